@@ -1,0 +1,1 @@
+//! The binding protocol as pure decisions.

@@ -1,0 +1,3 @@
+//! The process around the controllers: command line, HTTP endpoints, leader election.
+
+pub mod cli;
