@@ -8,3 +8,5 @@ pub async fn run_standalone(listen: SocketAddr, kubeconfig_out: PathBuf) -> Resu
     let _ = (listen, kubeconfig_out);
     Err("the embedded API server is not implemented yet".into())
 }
+
+pub mod schema;
