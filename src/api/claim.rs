@@ -1,5 +1,9 @@
 //! `ServerClaim`: a tenant's request for one machine (namespaced).
 
+// kube-derive's printcolumn(...) repeats keys such as `type_` per column, which clippy
+// mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
