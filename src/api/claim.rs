@@ -21,6 +21,7 @@ use super::server::TaintEffect;
     namespaced,
     shortname = "scl",
     status = "ServerClaimStatus",
+    derive = "PartialEq",
     doc = "A request for one bare-metal Server.",
     printcolumn(
         name = "Phase",

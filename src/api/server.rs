@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
     kind = "Server",
     shortname = "srv",
     status = "ServerStatus",
+    derive = "PartialEq",
     doc = "A bare-metal machine that a ServerClaim can bind to.",
     printcolumn(
         name = "Phase",
