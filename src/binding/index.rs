@@ -119,7 +119,7 @@ impl FreeServerIndex {
             }
             let tainted = !shape.taints.is_empty();
             // Within a tier only the group's lowest usable name can win.
-            if best.is_some_and(|(best_tainted, _)| best_tainted < tainted) {
+            if tainted && best.is_some_and(|(best_tainted, _)| !best_tainted) {
                 continue;
             }
             let Some(name) = members.iter().find(|n| !skip(n)) else {
