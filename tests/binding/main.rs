@@ -1,0 +1,6 @@
+//! The binding core, tested without I/O: every table row, the PV binder's scenarios,
+//! the free-server index against brute force, and an exhaustive model check.
+
+mod claim_table;
+mod server_table;
+mod support;
