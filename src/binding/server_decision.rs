@@ -41,7 +41,8 @@ pub enum ServerDecision {
     /// Ref with the claim's uid, the claim has no `serverRef`: wait for it to adopt the
     /// server (the claim write was lost in a crash).
     BoundAwaitingAdoption,
-    /// Ref with the claim's uid, but the claim names another server: roll back.
+    /// Ref with the claim's uid, but the claim names another server, or names none and
+    /// is on the bound path (a Lost claim never adopts): roll back.
     RollBack,
     /// Being deleted while a live claim holds it: keep the finalizer, Warning `DeletionBlocked`.
     DeletionBlocked { holder: ServerClaimRef },
@@ -109,8 +110,11 @@ pub fn decide_server(
     };
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
         Some(n) if n == name => BoundConfirmed,
-        None => BoundAwaitingAdoption,
-        Some(_) => RollBack,
+        // An unbound claim adopts the server (the crash after the server write); a bound
+        // claim whose serverRef a user cleared is Lost and never will, so waiting would
+        // leave an orphaned reservation.
+        None if !meta::is_bind_completed(c) => BoundAwaitingAdoption,
+        None | Some(_) => RollBack,
     }
 }
 

@@ -2,5 +2,7 @@
 //! the free-server index against brute force, and an exhaustive model check.
 
 mod claim_table;
+mod pv_scenarios;
 mod server_table;
 mod support;
+mod world;

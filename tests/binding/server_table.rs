@@ -326,3 +326,10 @@ fn deleting_with_no_live_claim_drops_the_finalizer() {
     assert_eq!(d, ServerDecision::DeletionAllowed);
     assert!(!has_protection(written(&plan(&srv, &d))));
 }
+
+#[test]
+fn uid_ref_with_a_lost_claim_that_cleared_its_ref_rolls_back() {
+    let srv = server("s1").bound_to("c", "uid-c");
+    let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
+    assert_eq!(decide_s(&srv, &lost), ServerDecision::RollBack);
+}
