@@ -2,6 +2,7 @@
 //! the free-server index against brute force, and an exhaustive model check.
 
 mod claim_table;
+mod index_props;
 mod pv_scenarios;
 mod server_table;
 mod support;
