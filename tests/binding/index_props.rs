@@ -11,7 +11,7 @@ use crate::support::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Upsert(Server),
+    Upsert(Box<Server>),
     Remove(String),
 }
 
@@ -51,7 +51,7 @@ fn arb_server() -> impl Strategy<Value = Server> {
 
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => arb_server().prop_map(Op::Upsert),
+        4 => arb_server().prop_map(|s| Op::Upsert(Box::new(s))),
         1 => (0..10u8).prop_map(|n| Op::Remove(format!("srv-{n}"))),
     ]
 }
@@ -97,7 +97,7 @@ fn brute_force<'a>(
         .filter(|s| eligibility(s, claim).is_ok())
         .filter(|s| !skip(meta::name(*s)))
         .min_by_key(|s| (!s.spec.taints.is_empty(), meta::name(*s).to_string()))
-        .map(|s| meta::name(s))
+        .map(meta::name)
 }
 
 proptest! {
@@ -115,7 +115,7 @@ proptest! {
             match op {
                 Op::Upsert(s) => {
                     index.upsert(&s);
-                    all.insert(meta::name(&s).to_string(), s);
+                    all.insert(meta::name(&*s).to_string(), *s);
                 }
                 Op::Remove(name) => {
                     index.remove(&name);
