@@ -3,6 +3,7 @@
 
 mod claim_table;
 mod index_props;
+mod model;
 mod pv_scenarios;
 mod server_table;
 mod support;
