@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "server-binder", version, about = "Binds ServerClaims to bare-metal Servers")]
+#[command(
+    name = "server-binder",
+    version,
+    about = "Binds ServerClaims to bare-metal Servers"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -52,6 +56,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Apiserver {
             listen,
             kubeconfig_out,
-        } => crate::apiserver::run_standalone(listen, kubeconfig_out).await,
+        } => crate::apiserver::run_standalone(listen, kubeconfig_out)
+            .await
+            .map_err(|e| e.to_string()),
     }
 }

@@ -102,7 +102,11 @@ impl CompiledSchema {
     ///
     /// Returns the paths of pruned unknown fields (so the caller can reject them under
     /// `fieldValidation=Strict` or warn), or every field error found.
-    pub fn admit(&self, obj: &mut Value, old: Option<&Value>) -> Result<Vec<String>, Vec<FieldError>> {
+    pub fn admit(
+        &self,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, Vec<FieldError>> {
         let _ = (obj, old);
         Ok(Vec::new())
     }
