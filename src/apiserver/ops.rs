@@ -146,6 +146,14 @@ fn admit(
     opts: &WriteOpts,
 ) -> Result<Vec<String>, ApiError> {
     let name = name_of(obj).to_owned();
+    if matches!(def.flavor, Flavor::Namespace) {
+        // The real server always labels a namespace with its own name.
+        let meta = meta_mut(obj);
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+    }
     let unknown = match &def.flavor {
         Flavor::Custom { schema, .. } => match schema {
             Some(schema) => schema
