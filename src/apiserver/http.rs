@@ -264,6 +264,7 @@ fn write_opts(q: &Query) -> Result<WriteOpts, ApiError> {
         dry_run: q.get("dryRun").is_some_and(|v| !v.is_empty()),
         validation,
         field_manager: q.get("fieldManager").map(str::to_owned),
+        force: q.flag("force"),
     })
 }
 

@@ -29,6 +29,8 @@ pub(crate) struct WriteOpts {
     pub dry_run: bool,
     pub validation: FieldValidation,
     pub field_manager: Option<String>,
+    /// `force` for server-side apply.
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -604,15 +606,52 @@ fn apply(
             {
                 return Err(ApiError::stale(&def.group, &def.plural, name));
             }
-            let merged = patch::apply(Some(&old), &applied, &manager, &api_version, sub);
+            let merged = patch::apply(
+                Some(&old),
+                &applied,
+                &manager,
+                &api_version,
+                sub,
+                opts.force,
+            )
+            .map_err(|c| apply_conflict(def, name, &c))?;
             write_existing(st, def, url_ns, name, &old, merged, part, opts)
         }
         Err(e) if e.code == 404 && part == Part::Main => {
-            let mut obj = patch::apply(None, &applied, &manager, &api_version, None);
+            let mut obj = patch::apply(None, &applied, &manager, &api_version, None, true)
+                .map_err(|c| apply_conflict(def, name, &c))?;
             meta_mut(&mut obj).insert("name".into(), json!(name));
             create(st, def, url_ns, obj, opts)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// 409 for an apply that would take fields from other managers, worded as the real one.
+fn apply_conflict(def: &ResourceDef, name: &str, conflicts: &[patch::ApplyConflict]) -> ApiError {
+    let message = match conflicts {
+        [(m, f)] => format!("Apply failed with 1 conflict: conflict with \"{m}\": {f}"),
+        many => {
+            let list: Vec<String> = many
+                .iter()
+                .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
+                .collect();
+            format!(
+                "Apply failed with {} conflicts: {}",
+                many.len(),
+                list.join("\n")
+            )
+        }
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\""), "field": f}))
+        .collect();
+    ApiError {
+        details: Some(
+            json!({"name": name, "group": def.group, "kind": def.plural, "causes": causes}),
+        ),
+        ..ApiError::new(409, "Conflict", message)
     }
 }
 

@@ -316,20 +316,45 @@ fn deep_merge(doc: &mut Value, applied: &Value) {
     }
 }
 
+fn value_at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, seg| cur.get(seg.as_str()))
+}
+
+fn remove_from_set(set: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = set;
+    for seg in parents {
+        match cur.get_mut(format!("f:{seg}")) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(&format!("f:{last}"));
+    }
+}
+
+/// A field another manager owns with a different value: (manager, `.spec.x`).
+pub(crate) type ApplyConflict = (String, String);
+
 /// Server-side apply, simplified: the applied configuration is merged into the live
 /// object (maps by key, lists atomically); fields this manager applied last time and
 /// no longer applies are removed unless another apply manager owns them; the manager's
-/// `managedFields` entry is recorded. Conflicts with other managers are not detected
-/// (as if `force` were always set).
+/// `managedFields` entry is recorded. Applying a value to a field that another apply
+/// manager owns with a different live value is a conflict, unless `force` (which
+/// takes the field over). Ownership by non-apply writes is not tracked.
 pub(crate) fn apply(
     live: Option<&Value>,
     applied: &Value,
     manager: &str,
     api_version: &str,
     subresource: Option<&str>,
-) -> Value {
+    force: bool,
+) -> Result<Value, Vec<ApplyConflict>> {
     let mut obj = live.cloned().unwrap_or_else(|| json!({}));
-    let managed: Vec<Value> = live
+    let mut managed: Vec<Value> = live
         .and_then(|l| l.get("metadata"))
         .and_then(|m| m.get("managedFields"))
         .and_then(Value::as_array)
@@ -341,6 +366,35 @@ pub(crate) fn apply(
             && e.get("subresource").and_then(Value::as_str) == subresource
     };
     let new_set = field_set(applied, true);
+    let mut wanted = Vec::new();
+    leaves(&new_set, &mut Vec::new(), &mut wanted);
+    let mut conflicts = Vec::new();
+    for e in managed.iter_mut().filter(|e| !same_entry(e)) {
+        if e.get("operation").and_then(Value::as_str) != Some("Apply") {
+            continue;
+        }
+        let other = e
+            .get("manager")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        for path in &wanted {
+            let owned = e.get("fieldsV1").is_some_and(|s| set_contains(s, path));
+            let live_value = value_at(&obj, path);
+            if owned && live_value.is_some() && live_value != value_at(applied, path) {
+                if force {
+                    if let Some(set) = e.get_mut("fieldsV1") {
+                        remove_from_set(set, path);
+                    }
+                } else {
+                    conflicts.push((other.clone(), format!(".{}", path.join("."))));
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(conflicts);
+    }
     if let Some(prev) = managed
         .iter()
         .find(|e| same_entry(e))
@@ -374,7 +428,7 @@ pub(crate) fn apply(
     let mut entries: Vec<Value> = managed.into_iter().filter(|e| !same_entry(e)).collect();
     entries.push(entry);
     super::meta::meta_mut(&mut obj).insert("managedFields".into(), Value::Array(entries));
-    obj
+    Ok(obj)
 }
 
 #[cfg(test)]
@@ -400,17 +454,59 @@ mod tests {
 
     #[test]
     fn apply_removes_fields_a_manager_stopped_applying() {
-        let first = apply(
-            None,
-            &json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n"}, "spec": {"a": 1, "b": 2}}),
+        let base = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n"}, "spec": {"a": 1, "b": 2}});
+        let first = apply(None, &base, "m", "v1", None, false).unwrap();
+        assert_eq!(first["spec"], json!({"a": 1, "b": 2}));
+        let second = apply(
+            Some(&first),
+            &json!({"spec": {"a": 5}}),
             "m",
             "v1",
             None,
-        );
-        assert_eq!(first["spec"], json!({"a": 1, "b": 2}));
-        let second = apply(Some(&first), &json!({"spec": {"a": 5}}), "m", "v1", None);
+            false,
+        )
+        .unwrap();
         assert_eq!(second["spec"], json!({"a": 5}));
-        let other = apply(Some(&second), &json!({"spec": {"c": 1}}), "n", "v1", None);
+        let other = apply(
+            Some(&second),
+            &json!({"spec": {"c": 1}}),
+            "n",
+            "v1",
+            None,
+            false,
+        )
+        .unwrap();
         assert_eq!(other["spec"], json!({"a": 5, "c": 1}));
+        let clash = apply(
+            Some(&other),
+            &json!({"spec": {"a": 6}}),
+            "n",
+            "v1",
+            None,
+            false,
+        );
+        assert_eq!(
+            clash.unwrap_err(),
+            vec![("m".to_owned(), ".spec.a".to_owned())]
+        );
+        let same = apply(
+            Some(&other),
+            &json!({"spec": {"a": 5}}),
+            "n",
+            "v1",
+            None,
+            false,
+        );
+        assert!(same.is_ok(), "equal values are shared, not a conflict");
+        let forced = apply(
+            Some(&other),
+            &json!({"spec": {"a": 6}}),
+            "n",
+            "v1",
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(forced["spec"]["a"], 6);
     }
 }
