@@ -140,7 +140,7 @@ impl State {
     /// that resourceVersion, or `Err(oldest available)` if history no longer reaches back.
     pub fn subscribe(&mut self, key: &StorageKey, since: Option<u64>) -> Result<Subscription, u64> {
         let replay = match since {
-            Some(rv) if rv < self.compacted => return Err(self.compacted + 1),
+            Some(rv) if rv < self.compacted => return Err(self.compacted),
             Some(rv) => {
                 // History is ordered by rv: skip to the first change after `rv`.
                 let start = self.history.partition_point(|c| c.rv <= rv);
@@ -164,9 +164,12 @@ impl State {
         })
     }
 
-    /// Forgets all history: any watch or continue token from before now gets 410.
+    /// Forgets all history: any watch or continue token from a resourceVersion handed
+    /// out before now gets 410. The counter moves on by one so that a fresh list's
+    /// resourceVersion is newer than the compaction point and watches from it work.
     pub fn compact(&mut self) {
         self.history.clear();
+        self.rv += 1;
         self.compacted = self.rv;
     }
 

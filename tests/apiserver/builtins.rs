@@ -6,9 +6,9 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, ObjectReference};
 use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::Resource;
 use kube_lease_manager::LeaseManagerBuilder;
 use serde_json::json;
 
@@ -41,15 +41,33 @@ async fn events_are_stored_once_and_served_through_both_apis() {
     assert_eq!(e.involved_object.name.as_deref(), Some("w"));
     assert_eq!(e.message.as_deref(), Some("painted"));
     assert_eq!(e.reporting_component.as_deref(), Some("painter"));
-    assert_eq!(e.source.as_ref().and_then(|s| s.component.as_deref()), Some("painter"));
+    assert_eq!(
+        e.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("painter")
+    );
     assert_eq!(e.count, Some(2));
-    assert_eq!(e.related.as_ref().and_then(|r| r.name.as_deref()), Some("g"));
+    assert_eq!(
+        e.related.as_ref().and_then(|r| r.name.as_deref()),
+        Some("g")
+    );
     assert!(e.first_timestamp.is_some() && e.last_timestamp.is_some());
-    assert_eq!(e.metadata.resource_version, made.metadata.resource_version, "one object");
+    assert_eq!(
+        e.metadata.resource_version, made.metadata.resource_version,
+        "one object"
+    );
 
     // A core/v1 write is seen through events.k8s.io.
-    core.patch("w.1", &PatchParams::default(), &Patch::Merge(json!({"message": "repainted"}))).await.unwrap();
-    assert_eq!(v1.get("w.1").await.unwrap().note.as_deref(), Some("repainted"));
+    core.patch(
+        "w.1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"message": "repainted"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        v1.get("w.1").await.unwrap().note.as_deref(),
+        Some("repainted")
+    );
 
     // kubectl describe's field selector.
     let sel = format!(
@@ -57,17 +75,46 @@ async fn events_are_stored_once_and_served_through_both_apis() {
         w.metadata.uid.clone().unwrap()
     );
     let all: Api<CoreEvent> = Api::all(c.clone());
-    assert_eq!(all.list(&ListParams::default().fields(&sel)).await.unwrap().items.len(), 1);
-    assert!(all.list(&ListParams::default().fields("involvedObject.name=other")).await.unwrap().items.is_empty());
-    assert_eq!(v1.list(&ListParams::default().fields("regarding.name=w")).await.unwrap().items.len(), 1);
+    assert_eq!(
+        all.list(&ListParams::default().fields(&sel))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert!(
+        all.list(&ListParams::default().fields("involvedObject.name=other"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(
+        v1.list(&ListParams::default().fields("regarding.name=w"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
 async fn kubes_recorder_publishes_and_aggregates_events() {
     let (_s, c) = with_crds().await;
-    let g = gadgets(&c, "default").create(&PostParams::default(), &gadget("g", None)).await.unwrap();
+    let g = gadgets(&c, "default")
+        .create(&PostParams::default(), &gadget("g", None))
+        .await
+        .unwrap();
     let reference: ObjectReference = g.object_ref(&gadget_resource());
-    let recorder = Recorder::new(c.clone(), Reporter { controller: "gadget-ctl".into(), instance: Some("gadget-ctl-0".into()) });
+    let recorder = Recorder::new(
+        c.clone(),
+        Reporter {
+            controller: "gadget-ctl".into(),
+            instance: Some("gadget-ctl-0".into()),
+        },
+    );
     let ev = Event {
         type_: EventType::Warning,
         reason: "Broken".into(),
@@ -79,11 +126,18 @@ async fn kubes_recorder_publishes_and_aggregates_events() {
     recorder.publish(&ev, &reference).await.unwrap();
     let core: Api<CoreEvent> = Api::namespaced(c.clone(), "default");
     let events = core
-        .list(&ListParams::default().fields(&format!("involvedObject.uid={}", g.metadata.uid.unwrap())))
+        .list(
+            &ListParams::default()
+                .fields(&format!("involvedObject.uid={}", g.metadata.uid.unwrap())),
+        )
         .await
         .unwrap()
         .items;
-    assert_eq!(events.len(), 1, "the repeat became a series on the same event");
+    assert_eq!(
+        events.len(),
+        1,
+        "the repeat became a series on the same event"
+    );
     let e = &events[0];
     assert_eq!(e.reason.as_deref(), Some("Broken"));
     assert_eq!(e.type_.as_deref(), Some("Warning"));
@@ -98,12 +152,19 @@ async fn leases_support_the_verbs_leader_election_uses() {
     let made = leases.create(&PostParams::default(), &l).await.unwrap();
     let mut next = made.clone();
     next.spec.as_mut().unwrap().holder_identity = Some("b".into());
-    let replaced = leases.replace("l", &PostParams::default(), &next).await.unwrap();
+    let replaced = leases
+        .replace("l", &PostParams::default(), &next)
+        .await
+        .unwrap();
     assert_eq!(replaced.spec.unwrap().holder_identity.as_deref(), Some("b"));
     let e = api_error(leases.replace("l", &PostParams::default(), &next).await);
     assert_eq!(e.code, 409, "the stale resourceVersion of `next` conflicts");
     let patched = leases
-        .patch("l", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"leaseTransitions": 3}})))
+        .patch(
+            "l",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"leaseTransitions": 3}})),
+        )
         .await
         .unwrap();
     assert_eq!(patched.spec.unwrap().lease_transitions, Some(3));
@@ -113,7 +174,9 @@ async fn leases_support_the_verbs_leader_election_uses() {
         "POST",
         "/apis/coordination.k8s.io/v1/namespaces/default/leases",
         &[("content-type", "application/json")],
-        json!({"metadata": {"name": "bad"}, "spec": {"leaseDurationSeconds": "ten"}}).to_string().into_bytes(),
+        json!({"metadata": {"name": "bad"}, "spec": {"leaseDurationSeconds": "ten"}})
+            .to_string()
+            .into_bytes(),
     )
     .await;
     assert_eq!(r.status, 400);
@@ -144,11 +207,22 @@ async fn leader_election_with_kube_lease_manager_elects_exactly_one() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let leases: Api<Lease> = Api::namespaced(c.clone(), "default");
-    let holder = leases.get("leader").await.unwrap().spec.unwrap().holder_identity.unwrap();
+    let holder = leases
+        .get("leader")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .holder_identity
+        .unwrap();
     let leader_is_a = *a_rx.borrow();
     assert_eq!(holder, if leader_is_a { "a" } else { "b" });
     // The leader goes away (its lease is released): the other takes over.
-    let (gone_rx, gone_task, other_rx) = if leader_is_a { (a_rx, a_task, b_rx) } else { (b_rx, b_task, a_rx) };
+    let (gone_rx, gone_task, other_rx) = if leader_is_a {
+        (a_rx, a_task, b_rx)
+    } else {
+        (b_rx, b_task, a_rx)
+    };
     drop(gone_rx);
     let _ = tokio::time::timeout(Duration::from_secs(10), gone_task).await;
     eventually("the other takes over", Duration::from_secs(20), || {
@@ -163,12 +237,25 @@ async fn namespaces_are_cluster_scoped_and_deleting_one_empties_it() {
     let (_s, c) = with_crds().await;
     let ns: Api<Namespace> = Api::all(c.clone());
     let made = ns
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(made.status.unwrap().phase.as_deref(), Some("Active"));
-    assert_eq!(made.metadata.labels.unwrap().get("kubernetes.io/metadata.name").map(String::as_str), Some("team"));
-    gadgets(&c, "team").create(&PostParams::default(), &gadget("g", None)).await.unwrap();
+    assert_eq!(
+        made.metadata
+            .labels
+            .unwrap()
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("team")
+    );
+    gadgets(&c, "team")
+        .create(&PostParams::default(), &gadget("g", None))
+        .await
+        .unwrap();
     ns.delete("team", &DeleteParams::default()).await.unwrap();
     assert_eq!(api_error(ns.get("team").await).code, 404);
     assert_eq!(api_error(gadgets(&c, "team").get("g").await).code, 404);

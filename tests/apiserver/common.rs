@@ -40,10 +40,24 @@ pub async fn with_crds() -> (ApiServerHandle, Client) {
 
 pub async fn with_crds_config(config: Config) -> (ApiServerHandle, Client) {
     let server = start_with(config).await;
-    server.install_crd(&widget_crd()).await.expect("widgets install");
-    server.install_crd(&gadget_crd()).await.expect("gadgets install");
+    server
+        .install_crd(&widget_crd())
+        .await
+        .expect("widgets install");
+    server
+        .install_crd(&gadget_crd())
+        .await
+        .expect("gadgets install");
     let client = server.client();
     (server, client)
+}
+
+/// A client that does not retry 429/503/504 by itself (kube's default client does), to
+/// see injected faults as they are.
+pub fn no_retry_client(server: &ApiServerHandle) -> Client {
+    let mut config = kube::Config::new(server.url().parse().expect("url"));
+    config.default_retry = false;
+    Client::try_from(config).expect("client")
 }
 
 pub fn widget_resource() -> ApiResource {

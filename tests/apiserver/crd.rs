@@ -12,27 +12,55 @@ async fn installing_a_crd_serves_it_at_once_and_deleting_it_stops_serving() {
     let server = start().await;
     let c = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    assert_eq!(api_error(widgets(&c).list(&Default::default()).await).code, 404);
-    let made = crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    assert_eq!(
+        api_error(widgets(&c).list(&Default::default()).await).code,
+        404
+    );
+    let made = crds
+        .create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
     let conditions = made.status.unwrap().conditions.unwrap();
     for ty in ["Established", "NamesAccepted"] {
         assert!(
-            conditions.iter().any(|c| c.type_ == ty && c.status == "True"),
+            conditions
+                .iter()
+                .any(|c| c.type_ == ty && c.status == "True"),
             "{ty} is True"
         );
     }
     create_widget(&c, "w", "blue").await;
-    assert_eq!(widgets(&c).list(&Default::default()).await.unwrap().items.len(), 1);
+    assert_eq!(
+        widgets(&c)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
     let listed = crds.list(&Default::default()).await.unwrap();
     assert_eq!(listed.items.len(), 1);
     let got = crds.get("widgets.test.example.dev").await.unwrap();
     assert_eq!(got.metadata.generation, Some(1));
 
-    crds.delete("widgets.test.example.dev", &DeleteParams::default()).await.unwrap();
-    assert_eq!(api_error(widgets(&c).list(&Default::default()).await).code, 404);
+    crds.delete("widgets.test.example.dev", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        api_error(widgets(&c).list(&Default::default()).await).code,
+        404
+    );
     // Re-installing starts from empty.
     server.install_crd(&widget_crd()).await.unwrap();
-    assert!(widgets(&c).list(&Default::default()).await.unwrap().items.is_empty());
+    assert!(
+        widgets(&c)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -40,16 +68,28 @@ async fn a_crd_with_a_bad_name_is_invalid() {
     let server = start().await;
     let mut bad = widget_crd();
     bad.metadata.name = Some("wrong.test.example.dev".into());
-    let e = api_error(Api::<CustomResourceDefinition>::all(server.client()).create(&PostParams::default(), &bad).await);
+    let e = api_error(
+        Api::<CustomResourceDefinition>::all(server.client())
+            .create(&PostParams::default(), &bad)
+            .await,
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(e.message.contains("must be spec.names.plural+\".\"+spec.group"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("must be spec.names.plural+\".\"+spec.group"),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]
 async fn discovery_lists_groups_resources_verbs_and_names() {
     let (_s, c) = with_crds().await;
     let discovery = Discovery::new(c.clone()).run().await.unwrap();
-    let group = discovery.groups().find(|g| g.name() == GROUP).expect("the test group");
+    let group = discovery
+        .groups()
+        .find(|g| g.name() == GROUP)
+        .expect("the test group");
     let (widget, caps) = group
         .recommended_resources()
         .into_iter()
@@ -72,12 +112,27 @@ async fn discovery_lists_groups_resources_verbs_and_names() {
     assert_eq!(g["namespaced"], true);
 
     let core = get_json(&c, "/api/v1").await.body;
-    let names: Vec<&str> = core["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    let names: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
     assert!(names.contains(&"namespaces") && names.contains(&"events"));
     assert_eq!(get_json(&c, "/api").await.body["versions"], json!(["v1"]));
     let groups = get_json(&c, "/apis").await.body;
-    let gnames: Vec<&str> = groups["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
-    for g in ["events.k8s.io", "coordination.k8s.io", "apiextensions.k8s.io", GROUP] {
+    let gnames: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    for g in [
+        "events.k8s.io",
+        "coordination.k8s.io",
+        "apiextensions.k8s.io",
+        GROUP,
+    ] {
         assert!(gnames.contains(&g), "{g} in {gnames:?}");
     }
     let version = c.apiserver_version().await.unwrap();

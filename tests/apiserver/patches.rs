@@ -12,16 +12,31 @@ async fn merge_patch_merges_and_nulls_delete() {
     let api = widgets(&c);
     create_widget(&c, "m", "blue").await;
     let w = api
-        .patch("m", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": "large"}, "metadata": {"labels": {"a": "1"}}})))
+        .patch(
+            "m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": "large"}, "metadata": {"labels": {"a": "1"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(w.data["spec"], json!({"color": "blue", "size": "large"}));
     let w = api
-        .patch("m", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": null}})))
+        .patch(
+            "m",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": null}})),
+        )
         .await
         .unwrap();
     assert_eq!(w.data["spec"], json!({"color": "blue"}));
-    assert_eq!(api_error(api.patch("nope", &PatchParams::default(), &Patch::Merge(json!({}))).await).code, 404);
+    assert_eq!(
+        api_error(
+            api.patch("nope", &PatchParams::default(), &Patch::Merge(json!({})))
+                .await
+        )
+        .code,
+        404
+    );
 }
 
 #[tokio::test]
@@ -35,13 +50,23 @@ async fn json_patch_applies_operations_and_test_failures_are_rejected() {
         {"op": "add", "path": "/metadata/labels", "value": {"x": "y"}},
     ]))
     .unwrap();
-    let w = api.patch("j", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap();
+    let w = api
+        .patch("j", &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+        .unwrap();
     assert_eq!(w.data["spec"]["color"], "red");
     let failing: json_patch::Patch =
         serde_json::from_value(json!([{"op": "test", "path": "/spec/color", "value": "blue"}, {"op": "remove", "path": "/spec"}])).unwrap();
-    let e = api_error(api.patch("j", &PatchParams::default(), &Patch::<()>::Json(failing)).await);
+    let e = api_error(
+        api.patch("j", &PatchParams::default(), &Patch::<()>::Json(failing))
+            .await,
+    );
     assert_eq!(e.code, 422);
-    assert_eq!(api.get("j").await.unwrap().data["spec"]["color"], "red", "nothing half-applied");
+    assert_eq!(
+        api.get("j").await.unwrap().data["spec"]["color"],
+        "red",
+        "nothing half-applied"
+    );
 }
 
 #[tokio::test]
@@ -50,14 +75,22 @@ async fn strategic_merge_is_for_built_ins_only() {
     create_widget(&c, "s", "blue").await;
     let e = api_error(
         widgets(&c)
-            .patch("s", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"color": "red"}})))
+            .patch(
+                "s",
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"spec": {"color": "red"}})),
+            )
             .await,
     );
     assert_eq!((e.code, e.reason.as_str()), (415, "UnsupportedMediaType"));
     let ns: Api<Namespace> = Api::all(c.clone());
-    ns.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "smp", "labels": {"a": "1"}}})).unwrap())
-        .await
-        .unwrap();
+    ns.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "smp", "labels": {"a": "1"}}}))
+            .unwrap(),
+    )
+    .await
+    .unwrap();
     let n = ns
         .patch(
             "smp",
@@ -77,7 +110,10 @@ async fn server_side_apply_creates_merges_and_detects_conflicts() {
     let (_s, c) = with_crds().await;
     let api = widgets(&c);
     let cfg = json!({"apiVersion": "test.example.dev/v1", "kind": "Widget", "metadata": {"name": "a"}, "spec": {"color": "blue", "size": "small"}});
-    let w = api.patch("a", &PatchParams::apply("alice"), &Patch::Apply(&cfg)).await.unwrap();
+    let w = api
+        .patch("a", &PatchParams::apply("alice"), &Patch::Apply(&cfg))
+        .await
+        .unwrap();
     assert_eq!(w.data["spec"]["size"], "small");
     let managers: Vec<String> = w
         .metadata
@@ -89,17 +125,32 @@ async fn server_side_apply_creates_merges_and_detects_conflicts() {
     assert_eq!(managers, ["alice"]);
     // Alice stops applying `size`: it goes.
     let cfg2 = json!({"apiVersion": "test.example.dev/v1", "kind": "Widget", "metadata": {"name": "a"}, "spec": {"color": "blue"}});
-    let w = api.patch("a", &PatchParams::apply("alice"), &Patch::Apply(&cfg2)).await.unwrap();
+    let w = api
+        .patch("a", &PatchParams::apply("alice"), &Patch::Apply(&cfg2))
+        .await
+        .unwrap();
     assert!(w.data["spec"].get("size").is_none(), "{}", w.data);
     // Bob applying a different color conflicts, unless forced.
     let bob = json!({"apiVersion": "test.example.dev/v1", "kind": "Widget", "metadata": {"name": "a"}, "spec": {"color": "red"}});
-    let e = api_error(api.patch("a", &PatchParams::apply("bob"), &Patch::Apply(&bob)).await);
+    let e = api_error(
+        api.patch("a", &PatchParams::apply("bob"), &Patch::Apply(&bob))
+            .await,
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
-    assert_eq!(e.message, "Apply failed with 1 conflict: conflict with \"alice\": .spec.color");
-    let w = api.patch("a", &PatchParams::apply("bob").force(), &Patch::Apply(&bob)).await.unwrap();
+    assert_eq!(
+        e.message,
+        "Apply failed with 1 conflict: conflict with \"alice\": .spec.color"
+    );
+    let w = api
+        .patch("a", &PatchParams::apply("bob").force(), &Patch::Apply(&bob))
+        .await
+        .unwrap();
     assert_eq!(w.data["spec"]["color"], "red");
     // Apply needs a field manager.
-    let e = api_error(api.patch("a", &PatchParams::default(), &Patch::Apply(&bob)).await);
+    let e = api_error(
+        api.patch("a", &PatchParams::default(), &Patch::Apply(&bob))
+            .await,
+    );
     assert_eq!(e.code, 422);
 }
 
@@ -109,17 +160,29 @@ async fn a_resource_version_in_a_patch_is_a_precondition() {
     let api = widgets(&c);
     let w = create_widget(&c, "p", "blue").await;
     let stale = json!({"metadata": {"resourceVersion": "1"}, "spec": {"color": "red"}});
-    let e = api_error(api.patch("p", &PatchParams::default(), &Patch::Merge(&stale)).await);
+    let e = api_error(
+        api.patch("p", &PatchParams::default(), &Patch::Merge(&stale))
+            .await,
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
     let fresh = json!({"metadata": {"resourceVersion": w.metadata.resource_version}, "spec": {"color": "red"}});
-    api.patch("p", &PatchParams::default(), &Patch::Merge(&fresh)).await.unwrap();
+    api.patch("p", &PatchParams::default(), &Patch::Merge(&fresh))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn an_unknown_patch_type_is_unsupported_media_type() {
     let (_s, c) = with_crds().await;
     create_widget(&c, "u", "blue").await;
-    let r = raw(&c, "PATCH", "/apis/test.example.dev/v1/widgets/u", &[("content-type", "application/xml")], b"<x/>".to_vec()).await;
+    let r = raw(
+        &c,
+        "PATCH",
+        "/apis/test.example.dev/v1/widgets/u",
+        &[("content-type", "application/xml")],
+        b"<x/>".to_vec(),
+    )
+    .await;
     assert_eq!(r.status, 415);
     assert_eq!(r.body["reason"], "UnsupportedMediaType");
     assert_eq!(r.body["kind"], "Status");

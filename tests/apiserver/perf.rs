@@ -13,10 +13,20 @@ async fn hundreds_of_watches_follow_thousands_of_writes() {
     const WRITES: usize = 2000;
     let (_s, c) = with_crds().await;
     let api = widgets(&c);
-    let start_rv = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let start_rv = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     let mut watchers = Vec::new();
     for _ in 0..WATCHERS {
-        let mut stream = api.watch(&WatchParams::default(), &start_rv).await.unwrap().boxed();
+        let mut stream = api
+            .watch(&WatchParams::default(), &start_rv)
+            .await
+            .unwrap()
+            .boxed();
         watchers.push(tokio::spawn(async move {
             let mut added = 0;
             while added < WRITES {
@@ -34,7 +44,9 @@ async fn hundreds_of_watches_follow_thousands_of_writes() {
             let api = api.clone();
             tokio::spawn(async move {
                 for i in (w..WRITES).step_by(4) {
-                    api.create(&PostParams::default(), &widget(&format!("w{i:05}"), "blue")).await.unwrap();
+                    api.create(&PostParams::default(), &widget(&format!("w{i:05}"), "blue"))
+                        .await
+                        .unwrap();
                 }
             })
         })
@@ -44,7 +56,10 @@ async fn hundreds_of_watches_follow_thousands_of_writes() {
     }
     let writes_done = t.elapsed();
     for w in watchers {
-        tokio::time::timeout(Duration::from_secs(120), w).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(120), w)
+            .await
+            .unwrap()
+            .unwrap();
     }
     let all_seen = t.elapsed();
     eprintln!(

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,12 @@ use tokio::sync::mpsc;
 use crate::common::*;
 
 #[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
-#[kube(group = "test.example.dev", version = "v1", kind = "Widget", status = "WidgetStatus")]
+#[kube(
+    group = "test.example.dev",
+    version = "v1",
+    kind = "Widget",
+    status = "WidgetStatus"
+)]
 pub struct WidgetSpec {
     pub color: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,7 +43,9 @@ pub struct WidgetStatus {
 async fn watch_names(api: Api<Widget>) -> mpsc::UnboundedReceiver<(String, bool)> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(ev) = stream.next().await {
             let sent = match ev {
                 Ok(Event::Apply(w) | Event::InitApply(w)) => tx.send((w.name_any(), true)),
@@ -82,7 +89,10 @@ async fn the_watcher_survives_a_dropped_watch_and_a_410() {
     server.faults().compact_history();
     create_widget(&c, "after-compaction", "blue").await;
     expect_name(&mut rx, "after-compaction", true).await;
-    widgets(&c).delete("first", &Default::default()).await.unwrap();
+    widgets(&c)
+        .delete("first", &Default::default())
+        .await
+        .unwrap();
     expect_name(&mut rx, "first", false).await;
     let watches = server
         .request_log()
@@ -113,7 +123,11 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, ReconcileErr
     if w.status.as_ref().and_then(|s| s.observed_generation) != generation {
         let status = json!({"status": {"phase": format!("Painted-{}", w.spec.color), "observedGeneration": generation}});
         ctx.api
-            .patch_status(&w.name_any(), &PatchParams::default(), &Patch::Merge(status))
+            .patch_status(
+                &w.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(status),
+            )
             .await?;
     }
     Ok(Action::await_change())
@@ -135,7 +149,10 @@ async fn a_controller_reconciles_against_the_server() {
     );
     create_widget(&c, "w", "blue").await;
     let phase = |api: Api<Widget>| async move {
-        api.get("w").await.ok().and_then(|w| w.status.and_then(|s| s.phase))
+        api.get("w")
+            .await
+            .ok()
+            .and_then(|w| w.status.and_then(|s| s.phase))
     };
     let p = eventually("first reconcile", Duration::from_secs(20), || {
         let api = api.clone();
@@ -145,12 +162,18 @@ async fn a_controller_reconciles_against_the_server() {
     assert_eq!(p, "Painted-blue");
     // A 500 on the status write is retried by the error policy.
     server.faults().fail(
-        server_binder::apiserver::RequestMatcher::any().verb("patch").subresource("status"),
+        server_binder::apiserver::RequestMatcher::any()
+            .verb("patch")
+            .subresource("status"),
         1,
         500,
     );
     widgets(&c)
-        .patch("w", &PatchParams::default(), &Patch::Merge(json!({"spec": {"color": "red"}})))
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"color": "red"}})),
+        )
         .await
         .unwrap();
     eventually("second reconcile", Duration::from_secs(20), || {

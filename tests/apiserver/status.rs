@@ -12,7 +12,10 @@ async fn status_and_main_resource_write_disjoint_parts() {
     let mut w = widget("s", "blue");
     w.data["status"] = json!({"phase": "Ignored"});
     let w = api.create(&PostParams::default(), &w).await.unwrap();
-    assert!(w.data.get("status").is_none(), "status is dropped on create");
+    assert!(
+        w.data.get("status").is_none(),
+        "status is dropped on create"
+    );
 
     // PATCH /status: status changes, spec and labels in the same body do not.
     let patched = api
@@ -31,11 +34,17 @@ async fn status_and_main_resource_write_disjoint_parts() {
     let mut stale = patched.clone();
     stale.metadata.resource_version = w.metadata.resource_version.clone();
     stale.data["status"]["phase"] = json!("Stale");
-    let e = api_error(api.replace_status("s", &PostParams::default(), &stale).await);
+    let e = api_error(
+        api.replace_status("s", &PostParams::default(), &stale)
+            .await,
+    );
     assert_eq!(e.code, 409);
     let mut fresh = patched.clone();
     fresh.data["status"]["phase"] = json!("Done");
-    let replaced = api.replace_status("s", &PostParams::default(), &fresh).await.unwrap();
+    let replaced = api
+        .replace_status("s", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
     assert_eq!(replaced.data["status"]["phase"], "Done");
 
     // GET /status returns the object.
@@ -44,7 +53,11 @@ async fn status_and_main_resource_write_disjoint_parts() {
 
     // Main resource writes ignore status.
     let main = api
-        .patch("s", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Hacked"}, "spec": {"color": "green"}})))
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Hacked"}, "spec": {"color": "green"}})),
+        )
         .await
         .unwrap();
     assert_eq!(main.data["status"]["phase"], "Done");

@@ -48,12 +48,21 @@ async fn a_watch_from_now_streams_every_change() {
     create_widget(&c, "before", "blue").await;
     let list = api.list(&Default::default()).await.unwrap();
     let mut events = api
-        .watch(&WatchParams::default(), list.metadata.resource_version.as_deref().unwrap())
+        .watch(
+            &WatchParams::default(),
+            list.metadata.resource_version.as_deref().unwrap(),
+        )
         .await
         .unwrap()
         .boxed();
     create_widget(&c, "w", "blue").await;
-    api.patch("w", &PatchParams::default(), &Patch::Merge(json!({"spec": {"color": "red"}}))).await.unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"color": "red"}})),
+    )
+    .await
+    .unwrap();
     api.delete("w", &Default::default()).await.unwrap();
     let mut seen = Vec::new();
     for _ in 0..3 {
@@ -69,8 +78,15 @@ async fn resource_version_zero_or_unset_starts_with_the_current_state() {
     create_widget(&c, "a", "blue").await;
     create_widget(&c, "b", "blue").await;
     for rv in ["0", ""] {
-        let mut events = api.watch(&WatchParams::default(), rv).await.unwrap().boxed();
-        let first = [describe(&next(&mut events).await), describe(&next(&mut events).await)];
+        let mut events = api
+            .watch(&WatchParams::default(), rv)
+            .await
+            .unwrap()
+            .boxed();
+        let first = [
+            describe(&next(&mut events).await),
+            describe(&next(&mut events).await),
+        ];
         assert_eq!(first, ["ADDED a", "ADDED b"], "rv={rv:?}");
     }
 }
@@ -81,13 +97,25 @@ async fn a_watch_resumes_from_a_resource_version_by_replaying_history() {
     let api = widgets(&c);
     let a = create_widget(&c, "a", "blue").await;
     create_widget(&c, "b", "blue").await;
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"spec": {"color": "red"}}))).await.unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"color": "red"}})),
+    )
+    .await
+    .unwrap();
     let mut events = api
-        .watch(&WatchParams::default(), &a.metadata.resource_version.unwrap())
+        .watch(
+            &WatchParams::default(),
+            &a.metadata.resource_version.unwrap(),
+        )
         .await
         .unwrap()
         .boxed();
-    let seen = [describe(&next(&mut events).await), describe(&next(&mut events).await)];
+    let seen = [
+        describe(&next(&mut events).await),
+        describe(&next(&mut events).await),
+    ];
     assert_eq!(seen, ["ADDED b", "MODIFIED a"]);
 }
 
@@ -100,14 +128,21 @@ async fn a_resource_version_older_than_history_gets_410_expired() {
         create_widget(&c, &format!("w{i}"), "blue").await;
     }
     let mut events = api
-        .watch(&WatchParams::default(), &first.metadata.resource_version.unwrap())
+        .watch(
+            &WatchParams::default(),
+            &first.metadata.resource_version.unwrap(),
+        )
         .await
         .unwrap()
         .boxed();
     match next(&mut events).await {
         WatchEvent::Error(s) => {
             assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
-            assert!(s.message.starts_with("too old resource version"), "{}", s.message);
+            assert!(
+                s.message.starts_with("too old resource version"),
+                "{}",
+                s.message
+            );
         }
         other => panic!("expected 410, got {}", describe(&other)),
     }
@@ -118,19 +153,30 @@ async fn timeout_seconds_ends_the_stream() {
     let (_s, c) = with_crds().await;
     let api = widgets(&c);
     let started = std::time::Instant::now();
-    let mut events = api.watch(&WatchParams::default().timeout(1), "0").await.unwrap().boxed();
-    let end = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await.unwrap().unwrap();
+    let mut events = api
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let end = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(end.is_none(), "stream ends without events");
     assert!(started.elapsed() >= Duration::from_millis(900));
 }
 
 #[tokio::test]
 async fn bookmarks_arrive_periodically_with_a_current_resource_version() {
-    let (_s, c) = with_crds_config(Config::default().bookmark_interval(Duration::from_millis(200))).await;
+    let (_s, c) =
+        with_crds_config(Config::default().bookmark_interval(Duration::from_millis(200))).await;
     let api = widgets(&c);
     let w = create_widget(&c, "w", "blue").await;
     let mut events = api
-        .watch(&WatchParams::default(), &w.metadata.resource_version.clone().unwrap())
+        .watch(
+            &WatchParams::default(),
+            &w.metadata.resource_version.clone().unwrap(),
+        )
         .await
         .unwrap()
         .boxed();
@@ -156,14 +202,28 @@ async fn selector_transitions_become_added_and_deleted() {
     let api = widgets(&c);
     let w = create_widget(&c, "w", "blue").await;
     let mut events = api
-        .watch(&WatchParams::default().labels("team=x"), &w.metadata.resource_version.clone().unwrap())
+        .watch(
+            &WatchParams::default().labels("team=x"),
+            &w.metadata.resource_version.clone().unwrap(),
+        )
         .await
         .unwrap()
         .boxed();
     let label = |v: serde_json::Value| Patch::Merge(json!({"metadata": {"labels": {"team": v}}}));
-    api.patch("w", &PatchParams::default(), &label(json!("x"))).await.unwrap();
-    api.patch("w", &PatchParams::default(), &Patch::Merge(json!({"spec": {"color": "red"}}))).await.unwrap();
-    let last = api.patch("w", &PatchParams::default(), &label(json!("y"))).await.unwrap();
+    api.patch("w", &PatchParams::default(), &label(json!("x")))
+        .await
+        .unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"color": "red"}})),
+    )
+    .await
+    .unwrap();
+    let last = api
+        .patch("w", &PatchParams::default(), &label(json!("y")))
+        .await
+        .unwrap();
     let seen = [
         describe(&next(&mut events).await),
         describe(&next(&mut events).await),
@@ -199,8 +259,14 @@ async fn send_initial_events_ends_with_a_marked_bookmark() {
         serde_json::Value::String(s) => s,
         one => one.to_string(),
     };
-    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines[0]["type"], "ADDED");
     assert_eq!(lines[1]["type"], "BOOKMARK");
-    assert_eq!(lines[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert_eq!(
+        lines[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
 }
