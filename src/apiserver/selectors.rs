@@ -190,13 +190,13 @@ fn split_escaped(s: &str, sep: char) -> Vec<String> {
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
         if c == '\\' {
-            if let Some(n) = chars.next() {
-                if let Some(last) = out.last_mut() {
-                    if n != sep {
-                        last.push('\\');
-                    }
-                    last.push(n);
+            if let Some(n) = chars.next()
+                && let Some(last) = out.last_mut()
+            {
+                if n != sep {
+                    last.push('\\');
                 }
+                last.push(n);
             }
         } else if c == sep {
             out.push(String::new());
