@@ -1,1 +1,30 @@
-//! The binding protocol as pure decisions.
+//! The binding protocol as pure decisions: no I/O, no clocks, no randomness.
+//!
+//! docs/binding.md is the reference; [`decide_claim`] and [`decide_server`] have one match
+//! arm per row of its two tables, and [`plan_claim`] / [`plan_server`] turn a decision
+//! into the writes, event and outcome the controllers carry out.
+
+mod claim_decision;
+mod claim_plan;
+mod effects;
+mod eligibility;
+mod index;
+pub mod meta;
+mod selector;
+mod server_decision;
+mod server_plan;
+mod status;
+mod view;
+
+pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen};
+pub use claim_plan::{ClaimPlan, plan_claim};
+pub use effects::{BindingEvent, EventKind, LostReason, Outcome, RepairCase};
+pub use eligibility::{
+    Ineligible, RefMatch, describe_ref, eligibility, ref_match, server_is_claimable,
+};
+pub use index::{FreeServerIndex, is_free};
+pub use selector::{first_untolerated, selector_matches, tolerates};
+pub use server_decision::{ServerDecision, claim_ref_of, decide_server, has_protection};
+pub use server_plan::{ServerPlan, is_user_made_ref, plan_server};
+pub use status::{BoundCondition, find_bound};
+pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};

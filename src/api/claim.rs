@@ -1,0 +1,134 @@
+//! `ServerClaim`: a tenant's request for one machine (namespaced).
+
+// kube-derive's printcolumn(...) repeats keys such as `type_` per column, which clippy
+// mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::selector::ServerSelector;
+use super::server::TaintEffect;
+
+/// What the tenant asks for: a particular server, or any server matching a selector.
+#[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "metal.binder.dev",
+    version = "v1alpha1",
+    kind = "ServerClaim",
+    namespaced,
+    shortname = "scl",
+    status = "ServerClaimStatus",
+    derive = "PartialEq",
+    doc = "A request for one bare-metal Server.",
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Pending, Bound or Lost"
+    ),
+    printcolumn(
+        name = "Server",
+        type_ = "string",
+        json_path = ".spec.serverRef.name",
+        description = "The server chosen for or bound to this claim"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Bound\")].reason",
+        description = "Why the claim is in its phase"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+// A claim may gain a server and give it up, but never jump straight to another one:
+// the server side would be left pointing at a claim that no longer names it.
+#[x_kube(validation = Rule::new(
+    "!has(oldSelf.serverRef) || !has(self.serverRef) || self.serverRef.name == oldSelf.serverRef.name"
+).message("serverRef may be set and cleared, but not switched to another server"))]
+// The selector is part of what the tenant asked for; changing it under a binding would make
+// the bound server silently stop matching.
+#[x_kube(validation = Rule::new(
+    "!has(oldSelf.serverSelector) || (has(self.serverSelector) && self.serverSelector == oldSelf.serverSelector)"
+).message("serverSelector is immutable once set"))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerClaimSpec {
+    /// The server for this claim: written by a user (a pre-bound claim) or by the claim
+    /// controller together with the `metal.binder.dev/pre-bound` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_ref: Option<ServerRef>,
+    /// Only servers whose labels match may serve this claim, also one named by `serverRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_selector: Option<ServerSelector>,
+    /// Taints on a server that this claim accepts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A reference from a claim to a (cluster-scoped) server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerRef {
+    /// The server's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// Lets a claim bind to a server carrying a matching taint.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Toleration {
+    /// The taint key to tolerate; empty with `Exists` tolerates every taint.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// `Equal` (the default) also compares the value; `Exists` accepts any value.
+    #[serde(default)]
+    pub operator: TolerationOperator,
+    /// The value an `Equal` toleration matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// The effect to tolerate; empty tolerates every effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<TaintEffect>,
+}
+
+/// How a toleration compares a taint's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum TolerationOperator {
+    #[default]
+    Equal,
+    Exists,
+}
+
+/// The observed state of a claim.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerClaimStatus {
+    /// Where the claim is in its lifecycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClaimPhase>,
+    /// The `Bound` condition says why the claim is in its phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// When the claim became Bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_time: Option<Time>,
+}
+
+/// The lifecycle of a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ClaimPhase {
+    /// Not bound yet: waiting for a server (the `Bound` condition says why).
+    Pending,
+    /// Bound: `serverRef` names the server and the server's `serverClaimRef` has this claim's uid.
+    Bound,
+    /// Was bound, but the server is gone or serves another claim now.
+    Lost,
+}

@@ -1,0 +1,23 @@
+//! The well-known names of the protocol: API group, annotations, finalizer.
+//! docs/binding.md explains what each one means.
+
+/// The API group of both kinds.
+pub const GROUP: &str = "metal.binder.dev";
+/// The only served version.
+pub const VERSION: &str = "v1alpha1";
+
+/// On a claim: the claim controller chose `spec.serverRef` (tentative; it may withdraw it).
+/// Absent on a claim whose `serverRef` a user wrote.
+pub const ANNOTATION_PRE_BOUND: &str = "metal.binder.dev/pre-bound";
+/// On a claim: both sides agreed; the claim is on the bound path from now on.
+pub const ANNOTATION_BIND_COMPLETED: &str = "metal.binder.dev/bind-completed";
+/// On a server: the server controller wrote `spec.serverClaimRef` (not a user).
+pub const ANNOTATION_BOUND_BY_CONTROLLER: &str = "metal.binder.dev/bound-by-controller";
+/// The value every protocol annotation carries.
+pub const ANNOTATION_YES: &str = "yes";
+
+/// On a server, present while a live claim holds it, so the server cannot vanish under a tenant.
+pub const FINALIZER_SERVER_PROTECTION: &str = "metal.binder.dev/server-protection";
+
+/// The condition type both kinds carry about their binding.
+pub const CONDITION_BOUND: &str = "Bound";

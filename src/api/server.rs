@@ -1,0 +1,139 @@
+//! `Server`: one bare-metal machine (cluster-scoped).
+
+// kube-derive's printcolumn(...) repeats keys such as `type_` per column, which clippy
+// mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The desired state of a machine: whom it is reserved for or bound to, and who may take it.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "metal.binder.dev",
+    version = "v1alpha1",
+    kind = "Server",
+    shortname = "srv",
+    status = "ServerStatus",
+    derive = "PartialEq",
+    doc = "A bare-metal machine that a ServerClaim can bind to.",
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Available, Bound or Released"
+    ),
+    printcolumn(
+        name = "Claim",
+        type_ = "string",
+        json_path = ".status.claim",
+        description = "The claim holding this server, as namespace/name"
+    ),
+    printcolumn(
+        name = "Unclaimable",
+        type_ = "boolean",
+        json_path = ".spec.unclaimable",
+        priority = "1",
+        description = "Cordoned: no new claim may bind"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerSpec {
+    /// The claim this server is reserved for (no `uid`: a user's reservation by name) or
+    /// bound to (with `uid`). The server controller writes it; a user may pre-reserve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_claim_ref: Option<ServerClaimRef>,
+    /// Cordon: while true, no new claim binds to this server. An existing binding stays.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unclaimable: bool,
+    /// Only claims that tolerate every taint may bind to this server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// What happens when the bound claim goes away.
+    #[serde(default)]
+    pub reclaim_policy: ReclaimPolicy,
+}
+
+/// A reference from a server to the claim it serves.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerClaimRef {
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's uid. Empty: reserved for whichever claim carries this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// A taint keeps claims that do not tolerate it off the server.
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    /// The taint's key.
+    pub key: String,
+    /// The taint's value, matched by `Equal` tolerations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// What the taint does.
+    pub effect: TaintEffect,
+}
+
+/// The effects a taint can have.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum TaintEffect {
+    /// No claim binds to the server unless it tolerates the taint.
+    NoBind,
+}
+
+/// What happens to a server when its claim is deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ReclaimPolicy {
+    /// Free the server for the next claim.
+    #[default]
+    Recycle,
+    /// Keep the server `Released` with its claim reference until an admin clears it.
+    Retain,
+}
+
+/// The observed state of a machine.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    /// Where the server is in its lifecycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ServerPhase>,
+    /// The claim holding the server as `namespace/name`, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The `Bound` condition explains the phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// The lifecycle of a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ServerPhase {
+    /// Free, or reserved by name for a claim that has not bound yet.
+    Available,
+    /// Bound to a live claim.
+    Bound,
+    /// Its claim is gone and the policy is `Retain`: an admin must clear `serverClaimRef`.
+    Released,
+}

@@ -1,0 +1,166 @@
+//! The claim controller's decisions: one variant, and one match arm, per row of the claim
+//! table in docs/binding.md. Pure: the caller supplies the claim, a view of the servers and
+//! what it has chosen for other claims; the result says what to do, not how to do it.
+
+use crate::api::names::ANNOTATION_PRE_BOUND;
+use crate::api::{ServerClaim, ServerClaimRef};
+
+use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
+use super::meta;
+use super::view::ServerView;
+
+/// Whether absences in the view are confirmed by a live read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// The view is the watch cache, which may lag.
+    Cached,
+    /// The object the decision hinges on was just read live from the API server.
+    Confirmed,
+}
+
+/// What the claim controller does with a claim. Variant names follow the table rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimDecision {
+    // ---- Bound path: the claim carries `bind-completed`. ----
+    /// Bound claim, `serverRef` empty: phase Lost, Warning `ClaimLost`.
+    BoundServerRefCleared,
+    /// Bound claim, the server is missing from the cache: read it live before concluding.
+    ConfirmServerMissing { server: String },
+    /// Bound claim, the server is missing (confirmed live): phase Lost, Warning `ClaimLost`.
+    BoundServerMissing { server: String },
+    /// Bound claim, the server's `serverClaimRef` is empty (or names this claim without a
+    /// uid): keep Bound; the server controller restores the ref.
+    BoundServerRefLost { server: String },
+    /// Bound claim, the server names this claim's uid: ensure phase Bound.
+    BoundConfirmed { server: String },
+    /// Bound claim, the server names another claim or uid: phase Lost, Warning `ClaimMisbound`.
+    BoundMisbound {
+        server: String,
+        holder: ServerClaimRef,
+    },
+
+    // ---- Unbound path. ----
+    /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
+    AdoptReservedServer { server: String },
+    /// No `serverRef`, an eligible free server exists: choose the best fit.
+    PickBestFit { server: String },
+    /// No `serverRef`, nothing eligible: Pending `NoMatchingServer`, Normal `FailedBinding`.
+    NoMatchingServer,
+    /// The controller-chosen server is missing: withdraw and pick again.
+    WithdrawMissingServer { server: String },
+    /// The user-chosen server is missing: Pending `ServerNotFound`.
+    ServerNotFound { server: String },
+    /// The server has no `serverClaimRef` and is eligible: wait for the server controller.
+    WaitForServer { server: String },
+    /// The controller-chosen server has no ref but is not eligible: withdraw, pick again.
+    WithdrawIneligibleServer { server: String, why: Ineligible },
+    /// The user-chosen server has no ref but is not eligible: Pending, Warning `ServerMismatch`.
+    ServerMismatch { server: String, why: Ineligible },
+    /// The server names this claim without a uid: wait for the server controller to fill it.
+    WaitForUid { server: String },
+    /// The server names this claim's uid: write `bind-completed`, then status Bound.
+    CompleteBind { server: String },
+    /// The controller-chosen server serves another claim: withdraw, Normal `Rebinding`.
+    WithdrawTakenServer {
+        server: String,
+        holder: ServerClaimRef,
+    },
+    /// The user-chosen server serves another claim: Pending, Warning `FailedBinding`
+    /// with reason `ServerAlreadyClaimed`.
+    ServerAlreadyClaimed {
+        server: String,
+        holder: ServerClaimRef,
+    },
+}
+
+/// Whether the claim controller (not a user) chose the claim's `serverRef`.
+pub fn is_controller_chosen(claim: &ServerClaim) -> bool {
+    meta::has_annotation(claim, ANNOTATION_PRE_BOUND)
+}
+
+/// Decides what to do with `claim`.
+///
+/// `chosen_for_others(name)` is true for servers this controller chose for another claim
+/// and has not yet seen confirmed in its cache (the assumed-choice cache).
+pub fn decide_claim(
+    claim: &ServerClaim,
+    servers: &(impl ServerView + ?Sized),
+    chosen_for_others: &dyn Fn(&str) -> bool,
+    liveness: Liveness,
+) -> ClaimDecision {
+    use ClaimDecision::*;
+
+    let server_ref = claim.spec.server_ref.as_ref().map(|r| r.name.clone());
+
+    if meta::is_bind_completed(claim) {
+        let Some(server) = server_ref else {
+            return BoundServerRefCleared;
+        };
+        return match servers.server(&server) {
+            None if liveness == Liveness::Cached => ConfirmServerMissing { server },
+            None => BoundServerMissing { server },
+            Some(s) => match ref_match(s, claim) {
+                RefMatch::Empty | RefMatch::NameOnly => BoundServerRefLost { server },
+                RefMatch::SameUid => BoundConfirmed { server },
+                RefMatch::OtherUid | RefMatch::OtherClaim => BoundMisbound {
+                    server,
+                    holder: s.spec.server_claim_ref.clone().unwrap_or_default(),
+                },
+            },
+        };
+    }
+
+    let controller_chosen = is_controller_chosen(claim);
+    let Some(server) = server_ref else {
+        if let Some(reserved) = adoptable_reservation(claim, servers) {
+            return AdoptReservedServer { server: reserved };
+        }
+        return match servers.best_fit(claim, chosen_for_others) {
+            Some(s) => PickBestFit {
+                server: meta::name(s).to_string(),
+            },
+            None => NoMatchingServer,
+        };
+    };
+
+    let Some(s) = servers.server(&server) else {
+        return if controller_chosen {
+            WithdrawMissingServer { server }
+        } else {
+            ServerNotFound { server }
+        };
+    };
+    match ref_match(s, claim) {
+        RefMatch::Empty => match eligibility(s, claim) {
+            Ok(()) => WaitForServer { server },
+            Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
+            Err(why) => ServerMismatch { server, why },
+        },
+        RefMatch::NameOnly => WaitForUid { server },
+        RefMatch::SameUid => CompleteBind { server },
+        RefMatch::OtherUid | RefMatch::OtherClaim => {
+            let holder = s.spec.server_claim_ref.clone().unwrap_or_default();
+            if controller_chosen {
+                WithdrawTakenServer { server, holder }
+            } else {
+                ServerAlreadyClaimed { server, holder }
+            }
+        }
+    }
+}
+
+/// The lowest-named server reserved for this claim (by name, uid empty or this claim's)
+/// that is eligible for it: a user's reservation, or the server side of a bind whose claim
+/// write was lost in a crash.
+fn adoptable_reservation(
+    claim: &ServerClaim,
+    servers: &(impl ServerView + ?Sized),
+) -> Option<String> {
+    servers
+        .reserved_for(meta::namespace(claim), meta::name(claim))
+        .into_iter()
+        .filter(|s| matches!(ref_match(s, claim), RefMatch::NameOnly | RefMatch::SameUid))
+        .filter(|s| eligibility(s, claim).is_ok())
+        .map(|s| meta::name(s).to_string())
+        .min()
+}

@@ -1,0 +1,113 @@
+//! What a decision leads to besides object writes: the event a human reads and the
+//! outcome a metric counts. Kept as plain data so the pure core can say it and the
+//! controllers can emit it.
+
+use std::fmt;
+
+use crate::api::ReclaimPolicy;
+
+/// `Normal` or `Warning`, as in core/v1 Events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Normal,
+    Warning,
+}
+
+/// An event to record on the object, emitted only when the plan's writes succeed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingEvent {
+    pub kind: EventKind,
+    /// The event's reason (`Bound`, `FailedBinding`, ...).
+    pub reason: &'static str,
+    /// What the controller did (`Binding`, `Releasing`, ...), for events.k8s.io `action`.
+    pub action: &'static str,
+    /// The human-readable note: which server, which claim, why.
+    pub note: String,
+}
+
+impl BindingEvent {
+    pub fn normal(reason: &'static str, action: &'static str, note: impl Into<String>) -> Self {
+        Self {
+            kind: EventKind::Normal,
+            reason,
+            action,
+            note: note.into(),
+        }
+    }
+
+    pub fn warning(reason: &'static str, action: &'static str, note: impl Into<String>) -> Self {
+        Self {
+            kind: EventKind::Warning,
+            reason,
+            action,
+            note: note.into(),
+        }
+    }
+}
+
+/// Which controller repaired what, for `repairs_total{controller,case}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairCase {
+    /// The claim's status was lost or stale (e.g. a Lost claim whose server came back).
+    ClaimStatus,
+    /// A claim adopted a server reserved for it (by a user, or by a crash after the
+    /// server write).
+    Adopted,
+    /// A bound claim's lost `serverClaimRef` was restored on its server.
+    ServerRefRestored,
+    /// A bound server's missing finalizer was added back.
+    Finalizer,
+    /// A server ref to a claim that names another server was rolled back.
+    RolledBack,
+}
+
+impl RepairCase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClaimStatus => "claim_status",
+            Self::Adopted => "adopted",
+            Self::ServerRefRestored => "server_ref_restored",
+            Self::Finalizer => "finalizer",
+            Self::RolledBack => "rolled_back",
+        }
+    }
+}
+
+/// Why a claim was lost, for `lost_claims_total{reason}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostReason {
+    ServerRefCleared,
+    ServerMissing,
+    ServerMisbound,
+}
+
+impl LostReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ServerRefCleared => "ServerRefCleared",
+            Self::ServerMissing => "ServerMissing",
+            Self::ServerMisbound => "ServerMisbound",
+        }
+    }
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a plan achieves, counted by metrics when its writes succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A claim became Bound (observe the bind latency, count `binds_total`).
+    Bound,
+    /// A claim gave up its chosen server to pick again.
+    Rebind,
+    /// A bound claim was lost.
+    Lost(LostReason),
+    /// A server was released from a claim that is gone.
+    Released(ReclaimPolicy),
+    /// Something half-bound was repaired.
+    Repair(RepairCase),
+}

@@ -1,0 +1,122 @@
+//! Eligibility: can server S serve claim C? One function, shared by both controllers.
+
+use std::fmt;
+
+use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
+
+use super::meta;
+use super::selector::{first_untolerated, selector_matches};
+
+/// Why a server cannot serve a claim, worded for an event or condition message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ineligible {
+    /// The server has a deletionTimestamp.
+    Deleting,
+    /// `spec.unclaimable` is true (cordoned).
+    Unclaimable,
+    /// The claim does not tolerate this taint.
+    UntoleratedTaint { key: String },
+    /// The claim's `serverSelector` does not match the server's labels.
+    SelectorMismatch,
+    /// `spec.serverClaimRef` names another claim (or another incarnation of this one).
+    ClaimedByOther(ServerClaimRef),
+    /// The server is `Released` and waits for an admin.
+    Released,
+}
+
+impl fmt::Display for Ineligible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Deleting => write!(f, "the server is being deleted"),
+            Self::Unclaimable => write!(f, "the server is marked unclaimable"),
+            Self::UntoleratedTaint { key } => {
+                write!(f, "the claim does not tolerate the server's taint {key:?}")
+            }
+            Self::SelectorMismatch => {
+                write!(
+                    f,
+                    "the server's labels do not match the claim's serverSelector"
+                )
+            }
+            Self::ClaimedByOther(r) => write!(f, "the server is claimed by {}", describe_ref(r)),
+            Self::Released => write!(f, "the server is Released and waits for an admin"),
+        }
+    }
+}
+
+/// `namespace/name`, plus the uid when there is one.
+pub fn describe_ref(r: &ServerClaimRef) -> String {
+    match &r.uid {
+        Some(uid) => format!("{}/{} (uid {uid})", r.namespace, r.name),
+        None => format!("{}/{}", r.namespace, r.name),
+    }
+}
+
+/// How a server's `serverClaimRef` relates to a given claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefMatch {
+    /// The server has no `serverClaimRef`.
+    Empty,
+    /// It names this claim's namespace/name without a uid (a reservation by name).
+    NameOnly,
+    /// It names this claim, with this claim's uid.
+    SameUid,
+    /// It names this claim's namespace/name with another uid: an older incarnation.
+    OtherUid,
+    /// It names a different claim.
+    OtherClaim,
+}
+
+/// How `server.spec.serverClaimRef` relates to `claim`.
+pub fn ref_match(server: &Server, claim: &ServerClaim) -> RefMatch {
+    let Some(r) = &server.spec.server_claim_ref else {
+        return RefMatch::Empty;
+    };
+    if r.namespace != meta::namespace(claim) || r.name != meta::name(claim) {
+        return RefMatch::OtherClaim;
+    }
+    match &r.uid {
+        None => RefMatch::NameOnly,
+        Some(uid) if Some(uid.as_str()) == claim.metadata.uid.as_deref() => RefMatch::SameUid,
+        Some(_) => RefMatch::OtherUid,
+    }
+}
+
+/// The claim-independent half of eligibility: could this server serve *some* new claim?
+/// The free-server index holds exactly the servers for which this is true and that carry
+/// no `serverClaimRef`.
+pub fn server_is_claimable(server: &Server) -> Result<(), Ineligible> {
+    if meta::is_deleting(server) {
+        return Err(Ineligible::Deleting);
+    }
+    if server.spec.unclaimable {
+        return Err(Ineligible::Unclaimable);
+    }
+    if server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released) {
+        return Err(Ineligible::Released);
+    }
+    Ok(())
+}
+
+/// Whether `server` can serve `claim`: not being deleted, not unclaimable, every taint
+/// tolerated, the claim's selector matching (also when the claim names the server by ref),
+/// `serverClaimRef` empty or naming this claim (uid empty or equal), and not `Released`.
+pub fn eligibility(server: &Server, claim: &ServerClaim) -> Result<(), Ineligible> {
+    server_is_claimable(server)?;
+    if let Some(taint) = first_untolerated(&server.spec.taints, &claim.spec.tolerations) {
+        return Err(Ineligible::UntoleratedTaint {
+            key: taint.key.clone(),
+        });
+    }
+    if let Some(selector) = &claim.spec.server_selector
+        && !selector_matches(selector, meta::labels(server))
+    {
+        return Err(Ineligible::SelectorMismatch);
+    }
+    match ref_match(server, claim) {
+        RefMatch::Empty | RefMatch::NameOnly | RefMatch::SameUid => Ok(()),
+        RefMatch::OtherUid | RefMatch::OtherClaim => Err(Ineligible::ClaimedByOther(
+            server.spec.server_claim_ref.clone().unwrap_or_default(),
+        )),
+    }
+}

@@ -1,0 +1,78 @@
+//! Small, total accessors for object metadata, so decisions never unwrap.
+
+use std::collections::BTreeMap;
+
+use kube::Resource;
+
+use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_YES};
+
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+pub fn name<K: Resource>(obj: &K) -> &str {
+    obj.meta().name.as_deref().unwrap_or("")
+}
+
+pub fn namespace<K: Resource>(obj: &K) -> &str {
+    obj.meta().namespace.as_deref().unwrap_or("")
+}
+
+pub fn uid<K: Resource>(obj: &K) -> Option<&str> {
+    obj.meta().uid.as_deref()
+}
+
+pub fn labels<K: Resource>(obj: &K) -> &BTreeMap<String, String> {
+    obj.meta().labels.as_ref().unwrap_or(&NO_LABELS)
+}
+
+pub fn is_deleting<K: Resource>(obj: &K) -> bool {
+    obj.meta().deletion_timestamp.is_some()
+}
+
+/// Whether the annotation is present with the value `yes`.
+pub fn has_annotation<K: Resource>(obj: &K, key: &str) -> bool {
+    obj.meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == ANNOTATION_YES)
+}
+
+pub fn set_annotation<K: Resource>(obj: &mut K, key: &str) {
+    obj.meta_mut()
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(key.to_string(), ANNOTATION_YES.to_string());
+}
+
+pub fn remove_annotation<K: Resource>(obj: &mut K, key: &str) {
+    if let Some(annotations) = obj.meta_mut().annotations.as_mut() {
+        annotations.remove(key);
+    }
+}
+
+pub fn has_finalizer<K: Resource>(obj: &K, finalizer: &str) -> bool {
+    obj.meta()
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+pub fn add_finalizer<K: Resource>(obj: &mut K, finalizer: &str) {
+    if !has_finalizer(obj, finalizer) {
+        obj.meta_mut()
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(finalizer.to_string());
+    }
+}
+
+pub fn remove_finalizer<K: Resource>(obj: &mut K, finalizer: &str) {
+    if let Some(finalizers) = obj.meta_mut().finalizers.as_mut() {
+        finalizers.retain(|x| x != finalizer);
+    }
+}
+
+/// Whether a claim is on the bound path (both sides agreed once).
+pub fn is_bind_completed<K: Resource>(obj: &K) -> bool {
+    has_annotation(obj, ANNOTATION_BIND_COMPLETED)
+}

@@ -1,0 +1,59 @@
+//! Label selector and taint/toleration matching.
+
+use std::collections::BTreeMap;
+
+use crate::api::{
+    SelectorOperator, SelectorRequirement, ServerSelector, Taint, Toleration, TolerationOperator,
+};
+
+/// Whether `labels` satisfy `selector` (Kubernetes semantics: every `matchLabels` pair and
+/// every expression must hold; an empty selector matches everything).
+pub fn selector_matches(selector: &ServerSelector, labels: &BTreeMap<String, String>) -> bool {
+    selector
+        .match_labels
+        .iter()
+        .all(|(key, value)| labels.get(key) == Some(value))
+        && selector
+            .match_expressions
+            .iter()
+            .all(|requirement| requirement_matches(requirement, labels))
+}
+
+fn requirement_matches(
+    requirement: &SelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let value = labels.get(&requirement.key);
+    match requirement.operator {
+        SelectorOperator::In => value.is_some_and(|v| requirement.values.contains(v)),
+        SelectorOperator::NotIn => value.is_none_or(|v| !requirement.values.contains(v)),
+        SelectorOperator::Exists => value.is_some(),
+        SelectorOperator::DoesNotExist => value.is_none(),
+    }
+}
+
+/// Whether one toleration accepts one taint (Kubernetes semantics, with the single
+/// effect `NoBind`).
+pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    if toleration
+        .effect
+        .is_some_and(|effect| effect != taint.effect)
+    {
+        return false;
+    }
+    match toleration.operator {
+        // An empty key with Exists is the wildcard toleration.
+        TolerationOperator::Exists => toleration.key.is_empty() || toleration.key == taint.key,
+        TolerationOperator::Equal => {
+            toleration.key == taint.key
+                && toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+    }
+}
+
+/// The first taint that none of `tolerations` accepts, if any.
+pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
+}

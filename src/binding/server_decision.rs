@@ -1,0 +1,161 @@
+//! The server controller's decisions: one variant, and one match arm, per row of the
+//! server table in docs/binding.md. Pure, like the claim side.
+
+use std::cmp::Reverse;
+
+use crate::api::names::FINALIZER_SERVER_PROTECTION;
+use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
+
+use super::claim_decision::{Liveness, is_controller_chosen};
+use super::eligibility::eligibility;
+use super::meta;
+use super::view::ClaimView;
+
+/// What the server controller does with a server. Variant names follow the table rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerDecision {
+    /// No ref and no eligible claim names the server: phase Available, drop the finalizer.
+    Available,
+    /// No ref, claims name the server: write the winner's ref (with uid), the
+    /// `bound-by-controller` annotation and the finalizer; then phase Bound; Normal `Claimed`.
+    /// `restoring`: the winner is a bound claim whose ref this server lost.
+    ClaimForWinner {
+        winner: ServerClaimRef,
+        restoring: bool,
+    },
+    /// Name-only ref, no claim of that name: phase Available, still reserved.
+    ReservedClaimMissing,
+    /// Name-only ref, the claim exists and names this server: fill in the uid; phase Bound.
+    FillUid { claim: ServerClaimRef },
+    /// Name-only ref, the claim exists with no `serverRef`: wait for it to adopt the server.
+    ReservedAwaitingAdoption,
+    /// Name-only ref, the claim names another server: phase Available, still reserved.
+    ReservedClaimElsewhere,
+    /// Ref with uid, but the cache has no such claim (or another uid): read it live first.
+    ConfirmClaimGone { claim: ServerClaimRef },
+    /// Ref with uid, the claim is gone (confirmed live): release per the reclaim policy.
+    Release { policy: ReclaimPolicy },
+    /// Ref with the claim's uid, and the claim names this server: ensure phase Bound and
+    /// the finalizer.
+    BoundConfirmed,
+    /// Ref with the claim's uid, the claim has no `serverRef`: wait for it to adopt the
+    /// server (the claim write was lost in a crash).
+    BoundAwaitingAdoption,
+    /// Ref with the claim's uid, but the claim names another server, or names none and
+    /// is on the bound path (a Lost claim never adopts): roll back.
+    RollBack,
+    /// Being deleted while a live claim holds it: keep the finalizer, Warning `DeletionBlocked`.
+    DeletionBlocked { holder: ServerClaimRef },
+    /// Being deleted and no live claim holds it: drop the finalizer.
+    DeletionAllowed,
+}
+
+/// Decides what to do with `server`.
+pub fn decide_server(
+    server: &Server,
+    claims: &(impl ClaimView + ?Sized),
+    liveness: Liveness,
+) -> ServerDecision {
+    use ServerDecision::*;
+
+    let name = meta::name(server);
+    let claim_ref = server.spec.server_claim_ref.as_ref();
+    // The claim the ref names, but only the incarnation with the ref's uid.
+    let holder = claim_ref.and_then(|r| {
+        let uid = r.uid.as_deref()?;
+        claims
+            .claim(&r.namespace, &r.name)
+            .filter(|c| meta::uid(*c) == Some(uid))
+    });
+
+    if meta::is_deleting(server) {
+        return match (claim_ref, holder) {
+            (Some(r), None) if r.uid.is_some() && liveness == Liveness::Cached => {
+                ConfirmClaimGone { claim: r.clone() }
+            }
+            (Some(r), Some(c)) if names_server_or_nothing(c, name) => {
+                DeletionBlocked { holder: r.clone() }
+            }
+            _ => DeletionAllowed,
+        };
+    }
+
+    let Some(r) = claim_ref else {
+        return match winner(server, claims) {
+            Some((winner, restoring)) => ClaimForWinner { winner, restoring },
+            None => Available,
+        };
+    };
+
+    if r.uid.is_none() {
+        return match claims.claim(&r.namespace, &r.name) {
+            None => ReservedClaimMissing,
+            Some(c) => match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
+                Some(n) if n == name => FillUid {
+                    claim: claim_ref_of(c),
+                },
+                None => ReservedAwaitingAdoption,
+                Some(_) => ReservedClaimElsewhere,
+            },
+        };
+    }
+
+    let Some(c) = holder else {
+        return match liveness {
+            Liveness::Cached => ConfirmClaimGone { claim: r.clone() },
+            Liveness::Confirmed => Release {
+                policy: server.spec.reclaim_policy,
+            },
+        };
+    };
+    match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
+        Some(n) if n == name => BoundConfirmed,
+        // An unbound claim adopts the server (the crash after the server write); a bound
+        // claim whose serverRef a user cleared is Lost and never will, so waiting would
+        // leave an orphaned reservation.
+        None if !meta::is_bind_completed(c) => BoundAwaitingAdoption,
+        None | Some(_) => RollBack,
+    }
+}
+
+fn names_server_or_nothing(claim: &ServerClaim, server: &str) -> bool {
+    claim
+        .spec
+        .server_ref
+        .as_ref()
+        .is_none_or(|r| r.name == server)
+}
+
+/// The reference that binds a server to this claim object.
+pub fn claim_ref_of(claim: &ServerClaim) -> ServerClaimRef {
+    ServerClaimRef {
+        namespace: meta::namespace(claim).to_string(),
+        name: meta::name(claim).to_string(),
+        uid: meta::uid(claim).map(str::to_string),
+    }
+}
+
+/// Among the claims naming `server` that it is eligible for, the one that wins it:
+/// `bind-completed` claims first (their ref was lost and is restored), then user-chosen,
+/// then controller-chosen, then the oldest, then by namespace/name.
+fn winner(server: &Server, claims: &(impl ClaimView + ?Sized)) -> Option<(ServerClaimRef, bool)> {
+    claims
+        .claims_naming(meta::name(server))
+        .into_iter()
+        .filter(|c| eligibility(server, c).is_ok())
+        .min_by_key(|c| {
+            (
+                Reverse(meta::is_bind_completed(*c)),
+                is_controller_chosen(c),
+                c.metadata.creation_timestamp.clone(),
+                meta::namespace(*c).to_string(),
+                meta::name(*c).to_string(),
+            )
+        })
+        .map(|c| (claim_ref_of(c), meta::is_bind_completed(c)))
+}
+
+/// Whether the server carries the protection finalizer.
+pub fn has_protection(server: &Server) -> bool {
+    meta::has_finalizer(server, FINALIZER_SERVER_PROTECTION)
+}

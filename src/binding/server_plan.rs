@@ -1,0 +1,345 @@
+//! Turning a server decision into writes, like the claim side.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::names::{ANNOTATION_BOUND_BY_CONTROLLER, FINALIZER_SERVER_PROTECTION};
+use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatus};
+
+use super::effects::{BindingEvent, Outcome, RepairCase};
+use super::eligibility::describe_ref;
+use super::meta;
+use super::server_decision::ServerDecision;
+use super::status::{BoundCondition, with_bound};
+
+/// The writes and side effects of one server decision.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerPlan {
+    /// The server's new metadata and spec (main resource), if they change.
+    pub object: Option<Server>,
+    /// The server's new status (`/status`, after `object`), if it changes.
+    pub status: Option<ServerStatus>,
+    pub event: Option<BindingEvent>,
+    pub outcome: Option<Outcome>,
+    /// Read this claim live and decide again before doing anything.
+    pub confirm_claim: Option<ServerClaimRef>,
+}
+
+impl ServerPlan {
+    pub fn is_noop(&self) -> bool {
+        self.object.is_none() && self.status.is_none() && self.confirm_claim.is_none()
+    }
+}
+
+/// Whether a user (not the server controller) wrote the server's `serverClaimRef`.
+pub fn is_user_made_ref(server: &Server) -> bool {
+    !meta::has_annotation(server, ANNOTATION_BOUND_BY_CONTROLLER)
+}
+
+/// The plan for `decision` on `server`, at time `now`.
+pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
+    use ServerDecision::*;
+
+    let claim_name = server
+        .spec
+        .server_claim_ref
+        .as_ref()
+        .map(|r| format!("{}/{}", r.namespace, r.name));
+    let reserved = || {
+        server_status(
+            server,
+            ServerPhase::Available,
+            claim_name.clone(),
+            BoundCondition {
+                bound: false,
+                reason: "Reserved",
+                message: format!(
+                    "reserved for claim {}",
+                    claim_name.as_deref().unwrap_or_default()
+                ),
+            },
+            now,
+        )
+    };
+    let bound = |server: &Server, reason, message: String| {
+        let claim = server
+            .spec
+            .server_claim_ref
+            .as_ref()
+            .map(|r| format!("{}/{}", r.namespace, r.name));
+        server_status(
+            server,
+            ServerPhase::Bound,
+            claim,
+            BoundCondition {
+                bound: true,
+                reason,
+                message,
+            },
+            now,
+        )
+    };
+
+    match decision {
+        Available => ServerPlan {
+            object: changed(server, |s| {
+                meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
+            }),
+            status: available(server, now),
+            ..ServerPlan::default()
+        },
+        ClaimForWinner { winner, restoring } => {
+            let mut object = server.clone();
+            object.spec.server_claim_ref = Some(winner.clone());
+            meta::set_annotation(&mut object, ANNOTATION_BOUND_BY_CONTROLLER);
+            meta::add_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
+            let status = bound(
+                &object,
+                "Bound",
+                format!("bound to claim {}", describe_ref(winner)),
+            );
+            ServerPlan {
+                object: Some(object),
+                status,
+                event: Some(BindingEvent::normal(
+                    "Claimed",
+                    "Binding",
+                    format!("server is claimed by {}", describe_ref(winner)),
+                )),
+                outcome: restoring.then_some(Outcome::Repair(RepairCase::ServerRefRestored)),
+                confirm_claim: None,
+            }
+        }
+        ReservedClaimMissing | ReservedAwaitingAdoption | ReservedClaimElsewhere => ServerPlan {
+            status: reserved(),
+            ..ServerPlan::default()
+        },
+        FillUid { claim } => {
+            let mut object = server.clone();
+            object.spec.server_claim_ref = Some(claim.clone());
+            meta::add_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
+            let status = bound(
+                &object,
+                "Bound",
+                format!("bound to claim {}", describe_ref(claim)),
+            );
+            ServerPlan {
+                object: Some(object),
+                status,
+                event: Some(BindingEvent::normal(
+                    "Claimed",
+                    "Binding",
+                    format!("server is claimed by {}, as reserved", describe_ref(claim)),
+                )),
+                ..ServerPlan::default()
+            }
+        }
+        ConfirmClaimGone { claim } => ServerPlan {
+            confirm_claim: Some(claim.clone()),
+            ..ServerPlan::default()
+        },
+        Release { policy } => release(server, *policy, now),
+        BoundConfirmed | BoundAwaitingAdoption => {
+            let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
+            let (reason, message) = if matches!(decision, BoundConfirmed) {
+                ("Bound", format!("bound to claim {}", describe_ref(&holder)))
+            } else {
+                (
+                    "AwaitingClaim",
+                    format!(
+                        "bound to claim {}, which has yet to record this server",
+                        describe_ref(&holder)
+                    ),
+                )
+            };
+            let object = changed(server, |s| {
+                meta::add_finalizer(s, FINALIZER_SERVER_PROTECTION)
+            });
+            ServerPlan {
+                outcome: object
+                    .is_some()
+                    .then_some(Outcome::Repair(RepairCase::Finalizer)),
+                object,
+                status: bound(server, reason, message),
+                ..ServerPlan::default()
+            }
+        }
+        RollBack => {
+            let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
+            let object = unbind(server);
+            ServerPlan {
+                status: after_unbind(&object, now),
+                object: Some(object),
+                event: Some(BindingEvent::normal(
+                    "RolledBack",
+                    "Binding",
+                    format!(
+                        "claim {} names another server now; this server is free again",
+                        describe_ref(&holder)
+                    ),
+                )),
+                outcome: Some(Outcome::Repair(RepairCase::RolledBack)),
+                confirm_claim: None,
+            }
+        }
+        DeletionBlocked { holder } => {
+            let message = format!(
+                "server is being deleted but claim {} still holds it; delete the claim first",
+                describe_ref(holder)
+            );
+            let status = server_status(
+                server,
+                ServerPhase::Bound,
+                claim_name.clone(),
+                BoundCondition {
+                    bound: true,
+                    reason: "DeletionBlocked",
+                    message: message.clone(),
+                },
+                now,
+            );
+            ServerPlan {
+                event: status
+                    .is_some()
+                    .then(|| BindingEvent::warning("DeletionBlocked", "Deleting", message)),
+                status,
+                ..ServerPlan::default()
+            }
+        }
+        DeletionAllowed => ServerPlan {
+            object: changed(server, |s| {
+                meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
+            }),
+            ..ServerPlan::default()
+        },
+    }
+}
+
+/// Releases a server whose bound claim is gone.
+fn release(server: &Server, policy: ReclaimPolicy, now: &Time) -> ServerPlan {
+    let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
+    let (object, status, note) = match policy {
+        ReclaimPolicy::Recycle => {
+            let object = unbind(server);
+            let status = after_unbind(&object, now);
+            let note = format!(
+                "released from claim {}, which is gone (reclaimPolicy Recycle)",
+                describe_ref(&holder)
+            );
+            (Some(object), status, note)
+        }
+        ReclaimPolicy::Retain => {
+            let object = changed(server, |s| {
+                meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
+            });
+            let status = server_status(
+                server,
+                ServerPhase::Released,
+                Some(format!("{}/{}", holder.namespace, holder.name)),
+                BoundCondition {
+                    bound: false,
+                    reason: "Released",
+                    message: format!(
+                        "claim {} is gone; reclaimPolicy Retain keeps the server until an admin clears serverClaimRef",
+                        describe_ref(&holder)
+                    ),
+                },
+                now,
+            );
+            let note = format!(
+                "released from claim {}, which is gone (reclaimPolicy Retain: clear spec.serverClaimRef to reuse)",
+                describe_ref(&holder)
+            );
+            (object, status, note)
+        }
+    };
+    let wrote = object.is_some() || status.is_some();
+    ServerPlan {
+        object,
+        status,
+        event: wrote.then(|| BindingEvent::normal("Released", "Releasing", note)),
+        outcome: wrote.then_some(Outcome::Released(policy)),
+        confirm_claim: None,
+    }
+}
+
+/// The server without its binding: a controller-made ref is cleared with its annotation;
+/// a user-made ref keeps the name (the user's reservation) and loses the uid. The
+/// finalizer goes, since no live claim holds the server any more.
+fn unbind(server: &Server) -> Server {
+    let mut object = server.clone();
+    if is_user_made_ref(server) {
+        if let Some(r) = object.spec.server_claim_ref.as_mut() {
+            r.uid = None;
+        }
+    } else {
+        object.spec.server_claim_ref = None;
+        meta::remove_annotation(&mut object, ANNOTATION_BOUND_BY_CONTROLLER);
+    }
+    meta::remove_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
+    object
+}
+
+/// The status of a server that was just unbound: Available, and reserved if a user's
+/// reservation by name remains.
+fn after_unbind(server: &Server, now: &Time) -> Option<ServerStatus> {
+    match &server.spec.server_claim_ref {
+        None => available(server, now),
+        Some(r) => server_status(
+            server,
+            ServerPhase::Available,
+            Some(format!("{}/{}", r.namespace, r.name)),
+            BoundCondition {
+                bound: false,
+                reason: "Reserved",
+                message: format!("reserved for claim {}/{}", r.namespace, r.name),
+            },
+            now,
+        ),
+    }
+}
+
+fn available(server: &Server, now: &Time) -> Option<ServerStatus> {
+    server_status(
+        server,
+        ServerPhase::Available,
+        None,
+        BoundCondition {
+            bound: false,
+            reason: "Available",
+            message: "free for any claim that can use it".into(),
+        },
+        now,
+    )
+}
+
+/// The server with `edit` applied, or `None` if that changes nothing.
+fn changed(server: &Server, edit: impl FnOnce(&mut Server)) -> Option<Server> {
+    let mut object = server.clone();
+    edit(&mut object);
+    (object != *server).then_some(object)
+}
+
+fn server_status(
+    server: &Server,
+    phase: ServerPhase,
+    claim: Option<String>,
+    condition: BoundCondition,
+    now: &Time,
+) -> Option<ServerStatus> {
+    let current = server.status.clone().unwrap_or_default();
+    let generation = server.metadata.generation;
+    let conditions = with_bound(&current.conditions, &condition, generation, now);
+    if conditions.is_none()
+        && current.phase == Some(phase)
+        && current.claim == claim
+        && current.observed_generation == generation
+    {
+        return None;
+    }
+    Some(ServerStatus {
+        phase: Some(phase),
+        claim,
+        observed_generation: generation,
+        conditions: conditions.unwrap_or(current.conditions),
+    })
+}

@@ -1,0 +1,58 @@
+//! Building statuses and their `Bound` condition, following the Kubernetes conventions:
+//! `lastTransitionTime` moves only when the condition's status flips, and a status that
+//! would not change is not written at all.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::names::CONDITION_BOUND;
+
+/// The desired `Bound` condition, before timestamps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoundCondition {
+    pub bound: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The `Bound` condition among `conditions`, if any.
+pub fn find_bound(conditions: &[Condition]) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == CONDITION_BOUND)
+}
+
+/// `conditions` with the `Bound` condition set to `desired`, or `None` if it already says
+/// exactly that for this generation.
+pub fn with_bound(
+    conditions: &[Condition],
+    desired: &BoundCondition,
+    generation: Option<i64>,
+    now: &Time,
+) -> Option<Vec<Condition>> {
+    let status = if desired.bound { "True" } else { "False" };
+    let current = find_bound(conditions);
+    if let Some(c) = current
+        && c.status == status
+        && c.reason == desired.reason
+        && c.message == desired.message
+        && c.observed_generation == generation
+    {
+        return None;
+    }
+    let last_transition_time = match current {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    let mut out: Vec<Condition> = conditions
+        .iter()
+        .filter(|c| c.type_ != CONDITION_BOUND)
+        .cloned()
+        .collect();
+    out.push(Condition {
+        type_: CONDITION_BOUND.to_string(),
+        status: status.to_string(),
+        reason: desired.reason.to_string(),
+        message: desired.message.clone(),
+        observed_generation: generation,
+        last_transition_time,
+    });
+    Some(out)
+}

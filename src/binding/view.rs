@@ -1,0 +1,297 @@
+//! Read-only views of the other kind, as the decision functions see them.
+//!
+//! The controllers feed the catalogs from their watch caches; tests and the model check
+//! build them by hand. Overlays let a controller re-decide with one object read live from
+//! the API server ("confirmed by a live GET") without copying the whole cache.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::api::{Server, ServerClaim};
+
+use super::index::FreeServerIndex;
+use super::meta;
+
+/// What the claim controller may know about servers.
+pub trait ServerView {
+    /// The server of this name, if the view has it.
+    fn server(&self, name: &str) -> Option<&Server>;
+    /// Servers whose `serverClaimRef` names this claim's namespace and name (any uid).
+    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server>;
+    /// The best free server for `claim`, skipping servers for which `skip` is true.
+    fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server>;
+}
+
+/// What the server controller may know about claims.
+pub trait ClaimView {
+    /// The claim of this namespace and name, if the view has it.
+    fn claim(&self, namespace: &str, name: &str) -> Option<&ServerClaim>;
+    /// Claims whose `spec.serverRef` names this server.
+    fn claims_naming(&self, server: &str) -> Vec<&ServerClaim>;
+}
+
+type ClaimKey = (String, String);
+
+fn claim_key(namespace: &str, name: &str) -> ClaimKey {
+    (namespace.to_string(), name.to_string())
+}
+
+/// Every server, indexed for the claim controller's questions.
+#[derive(Clone, Debug, Default)]
+pub struct ServerCatalog {
+    servers: BTreeMap<String, Server>,
+    free: FreeServerIndex,
+    reserved: HashMap<ClaimKey, BTreeSet<String>>,
+}
+
+impl ServerCatalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a catalog from a list (a relist, or a test's world).
+    pub fn from_servers(servers: impl IntoIterator<Item = Server>) -> Self {
+        let mut catalog = Self::new();
+        for server in servers {
+            catalog.upsert(server);
+        }
+        catalog
+    }
+
+    /// Records a server's latest state (a watch ADDED or MODIFIED event).
+    pub fn upsert(&mut self, server: Server) {
+        let name = meta::name(&server).to_string();
+        self.forget_reservation(&name);
+        self.free.upsert(&server);
+        if let Some(r) = &server.spec.server_claim_ref {
+            self.reserved
+                .entry(claim_key(&r.namespace, &r.name))
+                .or_default()
+                .insert(name.clone());
+        }
+        self.servers.insert(name, server);
+    }
+
+    /// Forgets a server (a watch DELETED event).
+    pub fn remove(&mut self, name: &str) {
+        self.forget_reservation(name);
+        self.free.remove(name);
+        self.servers.remove(name);
+    }
+
+    fn forget_reservation(&mut self, name: &str) {
+        let Some(old) = self.servers.get(name) else {
+            return;
+        };
+        if let Some(r) = &old.spec.server_claim_ref {
+            let key = claim_key(&r.namespace, &r.name);
+            if let Some(names) = self.reserved.get_mut(&key) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.reserved.remove(&key);
+                }
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Server> {
+        self.servers.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The free-server index (for metrics and benchmarks).
+    pub fn free_index(&self) -> &FreeServerIndex {
+        &self.free
+    }
+}
+
+impl ServerView for ServerCatalog {
+    fn server(&self, name: &str) -> Option<&Server> {
+        self.servers.get(name)
+    }
+
+    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server> {
+        self.reserved
+            .get(&claim_key(namespace, name))
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.servers.get(n))
+            .collect()
+    }
+
+    fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server> {
+        self.free
+            .pick(claim, skip)
+            .and_then(|n| self.servers.get(n))
+    }
+}
+
+/// Every claim, indexed for the server controller's questions.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimCatalog {
+    claims: BTreeMap<ClaimKey, ServerClaim>,
+    naming: HashMap<String, BTreeSet<ClaimKey>>,
+}
+
+impl ClaimCatalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn from_claims(claims: impl IntoIterator<Item = ServerClaim>) -> Self {
+        let mut catalog = Self::new();
+        for claim in claims {
+            catalog.upsert(claim);
+        }
+        catalog
+    }
+
+    /// Records a claim's latest state (a watch ADDED or MODIFIED event).
+    pub fn upsert(&mut self, claim: ServerClaim) {
+        let key = claim_key(meta::namespace(&claim), meta::name(&claim));
+        self.forget_naming(&key);
+        if let Some(server) = &claim.spec.server_ref {
+            self.naming
+                .entry(server.name.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.claims.insert(key, claim);
+    }
+
+    /// Forgets a claim (a watch DELETED event).
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        let key = claim_key(namespace, name);
+        self.forget_naming(&key);
+        self.claims.remove(&key);
+    }
+
+    fn forget_naming(&mut self, key: &ClaimKey) {
+        let Some(old) = self.claims.get(key) else {
+            return;
+        };
+        if let Some(server) = &old.spec.server_ref
+            && let Some(keys) = self.naming.get_mut(&server.name)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.naming.remove(&server.name);
+            }
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ServerClaim> {
+        self.claims.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.claims.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty()
+    }
+}
+
+impl ClaimView for ClaimCatalog {
+    fn claim(&self, namespace: &str, name: &str) -> Option<&ServerClaim> {
+        self.claims.get(&claim_key(namespace, name))
+    }
+
+    fn claims_naming(&self, server: &str) -> Vec<&ServerClaim> {
+        self.naming
+            .get(server)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.claims.get(k))
+            .collect()
+    }
+}
+
+/// A server view in which one server is replaced by what a live GET returned
+/// (`None`: the API server says it does not exist).
+pub struct WithLiveServer<'a, V: ?Sized> {
+    pub base: &'a V,
+    pub name: &'a str,
+    pub live: Option<&'a Server>,
+}
+
+impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
+    fn server(&self, name: &str) -> Option<&Server> {
+        if name == self.name {
+            self.live
+        } else {
+            self.base.server(name)
+        }
+    }
+
+    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server> {
+        let mut servers: Vec<&Server> = self
+            .base
+            .reserved_for(namespace, name)
+            .into_iter()
+            .filter(|s| meta::name(*s) != self.name)
+            .collect();
+        if let Some(live) = self.live
+            && live
+                .spec
+                .server_claim_ref
+                .as_ref()
+                .is_some_and(|r| r.namespace == namespace && r.name == name)
+        {
+            servers.push(live);
+        }
+        servers
+    }
+
+    fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server> {
+        // The live server is never a candidate here: overlays are only used to confirm
+        // that a named server is gone, never to pick one.
+        self.base.best_fit(claim, &|n| n == self.name || skip(n))
+    }
+}
+
+/// A claim view in which one claim is replaced by what a live GET returned.
+pub struct WithLiveClaim<'a, V: ?Sized> {
+    pub base: &'a V,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub live: Option<&'a ServerClaim>,
+}
+
+impl<V: ClaimView + ?Sized> ClaimView for WithLiveClaim<'_, V> {
+    fn claim(&self, namespace: &str, name: &str) -> Option<&ServerClaim> {
+        if namespace == self.namespace && name == self.name {
+            self.live
+        } else {
+            self.base.claim(namespace, name)
+        }
+    }
+
+    fn claims_naming(&self, server: &str) -> Vec<&ServerClaim> {
+        let is_overlaid =
+            |c: &ServerClaim| meta::namespace(c) == self.namespace && meta::name(c) == self.name;
+        let mut claims: Vec<&ServerClaim> = self
+            .base
+            .claims_naming(server)
+            .into_iter()
+            .filter(|c| !is_overlaid(c))
+            .collect();
+        if let Some(live) = self.live
+            && live
+                .spec
+                .server_ref
+                .as_ref()
+                .is_some_and(|r| r.name == server)
+        {
+            claims.push(live);
+        }
+        claims
+    }
+}

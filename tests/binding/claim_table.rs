@@ -1,0 +1,365 @@
+//! One test per row of the claim controller's table (docs/binding.md), asserting the exact
+//! decision and the writes, event and outcome of its plan.
+
+use server_binder::api::names::*;
+use server_binder::api::*;
+use server_binder::binding::*;
+
+use crate::support::*;
+
+fn plan(claim: &ServerClaim, decision: &ClaimDecision) -> ClaimPlan {
+    plan_claim(claim, decision, &now())
+}
+
+fn status_reason(plan: &ClaimPlan) -> (Option<ClaimPhase>, Option<String>) {
+    let status = plan.status.as_ref().expect("a status write");
+    (
+        status.phase,
+        find_bound(&status.conditions).map(|c| c.reason.clone()),
+    )
+}
+
+fn event(plan: &ClaimPlan) -> (EventKind, &'static str) {
+    let e = plan.event.as_ref().expect("an event");
+    (e.kind, e.reason)
+}
+
+// ---- Bound path ----
+
+#[test]
+fn bound_with_server_ref_cleared_is_lost() {
+    let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    assert_eq!(d, ClaimDecision::BoundServerRefCleared);
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Lost), Some(s("ServerRefCleared")))
+    );
+    assert_eq!(event(&p), (EventKind::Warning, "ClaimLost"));
+    assert_eq!(p.outcome, Some(Outcome::Lost(LostReason::ServerRefCleared)));
+    assert!(
+        p.object.is_none(),
+        "a Lost claim keeps its metadata and spec"
+    );
+}
+
+#[test]
+fn bound_with_server_missing_from_cache_reads_it_live_first() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[]);
+    assert_eq!(d, ClaimDecision::ConfirmServerMissing { server: s("s1") });
+    let p = plan(&c, &d);
+    assert_eq!(p.confirm_server.as_deref(), Some("s1"));
+    assert!(p.object.is_none() && p.status.is_none() && p.event.is_none());
+}
+
+#[test]
+fn bound_with_server_missing_confirmed_live_is_lost() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    let d = decide_c_live(&c, &[]);
+    assert_eq!(d, ClaimDecision::BoundServerMissing { server: s("s1") });
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Lost), Some(s("ServerMissing")))
+    );
+    assert_eq!(event(&p), (EventKind::Warning, "ClaimLost"));
+    assert_eq!(p.outcome, Some(Outcome::Lost(LostReason::ServerMissing)));
+}
+
+#[test]
+fn bound_with_server_ref_empty_stays_bound_for_the_server_controller_to_restore() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[server("s1")]);
+    assert_eq!(d, ClaimDecision::BoundServerRefLost { server: s("s1") });
+    assert!(plan(&c, &d).is_noop(), "keep Bound: no write at all");
+}
+
+#[test]
+fn bound_with_server_naming_its_uid_ensures_bound_and_repairs_a_wiped_status() {
+    let c = claim("c").chose("s1").bind_completed();
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    assert_eq!(d, ClaimDecision::BoundConfirmed { server: s("s1") });
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Bound), Some(s("Bound")))
+    );
+    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::ClaimStatus)));
+    // Once the status says Bound, the same decision writes nothing.
+    let mut repaired = c.clone();
+    repaired.status = p.status.clone();
+    assert!(plan(&repaired, &d).is_noop(), "no status churn");
+}
+
+#[test]
+fn bound_with_server_naming_another_claim_is_misbound() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    assert_eq!(
+        d,
+        ClaimDecision::BoundMisbound {
+            server: s("s1"),
+            holder: holder("other", Some("uid-other"))
+        }
+    );
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Lost), Some(s("ServerMisbound")))
+    );
+    assert_eq!(event(&p), (EventKind::Warning, "ClaimMisbound"));
+    assert_eq!(p.outcome, Some(Outcome::Lost(LostReason::ServerMisbound)));
+}
+
+#[test]
+fn bound_with_server_naming_another_uid_is_misbound() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-older-c")]);
+    assert!(matches!(d, ClaimDecision::BoundMisbound { .. }), "{d:?}");
+}
+
+// ---- Unbound path ----
+
+#[test]
+fn unbound_adopts_a_server_reserved_for_it_by_name() {
+    let c = claim("c");
+    let d = decide_c(&c, &[server("s0"), server("s1").reserved_for("c")]);
+    assert_eq!(d, ClaimDecision::AdoptReservedServer { server: s("s1") });
+    let p = plan(&c, &d);
+    let written = p.object.expect("one write");
+    assert_eq!(written.spec.server_ref, Some(ServerRef { name: s("s1") }));
+    assert_eq!(
+        annotation(&written, ANNOTATION_PRE_BOUND).as_deref(),
+        Some("yes")
+    );
+    assert!(p.status.is_none());
+    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::Adopted)));
+}
+
+#[test]
+fn unbound_adopts_a_server_bound_to_its_uid_after_a_crash() {
+    let c = claim("c");
+    let d = decide_c(&c, &[server("s0"), server("s1").bound_to("c", "uid-c")]);
+    assert_eq!(d, ClaimDecision::AdoptReservedServer { server: s("s1") });
+}
+
+#[test]
+fn unbound_does_not_adopt_an_ineligible_reservation() {
+    let c = claim("c").selector(&[("rack", "r1")]);
+    let world = [
+        server("s1").reserved_for("c").labels(&[("rack", "r2")]),
+        server("s2").labels(&[("rack", "r1")]),
+    ];
+    assert_eq!(
+        decide_c(&c, &world),
+        ClaimDecision::PickBestFit { server: s("s2") }
+    );
+}
+
+#[test]
+fn unbound_picks_the_best_fit_in_one_write() {
+    let c = claim("c").tolerate("gpu");
+    let world = [server("a").taint("gpu"), server("c"), server("b")];
+    let d = decide_c(&c, &world);
+    assert_eq!(
+        d,
+        ClaimDecision::PickBestFit { server: s("b") },
+        "untainted first, then name"
+    );
+    let p = plan(&c, &d);
+    let written = p.object.expect("one write");
+    assert_eq!(written.spec.server_ref, Some(ServerRef { name: s("b") }));
+    assert_eq!(
+        annotation(&written, ANNOTATION_PRE_BOUND).as_deref(),
+        Some("yes")
+    );
+    assert!(p.status.is_none() && p.event.is_none());
+}
+
+#[test]
+fn unbound_skips_servers_already_chosen_for_other_claims() {
+    let c = claim("c");
+    let world = servers(vec![server("a"), server("b")]);
+    let d = decide_claim(&c, &world, &|n| n == "a", Liveness::Cached);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("b") });
+}
+
+#[test]
+fn unbound_with_nothing_eligible_is_pending_no_matching_server() {
+    let c = claim("c").selector(&[("size", "xl")]);
+    let world = [
+        server("a").unclaimable(),
+        server("b").labels(&[("size", "s")]),
+    ];
+    let d = decide_c(&c, &world);
+    assert_eq!(d, ClaimDecision::NoMatchingServer);
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Pending), Some(s("NoMatchingServer")))
+    );
+    assert_eq!(event(&p), (EventKind::Normal, "FailedBinding"));
+    let mut pending = c.clone();
+    pending.status = p.status.clone();
+    assert!(
+        plan(&pending, &d).is_noop(),
+        "the event is not repeated on resync"
+    );
+}
+
+#[test]
+fn controller_chosen_missing_server_is_withdrawn() {
+    let c = claim("c").chose("gone");
+    let d = decide_c(&c, &[server("s1")]);
+    assert_eq!(
+        d,
+        ClaimDecision::WithdrawMissingServer { server: s("gone") }
+    );
+    let p = plan(&c, &d);
+    let written = p.object.expect("withdraw write");
+    assert_eq!(written.spec.server_ref, None);
+    assert_eq!(annotation(&written, ANNOTATION_PRE_BOUND), None);
+    assert_eq!(p.outcome, Some(Outcome::Rebind));
+}
+
+#[test]
+fn user_chosen_missing_server_is_pending_server_not_found() {
+    let c = claim("c").wants("gone");
+    let d = decide_c(&c, &[server("s1")]);
+    assert_eq!(d, ClaimDecision::ServerNotFound { server: s("gone") });
+    let p = plan(&c, &d);
+    assert!(p.object.is_none(), "a user's serverRef is never cleared");
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Pending), Some(s("ServerNotFound")))
+    );
+    assert_eq!(event(&p), (EventKind::Warning, "FailedBinding"));
+}
+
+#[test]
+fn eligible_server_without_ref_waits_for_the_server_controller() {
+    let c = claim("c").chose("s1");
+    let d = decide_c(&c, &[server("s1")]);
+    assert_eq!(d, ClaimDecision::WaitForServer { server: s("s1") });
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Pending), Some(s("WaitingForServer")))
+    );
+    assert!(p.object.is_none() && p.event.is_none());
+}
+
+#[test]
+fn controller_chosen_ineligible_server_is_withdrawn() {
+    let c = claim("c").chose("s1");
+    let d = decide_c(&c, &[server("s1").unclaimable()]);
+    assert_eq!(
+        d,
+        ClaimDecision::WithdrawIneligibleServer {
+            server: s("s1"),
+            why: Ineligible::Unclaimable
+        }
+    );
+    let p = plan(&c, &d);
+    assert_eq!(p.object.as_ref().expect("withdraw").spec.server_ref, None);
+    assert_eq!(event(&p), (EventKind::Normal, "Rebinding"));
+}
+
+#[test]
+fn user_chosen_ineligible_server_is_a_mismatch_with_the_reason() {
+    let c = claim("c").wants("s1").selector(&[("rack", "r1")]);
+    let d = decide_c(&c, &[server("s1").labels(&[("rack", "r9")])]);
+    assert_eq!(
+        d,
+        ClaimDecision::ServerMismatch {
+            server: s("s1"),
+            why: Ineligible::SelectorMismatch
+        }
+    );
+    let p = plan(&c, &d);
+    assert!(p.object.is_none());
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Pending), Some(s("ServerMismatch")))
+    );
+    let e = p.event.expect("event");
+    assert_eq!((e.kind, e.reason), (EventKind::Warning, "ServerMismatch"));
+    assert!(e.note.contains("serverSelector"), "{}", e.note);
+}
+
+#[test]
+fn server_naming_the_claim_without_uid_waits_for_the_uid() {
+    let c = claim("c").wants("s1");
+    let d = decide_c(&c, &[server("s1").reserved_for("c")]);
+    assert_eq!(d, ClaimDecision::WaitForUid { server: s("s1") });
+    assert!(plan(&c, &d).object.is_none());
+}
+
+#[test]
+fn server_naming_the_claim_uid_completes_the_bind() {
+    let c = claim("c").chose("s1");
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    assert_eq!(d, ClaimDecision::CompleteBind { server: s("s1") });
+    let p = plan(&c, &d);
+    let written = p.object.expect("bind-completed write");
+    assert_eq!(
+        annotation(&written, ANNOTATION_BIND_COMPLETED).as_deref(),
+        Some("yes")
+    );
+    let status = p.status.expect("then the status");
+    assert_eq!(status.phase, Some(ClaimPhase::Bound));
+    assert_eq!(status.bound_time, Some(now()));
+    assert_eq!(p.event.expect("event").reason, "Bound");
+    assert_eq!(p.outcome, Some(Outcome::Bound));
+}
+
+#[test]
+fn controller_chosen_server_taken_by_another_claim_is_withdrawn_with_rebinding() {
+    let c = claim("c").chose("s1");
+    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    assert_eq!(
+        d,
+        ClaimDecision::WithdrawTakenServer {
+            server: s("s1"),
+            holder: holder("other", Some("uid-other"))
+        }
+    );
+    let p = plan(&c, &d);
+    assert_eq!(p.object.as_ref().expect("withdraw").spec.server_ref, None);
+    assert_eq!(event(&p), (EventKind::Normal, "Rebinding"));
+    assert_eq!(p.outcome, Some(Outcome::Rebind));
+}
+
+#[test]
+fn user_chosen_server_taken_by_another_claim_is_already_claimed() {
+    let c = claim("c").wants("s1");
+    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    assert!(
+        matches!(d, ClaimDecision::ServerAlreadyClaimed { .. }),
+        "{d:?}"
+    );
+    let p = plan(&c, &d);
+    assert!(p.object.is_none(), "a user's serverRef is never cleared");
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Pending), Some(s("ServerAlreadyClaimed")))
+    );
+    assert_eq!(event(&p), (EventKind::Warning, "FailedBinding"));
+}

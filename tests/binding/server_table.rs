@@ -1,0 +1,335 @@
+//! One test per row of the server controller's table (docs/binding.md).
+
+use server_binder::api::names::*;
+use server_binder::api::*;
+use server_binder::binding::*;
+
+use crate::support::*;
+
+fn plan(server: &Server, decision: &ServerDecision) -> ServerPlan {
+    plan_server(server, decision, &now())
+}
+
+fn phase(plan: &ServerPlan) -> Option<ServerPhase> {
+    plan.status.as_ref().and_then(|s| s.phase)
+}
+
+fn written(plan: &ServerPlan) -> &Server {
+    plan.object.as_ref().expect("an object write")
+}
+
+#[test]
+fn no_ref_and_no_claim_is_available_and_drops_the_finalizer() {
+    let srv = server("s1").finalizer();
+    let d = decide_s(&srv, &[claim("other").wants("s2")]);
+    assert_eq!(d, ServerDecision::Available);
+    let p = plan(&srv, &d);
+    assert!(!has_protection(written(&p)));
+    assert_eq!(phase(&p), Some(ServerPhase::Available));
+}
+
+#[test]
+fn no_ref_with_a_claim_naming_it_claims_it_in_one_write_then_bound() {
+    let srv = server("s1");
+    let d = decide_s(&srv, &[claim("c").chose("s1")]);
+    assert_eq!(
+        d,
+        ServerDecision::ClaimForWinner {
+            winner: holder("c", Some("uid-c")),
+            restoring: false
+        }
+    );
+    let p = plan(&srv, &d);
+    let w = written(&p);
+    assert_eq!(w.spec.server_claim_ref, Some(holder("c", Some("uid-c"))));
+    assert_eq!(
+        annotation(w, ANNOTATION_BOUND_BY_CONTROLLER).as_deref(),
+        Some("yes")
+    );
+    assert!(has_protection(w));
+    assert_eq!(phase(&p), Some(ServerPhase::Bound));
+    assert_eq!(
+        p.status.as_ref().and_then(|s| s.claim.clone()),
+        Some(format!("{NS}/c"))
+    );
+    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Claimed"));
+}
+
+#[test]
+fn winner_is_the_bind_completed_claim_restoring_its_lost_ref() {
+    let srv = server("s1");
+    let world = [
+        claim("a").wants("s1").created(1),
+        claim("b").chose("s1").bind_completed().created(50),
+    ];
+    assert_eq!(
+        decide_s(&srv, &world),
+        ServerDecision::ClaimForWinner {
+            winner: holder("b", Some("uid-b")),
+            restoring: true
+        }
+    );
+}
+
+#[test]
+fn winner_prefers_user_chosen_over_controller_chosen() {
+    let srv = server("s1");
+    let world = [
+        claim("a").chose("s1").created(1),
+        claim("b").wants("s1").created(50),
+    ];
+    assert!(matches!(
+        decide_s(&srv, &world),
+        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "b"
+    ));
+}
+
+#[test]
+fn winner_then_prefers_the_oldest_then_the_name() {
+    let srv = server("s1");
+    let oldest = [
+        claim("a").chose("s1").created(9),
+        claim("b").chose("s1").created(2),
+    ];
+    assert!(matches!(
+        decide_s(&srv, &oldest),
+        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "b"
+    ));
+    let tie = [
+        claim("b").chose("s1").created(2),
+        claim("a").chose("s1").created(2),
+    ];
+    assert!(matches!(
+        decide_s(&srv, &tie),
+        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "a"
+    ));
+}
+
+#[test]
+fn winner_is_only_among_claims_the_server_is_eligible_for() {
+    let srv = server("s1").labels(&[("rack", "r1")]);
+    let world = [claim("a").wants("s1").selector(&[("rack", "r2")])];
+    assert_eq!(decide_s(&srv, &world), ServerDecision::Available);
+}
+
+#[test]
+fn name_only_ref_with_the_claim_missing_stays_reserved() {
+    let srv = server("s1").reserved_for("c");
+    let d = decide_s(&srv, &[]);
+    assert_eq!(d, ServerDecision::ReservedClaimMissing);
+    let p = plan(&srv, &d);
+    assert!(p.object.is_none(), "a user's reservation is never cleared");
+    assert_eq!(phase(&p), Some(ServerPhase::Available));
+    assert_eq!(
+        p.status.as_ref().and_then(|s| s.claim.clone()),
+        Some(format!("{NS}/c"))
+    );
+}
+
+#[test]
+fn name_only_ref_with_the_claim_naming_it_fills_in_the_uid() {
+    let srv = server("s1").reserved_for("c");
+    let d = decide_s(&srv, &[claim("c").chose("s1")]);
+    assert_eq!(
+        d,
+        ServerDecision::FillUid {
+            claim: holder("c", Some("uid-c"))
+        }
+    );
+    let p = plan(&srv, &d);
+    let w = written(&p);
+    assert_eq!(w.spec.server_claim_ref, Some(holder("c", Some("uid-c"))));
+    assert_eq!(
+        annotation(w, ANNOTATION_BOUND_BY_CONTROLLER),
+        None,
+        "the ref stays user-made"
+    );
+    assert!(has_protection(w));
+    assert_eq!(phase(&p), Some(ServerPhase::Bound));
+}
+
+#[test]
+fn name_only_ref_with_the_claim_unchosen_waits_for_adoption() {
+    let srv = server("s1").reserved_for("c");
+    let d = decide_s(&srv, &[claim("c")]);
+    assert_eq!(d, ServerDecision::ReservedAwaitingAdoption);
+    assert!(plan(&srv, &d).object.is_none());
+}
+
+#[test]
+fn name_only_ref_with_the_claim_elsewhere_stays_reserved() {
+    let srv = server("s1").reserved_for("c");
+    let d = decide_s(&srv, &[claim("c").chose("s2")]);
+    assert_eq!(d, ServerDecision::ReservedClaimElsewhere);
+    let p = plan(&srv, &d);
+    assert!(p.object.is_none());
+    assert_eq!(phase(&p), Some(ServerPhase::Available));
+}
+
+#[test]
+fn uid_ref_with_the_claim_missing_from_cache_reads_it_live_first() {
+    let srv = server("s1").bound_to("c", "uid-c");
+    let d = decide_s(&srv, &[]);
+    assert_eq!(
+        d,
+        ServerDecision::ConfirmClaimGone {
+            claim: holder("c", Some("uid-c"))
+        }
+    );
+    assert!(plan(&srv, &d).confirm_claim.is_some());
+}
+
+#[test]
+fn uid_ref_with_the_claim_gone_is_recycled() {
+    let srv = server("s1")
+        .bound_to("c", "uid-c")
+        .phase(ServerPhase::Bound);
+    let d = decide_s_live(&srv, &[]);
+    assert_eq!(
+        d,
+        ServerDecision::Release {
+            policy: ReclaimPolicy::Recycle
+        }
+    );
+    let p = plan(&srv, &d);
+    let w = written(&p);
+    assert_eq!(w.spec.server_claim_ref, None);
+    assert_eq!(annotation(w, ANNOTATION_BOUND_BY_CONTROLLER), None);
+    assert!(!has_protection(w));
+    assert_eq!(phase(&p), Some(ServerPhase::Available));
+    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Released"));
+    assert_eq!(p.outcome, Some(Outcome::Released(ReclaimPolicy::Recycle)));
+}
+
+#[test]
+fn recycling_a_user_made_ref_clears_only_the_uid() {
+    let srv = server("s1").user_bound_to("c", "uid-c");
+    let d = decide_s_live(&srv, &[]);
+    let p = plan(&srv, &d);
+    assert_eq!(written(&p).spec.server_claim_ref, Some(holder("c", None)));
+    assert!(!has_protection(written(&p)));
+}
+
+#[test]
+fn uid_ref_with_the_claim_gone_is_retained_as_released() {
+    let srv = server("s1")
+        .bound_to("c", "uid-c")
+        .retain()
+        .phase(ServerPhase::Bound);
+    let d = decide_s_live(&srv, &[]);
+    assert_eq!(
+        d,
+        ServerDecision::Release {
+            policy: ReclaimPolicy::Retain
+        }
+    );
+    let p = plan(&srv, &d);
+    assert_eq!(
+        written(&p).spec.server_claim_ref,
+        Some(holder("c", Some("uid-c"))),
+        "kept"
+    );
+    assert_eq!(phase(&p), Some(ServerPhase::Released));
+    assert_eq!(p.outcome, Some(Outcome::Released(ReclaimPolicy::Retain)));
+}
+
+#[test]
+fn uid_ref_to_an_older_incarnation_is_released_once_confirmed() {
+    let srv = server("s1").bound_to("c", "uid-old");
+    let recreated = [claim("c")];
+    assert!(matches!(
+        decide_s(&srv, &recreated),
+        ServerDecision::ConfirmClaimGone { .. }
+    ));
+    assert_eq!(
+        decide_s_live(&srv, &recreated),
+        ServerDecision::Release {
+            policy: ReclaimPolicy::Recycle
+        }
+    );
+}
+
+#[test]
+fn uid_ref_with_the_claim_naming_it_ensures_bound_and_the_finalizer() {
+    let mut srv = server("s1").bound_to("c", "uid-c");
+    srv.metadata.finalizers = None;
+    let d = decide_s(&srv, &[claim("c").chose("s1")]);
+    assert_eq!(d, ServerDecision::BoundConfirmed);
+    let p = plan(&srv, &d);
+    assert!(has_protection(written(&p)));
+    assert_eq!(phase(&p), Some(ServerPhase::Bound));
+    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::Finalizer)));
+    let mut bound = written(&p).clone();
+    bound.status = p.status.clone();
+    assert!(plan(&bound, &d).is_noop(), "no status churn once Bound");
+}
+
+#[test]
+fn uid_ref_with_the_claim_unchosen_waits_for_adoption() {
+    let srv = server("s1").bound_to("c", "uid-c");
+    let d = decide_s(&srv, &[claim("c")]);
+    assert_eq!(d, ServerDecision::BoundAwaitingAdoption);
+    let p = plan(&srv, &d);
+    assert!(p.object.is_none(), "the ref stays for the claim to adopt");
+}
+
+#[test]
+fn uid_ref_with_the_claim_elsewhere_rolls_a_controller_made_ref_back() {
+    let srv = server("s1").bound_to("c", "uid-c");
+    let d = decide_s(&srv, &[claim("c").chose("s2")]);
+    assert_eq!(d, ServerDecision::RollBack);
+    let p = plan(&srv, &d);
+    assert_eq!(written(&p).spec.server_claim_ref, None);
+    assert!(!has_protection(written(&p)));
+    assert_eq!(phase(&p), Some(ServerPhase::Available));
+    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("RolledBack"));
+}
+
+#[test]
+fn rolling_back_a_user_made_ref_keeps_the_name() {
+    let srv = server("s1").user_bound_to("c", "uid-c");
+    let d = decide_s(&srv, &[claim("c").wants("s2")]);
+    assert_eq!(d, ServerDecision::RollBack);
+    assert_eq!(
+        written(&plan(&srv, &d)).spec.server_claim_ref,
+        Some(holder("c", None))
+    );
+}
+
+#[test]
+fn deleting_while_a_live_claim_holds_it_is_blocked_once() {
+    let srv = server("s1").bound_to("c", "uid-c").deleting();
+    let d = decide_s(&srv, &[claim("c").chose("s1").bind_completed()]);
+    assert_eq!(
+        d,
+        ServerDecision::DeletionBlocked {
+            holder: holder("c", Some("uid-c"))
+        }
+    );
+    let p = plan(&srv, &d);
+    assert!(p.object.is_none(), "the finalizer stays");
+    let e = p.event.as_ref().expect("warning");
+    assert_eq!((e.kind, e.reason), (EventKind::Warning, "DeletionBlocked"));
+    let mut blocked = srv.clone();
+    blocked.status = p.status.clone();
+    assert!(plan(&blocked, &d).is_noop(), "the warning is given once");
+}
+
+#[test]
+fn deleting_with_no_live_claim_drops_the_finalizer() {
+    let srv = server("s1").bound_to("c", "uid-c").deleting();
+    assert!(matches!(
+        decide_s(&srv, &[]),
+        ServerDecision::ConfirmClaimGone { .. }
+    ));
+    let d = decide_s_live(&srv, &[]);
+    assert_eq!(d, ServerDecision::DeletionAllowed);
+    assert!(!has_protection(written(&plan(&srv, &d))));
+}
+
+#[test]
+fn uid_ref_with_a_lost_claim_that_cleared_its_ref_rolls_back() {
+    let srv = server("s1").bound_to("c", "uid-c");
+    let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
+    assert_eq!(decide_s(&srv, &lost), ServerDecision::RollBack);
+}

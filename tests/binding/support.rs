@@ -1,0 +1,273 @@
+//! Builders for servers and claims, and shorthands for deciding on a small world.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use server_binder::api::names::*;
+use server_binder::api::*;
+use server_binder::binding::*;
+
+pub const NS: &str = "team-a";
+
+pub fn t(seconds: i64) -> Time {
+    Time(Timestamp::from_second(1_700_000_000 + seconds).expect("valid timestamp"))
+}
+
+pub fn now() -> Time {
+    t(1_000)
+}
+
+fn yes() -> String {
+    ANNOTATION_YES.to_string()
+}
+
+/// A free, untainted, claimable server with no labels.
+pub fn server(name: &str) -> Server {
+    Server {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            uid: Some(format!("uid-server-{name}")),
+            generation: Some(1),
+            resource_version: Some("1".into()),
+            creation_timestamp: Some(t(0)),
+            ..ObjectMeta::default()
+        },
+        spec: ServerSpec::default(),
+        status: None,
+    }
+}
+
+/// A claim in [`NS`] with uid `uid-<name>`, no selector, nothing chosen.
+pub fn claim(name: &str) -> ServerClaim {
+    ServerClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            uid: Some(format!("uid-{name}")),
+            generation: Some(1),
+            resource_version: Some("1".into()),
+            creation_timestamp: Some(t(10)),
+            ..ObjectMeta::default()
+        },
+        spec: ServerClaimSpec::default(),
+        status: None,
+    }
+}
+
+pub trait ServerExt: Sized {
+    fn labels(self, pairs: &[(&str, &str)]) -> Self;
+    fn taint(self, key: &str) -> Self;
+    fn unclaimable(self) -> Self;
+    fn deleting(self) -> Self;
+    fn retain(self) -> Self;
+    fn phase(self, phase: ServerPhase) -> Self;
+    /// A user's reservation by name (no uid, no controller annotation).
+    fn reserved_for(self, claim: &str) -> Self;
+    /// Bound by the server controller to the claim with this name and uid.
+    fn bound_to(self, claim: &str, uid: &str) -> Self;
+    /// A user-made ref with a uid (the controller filled the uid in).
+    fn user_bound_to(self, claim: &str, uid: &str) -> Self;
+    fn finalizer(self) -> Self;
+}
+
+impl ServerExt for Server {
+    fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.metadata.labels = Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        );
+        self
+    }
+    fn taint(mut self, key: &str) -> Self {
+        self.spec.taints.push(Taint {
+            key: key.into(),
+            value: None,
+            effect: TaintEffect::NoBind,
+        });
+        self
+    }
+    fn unclaimable(mut self) -> Self {
+        self.spec.unclaimable = true;
+        self
+    }
+    fn deleting(mut self) -> Self {
+        self.metadata.deletion_timestamp = Some(t(500));
+        self
+    }
+    fn retain(mut self) -> Self {
+        self.spec.reclaim_policy = ReclaimPolicy::Retain;
+        self
+    }
+    fn phase(mut self, phase: ServerPhase) -> Self {
+        self.status.get_or_insert_with(Default::default).phase = Some(phase);
+        self
+    }
+    fn reserved_for(mut self, claim: &str) -> Self {
+        self.spec.server_claim_ref = Some(ServerClaimRef {
+            namespace: NS.into(),
+            name: claim.into(),
+            uid: None,
+        });
+        self
+    }
+    fn bound_to(self, claim: &str, uid: &str) -> Self {
+        let mut s = self.user_bound_to(claim, uid);
+        s.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_BOUND_BY_CONTROLLER.into(), yes());
+        s
+    }
+    fn user_bound_to(mut self, claim: &str, uid: &str) -> Self {
+        self.spec.server_claim_ref = Some(ServerClaimRef {
+            namespace: NS.into(),
+            name: claim.into(),
+            uid: Some(uid.into()),
+        });
+        self.finalizer()
+    }
+    fn finalizer(mut self) -> Self {
+        let f = self.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !f.iter().any(|x| x == FINALIZER_SERVER_PROTECTION) {
+            f.push(FINALIZER_SERVER_PROTECTION.into());
+        }
+        self
+    }
+}
+
+pub trait ClaimExt: Sized {
+    fn uid(self, uid: &str) -> Self;
+    fn created(self, seconds: i64) -> Self;
+    fn selector(self, pairs: &[(&str, &str)]) -> Self;
+    fn expression(self, key: &str, operator: SelectorOperator, values: &[&str]) -> Self;
+    fn tolerate(self, key: &str) -> Self;
+    /// A user-written serverRef (no pre-bound annotation).
+    fn wants(self, server: &str) -> Self;
+    /// A controller-chosen serverRef (with the pre-bound annotation).
+    fn chose(self, server: &str) -> Self;
+    fn bind_completed(self) -> Self;
+    fn phase(self, phase: ClaimPhase) -> Self;
+}
+
+impl ClaimExt for ServerClaim {
+    fn uid(mut self, uid: &str) -> Self {
+        self.metadata.uid = Some(uid.into());
+        self
+    }
+    fn created(mut self, seconds: i64) -> Self {
+        self.metadata.creation_timestamp = Some(t(seconds));
+        self
+    }
+    fn selector(mut self, pairs: &[(&str, &str)]) -> Self {
+        let selector = self
+            .spec
+            .server_selector
+            .get_or_insert_with(Default::default);
+        for (k, v) in pairs {
+            selector.match_labels.insert(k.to_string(), v.to_string());
+        }
+        self
+    }
+    fn expression(mut self, key: &str, operator: SelectorOperator, values: &[&str]) -> Self {
+        let selector = self
+            .spec
+            .server_selector
+            .get_or_insert_with(Default::default);
+        selector.match_expressions.push(SelectorRequirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        });
+        self
+    }
+    fn tolerate(mut self, key: &str) -> Self {
+        self.spec.tolerations.push(Toleration {
+            key: key.into(),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: None,
+        });
+        self
+    }
+    fn wants(mut self, server: &str) -> Self {
+        self.spec.server_ref = Some(ServerRef {
+            name: server.into(),
+        });
+        self
+    }
+    fn chose(self, server: &str) -> Self {
+        let mut c = self.wants(server);
+        c.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_PRE_BOUND.into(), yes());
+        c
+    }
+    fn bind_completed(mut self) -> Self {
+        self.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_BIND_COMPLETED.into(), yes());
+        self
+    }
+    fn phase(mut self, phase: ClaimPhase) -> Self {
+        self.status.get_or_insert_with(Default::default).phase = Some(phase);
+        self
+    }
+}
+
+pub fn servers(list: Vec<Server>) -> ServerCatalog {
+    ServerCatalog::from_servers(list)
+}
+
+pub fn claims(list: Vec<ServerClaim>) -> ClaimCatalog {
+    ClaimCatalog::from_claims(list)
+}
+
+/// The claim controller's decision with an empty assumed cache, on the cache.
+pub fn decide_c(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
+    decide_claim(
+        claim,
+        &servers(world.to_vec()),
+        &|_| false,
+        Liveness::Cached,
+    )
+}
+
+/// The same after a live read confirmed what the view says.
+pub fn decide_c_live(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
+    decide_claim(
+        claim,
+        &servers(world.to_vec()),
+        &|_| false,
+        Liveness::Confirmed,
+    )
+}
+
+/// The server controller's decision, on the cache.
+pub fn decide_s(server: &Server, world: &[ServerClaim]) -> ServerDecision {
+    decide_server(server, &claims(world.to_vec()), Liveness::Cached)
+}
+
+pub fn decide_s_live(server: &Server, world: &[ServerClaim]) -> ServerDecision {
+    decide_server(server, &claims(world.to_vec()), Liveness::Confirmed)
+}
+
+pub fn holder(claim: &str, uid: Option<&str>) -> ServerClaimRef {
+    ServerClaimRef {
+        namespace: NS.into(),
+        name: claim.into(),
+        uid: uid.map(str::to_string),
+    }
+}
+
+pub fn s(name: &str) -> String {
+    name.to_string()
+}
+
+pub fn annotation(obj: &impl kube::Resource, key: &str) -> Option<String> {
+    obj.meta().annotations.as_ref()?.get(key).cloned()
+}

@@ -1,0 +1,292 @@
+//! An in-memory stand-in for the API server's storage, with the optimistic-lock semantics
+//! the controllers rely on, and a synchronous driver that runs both controllers' real
+//! decisions and plans until nothing changes. The PV-scenario tests use the driver; the
+//! model check uses the storage with its own, adversarial scheduler.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::Resource;
+use server_binder::api::*;
+use server_binder::binding::*;
+
+use crate::support::now;
+
+/// A write lost the optimistic lock (or found its object gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conflict;
+
+/// The stored objects. Claims live in one namespace, keyed by name.
+#[derive(Clone, Debug, Default)]
+pub struct Truth {
+    pub servers: BTreeMap<String, Server>,
+    pub claims: BTreeMap<String, ServerClaim>,
+    next_rv: u64,
+}
+
+fn rv_of<K: Resource>(obj: &K) -> Option<&str> {
+    obj.meta().resource_version.as_deref()
+}
+
+impl Truth {
+    pub fn new(servers: Vec<Server>, claims: Vec<ServerClaim>) -> Self {
+        let mut truth = Self::default();
+        for s in servers {
+            truth.put_server(s);
+        }
+        for c in claims {
+            truth.put_claim(c);
+        }
+        truth
+    }
+
+    fn bump(&mut self) -> String {
+        self.next_rv += 1;
+        self.next_rv.to_string()
+    }
+
+    /// Stores a claim as a user would create or overwrite it (no precondition).
+    pub fn put_claim(&mut self, mut claim: ServerClaim) {
+        claim.metadata.resource_version = Some(self.bump());
+        self.claims.insert(meta::name(&claim).to_string(), claim);
+    }
+
+    pub fn put_server(&mut self, mut server: Server) {
+        server.metadata.resource_version = Some(self.bump());
+        self.servers.insert(meta::name(&server).to_string(), server);
+    }
+
+    /// Replaces a claim's metadata and spec, keeping its stored status (like the API server
+    /// for a CRD with the status subresource). `based_on` carries the precondition.
+    pub fn write_claim(&mut self, based_on: &ServerClaim) -> Result<ServerClaim, Conflict> {
+        let name = meta::name(based_on).to_string();
+        let stored = self.claims.get(&name).ok_or(Conflict)?;
+        if rv_of(stored) != rv_of(based_on) {
+            return Err(Conflict);
+        }
+        let mut next = based_on.clone();
+        next.status = stored.status.clone();
+        if next.spec != stored.spec {
+            next.metadata.generation = Some(stored.metadata.generation.unwrap_or(0) + 1);
+        }
+        next.metadata.resource_version = Some(self.bump());
+        self.claims.insert(name, next.clone());
+        Ok(next)
+    }
+
+    pub fn write_claim_status(
+        &mut self,
+        based_on: &ServerClaim,
+        status: &ServerClaimStatus,
+    ) -> Result<ServerClaim, Conflict> {
+        let name = meta::name(based_on).to_string();
+        let rv = self.bump();
+        let stored = self.claims.get_mut(&name).ok_or(Conflict)?;
+        if rv_of(stored) != rv_of(based_on) {
+            return Err(Conflict);
+        }
+        stored.status = Some(status.clone());
+        stored.metadata.resource_version = Some(rv);
+        Ok(stored.clone())
+    }
+
+    /// Like [`Truth::write_claim`] for servers; a deleting server whose last finalizer goes
+    /// is removed, as the API server does.
+    pub fn write_server(&mut self, based_on: &Server) -> Result<Option<Server>, Conflict> {
+        let name = meta::name(based_on).to_string();
+        let stored = self.servers.get(&name).ok_or(Conflict)?;
+        if rv_of(stored) != rv_of(based_on) {
+            return Err(Conflict);
+        }
+        let mut next = based_on.clone();
+        next.status = stored.status.clone();
+        if next.spec != stored.spec {
+            next.metadata.generation = Some(stored.metadata.generation.unwrap_or(0) + 1);
+        }
+        next.metadata.resource_version = Some(self.bump());
+        let finalized = meta::is_deleting(&next)
+            && next
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_none_or(|f| f.is_empty());
+        if finalized {
+            self.servers.remove(&name);
+            return Ok(None);
+        }
+        self.servers.insert(name, next.clone());
+        Ok(Some(next))
+    }
+
+    pub fn write_server_status(
+        &mut self,
+        based_on: &Server,
+        status: &ServerStatus,
+    ) -> Result<Server, Conflict> {
+        let name = meta::name(based_on).to_string();
+        let rv = self.bump();
+        let stored = self.servers.get_mut(&name).ok_or(Conflict)?;
+        if rv_of(stored) != rv_of(based_on) {
+            return Err(Conflict);
+        }
+        stored.status = Some(status.clone());
+        stored.metadata.resource_version = Some(rv);
+        Ok(stored.clone())
+    }
+
+    /// A user deletes a claim (claims carry no finalizer of ours).
+    pub fn delete_claim(&mut self, name: &str) {
+        self.claims.remove(name);
+    }
+
+    /// A user deletes a server: removed at once without finalizers, else marked deleting.
+    pub fn delete_server(&mut self, name: &str) {
+        let Some(stored) = self.servers.get(name) else {
+            return;
+        };
+        if stored
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_none_or(|f| f.is_empty())
+        {
+            self.servers.remove(name);
+            return;
+        }
+        let mut next = stored.clone();
+        next.metadata.deletion_timestamp = Some(now());
+        self.put_server(next);
+    }
+
+    pub fn server_catalog(&self) -> ServerCatalog {
+        ServerCatalog::from_servers(self.servers.values().cloned())
+    }
+
+    pub fn claim_catalog(&self) -> ClaimCatalog {
+        ClaimCatalog::from_claims(self.claims.values().cloned())
+    }
+
+    pub fn claim(&self, name: &str) -> &ServerClaim {
+        self.claims
+            .get(name)
+            .unwrap_or_else(|| panic!("claim {name} exists"))
+    }
+
+    pub fn server(&self, name: &str) -> &Server {
+        self.servers
+            .get(name)
+            .unwrap_or_else(|| panic!("server {name} exists"))
+    }
+}
+
+/// Carries out a claim plan against the storage: object, then status on the result.
+pub fn apply_claim_plan(
+    truth: &mut Truth,
+    plan: &ClaimPlan,
+    read: &ServerClaim,
+) -> Result<(), Conflict> {
+    let mut base = read.clone();
+    if let Some(object) = &plan.object {
+        base = truth.write_claim(object)?;
+    }
+    if let Some(status) = &plan.status {
+        truth.write_claim_status(&base, status)?;
+    }
+    Ok(())
+}
+
+pub fn apply_server_plan(
+    truth: &mut Truth,
+    plan: &ServerPlan,
+    read: &Server,
+) -> Result<(), Conflict> {
+    let mut base = read.clone();
+    if let Some(object) = &plan.object {
+        match truth.write_server(object)? {
+            Some(written) => base = written,
+            None => return Ok(()),
+        }
+    }
+    if let Some(status) = &plan.status {
+        truth.write_server_status(&base, status)?;
+    }
+    Ok(())
+}
+
+/// One recorded event: the object (`claim/NAME` or `server/NAME`) and the event.
+pub type Recorded = (String, BindingEvent);
+
+/// Runs both controllers with fresh views until a full round changes nothing.
+/// Live confirmations read the storage itself. Returns the events recorded.
+pub fn settle(truth: &mut Truth) -> Vec<Recorded> {
+    let mut events = Vec::new();
+    for _round in 0..50 {
+        let mut changed = false;
+        let names: BTreeSet<String> = truth.claims.keys().cloned().collect();
+        for name in names {
+            changed |= reconcile_claim(truth, &name, &mut events);
+        }
+        let names: BTreeSet<String> = truth.servers.keys().cloned().collect();
+        for name in names {
+            changed |= reconcile_server(truth, &name, &mut events);
+        }
+        if !changed {
+            return events;
+        }
+    }
+    panic!("the world did not settle in 50 rounds: {truth:#?}");
+}
+
+fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
+    let Some(claim) = truth.claims.get(name).cloned() else {
+        return false;
+    };
+    let servers = truth.server_catalog();
+    let mut decision = decide_claim(&claim, &servers, &|_| false, Liveness::Cached);
+    let mut plan = plan_claim(&claim, &decision, &now());
+    if let Some(server) = plan.confirm_server.clone() {
+        let live = truth.servers.get(&server);
+        let view = WithLiveServer {
+            base: &servers,
+            name: &server,
+            live,
+        };
+        decision = decide_claim(&claim, &view, &|_| false, Liveness::Confirmed);
+        plan = plan_claim(&claim, &decision, &now());
+    }
+    if plan.is_noop() {
+        return false;
+    }
+    apply_claim_plan(truth, &plan, &claim).expect("fresh views never conflict");
+    if let Some(e) = plan.event {
+        events.push((format!("claim/{name}"), e));
+    }
+    true
+}
+
+fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
+    let Some(server) = truth.servers.get(name).cloned() else {
+        return false;
+    };
+    let claims = truth.claim_catalog();
+    let mut decision = decide_server(&server, &claims, Liveness::Cached);
+    let mut plan = plan_server(&server, &decision, &now());
+    if let Some(r) = plan.confirm_claim.clone() {
+        let live = truth.claims.get(&r.name);
+        let view = WithLiveClaim {
+            base: &claims,
+            namespace: &r.namespace,
+            name: &r.name,
+            live,
+        };
+        decision = decide_server(&server, &view, Liveness::Confirmed);
+        plan = plan_server(&server, &decision, &now());
+    }
+    if plan.is_noop() {
+        return false;
+    }
+    apply_server_plan(truth, &plan, &server).expect("fresh views never conflict");
+    if let Some(e) = plan.event {
+        events.push((format!("server/{name}"), e));
+    }
+    true
+}

@@ -1,0 +1,74 @@
+//! manifests/crds/ must be exactly what the Rust types generate.
+
+use std::path::Path;
+use std::process::Command;
+
+const CRD_FILE: &str = "manifests/crds/metal.binder.dev.yaml";
+const REGENERATE: &str = "cargo run -- crd > manifests/crds/metal.binder.dev.yaml";
+
+fn committed() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(CRD_FILE);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+#[test]
+fn manifests_match_the_rust_types() {
+    let generated = server_binder::api::crd_yaml().expect("CRDs serialize");
+    assert!(
+        generated == committed(),
+        "{CRD_FILE} drifted from the Rust types; regenerate it with `{REGENERATE}`"
+    );
+}
+
+#[test]
+fn crd_subcommand_prints_the_manifests() {
+    let out = Command::new(env!("CARGO_BIN_EXE_server-binder"))
+        .arg("crd")
+        .output()
+        .expect("run server-binder crd");
+    assert!(out.status.success(), "server-binder crd failed: {out:?}");
+    assert_eq!(String::from_utf8(out.stdout).expect("utf-8"), committed());
+}
+
+#[test]
+fn crds_carry_the_protocol_names() {
+    let crds = server_binder::api::crds();
+    let server = &crds[0].spec;
+    assert_eq!(server.group, "metal.binder.dev");
+    assert_eq!(server.scope, "Cluster");
+    assert_eq!(
+        server.names.short_names.as_deref(),
+        Some(&["srv".to_string()][..])
+    );
+    let claim = &crds[1].spec;
+    assert_eq!(claim.scope, "Namespaced");
+    assert_eq!(
+        claim.names.short_names.as_deref(),
+        Some(&["scl".to_string()][..])
+    );
+    for crd in &crds {
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1alpha1");
+        let subresources = version.subresources.as_ref().expect("subresources");
+        assert!(
+            subresources.status.is_some(),
+            "{} has a status subresource",
+            crd.spec.names.kind
+        );
+    }
+    let columns = |i: usize| -> Vec<String> {
+        crds[i].spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    assert_eq!(columns(0), ["Phase", "Claim", "Unclaimable", "Age"]);
+    assert_eq!(columns(1), ["Phase", "Server", "Reason", "Age"]);
+    let yaml = committed();
+    assert!(yaml.contains(
+        "!has(oldSelf.serverRef) || !has(self.serverRef) || self.serverRef.name == oldSelf.serverRef.name"
+    ));
+    assert!(yaml.contains("serverSelector is immutable once set"));
+}
