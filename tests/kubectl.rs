@@ -155,6 +155,32 @@ fn apply_get_columns_yaml_and_discovery() {
     let crds_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crds");
     if Path::new(crds_dir).is_dir() {
         c.ok(&["apply", "-f", crds_dir]);
+        c.ok(&[
+            "wait",
+            "--for",
+            "condition=Established",
+            "crd/servers.metal.binder.dev",
+            "crd/serverclaims.metal.binder.dev",
+        ]);
+        let f = write(
+            c.dir.path(),
+            "srv.yaml",
+            "apiVersion: metal.binder.dev/v1alpha1\nkind: Server\nmetadata:\n  name: srv-1\nspec: {}\n",
+        );
+        c.ok(&["apply", "-f", &f]);
+        let servers = c.ok(&["get", "srv"]);
+        let header: Vec<&str> = servers.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["NAME", "PHASE", "CLAIM", "AGE"], "{servers}");
+        assert!(
+            c.ok(&["get", "servers", "-o", "wide"])
+                .contains("UNCLAIMABLE")
+        );
+        let claims = c.run(&["get", "scl"]);
+        assert!(
+            claims.status.success(),
+            "{}",
+            String::from_utf8_lossy(&claims.stderr)
+        );
     } else {
         eprintln!("note: manifests/crds/ is not there yet; only the fixture CRDs are applied");
     }
