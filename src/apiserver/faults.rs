@@ -207,7 +207,7 @@ impl std::fmt::Debug for RequestLog {
 impl RequestLog {
     /// Every request recorded since the start (or the last `clear`).
     pub fn entries(&self) -> Vec<RequestRecord> {
-        self.shared.log.lock().clone()
+        self.shared.log.lock().iter().cloned().collect()
     }
 
     /// Forgets what was recorded.

@@ -166,7 +166,12 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
     };
     record.status = resp.status().as_u16();
     tracing::debug!(verb = %record.verb, path = %record.path, status = record.status, "request");
-    shared.log.lock().push(record);
+    let mut log = shared.log.lock();
+    if log.len() >= shared.config.request_log_capacity.max(1) {
+        log.pop_front();
+    }
+    log.push_back(record);
+    drop(log);
     resp
 }
 

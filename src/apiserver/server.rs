@@ -30,6 +30,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// How many requests the request log keeps (oldest dropped first), so a long-running
+    /// dev server does not grow without bound.
+    pub request_log_capacity: usize,
 }
 
 impl Default for Config {
@@ -39,6 +42,7 @@ impl Default for Config {
             watch_history: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(5),
+            request_log_capacity: 100_000,
         }
     }
 }
@@ -60,6 +64,10 @@ impl Config {
         self.bookmark_interval = every;
         self
     }
+    pub fn request_log_capacity(mut self, entries: usize) -> Self {
+        self.request_log_capacity = entries;
+        self
+    }
 }
 
 /// State shared by the HTTP handlers and the handle.
@@ -69,7 +77,7 @@ pub(crate) struct Shared {
     /// `host:port`, for discovery's `serverAddressByClientCIDRs`.
     pub address: String,
     pub faults: Faults,
-    pub log: Mutex<Vec<RequestRecord>>,
+    pub log: Mutex<std::collections::VecDeque<RequestRecord>>,
     /// Bumped to end every open watch.
     pub watch_epoch: tokio::sync::watch::Sender<u64>,
     pub shutdown: CancellationToken,
@@ -121,7 +129,7 @@ impl ApiServer {
             config,
             address: addr.to_string(),
             faults: Faults::default(),
-            log: Mutex::new(Vec::new()),
+            log: Mutex::new(std::collections::VecDeque::new()),
             watch_epoch: tokio::sync::watch::channel(0).0,
             shutdown: CancellationToken::new(),
         });

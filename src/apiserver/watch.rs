@@ -239,9 +239,32 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
                 }
                 msg = sub.live.recv() => match msg {
                     Ok(c) => {
+                        // Under load, send what is already queued in one chunk: one write
+                        // per burst instead of one per event.
                         last = last.max(c.rv);
-                        if let Some(line) = filter.render(&c) {
-                            yield Ok(line);
+                        let mut chunk = Vec::new();
+                        chunk.extend(filter.render(&c));
+                        let mut ended = false;
+                        while chunk.len() < 256 {
+                            match sub.live.try_recv() {
+                                Ok(c) => {
+                                    last = last.max(c.rv);
+                                    chunk.extend(filter.render(&c));
+                                }
+                                Err(TryRecvError::Empty) => break,
+                                Err(_) => {
+                                    ended = true;
+                                    break;
+                                }
+                            }
+                        }
+                        match chunk.len() {
+                            0 => {}
+                            1 => yield Ok(chunk.swap_remove(0)),
+                            _ => yield Ok(Bytes::from(chunk.concat())),
+                        }
+                        if ended {
+                            break;
                         }
                     }
                     // Too slow (the client resumes from its last resourceVersion) or the

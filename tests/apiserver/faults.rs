@@ -163,3 +163,13 @@ async fn the_request_log_records_rbac_verbs() {
     log.clear();
     assert!(log.entries().is_empty());
 }
+
+#[tokio::test]
+async fn the_request_log_is_bounded() {
+    let s = start_with(server_binder::apiserver::Config::default().request_log_capacity(3)).await;
+    let c = s.client();
+    for _ in 0..5 {
+        get_json(&c, "/version").await;
+    }
+    assert_eq!(s.request_log().entries().len(), 3);
+}

@@ -270,3 +270,58 @@ async fn send_initial_events_ends_with_a_marked_bookmark() {
         "true"
     );
 }
+
+#[tokio::test]
+async fn the_legacy_watch_path_streams_too() {
+    let (_s, c) = with_crds().await;
+    create_widget(&c, "w", "blue").await;
+    let r = get_json(
+        &c,
+        "/apis/test.example.dev/v1/watch/widgets?timeoutSeconds=1",
+    )
+    .await;
+    let text = r
+        .body
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| r.body.to_string());
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            first["type"].as_str(),
+            first["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("w"))
+    );
+    let ns = get_json(
+        &c,
+        "/api/v1/watch/namespaces/default/events?timeoutSeconds=1",
+    )
+    .await;
+    assert_eq!(ns.status, 200);
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_watches_and_stops_listening() {
+    let (s, c) = with_crds().await;
+    let url = s.url();
+    let mut events = widgets(&c)
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    create_widget(&c, "w", "blue").await;
+    assert_eq!(describe(&next(&mut events).await), "ADDED w");
+    tokio::time::timeout(Duration::from_secs(10), s.shutdown())
+        .await
+        .expect("shutdown is prompt");
+    let end = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+        .await
+        .expect("the watch ends");
+    assert!(!matches!(end, Ok(Some(WatchEvent::Added(_)))));
+    let addr = url.trim_start_matches("http://");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer listening"
+    );
+}
