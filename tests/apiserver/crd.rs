@@ -138,3 +138,64 @@ async fn discovery_lists_groups_resources_verbs_and_names() {
     let version = c.apiserver_version().await.unwrap();
     assert_eq!(version.major, "1");
 }
+
+/// The project's real CRDs (manifests/crds/, from main) install and serve.
+#[tokio::test]
+async fn the_real_metal_binder_crds_install_and_serve() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/crds/metal.binder.dev.yaml"
+    );
+    let Ok(text) = std::fs::read_to_string(path) else {
+        eprintln!("note: {path} is not there yet; skipping");
+        return;
+    };
+    let server = start().await;
+    let docs: Vec<CustomResourceDefinition> =
+        serde_saphyr::from_multiple(&text).expect("CRDs parse");
+    assert_eq!(docs.len(), 2);
+    for crd in &docs {
+        server.install_crd(crd).await.expect("installs");
+    }
+    let c = server.client();
+    let ar = |kind: &str, plural: &str| {
+        kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("metal.binder.dev", "v1alpha1", kind),
+            plural,
+        )
+    };
+    let servers: Api<kube::api::DynamicObject> = Api::all_with(c.clone(), &ar("Server", "servers"));
+    let claims: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(c.clone(), "default", &ar("ServerClaim", "serverclaims"));
+    assert!(
+        servers
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(
+        claims
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let list = get_json(&c, "/apis/metal.binder.dev/v1alpha1").await.body;
+    let names: Vec<&str> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for n in [
+        "servers",
+        "servers/status",
+        "serverclaims",
+        "serverclaims/status",
+    ] {
+        assert!(names.contains(&n), "{n} in {names:?}");
+    }
+}
