@@ -262,3 +262,45 @@ async fn namespaces_are_cluster_scoped_and_deleting_one_empties_it() {
     let e = api_error(ns.delete("default", &DeleteParams::default()).await);
     assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
 }
+
+#[tokio::test]
+async fn unknown_fields_in_built_ins_follow_field_validation() {
+    let (_s, c) = with_crds().await;
+    let body = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "spec": {"bogus": 1}}).to_string().into_bytes()
+    };
+    let ct = [("content-type", "application/json")];
+    let strict = raw(
+        &c,
+        "POST",
+        "/api/v1/namespaces?fieldValidation=Strict",
+        &ct,
+        body("s"),
+    )
+    .await;
+    assert_eq!(strict.status, 400);
+    assert_eq!(
+        strict.body["message"],
+        "strict decoding error: unknown field \"spec.bogus\""
+    );
+    let warn = raw(&c, "POST", "/api/v1/namespaces", &ct, body("w")).await;
+    assert_eq!(warn.status, 201);
+    assert_eq!(
+        warn.headers.get("warning").unwrap(),
+        "299 - \"unknown field \\\"spec.bogus\\\"\""
+    );
+    assert!(
+        warn.body["spec"].get("bogus").is_none(),
+        "dropped by decoding"
+    );
+    let ignore = raw(
+        &c,
+        "POST",
+        "/api/v1/namespaces?fieldValidation=Ignore",
+        &ct,
+        body("i"),
+    )
+    .await;
+    assert_eq!(ignore.status, 201);
+    assert!(ignore.headers.get("warning").is_none());
+}
