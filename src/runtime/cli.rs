@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "server-binder", version, about = "Binds ServerClaims to bare-metal Servers")]
+#[command(
+    name = "server-binder",
+    version,
+    about = "Binds ServerClaims to bare-metal Servers"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
