@@ -142,7 +142,11 @@ pub(crate) fn validates(format: &str, s: &str) -> bool {
                 (Ok(IpAddr::V6(_)), Ok(b)) => b <= 128 && !bits.starts_with('+'),
                 _ => false,
             }),
-        "mac" => re(&MAC, r"^(?i)([0-9a-f]{2}([:-]))([0-9a-f]{2}\2){4,18}[0-9a-f]{2}$|^(?i)([0-9a-f]{4}\.){2,9}[0-9a-f]{4}$").is_match(s),
+        "mac" => re(
+            &MAC,
+            r"^(?i)(([0-9a-f]{2}:){5,19}[0-9a-f]{2}|([0-9a-f]{2}-){5,19}[0-9a-f]{2}|([0-9a-f]{4}\.){2,9}[0-9a-f]{4})$",
+        )
+        .is_match(s),
         "hostname" => is_hostname(s),
         "email" => re(&EMAIL, r"^[^@\s<>]+@[^@\s<>]+$").is_match(s),
         "uri" => s.contains(':') || s.starts_with('/'),

@@ -12,7 +12,7 @@ use super::path;
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
-/// Prunes the whole object in place and returns the paths of what was removed.
+/// Prunes the whole object in place and returns the (sorted) paths of what was removed.
 /// The root is an embedded resource: `apiVersion`, `kind` and `metadata` are
 /// always kept, and nothing inside `metadata` is touched (the server owns it).
 pub(crate) fn prune_root(obj: &mut Value, root: &Node) -> Vec<String> {
@@ -24,6 +24,8 @@ pub(crate) fn prune_root(obj: &mut Value, root: &Node) -> Vec<String> {
             prune_map(map, Some(root), true, "", &mut pruned);
         }
     }
+    // Go reports them in map iteration order; sorted is as good and stable.
+    pruned.sort();
     pruned
 }
 
