@@ -217,22 +217,9 @@ pub(crate) fn compile_rules(
             .and_then(Value::as_bool)
             .unwrap_or(false);
 
-        let mut checker = Checker {
-            errs: Vec::new(),
-            vars: Vec::new(),
-        };
-        checker.vars.push((
-            "self".into(),
-            Ty::Node(node, at == "openAPIV3Schema.x-kubernetes-validations"),
-        ));
-        let old_ty = if optional_old_self {
-            Ty::Dyn
-        } else {
-            Ty::Node(node, false)
-        };
-        checker.vars.push(("oldSelf".into(), old_ty));
-        checker.check(&expr);
-        if let Some(first) = checker.errs.first() {
+        let root = at == "openAPIV3Schema.x-kubernetes-validations";
+        let type_error = check_expr(&expr, node, root, optional_old_self);
+        if let Some(first) = type_error {
             let bad = Some(path::go_quote(&rule));
             err(
                 path::child(&at_i, "rule"),
@@ -280,7 +267,22 @@ pub(crate) fn compile_rules(
         }
         let message_expression = match str_field("messageExpression") {
             Some(src) if !src.trim().is_empty() => match parse(&src) {
-                Ok(e) => Some(e),
+                Ok(e) => {
+                    if let Some(type_error) = check_expr(&e, node, root, optional_old_self) {
+                        let bad = Some(path::go_quote(&src));
+                        let detail = format!(
+                            "messageExpression compilation failed: ERROR: <input>: {type_error}"
+                        );
+                        err(
+                            path::child(&at_i, "messageExpression"),
+                            FieldErrorKind::Invalid,
+                            bad,
+                            detail,
+                        );
+                        ok = false;
+                    }
+                    Some(e)
+                }
                 Err(e) => {
                     let bad = Some(path::go_quote(&src));
                     let detail = format!("messageExpression compilation failed: {e}");
@@ -333,6 +335,29 @@ pub(crate) fn compile_rules(
         }
     }
     out
+}
+
+/// Checks `expr` with `self` (and `oldSelf`) typed by `node`; the first problem found, if any.
+fn check_expr(
+    expr: &Expression,
+    node: &Node,
+    root: bool,
+    optional_old_self: bool,
+) -> Option<String> {
+    let mut checker = Checker {
+        errs: Vec::new(),
+        vars: Vec::new(),
+    };
+    checker.vars.push(("self".into(), Ty::Node(node, root)));
+    // With optionalOldSelf, oldSelf is an optional (`oldSelf.value().x`): not checked.
+    let old_ty = if optional_old_self {
+        Ty::Dyn
+    } else {
+        Ty::Node(node, root)
+    };
+    checker.vars.push(("oldSelf".into(), old_ty));
+    checker.check(expr);
+    checker.errs.into_iter().next()
 }
 
 /// What the checker knows about an expression's value.

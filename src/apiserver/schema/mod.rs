@@ -129,8 +129,8 @@ impl CompiledSchema {
     /// `fieldValidation=Strict` or warn), or every field error found.
     ///
     /// The steps and their order are apiextensions-apiserver's: pruning and dropping of
-    /// non-nullable `null`s (decoding), defaulting, then OpenAPI validation, list-type
-    /// invariants and, only if none of those found a type/required/enum/size error, the
+    /// non-nullable `null`s (decoding), defaulting, then OpenAPI validation, embedded-resource
+    /// and list-type invariants and, only if none of those found a type/required/enum/size error, the
     /// CEL rules (else one `<nil>: Invalid value: "null": some validation rules were not
     /// checked ...` error says so).
     pub fn admit(
@@ -152,6 +152,7 @@ impl CompiledSchema {
 
         let mut errs = Vec::new();
         structural::validate(root, obj, old.as_ref(), "", &mut errs);
+        structural::validate_embedded(root, obj, "", true, &mut errs);
         structural::validate_list_types(root, obj, "", &mut errs);
         if errs.iter().any(|e| e.kind.blocks_cel()) {
             errs.push(FieldError {

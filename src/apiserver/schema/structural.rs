@@ -417,9 +417,6 @@ fn check_object(
         }
     }
     for (k, prop) in &node.properties {
-        if at.is_empty() && k == "metadata" {
-            continue; // ObjectMeta is validated by the server, not by the CRD schema
-        }
         if let Some(cv) = map.get(k) {
             validate(prop, cv, old_of(k), &path::child(at, k), errs);
         }
@@ -497,6 +494,72 @@ pub(crate) fn validate_list_types(node: &Node, v: &Value, at: &str, errs: &mut V
                     validate_list_types(prop, cv, &path::child(at, k), errs);
                 } else if let Some(add) = &node.additional {
                     validate_list_types(add, cv, &path::key(at, k), errs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Embedded resources (`x-kubernetes-embedded-resource`, below the root) need a
+/// non-empty string `apiVersion` of the form `group/version` or `version`,
+/// and a non-empty string `kind` (apiextensions' `schemaobjectmeta.Validate`).
+pub(crate) fn validate_embedded(
+    node: &Node,
+    v: &Value,
+    at: &str,
+    root: bool,
+    errs: &mut Vec<FieldError>,
+) {
+    match v {
+        Value::Object(map) => {
+            if node.embedded && !root {
+                for k in ["apiVersion", "kind"] {
+                    match map.get(k) {
+                        None => errs.push(err(
+                            &path::child(at, k),
+                            FieldErrorKind::Required,
+                            None,
+                            "must not be empty".into(),
+                        )),
+                        Some(Value::String(s)) if s.is_empty() => errs.push(invalid(
+                            &path::child(at, k),
+                            &map[k],
+                            "must not be empty".into(),
+                        )),
+                        Some(Value::String(s))
+                            if k == "apiVersion" && s.matches('/').count() > 1 =>
+                        {
+                            errs.push(invalid(
+                                &path::child(at, k),
+                                &map[k],
+                                format!("unexpected GroupVersion string: {s}"),
+                            ))
+                        }
+                        Some(Value::String(_)) => {}
+                        Some(other) => errs.push(invalid(
+                            &path::child(at, k),
+                            other,
+                            "must be a string".into(),
+                        )),
+                    }
+                }
+            }
+            for (k, cv) in map {
+                if root && k == "metadata" {
+                    continue;
+                }
+                if let Some(prop) = node.properties.get(k) {
+                    validate_embedded(prop, cv, &path::child(at, k), false, errs);
+                } else if let Some(add) = &node.additional {
+                    validate_embedded(add, cv, &path::key(at, k), false, errs);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_node) = &node.items {
+                for (i, item) in items.iter().enumerate() {
+                    validate_embedded(item_node, item, &path::index(at, i), false, errs);
                 }
             }
         }

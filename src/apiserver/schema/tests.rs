@@ -37,6 +37,16 @@ pub struct TestClaimSpec {
     pub labels: Option<BTreeMap<String, String>>,
     #[x_kube(validation = Rule::new("self.size() <= 3"))]
     pub tags: Option<Vec<String>>,
+    pub boot: Option<BootSource>,
+}
+
+/// An externally tagged enum: kube-derive turns its `oneOf` into properties plus
+/// `oneOf: [{required: [image]}, {required: [pxe]}]`.
+#[derive(Serialize, Deserialize, Clone, Debug, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BootSource {
+    Image { url: String },
+    Pxe { server: String },
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, KubeSchema)]
@@ -1060,4 +1070,105 @@ fn transition_rules_on_uncorrelatable_list_items_fail_new() {
 fn the_generated_claim_schema_is_kept_as_given() {
     let s = claim();
     assert_eq!(s.schema(), &claim_schema());
+}
+
+#[test]
+fn one_of_from_a_tagged_enum() {
+    let s = claim();
+    let boot = |b: Value| obj(json!({"serverSelector": selector(), "boot": b}));
+    assert!(admit(&s, boot(json!({"pxe": {"server": "10.0.0.1"}})), None).is_ok());
+    assert!(
+        admit(&s, boot(Value::Null), None).is_ok(),
+        "Option::None serializes as null"
+    );
+    assert_eq!(
+        rejected(admit(
+            &s,
+            boot(json!({"pxe": {"server": "a"}, "image": {"url": "b"}})),
+            None
+        )),
+        vec![
+            r#"<nil>: Invalid value: "": "spec.boot" must validate one and only one schema (oneOf). Found 2 valid alternatives"#
+        ]
+    );
+    assert_eq!(
+        rejected(admit(&s, boot(json!({})), None)),
+        vec![
+            r#"<nil>: Invalid value: "": "spec.boot" must validate one and only one schema (oneOf). Found none valid"#,
+            "spec.boot.image: Required value",
+            r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"#,
+        ]
+    );
+}
+
+#[test]
+fn embedded_resources_keep_and_require_type_meta() {
+    let s = spec_schema(
+        json!({"template": {
+            "type": "object",
+            "x-kubernetes-embedded-resource": true,
+            "properties": {"spec": {"type": "object", "properties": {"image": {"type": "string"}}}},
+            "x-kubernetes-validations": [{"rule": "self.kind == 'Pod'", "message": "only Pods"}],
+        }}),
+        json!({}),
+    );
+    let mut o = obj(json!({"template": {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "b"}},
+        "spec": {"image": "x", "junk": 1},
+    }}));
+    assert_eq!(
+        s.admit(&mut o, None),
+        Ok(vec!["spec.template.spec.junk".to_string()])
+    );
+    assert_eq!(
+        o["spec"]["template"]["metadata"],
+        json!({"name": "p", "labels": {"a": "b"}})
+    );
+    assert_eq!(
+        rejected(admit(
+            &s,
+            obj(json!({"template": {"kind": "Service", "spec": {}}})),
+            None
+        )),
+        vec![
+            "spec.template.apiVersion: Required value: must not be empty",
+            r#"<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"#,
+        ]
+    );
+    assert_eq!(
+        rejected(admit(
+            &s,
+            obj(json!({"template": {"apiVersion": "v1", "kind": "Service"}})),
+            None
+        )),
+        vec![r#"spec.template: Invalid value: "object": only Pods"#]
+    );
+}
+
+#[test]
+fn message_expressions_and_root_old_self_are_checked_at_install() {
+    let root = |rules: Value| {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {"type": "string"}}}},
+               "x-kubernetes-validations": rules})
+    };
+    let ok = CompiledSchema::new(&root(json!([
+        {"rule": "self.metadata.name == oldSelf.metadata.name", "message": "name is immutable"},
+        {"rule": "self.spec.a != ''", "messageExpression": "'a is ' + self.spec.a"},
+    ])));
+    assert!(ok.is_ok(), "{ok:?}");
+    let errs: Vec<String> = CompiledSchema::new(&root(
+        json!([{"rule": "true", "messageExpression": "self.spec.b"}]),
+    ))
+    .unwrap_err()
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    assert_eq!(
+        errs,
+        vec![
+            r#"openAPIV3Schema.x-kubernetes-validations[0].messageExpression: Invalid value: "self.spec.b": messageExpression compilation failed: ERROR: <input>: undefined field 'b'"#
+        ]
+    );
 }
