@@ -34,6 +34,8 @@
 //! Not reproduced: cel-go's full static type checker, cost estimation and the
 //! runtime cost budget, and functions missing from the `cel` crate (e.g.
 //! `sortBy`, `cel.bind`): those evaluate to an error that rejects the object.
+//! Install-time errors carry the rule text as the bad value where the real
+//! server prints the whole `ValidationRule` struct.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -62,11 +64,12 @@ pub(crate) struct CompiledRule {
     pub uses_old_self: bool,
 }
 
+/// The supported `reason`s, sorted as the real server lists them.
 const REASONS: &[&str] = &[
-    "FieldValueRequired",
+    "FieldValueDuplicate",
     "FieldValueForbidden",
     "FieldValueInvalid",
-    "FieldValueDuplicate",
+    "FieldValueRequired",
 ];
 
 /// CEL keywords that apiextensions escapes as `__keyword__`.
@@ -194,7 +197,7 @@ pub(crate) fn compile_rules(
                 path::child(&at_i, "rule"),
                 FieldErrorKind::Required,
                 None,
-                String::new(),
+                "rule is not specified".into(),
             );
             continue;
         }
@@ -246,8 +249,8 @@ pub(crate) fn compile_rules(
             let detail = "may not be set if oldSelf is not used in rule".to_string();
             err(
                 path::child(&at_i, "optionalOldSelf"),
-                FieldErrorKind::Forbidden,
-                None,
+                FieldErrorKind::Invalid,
+                Some("true".into()),
                 detail,
             );
             ok = false;

@@ -1034,16 +1034,16 @@ fn bad_rule_definitions_fail_new() {
     assert_eq!(errs.len(), 4, "{errs:#?}");
     assert_eq!(
         errs[0],
-        "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Required value"
+        "openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Required value: rule is not specified"
     );
     assert_eq!(
         errs[1],
-        r#"openAPIV3Schema.properties[spec].x-kubernetes-validations[1].reason: Unsupported value: "FieldValueBogus": supported values: "FieldValueRequired", "FieldValueForbidden", "FieldValueInvalid", "FieldValueDuplicate""#
+        r#"openAPIV3Schema.properties[spec].x-kubernetes-validations[1].reason: Unsupported value: "FieldValueBogus": supported values: "FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired""#
     );
     assert!(errs[2].starts_with("openAPIV3Schema.properties[spec].x-kubernetes-validations[2].messageExpression: Invalid value:"));
     assert_eq!(
         errs[3],
-        "openAPIV3Schema.properties[spec].x-kubernetes-validations[3].optionalOldSelf: Forbidden: may not be set if oldSelf is not used in rule"
+        "openAPIV3Schema.properties[spec].x-kubernetes-validations[3].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"
     );
 }
 
