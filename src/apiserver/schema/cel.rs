@@ -220,7 +220,7 @@ pub(crate) fn compile_rules(
             .and_then(Value::as_bool)
             .unwrap_or(false);
 
-        let root = at == "openAPIV3Schema.x-kubernetes-validations";
+        let root = at == "openAPIV3Schema.x-kubernetes-validations" || node.embedded;
         let type_error = check_expr(&expr, node, root, optional_old_self);
         if let Some(first) = type_error {
             let bad = Some(path::go_quote(&rule));
@@ -650,9 +650,11 @@ thread_local! {
 /// Evaluates every rule in the schema against `obj` (and `old` on update),
 /// walking the object like apiextensions' CEL validator does.
 pub(crate) fn validate(root: &Node, obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
-    BASE.with(|base| walk(base, root, obj, old, "", true, errs));
+    BASE.with(|base| walk(base, root, obj, old, "", true, false, errs));
 }
 
+/// `parent_unchanged`: whether the nearest correlatable ancestor equals its old value.
+#[allow(clippy::too_many_arguments)]
 fn walk(
     base: &Context<'_>,
     node: &Node,
@@ -660,6 +662,7 @@ fn walk(
     old: Option<&Value>,
     at: &str,
     root: bool,
+    parent_unchanged: bool,
     errs: &mut Vec<FieldError>,
 ) {
     // Rules only validate non-null values; a rule that cares about null or
@@ -668,8 +671,43 @@ fn walk(
         return;
     }
     let old = old.filter(|o| !o.is_null());
+    // Ratcheting (CRDValidationRatcheting, on by default): failures of
+    // non-transition rules are dropped for a value equal to its correlated old
+    // value or, where there is none (items of atomic/set lists), when the
+    // nearest correlatable ancestor is unchanged.
+    let unchanged = match old {
+        Some(o) => super::json_eq(o, v),
+        None => parent_unchanged,
+    };
+    // Embedded resources are resource roots too (typed apiVersion/kind/metadata).
+    let resource_root = root || node.embedded;
     if !node.rules.is_empty() {
-        eval_rules(base, node, v, old, at, root, errs);
+        eval_rules(
+            base,
+            &node.rules,
+            node,
+            v,
+            old,
+            at,
+            resource_root,
+            unchanged,
+            errs,
+        );
+    }
+    // Rules inside `allOf` branches run against the same value; upstream does
+    // not ratchet them on the node itself, only through its parent.
+    for branch in node.all_of.iter().filter(|b| !b.rules.is_empty()) {
+        eval_rules(
+            base,
+            &branch.rules,
+            node,
+            v,
+            old,
+            at,
+            resource_root,
+            parent_unchanged,
+            errs,
+        );
     }
     match v {
         Value::Object(o) => {
@@ -682,6 +720,7 @@ fn walk(
                         old.and_then(|x| x.get(k)),
                         &path::key(at, k),
                         false,
+                        unchanged,
                         errs,
                     );
                 }
@@ -695,6 +734,7 @@ fn walk(
                         old.and_then(|x| x.get(k)),
                         &path::child(at, k),
                         false,
+                        unchanged,
                         errs,
                     );
                 }
@@ -713,6 +753,7 @@ fn walk(
                         old_item,
                         &path::index(at, i),
                         false,
+                        unchanged,
                         errs,
                     );
                 }
@@ -736,13 +777,16 @@ pub(crate) fn find_by_keys<'v>(
     old.iter().find(|o| key_of(o) == wanted)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn eval_rules(
     base: &Context<'_>,
+    rules: &[CompiledRule],
     node: &Node,
     v: &Value,
     old: Option<&Value>,
     at: &str,
     root: bool,
+    unchanged: bool,
     errs: &mut Vec<FieldError>,
 ) {
     let convert = |x: &Value| {
@@ -754,13 +798,10 @@ fn eval_rules(
     };
     let self_val = convert(v);
     let old_val = old.map(convert);
-    // Ratcheting: a value equal to its correlated old value does not fail
-    // non-transition rules (CRDValidationRatcheting, on by default).
-    let unchanged = old.is_some_and(|o| super::json_eq(o, v));
     let mut scope = base.new_inner_scope();
     scope.add_variable_from_value("self", self_val);
     let type_name = node.cel_type_name();
-    for rule in &node.rules {
+    for rule in rules {
         if rule.uses_old_self && old_val.is_none() && !rule.optional_old_self {
             // Transition rules only run when there is an old value to compare with.
             continue;

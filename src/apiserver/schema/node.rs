@@ -276,6 +276,7 @@ impl Node {
             node.rules = cel::compile_rules(rules, &node, &at_rules, uncorrelatable_at, errs);
         }
         node.has_rules_below = !node.rules.is_empty()
+            || node.all_of.iter().any(|b| !b.rules.is_empty())
             || node.properties.values().any(|p| p.has_rules_below)
             || node.additional.as_ref().is_some_and(|a| a.has_rules_below)
             || node.items.as_ref().is_some_and(|i| i.has_rules_below);

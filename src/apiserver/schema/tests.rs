@@ -1172,3 +1172,74 @@ fn message_expressions_and_root_old_self_are_checked_at_install() {
         ]
     );
 }
+
+#[test]
+fn ratcheting_items_of_an_unchanged_atomic_list() {
+    let s = spec_schema(
+        json!({
+            "hosts": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [
+                {"rule": "self.endsWith('.example.com')", "message": "hosts must be in example.com"},
+            ]}},
+            "note": {"type": "string"},
+        }),
+        json!({}),
+    );
+    let old = obj(json!({"hosts": ["a.other.org"], "note": "x"}));
+    // The list is unchanged, so its (uncorrelatable) items are ratcheted.
+    assert!(
+        admit(
+            &s,
+            obj(json!({"hosts": ["a.other.org"], "note": "y"})),
+            Some(&old)
+        )
+        .is_ok()
+    );
+    // Once the list changes, every item is checked again.
+    assert_eq!(
+        rejected(admit(
+            &s,
+            obj(json!({"hosts": ["a.other.org", "b.example.com"]})),
+            Some(&old)
+        )),
+        vec![r#"spec.hosts[0]: Invalid value: "string": hosts must be in example.com"#]
+    );
+}
+
+#[test]
+fn rules_inside_all_of_run_on_the_node() {
+    let s = spec_schema(
+        json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        json!({"allOf": [{"x-kubernetes-validations": [{"rule": "self.a < self.b", "message": "a must be below b"}]}]}),
+    );
+    assert!(admit(&s, obj(json!({"a": 1, "b": 2})), None).is_ok());
+    assert_eq!(
+        rejected(admit(&s, obj(json!({"a": 3, "b": 2})), None)),
+        vec![r#"spec: Invalid value: "object": a must be below b"#]
+    );
+}
+
+#[test]
+fn embedded_resources_expose_only_name_and_generate_name_of_metadata() {
+    let s = spec_schema(
+        json!({"template": {
+            "type": "object",
+            "x-kubernetes-embedded-resource": true,
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-validations": [
+                {"rule": "self.metadata.name.startsWith('web-')", "message": "template name must start with web-"},
+                {"rule": "!has(self.metadata.labels)", "message": "labels are not visible"},
+            ],
+        }}),
+        json!({}),
+    );
+    let tpl = |name: &str| {
+        obj(
+            json!({"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"a": "b"}}}}),
+        )
+    };
+    assert!(admit(&s, tpl("web-1"), None).is_ok());
+    assert_eq!(
+        rejected(admit(&s, tpl("db-1"), None)),
+        vec![r#"spec.template: Invalid value: "object": template name must start with web-"#]
+    );
+}
