@@ -321,9 +321,32 @@ pub(crate) fn compile_rules(
             );
             ok = false;
         }
-        let field_path = str_field("fieldPath")
-            .map(|f| f.trim_start_matches('.').to_string())
-            .filter(|f| !f.is_empty());
+        let mut field_path = None;
+        if let Some(fp) = str_field("fieldPath") {
+            let at_fp = path::child(&at_i, "fieldPath");
+            let problem = if fp.trim().is_empty() {
+                Some("fieldPath must be non-empty if specified".to_string())
+            } else if fp.contains(['\n', '\r']) {
+                Some("fieldPath must not contain line breaks".to_string())
+            } else {
+                match valid_field_path(&fp, node) {
+                    Ok(normalized) => {
+                        field_path = Some(normalized);
+                        None
+                    }
+                    Err(e) => Some(format!("fieldPath must be a valid path: {e}")),
+                }
+            };
+            if let Some(detail) = problem {
+                err(
+                    at_fp,
+                    FieldErrorKind::Invalid,
+                    Some(path::go_quote(&fp)),
+                    detail,
+                );
+                ok = false;
+            }
+        }
         if ok {
             out.push(CompiledRule {
                 rule,
@@ -338,6 +361,66 @@ pub(crate) fn compile_rules(
         }
     }
     out
+}
+
+/// apiextensions' `ValidFieldPath`: `.name` and `['name']` steps that must
+/// exist in the schema (map keys where the node is a map), normalized as a
+/// `field.Path` string (`a.b`, `a[key]`).
+fn valid_field_path(fp: &str, node: &Node) -> Result<String, String> {
+    let mut tokens = Vec::new();
+    let mut rest = fp;
+    while !rest.is_empty() {
+        let len = if rest.starts_with('\'') {
+            let bytes = rest.as_bytes();
+            (1..bytes.len())
+                .find(|&i| bytes[i] == b'\'' && bytes[i - 1] != b'\\')
+                .map(|i| i + 1)
+                .unwrap_or(rest.len())
+        } else if rest.starts_with(['.', '[', ']']) {
+            1
+        } else {
+            rest.find(['.', '[', ']']).unwrap_or(rest.len())
+        };
+        tokens.push(&rest[..len]);
+        rest = &rest[len..];
+    }
+    let mut out = String::new();
+    let mut n = node;
+    let mut it = tokens.into_iter();
+    while let Some(tok) = it.next() {
+        let name = match tok {
+            "[" => {
+                let quoted = it.next().ok_or("unexpected end of JSON path")?;
+                if quoted.len() < 2 || !quoted.starts_with('\'') || !quoted.ends_with('\'') {
+                    return Err(format!("expected single quoted string but got {quoted}"));
+                }
+                let name = quoted[1..quoted.len() - 1]
+                    .replace("\\'", "'")
+                    .replace("\\\\", "\\");
+                match it.next() {
+                    Some("]") => {}
+                    Some(t) => return Err(format!("expected ] but got {t}")),
+                    None => return Err("unexpected end of JSON path".into()),
+                }
+                name
+            }
+            "." => it.next().ok_or("unexpected end of JSON path")?.to_string(),
+            other => return Err(format!("expected [ or . but got: {other}")),
+        };
+        if !n.properties.is_empty() {
+            n = n
+                .properties
+                .get(&name)
+                .ok_or("does not refer to a valid field")?;
+            out = path::child(&out, &name);
+        } else if let Some(add) = &n.additional {
+            n = add;
+            out = path::key(&out, &name);
+        } else {
+            return Err("does not refer to a valid field".into());
+        }
+    }
+    Ok(out)
 }
 
 /// Checks `expr` with `self` (and `oldSelf`) typed by `node`; the first problem found, if any.
@@ -823,7 +906,6 @@ fn eval_rules(
                 }
                 let detail = failure_message(rule, &rule_scope);
                 let field = match &rule.field_path {
-                    Some(fp) if fp.starts_with('[') => format!("{at}{fp}"),
                     Some(fp) => path::child(at, fp),
                     None => path::or_nil(at),
                 };
@@ -869,7 +951,7 @@ fn failure_message(rule: &CompiledRule, ctx: &Context<'_>) -> String {
         && let Ok(CelValue::String(s)) = ctx.resolve(me)
     {
         let s = s.trim();
-        if !s.is_empty() && !s.contains(['\n', '\r']) {
+        if !s.is_empty() && !s.contains('\n') {
             return s.to_string();
         }
     }

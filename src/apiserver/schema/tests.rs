@@ -1243,3 +1243,37 @@ fn embedded_resources_expose_only_name_and_generate_name_of_metadata() {
         vec![r#"spec.template: Invalid value: "object": template name must start with web-"#]
     );
 }
+
+#[test]
+fn field_paths_are_checked_at_install_and_normalized() {
+    let s = spec_schema(
+        json!({
+            "limits": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "ref": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }),
+        json!({"x-kubernetes-validations": [
+            {"rule": "!has(self.limits) || !('cpu' in self.limits) || self.limits['cpu'] > 0", "message": "cpu must be positive", "fieldPath": ".limits['cpu']"},
+            {"rule": "!has(self.ref) || self.ref.name != ''", "message": "name must be set", "fieldPath": "['ref'].name"},
+        ]}),
+    );
+    assert_eq!(
+        rejected(admit(
+            &s,
+            obj(json!({"limits": {"cpu": 0}, "ref": {"name": ""}})),
+            None
+        )),
+        vec![
+            r#"spec.limits[cpu]: Invalid value: "object": cpu must be positive"#,
+            r#"spec.ref.name: Invalid value: "object": name must be set"#,
+        ]
+    );
+    assert_eq!(
+        compile_errors(
+            json!([{"rule": "true", "fieldPath": ".nope"}]),
+            json!({"a": {"type": "string"}})
+        ),
+        vec![
+            r#"openAPIV3Schema.properties[spec].x-kubernetes-validations[0].fieldPath: Invalid value: ".nope": fieldPath must be a valid path: does not refer to a valid field"#
+        ]
+    );
+}
