@@ -31,6 +31,9 @@
 //!   ratchet (a non-transition rule failing on a value equal to the correlated
 //!   old value is not reported), as in the real server.
 //!
+//! The `cel` crate's `x.?f` on a plain map without `f` is fixed around at
+//! parse time ([`wrap_optional_selects`]).
+//!
 //! Not reproduced: cel-go's full static type checker, cost estimation and the
 //! runtime cost budget, and functions missing from the `cel` crate (e.g.
 //! `sortBy`, `cel.bind`): those evaluate to an error that rejects the object.
@@ -41,10 +44,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube_cel::KubeCelExt;
-use kube_cel::cel::common::ast::{EntryExpr, Expr, LiteralValue};
+use kube_cel::cel::common::ast::{CallExpr, EntryExpr, Expr, LiteralValue};
 use kube_cel::cel::objects::{Key, Map, OptionalValue};
 use kube_cel::cel::parser::{Expression, Parser};
-use kube_cel::cel::{Context, ExecutionError, Value as CelValue};
+use kube_cel::cel::{Context, ExecutionError, FunctionContext, Value as CelValue};
 use serde_json::Value;
 
 use super::node::Node;
@@ -153,10 +156,81 @@ pub(crate) fn escape(name: &str) -> Option<String> {
 }
 
 fn parse(src: &str) -> Result<Expression, String> {
-    Parser::new()
+    let mut expr = Parser::new()
         .enable_optional_syntax(true)
         .parse(src)
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    wrap_optional_selects(&mut expr);
+    Ok(expr)
+}
+
+/// The function [`wrap_optional_selects`] inserts.
+const AS_OPTIONAL: &str = "kubeAsOptional";
+
+/// Works around the `cel` crate (0.13) evaluating `x.?f` on a plain map
+/// without `f` to a "no such key" error instead of `optional.none()` (it only
+/// handles a missing field when `x` is already an optional). Every operand of
+/// `_?._` is wrapped in [`AS_OPTIONAL`], which turns a plain value into
+/// `optional.of(value)` and leaves an optional alone, so the crate's optional
+/// path (which gets this right) always applies.
+fn wrap_optional_selects(e: &mut Expression) {
+    match &mut e.expr {
+        Expr::Call(c) => {
+            if let Some(t) = c.target.as_deref_mut() {
+                wrap_optional_selects(t);
+            }
+            for a in &mut c.args {
+                wrap_optional_selects(a);
+            }
+            if c.func_name == "_?._" && c.target.is_none() && c.args.len() == 2 {
+                let operand = std::mem::take(&mut c.args[0]);
+                c.args[0] = Expression {
+                    id: operand.id,
+                    expr: Expr::Call(CallExpr {
+                        func_name: AS_OPTIONAL.into(),
+                        target: None,
+                        args: vec![operand],
+                    }),
+                };
+            }
+        }
+        Expr::Select(sel) => wrap_optional_selects(&mut sel.operand),
+        Expr::Comprehension(c) => {
+            for sub in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                wrap_optional_selects(sub);
+            }
+        }
+        Expr::List(l) => l.elements.iter_mut().for_each(wrap_optional_selects),
+        Expr::Map(m) => {
+            for entry in &mut m.entries {
+                if let EntryExpr::MapEntry(me) = &mut entry.expr {
+                    wrap_optional_selects(&mut me.key);
+                    wrap_optional_selects(&mut me.value);
+                }
+            }
+        }
+        Expr::Struct(st) => {
+            for entry in &mut st.entries {
+                if let EntryExpr::StructField(f) = &mut entry.expr {
+                    wrap_optional_selects(&mut f.value);
+                }
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn as_optional(_ftx: &FunctionContext, value: CelValue) -> Result<CelValue, ExecutionError> {
+    if <&OptionalValue>::try_from(&value).is_ok() {
+        return Ok(value);
+    }
+    Ok(CelValue::Opaque(Arc::new(OptionalValue::of(value))))
 }
 
 /// Compiles the `x-kubernetes-validations` of `node` (at schema path `at`).
@@ -726,6 +800,7 @@ thread_local! {
     static BASE: Context<'static> = {
         let mut ctx = Context::default();
         ctx.register_all();
+        ctx.add_function(AS_OPTIONAL, as_optional);
         ctx
     };
 }

@@ -1277,3 +1277,38 @@ fn field_paths_are_checked_at_install_and_normalized() {
         ]
     );
 }
+
+#[test]
+fn optional_field_selection_and_library_functions() {
+    let s = spec_schema(
+        json!({
+            "ref": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "cpu": {"x-kubernetes-int-or-string": true},
+            "url": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 10},
+        }),
+        json!({"x-kubernetes-validations": [
+            {"rule": "self.?ref.?name.orValue('default') != 'forbidden'", "message": "name is forbidden"},
+            {"rule": "!has(self.cpu) || quantity(string(self.cpu)).isLessThan(quantity('8'))", "message": "at most 8 cpus"},
+            {"rule": "!has(self.url) || isURL(self.url)", "message": "url must be a URL"},
+            {"rule": "!has(self.tags) || self.tags.all(t, t.matches('^[a-z]+$'))", "message": "tags must be lowercase"},
+        ]}),
+    );
+    assert!(admit(&s, obj(json!({})), None).is_ok());
+    assert!(admit(&s, obj(json!({"ref": {"name": "a"}, "cpu": "500m", "url": "https://x.example", "tags": ["a"]})), None).is_ok());
+    assert_eq!(
+        rejected(admit(
+            &s,
+            obj(
+                json!({"ref": {"name": "forbidden"}, "cpu": "16", "url": "not a url", "tags": ["A"]})
+            ),
+            None
+        )),
+        vec![
+            r#"spec: Invalid value: "object": name is forbidden"#,
+            r#"spec: Invalid value: "object": at most 8 cpus"#,
+            r#"spec: Invalid value: "object": url must be a URL"#,
+            r#"spec: Invalid value: "object": tags must be lowercase"#,
+        ]
+    );
+}
