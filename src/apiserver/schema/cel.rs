@@ -25,6 +25,15 @@
 //!   rule in `CompiledSchema::new` and also check field selections on `self` /
 //!   `oldSelf` against the schema (a small stand-in for cel-go's type
 //!   checker), so `self.typo` fails at install like "undefined field 'typo'";
+//! - `optionalOldSelf`: kube-cel binds `oldSelf` to `null` on create and to
+//!   the plain old value on update; the real server binds an optional
+//!   (`optional.none()` / `optional.of(old)`), so `oldSelf.hasValue()` and
+//!   `oldSelf.value()` only work with the latter, which we do;
+//! - junctors: kube-cel also runs rules found in `oneOf`/`anyOf` branches; the
+//!   real server only runs those in `allOf` branches;
+//! - defaults: `kube_cel::apply_defaults` does not default inside a default it
+//!   just inserted, nor replace a non-nullable `null`; `defaults.rs` does both
+//!   like `structuraldefaulting`;
 //! - typing: values are converted by schema type (`number` always a double,
 //!   `date-time` a timestamp, `duration` a duration, `byte` bytes), the root's
 //!   `metadata` exposes only `name` and `generateName`, and unchanged values
@@ -60,7 +69,7 @@ pub(crate) struct CompiledRule {
     pub message: Option<String>,
     pub message_expression: Option<Expression>,
     pub reason: Option<String>,
-    /// `fieldPath` without its leading dot.
+    /// `fieldPath`, normalized as a `field.Path` string (`ref.name`, `limits[cpu]`).
     pub field_path: Option<String>,
     pub optional_old_self: bool,
     pub expr: Expression,
