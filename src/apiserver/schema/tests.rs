@@ -1312,3 +1312,20 @@ fn optional_field_selection_and_library_functions() {
         ]
     );
 }
+
+#[test]
+fn null_for_a_nullable_enum_still_fails_the_enum() {
+    // kube-derive renders `Option<Enum>` as `{enum: [..], nullable: true}`; like
+    // kube-openapi (and OpenAPI 3.0.3), `nullable` does not add `null` to `enum`,
+    // so a serialized `None` must be skipped (`skip_serializing_if`), not sent as null.
+    let s = spec_schema(
+        json!({"level": {"type": "string", "nullable": true, "enum": ["Debug", "Info"]}}),
+        json!({}),
+    );
+    assert!(admit(&s, obj(json!({"level": "Info"})), None).is_ok());
+    assert!(admit(&s, obj(json!({})), None).is_ok());
+    assert_eq!(
+        rejected(admit(&s, obj(json!({"level": null})), None))[0],
+        r#"spec.level: Unsupported value: "null": supported values: "Debug", "Info""#
+    );
+}
