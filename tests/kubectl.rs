@@ -474,7 +474,6 @@ fn delete_waits_on_finalizers() {
 }
 
 #[test]
-#[ignore = "needs schema module"]
 fn a_rejected_cel_transition_shows_its_message() {
     if !kubectl_present() {
         return;

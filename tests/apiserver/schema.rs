@@ -10,7 +10,6 @@ use serde_json::json;
 use crate::common::*;
 
 #[tokio::test]
-#[ignore = "needs schema module"]
 async fn defaults_are_applied_and_required_and_enum_are_enforced() {
     let (_s, c) = with_crds().await;
     let w = create_widget(&c, "w", "blue").await;
@@ -45,7 +44,6 @@ async fn defaults_are_applied_and_required_and_enum_are_enforced() {
 }
 
 #[tokio::test]
-#[ignore = "needs schema module"]
 async fn a_cel_transition_rule_rejects_switching_the_ref() {
     let (_s, c) = with_crds().await;
     let api = gadgets(&c, "default");
@@ -87,7 +85,6 @@ async fn a_cel_transition_rule_rejects_switching_the_ref() {
 }
 
 #[tokio::test]
-#[ignore = "needs schema module"]
 async fn unknown_fields_follow_field_validation() {
     let (_s, c) = with_crds().await;
     let body = |name: &str| {
@@ -137,7 +134,6 @@ async fn unknown_fields_follow_field_validation() {
 }
 
 #[tokio::test]
-#[ignore = "needs schema module"]
 async fn status_writes_are_validated_too() {
     let (_s, c) = with_crds().await;
     create_widget(&c, "w", "blue").await;
