@@ -56,6 +56,8 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Apiserver {
             listen,
             kubeconfig_out,
-        } => crate::apiserver::run_standalone(listen, kubeconfig_out).await,
+        } => crate::apiserver::run_standalone(listen, kubeconfig_out)
+            .await
+            .map_err(|e| e.to_string()),
     }
 }

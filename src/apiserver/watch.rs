@@ -1,0 +1,278 @@
+//! Watch streams: newline-delimited `WatchEvent`s. A watch starts with synthetic ADDED
+//! events for the current state (no resourceVersion, or "0"), or replays history after
+//! a resourceVersion (410 Expired, as an ERROR event, when history no longer reaches
+//! back), then follows live changes; BOOKMARKs when asked; selector transitions become
+//! ADDED/DELETED as in the real watch cache.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+
+use super::builtin::{to_view, view_is_identity};
+use super::http::Format;
+use super::meta::{labels_of, meta_mut, namespace_of};
+use super::registry::ResourceDef;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::server::Shared;
+use super::status::ApiError;
+use super::store::{Change, EventKind};
+use super::table;
+
+pub(crate) struct WatchParams {
+    /// `None`: start with the current state.
+    pub since: Option<u64>,
+    pub timeout: Duration,
+    pub bookmarks: bool,
+    pub send_initial_events: bool,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub namespace: Option<String>,
+    pub format: Format,
+}
+
+struct Filter {
+    def: Arc<ResourceDef>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    namespace: Option<String>,
+    format: Format,
+}
+
+/// Does a stored object satisfy a request's namespace and selectors? (List and watch.)
+pub(crate) fn selected(
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+    stored: &Value,
+) -> bool {
+    if let Some(ns) = namespace
+        && namespace_of(stored) != ns
+    {
+        return false;
+    }
+    if !labels.is_empty() {
+        let set: Vec<(&str, &str)> = labels_of(stored).collect();
+        let get = |k: &str| set.iter().find(|(lk, _)| *lk == k).map(|(_, v)| *v);
+        if !labels.matches(get) {
+            return false;
+        }
+    }
+    fields.is_empty()
+        || fields.matches(|f| super::builtin::field_value(def, stored, f).unwrap_or_default())
+}
+
+impl Filter {
+    fn passes(&self, stored: &Value) -> bool {
+        selected(
+            &self.def,
+            self.namespace.as_deref(),
+            &self.labels,
+            &self.fields,
+            stored,
+        )
+    }
+
+    fn line(&self, kind: &str, stored: &Value, cached: Option<&str>) -> Bytes {
+        let object = match (&self.format, cached) {
+            (Format::Json, Some(encoded)) => {
+                return Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{encoded}}}\n"));
+            }
+            (Format::Json, None) => to_view(&self.def, stored),
+            (Format::Metadata, _) => table::partial_metadata(stored),
+            (Format::Table(include), _) => {
+                let view = to_view(&self.def, stored);
+                table::table(&self.def, [&view], json!({}), *include)
+            }
+        };
+        let mut line = json!({"type": kind, "object": object}).to_string();
+        line.push('\n');
+        Bytes::from(line)
+    }
+
+    /// The event this watcher sees for a change, if any.
+    fn render(&self, c: &Change) -> Option<Bytes> {
+        let now = self.passes(&c.object);
+        let before = c.old.as_deref().is_some_and(|o| self.passes(o));
+        let kind = match c.kind {
+            EventKind::Added if now => "ADDED",
+            EventKind::Modified if now && before => "MODIFIED",
+            EventKind::Modified if now => "ADDED",
+            EventKind::Modified if before => {
+                // Stopped matching: a DELETED of the old state at the new resourceVersion.
+                let mut old = c.old.as_deref().cloned().unwrap_or(Value::Null);
+                meta_mut(&mut old).insert("resourceVersion".into(), json!(c.rv.to_string()));
+                return Some(self.line("DELETED", &old, None));
+            }
+            EventKind::Deleted if now => "DELETED",
+            _ => return None,
+        };
+        let cached = (matches!(self.format, Format::Json)
+            && view_is_identity(&self.def, &c.object))
+        .then(|| {
+            c.encoded
+                .get_or_init(|| serde_json::to_string(&*c.object).unwrap_or_default())
+                .as_str()
+        });
+        Some(self.line(kind, &c.object, cached))
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj =
+            json!({"kind": self.def.kind, "apiVersion": self.def.api_version(), "metadata": meta});
+        let mut line = json!({"type": "BOOKMARK", "object": obj}).to_string();
+        line.push('\n');
+        Bytes::from(line)
+    }
+}
+
+fn error_line(e: &ApiError) -> Bytes {
+    let mut line = json!({"type": "ERROR", "object": e.to_status()}).to_string();
+    line.push('\n');
+    Bytes::from(line)
+}
+
+fn streaming(body: Body) -> Response {
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-cache, private")
+        .body(body)
+        .unwrap_or_default()
+}
+
+/// Starts a watch on `def`'s collection.
+pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) -> Response {
+    let filter = Filter {
+        def: def.clone(),
+        labels: p.labels,
+        fields: p.fields,
+        namespace: p.namespace,
+        format: p.format,
+    };
+    // Snapshot and subscription are taken under one lock: the live feed then carries
+    // exactly the changes after the snapshot, with no gap and no duplicate.
+    let (initial, sub) = {
+        let mut st = shared.state.lock();
+        let initial: Vec<Arc<Value>> = if p.since.is_none() || p.send_initial_events {
+            st.list(&def.storage, filter.namespace.as_deref(), None)
+                .filter(|o| filter.passes(o))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let since = if p.send_initial_events { None } else { p.since };
+        (initial, st.subscribe(&def.storage, since))
+    };
+    let mut sub = match sub {
+        Ok(sub) => sub,
+        Err(oldest) => {
+            let e = ApiError::expired(format!(
+                "too old resource version: {} ({oldest})",
+                p.since.unwrap_or(0)
+            ));
+            return streaming(Body::from(error_line(&e)));
+        }
+    };
+    let mut epoch = shared.watch_epoch.subscribe();
+    let shutdown = shared.shutdown.clone();
+    let bookmark_every = shared.config.bookmark_interval;
+    let (bookmarks, send_initial) = (p.bookmarks, p.send_initial_events);
+    let timeout = p.timeout;
+    let stream = async_stream::stream! {
+        let mut last = sub.rv;
+        for obj in &initial {
+            yield Ok::<Bytes, Infallible>(filter.line("ADDED", obj, None));
+        }
+        if send_initial {
+            yield Ok(filter.bookmark(sub.rv, true));
+        }
+        for change in std::mem::take(&mut sub.replay) {
+            last = last.max(change.rv);
+            if let Some(line) = filter.render(&change) {
+                yield Ok(line);
+            }
+        }
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = epoch.changed() => break,
+                _ = &mut deadline => break,
+                _ = tick.tick(), if bookmarks => {
+                    // Everything up to `now` is already queued for us: drain it, then
+                    // the bookmark may claim `now`.
+                    let now = shared.state.lock().rv;
+                    let mut out = Vec::new();
+                    let mut closed = false;
+                    loop {
+                        match sub.live.try_recv() {
+                            Ok(c) => {
+                                last = last.max(c.rv);
+                                out.extend(filter.render(&c));
+                            }
+                            Err(TryRecvError::Empty) => break,
+                            Err(_) => { closed = true; break; }
+                        }
+                    }
+                    for line in out {
+                        yield Ok(line);
+                    }
+                    if closed {
+                        break;
+                    }
+                    last = last.max(now);
+                    yield Ok(filter.bookmark(last, false));
+                }
+                msg = sub.live.recv() => match msg {
+                    Ok(c) => {
+                        // Under load, send what is already queued in one chunk: one write
+                        // per burst instead of one per event.
+                        last = last.max(c.rv);
+                        let mut chunk = Vec::new();
+                        chunk.extend(filter.render(&c));
+                        let mut ended = false;
+                        while chunk.len() < 256 {
+                            match sub.live.try_recv() {
+                                Ok(c) => {
+                                    last = last.max(c.rv);
+                                    chunk.extend(filter.render(&c));
+                                }
+                                Err(TryRecvError::Empty) => break,
+                                Err(_) => {
+                                    ended = true;
+                                    break;
+                                }
+                            }
+                        }
+                        match chunk.len() {
+                            0 => {}
+                            1 => yield Ok(chunk.swap_remove(0)),
+                            _ => yield Ok(Bytes::from(chunk.concat())),
+                        }
+                        if ended {
+                            break;
+                        }
+                    }
+                    // Too slow (the client resumes from its last resourceVersion) or the
+                    // collection went away (its CRD was deleted).
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => break,
+                },
+            }
+        }
+    };
+    streaming(Body::from_stream(stream))
+}

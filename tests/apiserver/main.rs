@@ -1,0 +1,17 @@
+//! Conformance tests for the embedded API server, through `kube::Client` (one binary,
+//! one module per area). Each test starts its own server on a free port.
+
+mod common;
+
+mod builtins;
+mod crd;
+mod errors;
+mod faults;
+mod objects;
+mod patches;
+mod perf;
+mod runtime;
+mod schema;
+mod status;
+mod tables;
+mod watch;
