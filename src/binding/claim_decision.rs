@@ -131,12 +131,14 @@ pub fn decide_claim(
         };
     };
     match ref_match(s, claim) {
-        RefMatch::Empty => match eligibility(s, claim) {
-            Ok(()) => WaitForServer { server },
+        // A reservation by name does not override the claim's selector: an ineligible
+        // reserved server is withdrawn or reported like an unreserved one.
+        found @ (RefMatch::Empty | RefMatch::NameOnly) => match eligibility(s, claim) {
+            Ok(()) if found == RefMatch::Empty => WaitForServer { server },
+            Ok(()) => WaitForUid { server },
             Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
             Err(why) => ServerMismatch { server, why },
         },
-        RefMatch::NameOnly => WaitForUid { server },
         RefMatch::SameUid => CompleteBind { server },
         RefMatch::OtherUid | RefMatch::OtherClaim => {
             let holder = s.spec.server_claim_ref.clone().unwrap_or_default();

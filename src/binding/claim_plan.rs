@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
-use super::claim_decision::ClaimDecision;
+use super::claim_decision::{ClaimDecision, is_controller_chosen};
 use super::effects::{BindingEvent, LostReason, Outcome, RepairCase};
 use super::eligibility::describe_ref;
 use super::meta;
@@ -89,24 +89,34 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
         // The server side is incomplete; the server controller restores it. Nothing here.
         BoundServerRefLost { .. } => ClaimPlan::default(),
         BoundConfirmed { server } => {
-            let new_status = status(
+            let current = claim.status.clone().unwrap_or_default();
+            // No boundTime: the crash fell between CompleteBind's two writes, so this is
+            // the bind itself finishing, not a repair of a status that was lost later.
+            let finishing_bind = current.bound_time.is_none();
+            let mut new_status = status(
                 ClaimPhase::Bound,
                 true,
                 "Bound",
                 format!("bound to server {server}"),
             );
+            if finishing_bind {
+                let mut s = new_status.unwrap_or(current);
+                s.bound_time = Some(now.clone());
+                new_status = Some(s);
+            }
             let was_bound = claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
+            let (note, outcome) = if finishing_bind {
+                (format!("claim is bound to server {server}"), Outcome::Bound)
+            } else {
+                (
+                    format!("claim is bound to server {server} again"),
+                    Outcome::Repair(RepairCase::ClaimStatus),
+                )
+            };
             ClaimPlan {
-                event: (new_status.is_some() && !was_bound).then(|| {
-                    BindingEvent::normal(
-                        "Bound",
-                        "Binding",
-                        format!("claim is bound to server {server} again"),
-                    )
-                }),
-                outcome: new_status
-                    .is_some()
-                    .then_some(Outcome::Repair(RepairCase::ClaimStatus)),
+                event: (new_status.is_some() && (finishing_bind || !was_bound))
+                    .then(|| BindingEvent::normal("Bound", "Binding", note)),
+                outcome: new_status.is_some().then_some(outcome),
                 status: new_status,
                 ..ClaimPlan::default()
             }
@@ -139,10 +149,18 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
         },
         NoMatchingServer => {
             let message = "no available server matches the claim's selector and tolerations";
-            with_event(
+            let mut plan = with_event(
                 pending("NoMatchingServer", message.into()),
                 BindingEvent::normal("FailedBinding", "Binding", message),
-            )
+            );
+            // A user cleared a controller-chosen serverRef: drop the stale `pre-bound` too,
+            // or a serverRef the user writes next would look controller-chosen.
+            if is_controller_chosen(claim) {
+                let mut object = claim.clone();
+                meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
+                plan.object = Some(object);
+            }
+            plan
         }
         WithdrawMissingServer { server } => withdraw(
             claim,

@@ -29,7 +29,8 @@ pub enum ServerDecision {
     FillUid { claim: ServerClaimRef },
     /// Name-only ref, the claim exists with no `serverRef`: wait for it to adopt the server.
     ReservedAwaitingAdoption,
-    /// Name-only ref, the claim names another server: phase Available, still reserved.
+    /// Name-only ref, the claim names another server (or this one, but the server cannot
+    /// serve it): phase Available, still reserved.
     ReservedClaimElsewhere,
     /// Ref with uid, but the cache has no such claim (or another uid): read it live first.
     ConfirmClaimGone { claim: ServerClaimRef },
@@ -73,9 +74,7 @@ pub fn decide_server(
             (Some(r), None) if r.uid.is_some() && liveness == Liveness::Cached => {
                 ConfirmClaimGone { claim: r.clone() }
             }
-            (Some(r), Some(c)) if names_server_or_nothing(c, name) => {
-                DeletionBlocked { holder: r.clone() }
-            }
+            (Some(r), Some(c)) if holds_server(c, name) => DeletionBlocked { holder: r.clone() },
             _ => DeletionAllowed,
         };
     }
@@ -91,9 +90,13 @@ pub fn decide_server(
         return match claims.claim(&r.namespace, &r.name) {
             None => ReservedClaimMissing,
             Some(c) => match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
-                Some(n) if n == name => FillUid {
+                // The reservation binds only a claim the server can serve (its selector
+                // applies also when it names the server); otherwise it stays a reservation
+                // and the claim side reports the mismatch.
+                Some(n) if n == name && eligibility(server, c).is_ok() => FillUid {
                     claim: claim_ref_of(c),
                 },
+                Some(n) if n == name => ReservedClaimElsewhere,
                 None => ReservedAwaitingAdoption,
                 Some(_) => ReservedClaimElsewhere,
             },
@@ -118,12 +121,14 @@ pub fn decide_server(
     }
 }
 
-fn names_server_or_nothing(claim: &ServerClaim, server: &str) -> bool {
-    claim
-        .spec
-        .server_ref
-        .as_ref()
-        .is_none_or(|r| r.name == server)
+/// Whether a claim whose uid the server's ref carries still holds the server: it names
+/// the server, or names nothing yet and may still adopt it. A bound (Lost) claim that
+/// names nothing never will, so it does not block deletion.
+fn holds_server(claim: &ServerClaim, server: &str) -> bool {
+    match &claim.spec.server_ref {
+        Some(r) => r.name == server,
+        None => !meta::is_bind_completed(claim),
+    }
 }
 
 /// The reference that binds a server to this claim object.

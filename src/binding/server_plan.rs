@@ -81,8 +81,12 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
 
     match decision {
         Available => ServerPlan {
+            // Also drop a `bound-by-controller` left behind when an admin cleared the ref
+            // (after a Retain release), or a later user reservation would look
+            // controller-made and be cleared on release.
             object: changed(server, |s| {
-                meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
+                meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION);
+                meta::remove_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER);
             }),
             status: available(server, now),
             ..ServerPlan::default()

@@ -86,8 +86,12 @@ fn bound_with_server_ref_empty_stays_bound_for_the_server_controller_to_restore(
 }
 
 #[test]
-fn bound_with_server_naming_its_uid_ensures_bound_and_repairs_a_wiped_status() {
-    let c = claim("c").chose("s1").bind_completed();
+fn bound_with_server_naming_its_uid_ensures_bound_and_reverts_a_lost_phase() {
+    let mut c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Lost);
+    c.status.as_mut().expect("status").bound_time = Some(t(5));
     let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
     assert_eq!(d, ClaimDecision::BoundConfirmed { server: s("s1") });
     let p = plan(&c, &d);
@@ -362,4 +366,48 @@ fn user_chosen_server_taken_by_another_claim_is_already_claimed() {
         (Some(ClaimPhase::Pending), Some(s("ServerAlreadyClaimed")))
     );
     assert_eq!(event(&p), (EventKind::Warning, "FailedBinding"));
+}
+
+#[test]
+fn a_crash_between_bind_completed_and_the_status_still_finishes_the_bind() {
+    let c = claim("c").chose("s1").bind_completed();
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    let p = plan(&c, &d);
+    let status = p.status.as_ref().expect("status");
+    assert_eq!(status.bound_time, Some(now()), "boundTime is not lost");
+    assert_eq!(
+        p.outcome,
+        Some(Outcome::Bound),
+        "counted as a bind, not a repair"
+    );
+    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Bound"));
+}
+
+#[test]
+fn a_stale_pre_bound_annotation_goes_when_a_user_cleared_the_ref() {
+    let mut c = claim("c").chose("s1");
+    c.spec.server_ref = None;
+    let d = decide_c(&c, &[]);
+    assert_eq!(d, ClaimDecision::NoMatchingServer);
+    let p = plan(&c, &d);
+    assert_eq!(
+        annotation(p.object.as_ref().expect("write"), ANNOTATION_PRE_BOUND),
+        None
+    );
+}
+
+#[test]
+fn a_reservation_does_not_override_the_claims_selector() {
+    let c = claim("c").wants("s1").selector(&[("rack", "r1")]);
+    let d = decide_c(
+        &c,
+        &[server("s1").reserved_for("c").labels(&[("rack", "r2")])],
+    );
+    assert_eq!(
+        d,
+        ClaimDecision::ServerMismatch {
+            server: s("s1"),
+            why: Ineligible::SelectorMismatch
+        }
+    );
 }

@@ -113,10 +113,12 @@ impl Ctl {
     fn forget_confirmed_assumptions(&mut self) {
         let (claims, servers) = (&self.claims, &self.servers);
         self.assumed.retain(|server, claim| {
-            let still_chosen = claims
-                .get(claim)
-                .is_some_and(|c| c.spec.server_ref.as_ref().map(|r| r.name.as_str()) == Some(server));
-            let unseen = servers.get(server).is_some_and(|s| s.spec.server_claim_ref.is_none());
+            let still_chosen = claims.get(claim).is_some_and(|c| {
+                c.spec.server_ref.as_ref().map(|r| r.name.as_str()) == Some(server)
+            });
+            let unseen = servers
+                .get(server)
+                .is_some_and(|s| s.spec.server_claim_ref.is_none());
             still_chosen && unseen
         });
     }
@@ -148,13 +150,17 @@ impl State {
         let obj = self.truth.claims.get(name).cloned();
         set(&mut self.claim_ctl.claims, name, obj.clone());
         self.claim_ctl.forget_confirmed_assumptions();
-        self.server_ctl.claim_events.push_back((name.to_string(), obj));
+        self.server_ctl
+            .claim_events
+            .push_back((name.to_string(), obj));
     }
 
     fn server_changed(&mut self, name: &str) {
         let obj = self.truth.servers.get(name).cloned();
         set(&mut self.server_ctl.servers, name, obj.clone());
-        self.claim_ctl.server_events.push_back((name.to_string(), obj));
+        self.claim_ctl
+            .server_events
+            .push_back((name.to_string(), obj));
     }
 }
 
@@ -202,10 +208,19 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     while let Some((state, id, depth)) = stack.pop() {
         report.states += 1;
         if report.states % 200_000 == 0 && std::env::var_os("MODEL_CHECK_PROGRESS").is_some() {
-            eprintln!("{}: {} states, stack {}", scenario.name, report.states, stack.len());
+            eprintln!(
+                "{}: {} states, stack {}",
+                scenario.name,
+                report.states,
+                stack.len()
+            );
         }
         report.max_depth = report.max_depth.max(depth);
-        assert!(report.states < STATE_LIMIT, "{}: state space exceeds {STATE_LIMIT}", scenario.name);
+        assert!(
+            report.states < STATE_LIMIT,
+            "{}: state space exceeds {STATE_LIMIT}",
+            scenario.name
+        );
         let mut violation = check_always(&state, &user_refs).err();
         let successors = successors(&state, scenario, protocol);
         if violation.is_none() && successors.is_empty() {
@@ -232,7 +247,11 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
 }
 
 fn lag(state: &State) -> usize {
-    state.claim_ctl.server_events.len().max(state.server_ctl.claim_events.len())
+    state
+        .claim_ctl
+        .server_events
+        .len()
+        .max(state.server_ctl.claim_events.len())
 }
 
 fn trace(parents: &HashMap<u64, (u64, String)>, mut id: u64) -> String {
@@ -338,7 +357,11 @@ fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, Stat
                 let mut plan = plan_claim(claim, &decision, &now());
                 if let Some(server) = plan.confirm_server.clone() {
                     let live = state.truth.servers.get(&server);
-                    let view = WithLiveServer { base: &servers, name: &server, live };
+                    let view = WithLiveServer {
+                        base: &servers,
+                        name: &server,
+                        live,
+                    };
                     decision = (protocol.claim)(claim, &view, &skip, Liveness::Confirmed);
                     plan = plan_claim(claim, &decision, &now());
                 }
@@ -346,8 +369,8 @@ fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, Stat
                     continue;
                 }
                 let mut next = state.clone();
-                if let ClaimDecision::PickBestFit { server } | ClaimDecision::AdoptReservedServer { server } =
-                    &decision
+                if let ClaimDecision::PickBestFit { server }
+                | ClaimDecision::AdoptReservedServer { server } = &decision
                 {
                     next.claim_ctl.assumed.insert(server.clone(), name.clone());
                 }
@@ -356,7 +379,12 @@ fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, Stat
                     object: plan.object,
                     status: plan.status,
                 });
-                push_decided(&mut out, next, who, format!("decides {decision:?} for claim {name}"));
+                push_decided(
+                    &mut out,
+                    next,
+                    who,
+                    format!("decides {decision:?} for claim {name}"),
+                );
             }
         }
         Who::ServerController => {
@@ -385,7 +413,12 @@ fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, Stat
                     object: plan.object,
                     status: plan.status,
                 });
-                push_decided(&mut out, next, who, format!("decides {decision:?} for server {name}"));
+                push_decided(
+                    &mut out,
+                    next,
+                    who,
+                    format!("decides {decision:?} for server {name}"),
+                );
             }
         }
     }
@@ -402,7 +435,10 @@ fn push_decided(out: &mut Vec<(String, State)>, decided: State, who: &Who, label
         let mut failed = decided.clone();
         failed.faults -= 1;
         abandon(failed.ctl(who));
-        out.push((format!("{who:?} {label}; its write fails (injected)"), failed));
+        out.push((
+            format!("{who:?} {label}; its write fails (injected)"),
+            failed,
+        ));
     }
     let mut next = decided;
     let wrote = perform_write(&mut next, who);
@@ -415,34 +451,63 @@ fn perform_write(state: &mut State, who: &Who) -> String {
         return "has nothing to write".into();
     };
     match in_flight {
-        InFlight::Claim { base, object, status } => {
+        InFlight::Claim {
+            base,
+            object,
+            status,
+        } => {
             let name = meta::name(&base).to_string();
             let (result, rest) = match object {
                 Some(obj) => (
                     state.truth.write_claim(&obj),
-                    status.map(|s| InFlight::Claim { base: obj.clone(), object: None, status: Some(s) }),
+                    status.map(|s| InFlight::Claim {
+                        base: obj.clone(),
+                        object: None,
+                        status: Some(s),
+                    }),
                 ),
                 None => {
                     let s = status.expect("a plan in flight writes something");
                     (state.truth.write_claim_status(&base, &s), None)
                 }
             };
-            finish_write(state, who, result.map(|written| {
-                rest.map(|r| match r {
-                    InFlight::Claim { status, .. } => InFlight::Claim { base: written, object: None, status },
-                    other => other,
-                })
-            }), &name, true)
+            finish_write(
+                state,
+                who,
+                result.map(|written| {
+                    rest.map(|r| match r {
+                        InFlight::Claim { status, .. } => InFlight::Claim {
+                            base: written,
+                            object: None,
+                            status,
+                        },
+                        other => other,
+                    })
+                }),
+                &name,
+                true,
+            )
         }
-        InFlight::Server { base, object, status } => {
+        InFlight::Server {
+            base,
+            object,
+            status,
+        } => {
             let name = meta::name(&base).to_string();
             let result = match object {
-                Some(obj) => state.truth.write_server(&obj).map(|written| match (written, status) {
-                    (Some(written), Some(status)) => {
-                        Some(InFlight::Server { base: written, object: None, status: Some(status) })
-                    }
-                    _ => None,
-                }),
+                Some(obj) => {
+                    state
+                        .truth
+                        .write_server(&obj)
+                        .map(|written| match (written, status) {
+                            (Some(written), Some(status)) => Some(InFlight::Server {
+                                base: written,
+                                object: None,
+                                status: Some(status),
+                            }),
+                            _ => None,
+                        })
+                }
                 None => {
                     let s = status.expect("a plan in flight writes something");
                     state.truth.write_server_status(&base, &s).map(|_| None)
@@ -468,7 +533,14 @@ fn finish_write(
                 state.server_changed(name);
             }
             state.ctl(who).in_flight = rest;
-            format!("writes {}", if is_claim { format!("claim {name}") } else { format!("server {name}") })
+            format!(
+                "writes {}",
+                if is_claim {
+                    format!("claim {name}")
+                } else {
+                    format!("server {name}")
+                }
+            )
         }
         Err(Conflict) => {
             let ctl = state.ctl(who);
@@ -521,16 +593,23 @@ struct UserRefs {
 
 impl UserRefs {
     fn of(scenario: &Scenario) -> Self {
-        let created = scenario.claims.iter().chain(scenario.user_ops.iter().filter_map(|op| match op {
-            UserOp::CreateClaim(c) => Some(&**c),
-            _ => None,
-        }));
+        let created = scenario
+            .claims
+            .iter()
+            .chain(scenario.user_ops.iter().filter_map(|op| match op {
+                UserOp::CreateClaim(c) => Some(&**c),
+                _ => None,
+            }));
         Self {
             claims: created
                 .filter(|c| !is_controller_chosen(c))
                 .filter_map(|c| {
                     let server = c.spec.server_ref.as_ref()?.name.clone();
-                    Some((meta::name(c).to_string(), meta::uid(c).map(str::to_string), server))
+                    Some((
+                        meta::name(c).to_string(),
+                        meta::uid(c).map(str::to_string),
+                        server,
+                    ))
                 })
                 .collect(),
             servers: scenario
@@ -563,10 +642,14 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
             continue;
         }
         let Some(server) = server_ref_name(claim) else {
-            return Err(format!("invariant 1: claim {name} is Bound without a serverRef"));
+            return Err(format!(
+                "invariant 1: claim {name} is Bound without a serverRef"
+            ));
         };
         if let Some(other) = bound_on.insert(server, name) {
-            return Err(format!("invariant 1: claims {other} and {name} are both Bound to {server}"));
+            return Err(format!(
+                "invariant 1: claims {other} and {name} are both Bound to {server}"
+            ));
         }
         // A Bound claim's server names it by uid, or has lost its ref for a moment
         // (the server controller restores it): never another claim.
@@ -585,14 +668,18 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
             && meta::uid(c) == uid.as_deref()
             && server_ref_name(c) != Some(server)
         {
-            return Err(format!("invariant 4: claim {claim}'s user-written serverRef {server} was changed"));
+            return Err(format!(
+                "invariant 4: claim {claim}'s user-written serverRef {server} was changed"
+            ));
         }
     }
     for (server, claim) in &user.servers {
         if let Some(s) = truth.servers.get(server)
             && s.spec.server_claim_ref.as_ref().map(|r| r.name.as_str()) != Some(claim)
         {
-            return Err(format!("invariant 4: server {server}'s reservation for {claim} was changed"));
+            return Err(format!(
+                "invariant 4: server {server}'s reservation for {claim} was changed"
+            ));
         }
     }
     Ok(())
@@ -601,28 +688,40 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
 /// Invariant 2 (and phase consistency), once nothing is left to do.
 fn check_quiescent(state: &State, _protocol: Protocol) -> Result<(), String> {
     let truth = &state.truth;
-    let holds = |server: &Server, claim: &ServerClaim| {
-        server.spec.server_claim_ref.as_ref().is_some_and(|r| {
-            r.name == meta::name(claim) && r.uid.as_deref() == meta::uid(claim)
-        })
-    };
+    let holds =
+        |server: &Server, claim: &ServerClaim| {
+            server.spec.server_claim_ref.as_ref().is_some_and(|r| {
+                r.name == meta::name(claim) && r.uid.as_deref() == meta::uid(claim)
+            })
+        };
     for (name, claim) in &truth.claims {
         let bound_pair = server_ref_name(claim)
             .and_then(|s| truth.servers.get(s))
             .is_some_and(|s| holds(s, claim));
         let is_bound = phase_of(claim) == Some(ClaimPhase::Bound);
         if is_bound != (bound_pair && meta::is_bind_completed(claim)) {
-            return Err(format!("invariant 2: claim {name} has phase {:?} but its binding says otherwise", phase_of(claim)));
+            return Err(format!(
+                "invariant 2: claim {name} has phase {:?} but its binding says otherwise",
+                phase_of(claim)
+            ));
         }
         if is_bound || meta::is_bind_completed(claim) {
             continue;
         }
-        let user_choice = (!is_controller_chosen(claim)).then(|| server_ref_name(claim)).flatten();
+        let user_choice = (!is_controller_chosen(claim))
+            .then(|| server_ref_name(claim))
+            .flatten();
         for (sname, server) in &truth.servers {
             let free = server.spec.server_claim_ref.is_none()
-                || matches!(ref_match(server, claim), RefMatch::NameOnly | RefMatch::SameUid);
-            if free && eligibility(server, claim).is_ok() && user_choice.is_none_or(|u| u == sname) {
-                return Err(format!("invariant 2: claim {name} is not Bound though server {sname} is free for it"));
+                || matches!(
+                    ref_match(server, claim),
+                    RefMatch::NameOnly | RefMatch::SameUid
+                );
+            if free && eligibility(server, claim).is_ok() && user_choice.is_none_or(|u| u == sname)
+            {
+                return Err(format!(
+                    "invariant 2: claim {name} is not Bound though server {sname} is free for it"
+                ));
             }
         }
     }
@@ -633,9 +732,13 @@ fn check_quiescent(state: &State, _protocol: Protocol) -> Result<(), String> {
         let claim = truth.claims.get(&r.name);
         let phase = server.status.as_ref().and_then(|s| s.phase);
         if r.uid.is_some() && claim.is_none_or(|c| meta::uid(c) != r.uid.as_deref()) {
-            let ok = server.spec.reclaim_policy == ReclaimPolicy::Retain && phase == Some(ServerPhase::Released);
+            let ok = server.spec.reclaim_policy == ReclaimPolicy::Retain
+                && phase == Some(ServerPhase::Released);
             if !ok {
-                return Err(format!("invariant 2: server {sname} still holds gone claim {}", describe_ref(r)));
+                return Err(format!(
+                    "invariant 2: server {sname} still holds gone claim {}",
+                    describe_ref(r)
+                ));
             }
             continue;
         }
@@ -662,12 +765,18 @@ fn fingerprint(state: &State) -> u64 {
     let parse = |rv: &Option<String>| rv.as_deref().and_then(|r| r.parse::<u64>().ok());
     for c in state_claims(state) {
         if let Some(rv) = parse(&c.metadata.resource_version) {
-            versions.entry((true, meta::name(c))).or_default().insert(rv);
+            versions
+                .entry((true, meta::name(c)))
+                .or_default()
+                .insert(rv);
         }
     }
     for s in state_servers(state) {
         if let Some(rv) = parse(&s.metadata.resource_version) {
-            versions.entry((false, meta::name(s))).or_default().insert(rv);
+            versions
+                .entry((false, meta::name(s)))
+                .or_default()
+                .insert(rv);
         }
     }
     let local_rank = |is_claim: bool, name: &str, rv: &Option<String>| {
@@ -686,7 +795,10 @@ fn fingerprint(state: &State) -> u64 {
         c.spec.server_ref.hash(h);
         let status = c.status.as_ref();
         status.and_then(|s| s.phase).hash(h);
-        status.and_then(|s| find_bound(&s.conditions)).map(|b| (&b.reason, &b.message)).hash(h);
+        status
+            .and_then(|s| find_bound(&s.conditions))
+            .map(|b| (&b.reason, &b.message))
+            .hash(h);
     };
     let server_fp = |s: &Server, h: &mut DefaultHasher| {
         meta::name(s).hash(h);
@@ -698,7 +810,10 @@ fn fingerprint(state: &State) -> u64 {
         let status = s.status.as_ref();
         status.and_then(|st| st.phase).hash(h);
         status.and_then(|st| st.claim.clone()).hash(h);
-        status.and_then(|st| find_bound(&st.conditions)).map(|b| (&b.reason, &b.message)).hash(h);
+        status
+            .and_then(|st| find_bound(&st.conditions))
+            .map(|b| (&b.reason, &b.message))
+            .hash(h);
     };
     let claims = |m: &BTreeMap<String, ServerClaim>, h: &mut DefaultHasher| {
         m.len().hash(h);
@@ -736,13 +851,21 @@ fn fingerprint(state: &State) -> u64 {
         ctl.assumed.hash(&mut h);
         match &ctl.in_flight {
             None => 0u8.hash(&mut h),
-            Some(InFlight::Claim { base, object, status }) => {
+            Some(InFlight::Claim {
+                base,
+                object,
+                status,
+            }) => {
                 1u8.hash(&mut h);
                 claim_fp(base, &mut h);
                 object.as_ref().map(|o| claim_fp(o, &mut h));
                 format!("{status:?}").hash(&mut h);
             }
-            Some(InFlight::Server { base, object, status }) => {
+            Some(InFlight::Server {
+                base,
+                object,
+                status,
+            }) => {
                 2u8.hash(&mut h);
                 server_fp(base, &mut h);
                 object.as_ref().map(|o| server_fp(o, &mut h));
@@ -789,7 +912,10 @@ fn state_servers(state: &State) -> Vec<&Server> {
 pub fn contention() -> Scenario {
     Scenario {
         name: "contention",
-        servers: vec![server("s1").labels(&[("rack", "r1")]), server("s2").labels(&[("rack", "r2")])],
+        servers: vec![
+            server("s1").labels(&[("rack", "r1")]),
+            server("s2").labels(&[("rack", "r2")]),
+        ],
         claims: vec![
             claim("a").created(1),
             claim("b").selector(&[("rack", "r1")]).created(2),
@@ -823,11 +949,17 @@ pub fn lost_ref_and_release() -> Scenario {
     Scenario {
         name: "lost-ref-and-release",
         servers: vec![
-            server("s1").bound_to("b", "uid-b").phase(ServerPhase::Bound),
+            server("s1")
+                .bound_to("b", "uid-b")
+                .phase(ServerPhase::Bound),
             server("s2").retain(),
         ],
         claims: vec![
-            claim("b").chose("s1").bind_completed().phase(ClaimPhase::Bound).created(1),
+            claim("b")
+                .chose("s1")
+                .bind_completed()
+                .phase(ClaimPhase::Bound)
+                .created(1),
             claim("a").created(2),
         ],
         user_ops: vec![UserOp::ClearServerRef("s1"), UserOp::DeleteClaim("a")],
@@ -853,7 +985,11 @@ fn assert_holds(scenario: Scenario) {
     if let Some(v) = &report.violation {
         panic!("{}: {v}", scenario.name);
     }
-    assert!(report.quiescent > 0, "{}: some run converges", scenario.name);
+    assert!(
+        report.quiescent > 0,
+        "{}: some run converges",
+        scenario.name
+    );
 }
 
 #[test]
@@ -873,7 +1009,11 @@ fn lost_ref_and_release_holds_in_every_interleaving() {
 
 /// A server controller without the winner rule's priorities: it hands a server to the
 /// alphabetically first claim naming it, bound or not.
-fn without_winner_priority(server: &Server, claims: &dyn ClaimView, liveness: Liveness) -> ServerDecision {
+fn without_winner_priority(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+) -> ServerDecision {
     match decide_server(server, claims, liveness) {
         ServerDecision::ClaimForWinner { .. } => {
             let mut contenders = claims.claims_naming(meta::name(server));
@@ -897,7 +1037,9 @@ fn without_withdraw(
     liveness: Liveness,
 ) -> ClaimDecision {
     match decide_claim(claim, servers, skip, liveness) {
-        ClaimDecision::WithdrawTakenServer { server, .. } => ClaimDecision::WaitForServer { server },
+        ClaimDecision::WithdrawTakenServer { server, .. } => {
+            ClaimDecision::WaitForServer { server }
+        }
         other => other,
     }
 }
@@ -910,7 +1052,10 @@ fn the_model_check_catches_a_winner_rule_without_priorities() {
     };
     let report = explore(&lost_ref_and_release(), mutant);
     let violation = report.violation.expect("the mutant breaks an invariant");
-    println!("winner-rule mutant, after {} states: {violation}", report.states);
+    println!(
+        "winner-rule mutant, after {} states: {violation}",
+        report.states
+    );
     assert!(violation.contains("invariant 1"), "{violation}");
 }
 
@@ -922,7 +1067,10 @@ fn the_model_check_catches_a_claim_that_never_withdraws() {
     };
     let report = explore(&contention(), mutant);
     let violation = report.violation.expect("the mutant breaks an invariant");
-    println!("withdraw mutant, after {} states: {violation}", report.states);
+    println!(
+        "withdraw mutant, after {} states: {violation}",
+        report.states
+    );
     assert!(violation.contains("invariant 2"), "{violation}");
 }
 

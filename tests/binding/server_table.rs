@@ -333,3 +333,30 @@ fn uid_ref_with_a_lost_claim_that_cleared_its_ref_rolls_back() {
     let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
     assert_eq!(decide_s(&srv, &lost), ServerDecision::RollBack);
 }
+
+#[test]
+fn a_stale_bound_by_controller_annotation_goes_once_the_ref_is_cleared() {
+    let mut srv = server("s1").bound_to("gone", "uid-gone");
+    srv.spec.server_claim_ref = None;
+    let d = decide_s(&srv, &[]);
+    assert_eq!(d, ServerDecision::Available);
+    let p = plan(&srv, &d);
+    assert_eq!(
+        annotation(written(&p), ANNOTATION_BOUND_BY_CONTROLLER),
+        None
+    );
+}
+
+#[test]
+fn a_reservation_fills_the_uid_only_for_a_claim_it_can_serve() {
+    let srv = server("s1").reserved_for("c").labels(&[("rack", "r2")]);
+    let d = decide_s(&srv, &[claim("c").wants("s1").selector(&[("rack", "r1")])]);
+    assert_eq!(d, ServerDecision::ReservedClaimElsewhere);
+}
+
+#[test]
+fn deleting_is_not_blocked_by_a_lost_claim_that_names_nothing() {
+    let srv = server("s1").bound_to("c", "uid-c").deleting();
+    let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
+    assert_eq!(decide_s(&srv, &lost), ServerDecision::DeletionAllowed);
+}
