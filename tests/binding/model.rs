@@ -923,7 +923,7 @@ pub fn contention() -> Scenario {
         ],
         user_ops: vec![],
         crashes: 1,
-        faults: 1,
+        faults: 0,
     }
 }
 
@@ -938,7 +938,7 @@ pub fn reservation_and_recreate() -> Scenario {
             UserOp::DeleteClaim("b"),
             UserOp::CreateClaim(Box::new(claim("b").uid("uid-b-2").created(5))),
         ],
-        crashes: 1,
+        crashes: 0,
         faults: 1,
     }
 }
