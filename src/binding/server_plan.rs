@@ -91,52 +91,15 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
             status: available(server, now),
             ..ServerPlan::default()
         },
-        ClaimForWinner { winner, restoring } => {
-            let mut object = server.clone();
-            object.spec.server_claim_ref = Some(winner.clone());
-            meta::set_annotation(&mut object, ANNOTATION_BOUND_BY_CONTROLLER);
-            meta::add_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
-            let status = bound(
-                &object,
-                "Bound",
-                format!("bound to claim {}", describe_ref(winner)),
-            );
-            ServerPlan {
-                object: Some(object),
-                status,
-                event: Some(BindingEvent::normal(
-                    "Claimed",
-                    "Binding",
-                    format!("server is claimed by {}", describe_ref(winner)),
-                )),
-                outcome: restoring.then_some(Outcome::Repair(RepairCase::ServerRefRestored)),
-                confirm_claim: None,
-            }
-        }
+        ClaimForWinner { winner, restoring } => ServerPlan {
+            outcome: restoring.then_some(Outcome::Repair(RepairCase::ServerRefRestored)),
+            ..claim_for(server, winner, true, now)
+        },
         ReservedClaimMissing | ReservedAwaitingAdoption | ReservedClaimElsewhere => ServerPlan {
             status: reserved(),
             ..ServerPlan::default()
         },
-        FillUid { claim } => {
-            let mut object = server.clone();
-            object.spec.server_claim_ref = Some(claim.clone());
-            meta::add_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
-            let status = bound(
-                &object,
-                "Bound",
-                format!("bound to claim {}", describe_ref(claim)),
-            );
-            ServerPlan {
-                object: Some(object),
-                status,
-                event: Some(BindingEvent::normal(
-                    "Claimed",
-                    "Binding",
-                    format!("server is claimed by {}, as reserved", describe_ref(claim)),
-                )),
-                ..ServerPlan::default()
-            }
-        }
+        FillUid { claim } => claim_for(server, claim, false, now),
         ConfirmClaimGone { claim } => ServerPlan {
             confirm_claim: Some(claim.clone()),
             ..ServerPlan::default()
@@ -215,6 +178,44 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
             }),
             ..ServerPlan::default()
         },
+    }
+}
+
+/// Binds the server to `claim` in one write (the ref with uid and the finalizer, plus
+/// `bound-by-controller` when the controller, not a user, chose the claim), then Bound.
+fn claim_for(
+    server: &Server,
+    claim: &ServerClaimRef,
+    by_controller: bool,
+    now: &Time,
+) -> ServerPlan {
+    let mut object = server.clone();
+    object.spec.server_claim_ref = Some(claim.clone());
+    if by_controller {
+        meta::set_annotation(&mut object, ANNOTATION_BOUND_BY_CONTROLLER);
+    }
+    meta::add_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
+    let status = server_status(
+        &object,
+        ServerPhase::Bound,
+        Some(format!("{}/{}", claim.namespace, claim.name)),
+        BoundCondition {
+            bound: true,
+            reason: "Bound",
+            message: format!("bound to claim {}", describe_ref(claim)),
+        },
+        now,
+    );
+    let note = if by_controller {
+        format!("server is claimed by {}", describe_ref(claim))
+    } else {
+        format!("server is claimed by {}, as reserved", describe_ref(claim))
+    };
+    ServerPlan {
+        object: Some(object),
+        status,
+        event: Some(BindingEvent::normal("Claimed", "Binding", note)),
+        ..ServerPlan::default()
     }
 }
 
