@@ -22,7 +22,6 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 
-use kube::Resource;
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
@@ -30,11 +29,17 @@ use server_binder::binding::*;
 use crate::support::*;
 use crate::world::{Conflict, Truth};
 
+/// The claim controller's decision function, as the model calls it.
+pub type ClaimDecider =
+    fn(&ServerClaim, &dyn ServerView, &dyn Fn(&str) -> bool, Liveness) -> ClaimDecision;
+/// The server controller's decision function, as the model calls it.
+pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision;
+
 /// The decision functions under test, swappable so mutants can be checked too.
 #[derive(Clone, Copy)]
 pub struct Protocol {
-    pub claim: fn(&ServerClaim, &dyn ServerView, &dyn Fn(&str) -> bool, Liveness) -> ClaimDecision,
-    pub server: fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision,
+    pub claim: ClaimDecider,
+    pub server: ServerDecider,
 }
 
 impl Protocol {
@@ -52,7 +57,6 @@ pub enum UserOp {
     DeleteClaim(&'static str),
     CreateClaim(Box<ServerClaim>),
     ClearServerRef(&'static str),
-    DeleteServer(&'static str),
 }
 
 /// A world to explore.
@@ -573,10 +577,6 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
                 state.server_changed(name);
             }
         }
-        UserOp::DeleteServer(name) => {
-            state.truth.delete_server(name);
-            state.server_changed(name);
-        }
     }
 }
 
@@ -858,7 +858,9 @@ fn fingerprint(state: &State) -> u64 {
             }) => {
                 1u8.hash(&mut h);
                 claim_fp(base, &mut h);
-                object.as_ref().map(|o| claim_fp(o, &mut h));
+                if let Some(o) = object {
+                    claim_fp(o, &mut h);
+                }
                 format!("{status:?}").hash(&mut h);
             }
             Some(InFlight::Server {
@@ -868,7 +870,9 @@ fn fingerprint(state: &State) -> u64 {
             }) => {
                 2u8.hash(&mut h);
                 server_fp(base, &mut h);
-                object.as_ref().map(|o| server_fp(o, &mut h));
+                if let Some(o) = object {
+                    server_fp(o, &mut h);
+                }
                 format!("{status:?}").hash(&mut h);
             }
         }
