@@ -25,6 +25,9 @@ pub enum Error {
     Api { code: u16, message: String },
     #[error("cannot wait for a shutdown signal: {0}")]
     Signal(std::io::Error),
+    /// The load generator (`bench`) could not run.
+    #[error("benchmark: {0}")]
+    Bench(String),
     #[error("the server task failed: {0}")]
     Serve(std::io::Error),
 }

@@ -18,11 +18,13 @@
 //!   `watch`: watch streams; `selectors`: label and field selectors;
 //! - `registry`, `builtin`, `crd`, `events`: what is served and how each kind behaves;
 //! - [`schema`]: custom-resource admission (defaulting, pruning, validation, CEL);
-//! - [`faults`]: fault injection and the request log for reliability tests.
+//! - [`faults`]: fault injection and the request log for reliability tests;
+//! - [`bench`]: the load generator behind `server-binder bench apiserver`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub mod bench;
 mod builtin;
 mod crd;
 mod discovery;
