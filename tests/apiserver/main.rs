@@ -3,6 +3,7 @@
 
 mod common;
 
+mod bench;
 mod builtins;
 mod crd;
 mod errors;
