@@ -223,9 +223,10 @@ pub(crate) fn to_view(def: &ResourceDef, stored: &Value) -> Value {
 pub(crate) fn view_is_identity(def: &ResourceDef, stored: &Value) -> bool {
     match &def.flavor {
         Flavor::EventsV1 | Flavor::CoreEvent => false,
-        Flavor::Custom { .. } => {
-            stored.get("apiVersion").and_then(Value::as_str) == Some(def.api_version().as_str())
-        }
+        Flavor::Custom { .. } => stored
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| def.is_api_version(v)),
         _ => true,
     }
 }

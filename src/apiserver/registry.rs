@@ -84,6 +84,17 @@ impl ResourceDef {
         }
     }
 
+    /// Is `v` this resource's [`Self::api_version`]? (Without allocating.)
+    pub fn is_api_version(&self, v: &str) -> bool {
+        if self.group.is_empty() {
+            v == self.version
+        } else {
+            v.strip_prefix(self.group.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                == Some(self.version.as_str())
+        }
+    }
+
     pub fn is_custom(&self) -> bool {
         matches!(self.flavor, Flavor::Custom { .. })
     }
@@ -208,6 +219,41 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_versions_are_matched_without_allocating() {
+        let def = |group: &str| ResourceDef {
+            group: group.into(),
+            version: "v1".into(),
+            plural: "things".into(),
+            singular: "thing".into(),
+            kind: "Thing".into(),
+            list_kind: "ThingList".into(),
+            namespaced: false,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            status_subresource: false,
+            columns: Vec::new(),
+            flavor: Flavor::Lease,
+            storage: storage_key(group, "things"),
+        };
+        let (grouped, core) = (def("g.dev"), def(""));
+        for (d, v) in [(&grouped, "g.dev/v1"), (&core, "v1")] {
+            assert!(d.is_api_version(v));
+            assert_eq!(d.api_version(), v);
+        }
+        for v in [
+            "g.dev/v2",
+            "g.dev",
+            "g.devv1",
+            "g.dev/v1/",
+            "v1",
+            "x/g.dev/v1",
+        ] {
+            assert!(!grouped.is_api_version(v), "{v}");
+        }
+        assert!(!core.is_api_version("g.dev/v1"));
+    }
 
     #[test]
     fn versions_order_like_kubernetes() {

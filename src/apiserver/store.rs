@@ -4,11 +4,13 @@
 //!
 //! Everything lives behind one mutex (see `Shared::state`), never held across an
 //! `.await`: a write is a map insert, a ring push and a channel send — O(log n) in the
-//! collection size plus O(1) per event; each watcher does its own filtering.
+//! collection size plus O(1) per event; each watcher does its own filtering, and the
+//! watchers of a change share one serialisation of it (`Change::line`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -21,9 +23,19 @@ const CHANNEL_CAPACITY: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EventKind {
-    Added,
-    Modified,
-    Deleted,
+    Added = 0,
+    Modified = 1,
+    Deleted = 2,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
 }
 
 /// One change, as kept in history and sent to watchers (objects in stored form).
@@ -35,8 +47,45 @@ pub(crate) struct Change {
     pub object: Arc<Value>,
     /// The object before a modification (for selector transitions).
     pub old: Option<Arc<Value>>,
-    /// `object` serialised once for every watcher that needs it unconverted.
-    pub encoded: OnceLock<String>,
+    /// The whole watch line (`{"type":…,"object":…}\n`) of each event type, with
+    /// `object` unconverted: serialised once per change and shared by every watcher
+    /// that needs it (a clone of `Bytes` is a reference count, not a copy).
+    lines: [OnceLock<Bytes>; 3],
+}
+
+impl Change {
+    pub fn new(
+        rv: u64,
+        key: StorageKey,
+        kind: EventKind,
+        object: Arc<Value>,
+        old: Option<Arc<Value>>,
+    ) -> Self {
+        Self {
+            rv,
+            key,
+            kind,
+            object,
+            old,
+            lines: Default::default(),
+        }
+    }
+
+    /// The line for an event of type `kind` carrying `object` as stored.
+    pub fn line(&self, kind: EventKind) -> Bytes {
+        self.lines[kind as usize]
+            .get_or_init(|| {
+                let mut line = Vec::with_capacity(512);
+                line.extend_from_slice(b"{\"type\":\"");
+                line.extend_from_slice(kind.as_str().as_bytes());
+                line.extend_from_slice(b"\",\"object\":");
+                // Serialising a `Value` into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut line, &*self.object);
+                line.extend_from_slice(b"}\n");
+                Bytes::from(line)
+            })
+            .clone()
+    }
 }
 
 type ObjKey = (String, String);
@@ -115,14 +164,7 @@ impl State {
         } else {
             coll.insert(okey, obj.clone())
         };
-        let change = Arc::new(Change {
-            rv,
-            key: key.clone(),
-            kind,
-            object: obj.clone(),
-            old,
-            encoded: OnceLock::new(),
-        });
+        let change = Arc::new(Change::new(rv, key.clone(), kind, obj.clone(), old));
         if self.history.len() >= self.history_cap
             && let Some(dropped) = self.history.pop_front()
         {
@@ -210,5 +252,22 @@ mod tests {
         assert_eq!(st.list(&key, None, None).count(), 4);
         assert_eq!(st.list(&key, Some(""), None).count(), 4);
         assert_eq!(st.list(&key, Some("x"), None).count(), 0);
+    }
+
+    #[test]
+    fn a_change_is_serialised_once_per_event_type() {
+        let mut st = State::new(4);
+        let key: StorageKey = Arc::from("g/things");
+        let mut sub = st.subscribe(&key, None).unwrap();
+        st.commit(&key, EventKind::Added, json!({"metadata": {"name": "t"}}));
+        let change = sub.live.try_recv().unwrap();
+        let (a, b) = (change.line(EventKind::Added), change.line(EventKind::Added));
+        assert_eq!(a.as_ptr(), b.as_ptr(), "watchers share one buffer");
+        let line: Value = serde_json::from_slice(&a).unwrap();
+        assert_eq!(line["type"], "ADDED");
+        assert_eq!(line["object"], *change.object);
+        assert!(a.ends_with(b"}\n"));
+        let deleted: Value = serde_json::from_slice(&change.line(EventKind::Deleted)).unwrap();
+        assert_eq!(deleted["type"], "DELETED");
     }
 }

@@ -79,14 +79,11 @@ impl Filter {
         )
     }
 
-    fn line(&self, kind: &str, stored: &Value, cached: Option<&str>) -> Bytes {
-        let object = match (&self.format, cached) {
-            (Format::Json, Some(encoded)) => {
-                return Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{encoded}}}\n"));
-            }
-            (Format::Json, None) => to_view(&self.def, stored),
-            (Format::Metadata, _) => table::partial_metadata(stored),
-            (Format::Table(include), _) => {
+    fn line(&self, kind: &str, stored: &Value) -> Bytes {
+        let object = match &self.format {
+            Format::Json => to_view(&self.def, stored),
+            Format::Metadata => table::partial_metadata(stored),
+            Format::Table(include) => {
                 let view = to_view(&self.def, stored);
                 table::table(&self.def, [&view], json!({}), *include)
             }
@@ -101,26 +98,24 @@ impl Filter {
         let now = self.passes(&c.object);
         let before = c.old.as_deref().is_some_and(|o| self.passes(o));
         let kind = match c.kind {
-            EventKind::Added if now => "ADDED",
-            EventKind::Modified if now && before => "MODIFIED",
-            EventKind::Modified if now => "ADDED",
+            EventKind::Added if now => EventKind::Added,
+            EventKind::Modified if now && before => EventKind::Modified,
+            EventKind::Modified if now => EventKind::Added,
             EventKind::Modified if before => {
                 // Stopped matching: a DELETED of the old state at the new resourceVersion.
                 let mut old = c.old.as_deref().cloned().unwrap_or(Value::Null);
                 meta_mut(&mut old).insert("resourceVersion".into(), json!(c.rv.to_string()));
-                return Some(self.line("DELETED", &old, None));
+                return Some(self.line("DELETED", &old));
             }
-            EventKind::Deleted if now => "DELETED",
+            EventKind::Deleted if now => EventKind::Deleted,
             _ => return None,
         };
-        let cached = (matches!(self.format, Format::Json)
-            && view_is_identity(&self.def, &c.object))
-        .then(|| {
-            c.encoded
-                .get_or_init(|| serde_json::to_string(&*c.object).unwrap_or_default())
-                .as_str()
-        });
-        Some(self.line(kind, &c.object, cached))
+        // The common case: plain JSON of the stored form, the line every such watcher
+        // shares (serialised once per change, not once per watcher).
+        if matches!(self.format, Format::Json) && view_is_identity(&self.def, &c.object) {
+            return Some(c.line(kind));
+        }
+        Some(self.line(kind.as_str(), &c.object))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -193,7 +188,7 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
     let stream = async_stream::stream! {
         let mut last = sub.rv;
         for obj in &initial {
-            yield Ok::<Bytes, Infallible>(filter.line("ADDED", obj, None));
+            yield Ok::<Bytes, Infallible>(filter.line("ADDED", obj));
         }
         if send_initial {
             yield Ok(filter.bookmark(sub.rv, true));
@@ -207,10 +202,18 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        // Made once, not once per event: each of these registers with a notifier that
+        // every watch shares, and re-registering per event made them contended.
+        let stop = async {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = epoch.changed() => {}
+            }
+        };
+        tokio::pin!(stop);
         loop {
             tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = epoch.changed() => break,
+                _ = &mut stop => break,
                 _ = &mut deadline => break,
                 _ = tick.tick(), if bookmarks => {
                     // Everything up to `now` is already queued for us: drain it, then
