@@ -137,6 +137,13 @@ impl ApiServer {
             .fallback(super::http::handle)
             .with_state(shared.clone());
         let token = shared.shutdown.clone();
+        // As Go's net/http (and so the real API server) does: no Nagle delay, so that a
+        // watch event or a response is not held back waiting for the peer's ACK.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
         let task = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(token.cancelled_owned())
