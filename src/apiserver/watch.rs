@@ -24,6 +24,9 @@ use super::status::ApiError;
 use super::store::{Change, EventKind};
 use super::table;
 
+/// Most events in one write of a watch stream.
+const MAX_CHUNK: usize = 256;
+
 pub(crate) struct WatchParams {
     /// `None`: start with the current state.
     pub since: Option<u64>,
@@ -183,6 +186,7 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
     let mut epoch = shared.watch_epoch.subscribe();
     let shutdown = shared.shutdown.clone();
     let bookmark_every = shared.config.bookmark_interval;
+    let coalesce = shared.config.watch_coalesce;
     let (bookmarks, send_initial) = (p.bookmarks, p.send_initial_events);
     let timeout = p.timeout;
     let stream = async_stream::stream! {
@@ -211,6 +215,7 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
             }
         };
         tokio::pin!(stop);
+        let mut last_write: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = &mut stop => break,
@@ -243,24 +248,41 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
                 msg = sub.live.recv() => match msg {
                     Ok(c) => {
                         // Under load, send what is already queued in one chunk: one write
-                        // per burst instead of one per event.
+                        // per burst (or per `coalesce` window) instead of one per event.
                         last = last.max(c.rv);
                         let mut chunk = Vec::new();
                         chunk.extend(filter.render(&c));
                         let mut ended = false;
-                        while chunk.len() < 256 {
-                            match sub.live.try_recv() {
-                                Ok(c) => {
-                                    last = last.max(c.rv);
-                                    chunk.extend(filter.render(&c));
-                                }
-                                Err(TryRecvError::Empty) => break,
-                                Err(_) => {
-                                    ended = true;
-                                    break;
+                        let mut held = false;
+                        loop {
+                            while chunk.len() < MAX_CHUNK {
+                                match sub.live.try_recv() {
+                                    Ok(c) => {
+                                        last = last.max(c.rv);
+                                        chunk.extend(filter.render(&c));
+                                    }
+                                    Err(TryRecvError::Empty) => break,
+                                    Err(_) => {
+                                        ended = true;
+                                        break;
+                                    }
                                 }
                             }
+                            // Events keep coming (we wrote less than `coalesce` ago): wait
+                            // out the rest of that window once, then take what queued
+                            // meanwhile. After a quiet spell an event goes out at once.
+                            let hold = last_write.and_then(|t| t.checked_add(coalesce));
+                            match hold {
+                                Some(hold) if !held && !ended && chunk.len() < MAX_CHUNK
+                                    && tokio::time::Instant::now() < hold =>
+                                {
+                                    held = true;
+                                    tokio::time::sleep_until(hold).await;
+                                }
+                                _ => break,
+                            }
                         }
+                        last_write = Some(tokio::time::Instant::now());
                         match chunk.len() {
                             0 => {}
                             1 => yield Ok(chunk.swap_remove(0)),
