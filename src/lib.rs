@@ -5,11 +5,15 @@
 //!
 //! - [`api`]: the `metal.binder.dev/v1alpha1` types and the CRDs generated from them;
 //! - [`binding`]: the binding protocol as pure decision functions (no I/O);
-//! - [`runtime`]: the command line and the process around the controllers;
+//! - [`controllers`]: the claim and server controllers, the I/O shell that carries out
+//!   the binding core's decisions with kube-runtime;
+//! - [`runtime`]: the command line and the process around the controllers (HTTP
+//!   endpoints, leader election, signals);
 //! - [`apiserver`]: an embedded, in-memory Kubernetes-compatible API server for
 //!   `server-binder dev` and the integration tests. It knows nothing of binding.
 
 pub mod api;
 pub mod apiserver;
 pub mod binding;
+pub mod controllers;
 pub mod runtime;

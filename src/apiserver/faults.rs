@@ -65,6 +65,9 @@ pub enum FaultAction {
     Fail { code: u16, retry_after: Option<u64> },
     /// Hold the request this long, then serve it normally.
     Delay(Duration),
+    /// Serve it normally. A rule with `Pass` placed before a `Fail` rule lets the first
+    /// N matching requests through, so the failure hits exactly the (N+1)-th.
+    Pass,
 }
 
 #[derive(Debug, Clone)]
@@ -128,6 +131,13 @@ impl FaultInjector {
                 retry_after: None,
             },
         );
+    }
+
+    /// Lets the next `passed` matching requests through, then fails the `times` after
+    /// them with `code`: "crash right after the N-th write".
+    pub fn fail_after(&self, matcher: RequestMatcher, passed: usize, times: usize, code: u16) {
+        self.inject(matcher.clone(), passed, FaultAction::Pass);
+        self.fail(matcher, times, code);
     }
 
     /// Fails the next `times` matching requests with 429 and `Retry-After`.

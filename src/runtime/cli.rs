@@ -6,6 +6,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use super::logging::{self, LogFormat};
+use super::operator::{self, OperatorConfig};
+use super::signals;
+use crate::controllers::Options;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "server-binder",
@@ -33,11 +38,58 @@ pub enum Command {
         #[arg(long, default_value = "server-binder.kubeconfig")]
         kubeconfig_out: PathBuf,
     },
+    /// Run both controllers against a cluster until SIGTERM.
+    ///
+    /// Connects like kubectl: in-cluster service account, else KUBECONFIG or ~/.kube/config.
+    Run(RunArgs),
+    /// Try server-binder without a cluster: the embedded API server, the CRDs and both
+    /// controllers in one process, until Ctrl-C.
+    ///
+    /// FOR DEVELOPMENT ONLY: the API server is plain HTTP with no authentication.
+    Dev(DevArgs),
     /// Measure a component under load and print the figures.
     Bench {
         #[command(subcommand)]
         target: BenchTarget,
     },
+}
+
+/// Flags that `run` and `dev` share.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Reconciles each controller runs at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// Log line format (filter with RUST_LOG, e.g. RUST_LOG=server_binder=debug).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub controllers: ControllerArgs,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub controllers: ControllerArgs,
+    /// Where the embedded API server listens (plain HTTP).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Where to write a kubeconfig for it (context namespace `default`).
+    #[arg(long, default_value = "server-binder.kubeconfig")]
+    pub kubeconfig_out: PathBuf,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Create this many demo servers (labelled with a rack and a size).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=10_000))]
+    pub servers: u16,
 }
 
 #[derive(Debug, Subcommand)]
@@ -84,8 +136,42 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => crate::apiserver::run_standalone(listen, kubeconfig_out)
             .await
             .map_err(|e| e.to_string()),
+        Command::Run(args) => run_controllers(args).await,
+        Command::Dev(args) => super::dev::run(args).await,
         Command::Bench { target } => bench(target).await,
     }
+}
+
+async fn run_controllers(args: RunArgs) -> Result<(), String> {
+    logging::init(args.controllers.log_format);
+    let client = kube::Client::try_default().await.map_err(|e| {
+        format!("cannot configure a Kubernetes client (in-cluster or KUBECONFIG): {e}")
+    })?;
+    let config = OperatorConfig {
+        options: Options {
+            concurrency: args.controllers.concurrency,
+        },
+        metrics_addr: Some(args.metrics_addr),
+        identity: identity(),
+    };
+    let operator = operator::start(client, config)
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!(metrics = ?operator.metrics_addr, "server-binder is running");
+    signals::terminated()
+        .await
+        .map_err(|e| format!("cannot wait for signals: {e}"))?;
+    tracing::info!("shutting down");
+    operator.shutdown().await;
+    Ok(())
+}
+
+/// This process's name in events: the pod's name in a cluster, else host and pid.
+pub fn identity() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| format!("server-binder-{}", std::process::id()))
 }
 
 async fn bench(target: BenchTarget) -> Result<(), String> {

@@ -1,3 +1,9 @@
-//! The process around the controllers: command line, HTTP endpoints, leader election.
+//! The process around the controllers: command line, HTTP endpoints, signals, logging
+//! (and, with `--leader-elect`, leader election).
 
 pub mod cli;
+mod dev;
+mod http;
+pub mod logging;
+pub mod operator;
+pub mod signals;

@@ -1,0 +1,187 @@
+//! The claim controller: reconciles one ServerClaim by asking the binding core what to do
+//! ([`decide_claim`], [`plan_claim`]) and doing exactly that. It writes only claims.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::controller::Action;
+
+use crate::api::{Server, ServerClaim};
+use crate::binding::{
+    ClaimDecision, ClaimPlan, Liveness, WithLiveServer, decide_claim, meta, plan_claim,
+};
+
+use super::assumed::claim_key;
+use super::context::Context;
+use super::error::{Error, Result};
+use super::metrics::ControllerKind;
+use super::writes::{Part, record, replace, restamp};
+use super::{CONFLICT_RETRY, ERROR_RETRY, RESYNC};
+
+const KIND: ControllerKind = ControllerKind::Claim;
+
+pub async fn reconcile(claim: Arc<ServerClaim>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let result = reconcile_claim(&claim, &ctx).await;
+    ctx.metrics
+        .reconciled(KIND, started.elapsed().as_secs_f64());
+    match result {
+        // The watch is bringing the newer version; decide again once it is here.
+        Err(Error::Conflict { .. }) => {
+            tracing::debug!(claim = %describe(&claim), "conflict; deciding again");
+            Ok(Action::requeue(CONFLICT_RETRY))
+        }
+        other => other,
+    }
+}
+
+pub fn error_policy(claim: Arc<ServerClaim>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_error(KIND, error.metric_label());
+    tracing::warn!(claim = %describe(&claim), %error, "claim reconcile failed; retrying");
+    Action::requeue(ERROR_RETRY)
+}
+
+async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
+    // Claims carry no finalizer of ours: a claim being deleted needs nothing from us, and
+    // its server is released once it is gone.
+    if meta::is_deleting(claim) {
+        return Ok(Action::await_change());
+    }
+    let (mut decision, mut plan) = decide(claim, ctx, None);
+    if let Some(server) = plan.confirm_server.clone() {
+        // The cache says the server is gone; the PV controller's rule: ask the API server
+        // before declaring the claim Lost.
+        let api = Api::<Server>::all(ctx.client.clone());
+        let live = api.get_opt(&server).await.map_err(|source| Error::Api {
+            verb: "get",
+            resource: "servers",
+            name: server.clone(),
+            source,
+        })?;
+        (decision, plan) = decide(claim, ctx, Some((&server, live.as_ref())));
+    }
+
+    let key = claim_key(claim);
+    let picked = match &decision {
+        ClaimDecision::PickBestFit { server } => Some(server.clone()),
+        _ => None,
+    };
+    if let Some(server) = &picked {
+        ctx.caches.assumed.assume(server, key);
+    }
+    let written = execute(claim, &decision, &plan, ctx).await;
+    if let Some(server) = &picked {
+        match &written {
+            Ok(latest) => ctx.caches.assumed.written(
+                server,
+                latest
+                    .as_ref()
+                    .and_then(|c| c.metadata.resource_version.clone()),
+            ),
+            Err(_) => ctx.caches.assumed.forget(server),
+        }
+    }
+    written?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Decides with the cached servers, or with one server replaced by what a live GET said.
+fn decide(
+    claim: &ServerClaim,
+    ctx: &Context,
+    live: Option<(&str, Option<&Server>)>,
+) -> (ClaimDecision, ClaimPlan) {
+    let key = claim_key(claim);
+    let chosen_for_other = |server: &str| ctx.caches.assumed.chosen_for_other(server, &key);
+    let servers = ctx.caches.servers.read();
+    let decision = match live {
+        None => decide_claim(claim, &*servers, &chosen_for_other, Liveness::Cached),
+        Some((name, live)) => {
+            let view = WithLiveServer {
+                base: &*servers,
+                name,
+                live,
+            };
+            decide_claim(claim, &view, &chosen_for_other, Liveness::Confirmed)
+        }
+    };
+    drop(servers);
+    let plan = plan_claim(claim, &decision, &Time(Timestamp::now()));
+    (decision, plan)
+}
+
+/// Writes the plan (object, then status), then records its event and counts its outcome.
+/// Returns the claim as last written, if anything was.
+async fn execute(
+    claim: &ServerClaim,
+    decision: &ClaimDecision,
+    plan: &ClaimPlan,
+    ctx: &Context,
+) -> Result<Option<ServerClaim>> {
+    let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), meta::namespace(claim));
+    let mut latest = None;
+    if let Some(object) = &plan.object {
+        latest = Some(replace(ctx, KIND, &api, object, Part::Object).await?);
+    }
+    if let Some(status) = &plan.status {
+        let mut object = latest.clone().unwrap_or_else(|| claim.clone());
+        let mut status = status.clone();
+        restamp(
+            &mut status.conditions,
+            claim.metadata.generation,
+            object.metadata.generation,
+        );
+        object.status = Some(status);
+        latest = Some(replace(ctx, KIND, &api, &object, Part::Status).await?);
+    }
+    if let Some(event) = &plan.event {
+        tracing::info!(
+            claim = %describe(claim),
+            server = decision_server(decision).unwrap_or_default(),
+            reason = event.reason,
+            "{}", event.note
+        );
+        record(ctx, claim, event).await;
+    }
+    if let Some(outcome) = plan.outcome {
+        ctx.metrics.outcome(KIND, outcome, bind_seconds(claim));
+    }
+    Ok(latest)
+}
+
+/// Seconds from the claim's creation until now, for `bind_duration_seconds`.
+fn bind_seconds(claim: &ServerClaim) -> Option<f64> {
+    let created = claim.metadata.creation_timestamp.as_ref()?.0;
+    let elapsed = Timestamp::now().duration_since(created);
+    Some(Duration::try_from(elapsed).ok()?.as_secs_f64())
+}
+
+fn decision_server(decision: &ClaimDecision) -> Option<&str> {
+    use ClaimDecision::*;
+    match decision {
+        ConfirmServerMissing { server }
+        | BoundServerMissing { server }
+        | BoundServerRefLost { server }
+        | BoundConfirmed { server }
+        | BoundMisbound { server, .. }
+        | AdoptReservedServer { server }
+        | PickBestFit { server }
+        | WithdrawMissingServer { server }
+        | ServerNotFound { server }
+        | WaitForServer { server }
+        | WithdrawIneligibleServer { server, .. }
+        | ServerMismatch { server, .. }
+        | WaitForUid { server }
+        | CompleteBind { server }
+        | WithdrawTakenServer { server, .. }
+        | ServerAlreadyClaimed { server, .. } => Some(server),
+        BoundServerRefCleared | NoMatchingServer => None,
+    }
+}
+
+fn describe(claim: &ServerClaim) -> String {
+    format!("{}/{}", meta::namespace(claim), meta::name(claim))
+}

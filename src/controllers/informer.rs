@@ -1,0 +1,388 @@
+//! One watch per kind, shared by both controllers.
+//!
+//! Each watch event updates, in order: kube-runtime's reflector store (which the
+//! `Controller`s read their primary objects from), the binding core's catalog of that
+//! kind (which the *other* controller decides against), and the assumed-choice cache.
+//! Then it computes which objects each controller must look at again. The triggers are
+//! computed here, not by kube-runtime's `watches` mappers, because they need the object
+//! as it was before the event as well as after: a claim that stops naming a server, or
+//! is deleted, must wake the server it named.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::channel::mpsc::UnboundedSender;
+use std::fmt::Debug;
+
+use futures::StreamExt;
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher::{self, Event, watcher};
+use parking_lot::{Mutex, RwLock};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::api::{Server, ServerClaim};
+use crate::binding::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, is_free, meta};
+
+use super::assumed::{AssumedChoices, claim_key};
+
+/// Where a controller wants its triggers while it runs (`None`: not running; triggers
+/// are dropped and the controller resyncs everything when it starts).
+type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
+
+/// The watch caches both controllers share.
+pub struct Caches {
+    pub servers: RwLock<ServerCatalog>,
+    pub claims: RwLock<ClaimCatalog>,
+    pub server_store: Store<Server>,
+    pub claim_store: Store<ServerClaim>,
+    pub assumed: AssumedChoices,
+    /// Whether servers and claims have each been listed into the catalogs once.
+    synced: [watch::Sender<bool>; 2],
+    claim_triggers: TriggerSlot<ServerClaim>,
+    server_triggers: TriggerSlot<Server>,
+}
+
+/// The writer halves, consumed by [`Caches::run`].
+pub struct CacheWriters {
+    servers: Writer<Server>,
+    claims: Writer<ServerClaim>,
+}
+
+impl Caches {
+    pub fn new() -> (Arc<Self>, CacheWriters) {
+        let (server_store, servers) = reflector::store();
+        let (claim_store, claims) = reflector::store();
+        let caches = Arc::new(Self {
+            servers: RwLock::default(),
+            claims: RwLock::default(),
+            server_store,
+            claim_store,
+            assumed: AssumedChoices::new(),
+            synced: [watch::channel(false).0, watch::channel(false).0],
+            claim_triggers: Mutex::new(None),
+            server_triggers: Mutex::new(None),
+        });
+        (caches, CacheWriters { servers, claims })
+    }
+
+    /// Waits until both kinds have been listed into the catalogs once.
+    pub async fn wait_until_ready(&self) {
+        for synced in &self.synced {
+            // Errs only when the sender is gone, which it never is while `self` lives.
+            let _ = synced.subscribe().wait_for(|s| *s).await;
+        }
+    }
+
+    /// Whether both kinds have been listed once (for `/readyz`).
+    pub fn has_synced(&self) -> bool {
+        self.synced.iter().all(|s| *s.borrow())
+    }
+
+    /// Runs both watches until the stream ends (never, in practice: the watcher retries
+    /// with backoff) or the returned future is dropped.
+    pub async fn run(self: Arc<Self>, client: kube::Client, writers: CacheWriters) {
+        let servers = watch(
+            Api::<Server>::all(client.clone()),
+            writers.servers,
+            self.clone(),
+            Kind::Servers,
+        );
+        let claims = watch(
+            Api::<ServerClaim>::all(client),
+            writers.claims,
+            self.clone(),
+            Kind::Claims,
+        );
+        futures::join!(servers, claims);
+    }
+
+    /// Routes claim-controller triggers to `tx` and enqueues every claim.
+    pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<ServerClaim>>) {
+        // Attach first, then enqueue: an event in between is queued twice, never lost.
+        *self.claim_triggers.lock() = Some(tx.clone());
+        for c in self.claims.read().iter() {
+            let _ = tx.unbounded_send(ObjectRef::from_obj(c));
+        }
+    }
+
+    /// Routes server-controller triggers to `tx` and enqueues every server.
+    pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<Server>>) {
+        *self.server_triggers.lock() = Some(tx.clone());
+        for s in self.servers.read().iter() {
+            let _ = tx.unbounded_send(ObjectRef::from_obj(s));
+        }
+    }
+
+    pub fn detach_controllers(&self) {
+        *self.claim_triggers.lock() = None;
+        *self.server_triggers.lock() = None;
+    }
+
+    fn on_server_event(&self, event: Delta<Server>) {
+        let mut wake = Wake::default();
+        match event {
+            Delta::Changed { old, new } => {
+                let Some(name) = new
+                    .as_ref()
+                    .or(old.as_ref())
+                    .map(|s| meta::name(s).to_string())
+                else {
+                    return;
+                };
+                self.assumed.observe_server(&name, new.as_ref());
+                let claims = self.claims.read();
+                if new.is_some() {
+                    wake.servers.insert(name.clone());
+                }
+                for c in claims.claims_naming(&name) {
+                    wake.claims.insert(claim_key(c));
+                }
+                for s in old.iter().chain(new.iter()) {
+                    if let Some(r) = &s.spec.server_claim_ref {
+                        wake.claims.insert((r.namespace.clone(), r.name.clone()));
+                    }
+                }
+                // A server that became free, or changed while free, may now serve a
+                // claim that found nothing.
+                if let Some(n) = &new
+                    && is_free(n)
+                    && old.as_ref().is_none_or(|o| {
+                        !is_free(o) || o.spec != n.spec || o.metadata.labels != n.metadata.labels
+                    })
+                {
+                    wake.pending_claims(&claims);
+                }
+            }
+            Delta::Relisted => {
+                let servers = self.servers.read();
+                self.assumed
+                    .relisted_servers(&|name| servers.server(name).is_some_and(is_free));
+                wake.servers
+                    .extend(servers.iter().map(|s| meta::name(s).to_string()));
+                wake.claims.extend(self.claims.read().iter().map(claim_key));
+            }
+        }
+        self.send(wake);
+    }
+
+    fn on_claim_event(&self, event: Delta<ServerClaim>) {
+        let mut wake = Wake::default();
+        match event {
+            Delta::Changed { old, new } => {
+                let Some(key) = new.as_ref().or(old.as_ref()).map(claim_key) else {
+                    return;
+                };
+                let servers = self.servers.read();
+                let claims = self.claims.read();
+                if new.is_some() {
+                    wake.claims.insert(key.clone());
+                }
+                for c in old.iter().chain(new.iter()) {
+                    if let Some(r) = &c.spec.server_ref {
+                        wake.servers.insert(r.name.clone());
+                    }
+                }
+                for s in servers.reserved_for(&key.0, &key.1) {
+                    wake.servers.insert(meta::name(s).to_string());
+                }
+                // A server given up (withdrawn, or its claim deleted) may serve another.
+                let released = self.assumed.observe_claim(&key, new.as_ref());
+                let gave_up = old
+                    .as_ref()
+                    .and_then(|o| o.spec.server_ref.as_ref())
+                    .filter(|r| new.as_ref().and_then(|n| n.spec.server_ref.as_ref()) != Some(*r))
+                    .map(|r| r.name.clone());
+                if released
+                    .into_iter()
+                    .chain(gave_up)
+                    .any(|s| servers.server(&s).is_some_and(is_free))
+                {
+                    wake.pending_claims(&claims);
+                }
+            }
+            Delta::Relisted => {
+                let claims = self.claims.read();
+                self.assumed.relisted_claims(&|key| {
+                    claims
+                        .claim(&key.0, &key.1)
+                        .and_then(|c| c.spec.server_ref.as_ref())
+                        .map(|r| r.name.clone())
+                });
+                wake.claims.extend(claims.iter().map(claim_key));
+                wake.servers.extend(
+                    self.servers
+                        .read()
+                        .iter()
+                        .map(|s| meta::name(s).to_string()),
+                );
+            }
+        }
+        self.send(wake);
+    }
+
+    fn send(&self, wake: Wake) {
+        if let Some(tx) = self.claim_triggers.lock().as_ref() {
+            for (ns, name) in wake.claims {
+                let _ = tx.unbounded_send(ObjectRef::new(&name).within(&ns));
+            }
+        }
+        if let Some(tx) = self.server_triggers.lock().as_ref() {
+            for name in wake.servers {
+                let _ = tx.unbounded_send(ObjectRef::new(&name));
+            }
+        }
+    }
+}
+
+/// Which objects each controller must reconcile after one event.
+#[derive(Default)]
+struct Wake {
+    claims: BTreeSet<(String, String)>,
+    servers: BTreeSet<String>,
+}
+
+impl Wake {
+    /// Claims that have no server yet and are not on the bound path.
+    fn pending_claims(&mut self, claims: &ClaimCatalog) {
+        self.claims.extend(
+            claims
+                .iter()
+                .filter(|c| c.spec.server_ref.is_none() && !meta::is_bind_completed(*c))
+                .map(claim_key),
+        );
+    }
+}
+
+/// A watch event reduced to what the triggers need.
+enum Delta<K> {
+    /// One object changed (`new: None`: deleted); `old` is the catalog's previous copy.
+    Changed { old: Option<K>, new: Option<K> },
+    /// A relist replaced the whole catalog.
+    Relisted,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Servers,
+    Claims,
+}
+
+/// Feeds one kind's watch into its store and catalog, then wakes the controllers.
+async fn watch<K>(api: Api<K>, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Caches: Routes<K>,
+{
+    let mut relist: Vec<K> = Vec::new();
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                // The watcher relists or rewatches by itself, with backoff.
+                tracing::warn!(%error, "watch failed; retrying");
+                continue;
+            }
+        };
+        writer.apply_watcher_event(&event);
+        let catalog = caches.catalog();
+        let delta = match event {
+            Event::Apply(obj) => {
+                let old = catalog.get(&obj);
+                catalog.put(obj.clone());
+                Delta::Changed {
+                    old,
+                    new: Some(obj),
+                }
+            }
+            Event::Delete(obj) => {
+                let old = catalog.get(&obj).or_else(|| Some(obj.clone()));
+                catalog.delete(&obj);
+                Delta::Changed { old, new: None }
+            }
+            Event::Init => {
+                relist.clear();
+                continue;
+            }
+            Event::InitApply(obj) => {
+                relist.push(obj);
+                continue;
+            }
+            Event::InitDone => {
+                catalog.replace(std::mem::take(&mut relist));
+                caches.synced[kind as usize].send_replace(true);
+                Delta::Relisted
+            }
+        };
+        caches.route(delta);
+    }
+}
+
+/// How `watch` reaches one kind's catalog and trigger routing.
+trait Routes<K> {
+    fn catalog(&self) -> &dyn Catalog<K>;
+    fn route(&self, delta: Delta<K>);
+}
+
+impl Routes<Server> for Caches {
+    fn catalog(&self) -> &dyn Catalog<Server> {
+        &self.servers
+    }
+    fn route(&self, delta: Delta<Server>) {
+        self.on_server_event(delta);
+    }
+}
+
+impl Routes<ServerClaim> for Caches {
+    fn catalog(&self) -> &dyn Catalog<ServerClaim> {
+        &self.claims
+    }
+    fn route(&self, delta: Delta<ServerClaim>) {
+        self.on_claim_event(delta);
+    }
+}
+
+/// The catalog operations `watch` needs, for either kind.
+trait Catalog<K>: Send + Sync {
+    fn get(&self, obj: &K) -> Option<K>;
+    fn put(&self, obj: K);
+    fn delete(&self, obj: &K);
+    fn replace(&self, all: Vec<K>);
+}
+
+impl Catalog<Server> for RwLock<ServerCatalog> {
+    fn get(&self, obj: &Server) -> Option<Server> {
+        self.read().server(meta::name(obj)).cloned()
+    }
+    fn put(&self, obj: Server) {
+        self.write().upsert(obj);
+    }
+    fn delete(&self, obj: &Server) {
+        self.write().remove(meta::name(obj));
+    }
+    fn replace(&self, all: Vec<Server>) {
+        *self.write() = ServerCatalog::from_servers(all);
+    }
+}
+
+impl Catalog<ServerClaim> for RwLock<ClaimCatalog> {
+    fn get(&self, obj: &ServerClaim) -> Option<ServerClaim> {
+        self.read()
+            .claim(meta::namespace(obj), meta::name(obj))
+            .cloned()
+    }
+    fn put(&self, obj: ServerClaim) {
+        self.write().upsert(obj);
+    }
+    fn delete(&self, obj: &ServerClaim) {
+        self.write().remove(meta::namespace(obj), meta::name(obj));
+    }
+    fn replace(&self, all: Vec<ServerClaim>) {
+        *self.write() = ClaimCatalog::from_claims(all);
+    }
+}

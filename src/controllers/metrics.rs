@@ -1,0 +1,337 @@
+//! The `server_binder_*` metrics of docs/binding.md, registered in one registry that the
+//! runtime serves on `--metrics-addr`.
+//!
+//! Counters and histograms are updated when a plan's writes succeed; the `claims` and
+//! `servers` gauges are recomputed from the watch caches at every scrape, so they are
+//! right after a restart instead of drifting with missed events.
+
+use std::collections::BTreeMap;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
+use crate::binding::{ClaimCatalog, Outcome, ServerCatalog};
+
+/// Which controller a metric sample is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerKind {
+    Claim,
+    Server,
+}
+
+impl ControllerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControllerKind::Claim => "claim",
+            ControllerKind::Server => "server",
+        }
+    }
+
+    pub fn resource(self) -> &'static str {
+        match self {
+            ControllerKind::Claim => "serverclaims",
+            ControllerKind::Server => "servers",
+        }
+    }
+}
+
+/// How a write the controllers issued ended, for `api_writes_total{result}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteResult {
+    Ok,
+    Conflict,
+    Error,
+}
+
+impl WriteResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            WriteResult::Ok => "ok",
+            WriteResult::Conflict => "conflict",
+            WriteResult::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    claims: IntGaugeVec,
+    servers: IntGaugeVec,
+    bind_duration: HistogramVec,
+    binds: IntCounter,
+    releases: IntCounterVec,
+    rebinds: IntCounter,
+    lost_claims: IntCounterVec,
+    repairs: IntCounterVec,
+    api_writes: IntCounterVec,
+    reconcile_duration: HistogramVec,
+    reconcile_errors: IntCounterVec,
+    leader: IntGauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new_custom(Some("server_binder".into()), None)
+            .expect("a valid metric prefix");
+        let claims = IntGaugeVec::new(
+            Opts::new(
+                "claims",
+                "ServerClaims in the controller's cache, by namespace and status.phase (Pending, Bound, Lost; a claim without status counts as Pending)",
+            ),
+            &["namespace", "phase"],
+        )
+        .unwrap();
+        let servers = IntGaugeVec::new(
+            Opts::new(
+                "servers",
+                "Servers in the controller's cache, by status.phase (Available, Bound, Released; a server without status counts as Available)",
+            ),
+            &["phase"],
+        )
+        .unwrap();
+        // 10 ms to 10 min: a bind on an idle fleet takes a few round trips; a claim that
+        // waits for a server to be freed can take minutes.
+        let bind_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "bind_duration_seconds",
+                "Time from a ServerClaim's creation to its Bound status, in seconds",
+            )
+            .buckets(vec![
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                600.0,
+            ]),
+            &[],
+        )
+        .unwrap();
+        let binds = IntCounter::new("binds_total", "ServerClaims that became Bound").unwrap();
+        let releases = IntCounterVec::new(
+            Opts::new(
+                "releases_total",
+                "Servers released from a deleted claim, by reclaimPolicy (Recycle: Available again; Retain: Released until an admin clears the ref)",
+            ),
+            &["policy"],
+        )
+        .unwrap();
+        let rebinds = IntCounter::new(
+            "rebinds_total",
+            "Controller-chosen servers a claim gave up (taken by another claim, gone, or no longer eligible) to choose again",
+        )
+        .unwrap();
+        let lost_claims = IntCounterVec::new(
+            Opts::new(
+                "lost_claims_total",
+                "Bound claims that became Lost, by reason (ServerRefCleared, ServerMissing, ServerMisbound)",
+            ),
+            &["reason"],
+        )
+        .unwrap();
+        let repairs = IntCounterVec::new(
+            Opts::new(
+                "repairs_total",
+                "Half-bound states repaired, by controller (claim, server) and case (claim_status, adopted, server_ref_restored, finalizer, rolled_back)",
+            ),
+            &["controller", "case"],
+        )
+        .unwrap();
+        let api_writes = IntCounterVec::new(
+            Opts::new(
+                "api_writes_total",
+                "Writes the controllers issued to the API server, by controller, resource (servers, servers/status, serverclaims, serverclaims/status) and result (ok, conflict, error)",
+            ),
+            &["controller", "resource", "result"],
+        )
+        .unwrap();
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "reconcile_duration_seconds",
+                "Time one reconcile took, including its API calls, by controller",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+            ]),
+            &["controller"],
+        )
+        .unwrap();
+        let reconcile_errors = IntCounterVec::new(
+            Opts::new(
+                "reconcile_errors_total",
+                "Reconciles that failed, by controller and error (api, cache_not_ready); write conflicts are counted in api_writes_total instead",
+            ),
+            &["controller", "error"],
+        )
+        .unwrap();
+        let leader = IntGauge::new(
+            "leader",
+            "1 while this process leads and runs the controllers' writes, 0 while it is a standby",
+        )
+        .unwrap();
+        for c in [
+            Box::new(claims.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(servers.clone()),
+            Box::new(bind_duration.clone()),
+            Box::new(binds.clone()),
+            Box::new(releases.clone()),
+            Box::new(rebinds.clone()),
+            Box::new(lost_claims.clone()),
+            Box::new(repairs.clone()),
+            Box::new(api_writes.clone()),
+            Box::new(reconcile_duration.clone()),
+            Box::new(reconcile_errors.clone()),
+            Box::new(leader.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        // Zero series for the known label values, so rate() and alerts see them from the
+        // first scrape rather than from the first occurrence.
+        for kind in [ControllerKind::Claim, ControllerKind::Server] {
+            reconcile_errors.with_label_values(&[kind.as_str(), "api"]);
+            for result in [WriteResult::Ok, WriteResult::Conflict, WriteResult::Error] {
+                api_writes.with_label_values(&[kind.as_str(), kind.resource(), result.as_str()]);
+            }
+        }
+        for policy in ["Recycle", "Retain"] {
+            releases.with_label_values(&[policy]);
+        }
+        Self {
+            registry,
+            claims,
+            servers,
+            bind_duration,
+            binds,
+            releases,
+            rebinds,
+            lost_claims,
+            repairs,
+            api_writes,
+            reconcile_duration,
+            reconcile_errors,
+            leader,
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Counts a plan's outcome once its writes succeeded.
+    pub fn outcome(&self, controller: ControllerKind, outcome: Outcome, bind_seconds: Option<f64>) {
+        match outcome {
+            Outcome::Bound => {
+                self.binds.inc();
+                if let Some(s) = bind_seconds {
+                    self.bind_duration.with_label_values::<&str>(&[]).observe(s);
+                }
+            }
+            Outcome::Rebind => self.rebinds.inc(),
+            Outcome::Lost(reason) => self.lost_claims.with_label_values(&[reason.as_str()]).inc(),
+            Outcome::Released(policy) => self
+                .releases
+                .with_label_values(&[policy_label(policy)])
+                .inc(),
+            Outcome::Repair(case) => self
+                .repairs
+                .with_label_values(&[controller.as_str(), case.as_str()])
+                .inc(),
+        }
+    }
+
+    pub fn write(&self, controller: ControllerKind, resource: &str, result: WriteResult) {
+        self.api_writes
+            .with_label_values(&[controller.as_str(), resource, result.as_str()])
+            .inc();
+    }
+
+    pub fn reconciled(&self, controller: ControllerKind, seconds: f64) {
+        self.reconcile_duration
+            .with_label_values(&[controller.as_str()])
+            .observe(seconds);
+    }
+
+    pub fn reconcile_error(&self, controller: ControllerKind, error: &str) {
+        self.reconcile_errors
+            .with_label_values(&[controller.as_str(), error])
+            .inc();
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Recomputes the `claims` and `servers` gauges from the caches.
+    pub fn refresh_inventory(&self, claims: &ClaimCatalog, servers: &ServerCatalog) {
+        let mut by_claim: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        for c in claims.iter() {
+            // No status yet: the claim controller has not seen it, and it is not bound.
+            let phase = c
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .map_or("Pending", claim_phase);
+            let ns = c.metadata.namespace.clone().unwrap_or_default();
+            *by_claim.entry((ns, phase)).or_default() += 1;
+        }
+        let mut by_server: BTreeMap<&'static str, i64> = BTreeMap::new();
+        for phase in ["Available", "Bound", "Released"] {
+            by_server.insert(phase, 0);
+        }
+        for s in servers.iter() {
+            let phase = s
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .map_or("Available", server_phase);
+            *by_server.entry(phase).or_default() += 1;
+        }
+        // Reset first: a namespace whose last claim went away must not keep its series.
+        self.claims.reset();
+        for ((ns, phase), n) in by_claim {
+            self.claims.with_label_values(&[ns.as_str(), phase]).set(n);
+        }
+        self.servers.reset();
+        for (phase, n) in by_server {
+            self.servers.with_label_values(&[phase]).set(n);
+        }
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding into a Vec cannot fail");
+        String::from_utf8(buf).expect("the text format is UTF-8")
+    }
+}
+
+fn claim_phase(p: ClaimPhase) -> &'static str {
+    match p {
+        ClaimPhase::Pending => "Pending",
+        ClaimPhase::Bound => "Bound",
+        ClaimPhase::Lost => "Lost",
+    }
+}
+
+fn server_phase(p: ServerPhase) -> &'static str {
+    match p {
+        ServerPhase::Available => "Available",
+        ServerPhase::Bound => "Bound",
+        ServerPhase::Released => "Released",
+    }
+}
+
+fn policy_label(p: ReclaimPolicy) -> &'static str {
+    match p {
+        ReclaimPolicy::Recycle => "Recycle",
+        ReclaimPolicy::Retain => "Retain",
+    }
+}

@@ -1,0 +1,168 @@
+//! The controllers: the I/O shell around the binding core.
+//!
+//! Two kube-runtime `Controller`s in one process, the claim controller ([`claim`]) and
+//! the server controller ([`server`]), share one watch per kind ([`informer`]). Each
+//! reconcile asks the binding core what to do and does exactly that, writing only its
+//! own kind, each write with the resourceVersion it read as a precondition.
+
+pub mod assumed;
+pub mod claim;
+pub mod context;
+pub mod error;
+pub mod informer;
+pub mod metrics;
+pub mod server;
+mod writes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use futures::{StreamExt, stream};
+use kube::runtime::Controller;
+use kube::runtime::controller::{self, Config};
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{Server, ServerClaim};
+
+pub use context::Context;
+pub use error::Error;
+pub use informer::{CacheWriters, Caches};
+pub use metrics::Metrics;
+
+/// Every object is looked at again this often even without a change: a safety net, as
+/// the PV controller's periodic resync is.
+pub const RESYNC: Duration = Duration::from_secs(300);
+/// After a write conflict, decide again this soon (the watch usually brought the newer
+/// version already, and its event re-triggers the object anyway).
+pub const CONFLICT_RETRY: Duration = Duration::from_millis(100);
+/// After any other failure.
+pub const ERROR_RETRY: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Reconciles each controller runs at once.
+    pub concurrency: u16,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { concurrency: 4 }
+    }
+}
+
+/// Runs the shared watches for as long as this future runs, and both controllers while
+/// `leading` is true, until `shutdown` is cancelled. On shutdown, reconciles in flight
+/// finish before this returns. Nothing is spawned: dropping the future (a crash, in
+/// tests) stops everything at once.
+pub async fn run(
+    ctx: Arc<Context>,
+    writers: CacheWriters,
+    options: Options,
+    mut leading: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) {
+    let informers = ctx.caches.clone().run(ctx.client.clone(), writers);
+    let sessions = async {
+        loop {
+            // A standby keeps its caches warm and waits to lead.
+            let leads = async { leading.wait_for(|l| *l).await.is_ok() };
+            let leads = tokio::select! {
+                _ = shutdown.cancelled() => false,
+                leads = leads => leads,
+            };
+            if !leads {
+                break;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = ctx.caches.wait_until_ready() => {}
+            }
+            run_controllers(&ctx, &options, leading.clone(), shutdown.child_token()).await;
+            if shutdown.is_cancelled() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = informers => tracing::error!("the watches ended"),
+        _ = sessions => {}
+    }
+}
+
+/// Runs both controllers until `stop` is cancelled or leadership is lost.
+async fn run_controllers(
+    ctx: &Arc<Context>,
+    options: &Options,
+    mut leading: watch::Receiver<bool>,
+    stop: CancellationToken,
+) {
+    let config = Config::default().concurrency(options.concurrency);
+    let (claim_tx, claim_rx) = mpsc::unbounded();
+    let (server_tx, server_rx) = mpsc::unbounded();
+    ctx.caches.attach_claim_controller(claim_tx);
+    ctx.caches.attach_server_controller(server_tx);
+    tracing::info!(
+        concurrency = options.concurrency,
+        "starting the claim and server controllers"
+    );
+
+    // The watches belong to the informer; every trigger arrives through `reconcile_on`.
+    let claims = Controller::for_stream(
+        stream::pending::<Result<ServerClaim, watcher::Error>>(),
+        ctx.caches.claim_store.clone(),
+    )
+    .reconcile_on(claim_rx)
+    .with_config(config.clone())
+    .graceful_shutdown_on(stop.clone().cancelled_owned())
+    .run(claim::reconcile, claim::error_policy, ctx.clone())
+    .for_each(|result| async move { log_run_result("claim", result) });
+    let servers = Controller::for_stream(
+        stream::pending::<Result<Server, watcher::Error>>(),
+        ctx.caches.server_store.clone(),
+    )
+    .reconcile_on(server_rx)
+    .with_config(config)
+    .graceful_shutdown_on(stop.clone().cancelled_owned())
+    .run(server::reconcile, server::error_policy, ctx.clone())
+    .for_each(|result| async move { log_run_result("server", result) });
+
+    let controllers = futures::future::join(claims, servers);
+    tokio::pin!(controllers);
+    let lost = async {
+        // `Ok`: leadership lost; `Err`: its sender is gone. Either way, stop.
+        leading.wait_for(|l| !*l).await.is_ok()
+    };
+    let lost = tokio::select! {
+        _ = &mut controllers => None,
+        lost = lost => Some(lost),
+    };
+    if let Some(lost) = lost {
+        if lost {
+            tracing::warn!("lost leadership; stopping the controllers");
+        }
+        // The controllers finish their reconciles in flight.
+        stop.cancel();
+        controllers.await;
+    }
+    ctx.caches.detach_controllers();
+    tracing::info!("controllers stopped");
+}
+
+fn log_run_result<K, E: std::error::Error + 'static, Q: std::error::Error + 'static>(
+    controller: &str,
+    result: Result<K, controller::Error<E, Q>>,
+) {
+    match result {
+        Ok(_) => {}
+        // Deleted between the trigger and the reconcile: nothing left to do.
+        Err(controller::Error::ObjectNotFound(obj)) => {
+            tracing::debug!(controller, object = %obj, "object gone before its reconcile");
+        }
+        // Already counted and logged by the error policy.
+        Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(error) => tracing::warn!(controller, %error, "controller error"),
+    }
+}

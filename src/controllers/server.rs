@@ -1,0 +1,140 @@
+//! The server controller: reconciles one Server by asking the binding core what to do
+//! ([`decide_server`], [`plan_server`]) and doing exactly that. It writes only servers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::controller::Action;
+
+use crate::api::{Server, ServerClaim, ServerClaimRef};
+use crate::binding::{
+    Liveness, ServerDecision, ServerPlan, WithLiveClaim, decide_server, meta, plan_server,
+};
+
+use super::context::Context;
+use super::error::{Error, Result};
+use super::metrics::ControllerKind;
+use super::writes::{Part, record, replace, restamp};
+use super::{CONFLICT_RETRY, ERROR_RETRY, RESYNC};
+
+const KIND: ControllerKind = ControllerKind::Server;
+
+pub async fn reconcile(server: Arc<Server>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let result = reconcile_server(&server, &ctx).await;
+    ctx.metrics
+        .reconciled(KIND, started.elapsed().as_secs_f64());
+    match result {
+        Err(Error::Conflict { .. }) => {
+            tracing::debug!(server = meta::name(&*server), "conflict; deciding again");
+            Ok(Action::requeue(CONFLICT_RETRY))
+        }
+        other => other,
+    }
+}
+
+pub fn error_policy(server: Arc<Server>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_error(KIND, error.metric_label());
+    tracing::warn!(server = meta::name(&*server), %error, "server reconcile failed; retrying");
+    Action::requeue(ERROR_RETRY)
+}
+
+async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
+    let (mut decision, mut plan) = decide(server, ctx, None);
+    if let Some(claim) = plan.confirm_claim.clone() {
+        // Releasing on a stale cache would free a server whose claim still exists (the
+        // PV controller's rule): ask the API server first.
+        let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), &claim.namespace);
+        let live = api
+            .get_opt(&claim.name)
+            .await
+            .map_err(|source| Error::Api {
+                verb: "get",
+                resource: "serverclaims",
+                name: format!("{}/{}", claim.namespace, claim.name),
+                source,
+            })?;
+        (decision, plan) = decide(server, ctx, Some((&claim, live.as_ref())));
+    }
+    execute(server, &decision, &plan, ctx).await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+fn decide(
+    server: &Server,
+    ctx: &Context,
+    live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
+) -> (ServerDecision, ServerPlan) {
+    let claims = ctx.caches.claims.read();
+    let decision = match live {
+        None => decide_server(server, &*claims, Liveness::Cached),
+        Some((r, live)) => {
+            let view = WithLiveClaim {
+                base: &*claims,
+                namespace: &r.namespace,
+                name: &r.name,
+                live,
+            };
+            decide_server(server, &view, Liveness::Confirmed)
+        }
+    };
+    drop(claims);
+    let plan = plan_server(server, &decision, &Time(Timestamp::now()));
+    (decision, plan)
+}
+
+/// Writes the plan (object, then status), then records its event and counts its outcome.
+async fn execute(
+    server: &Server,
+    decision: &ServerDecision,
+    plan: &ServerPlan,
+    ctx: &Context,
+) -> Result<()> {
+    let api = Api::<Server>::all(ctx.client.clone());
+    let mut latest = None;
+    if let Some(object) = &plan.object {
+        latest = Some(replace(ctx, KIND, &api, object, Part::Object).await?);
+    }
+    if let Some(status) = &plan.status {
+        let mut object = latest.clone().unwrap_or_else(|| server.clone());
+        let mut status = status.clone();
+        // The status describes the spec just written: its generation, not the one read.
+        if status.observed_generation == server.metadata.generation {
+            status.observed_generation = object.metadata.generation;
+        }
+        restamp(
+            &mut status.conditions,
+            server.metadata.generation,
+            object.metadata.generation,
+        );
+        object.status = Some(status);
+        replace(ctx, KIND, &api, &object, Part::Status).await?;
+    }
+    if let Some(event) = &plan.event {
+        let claim = server
+            .spec
+            .server_claim_ref
+            .as_ref()
+            .or(match decision {
+                ServerDecision::ClaimForWinner { winner, .. } => Some(winner),
+                ServerDecision::FillUid { claim } => Some(claim),
+                _ => None,
+            })
+            .map(|r| format!("{}/{}", r.namespace, r.name));
+        tracing::info!(
+            server = meta::name(server),
+            claim = claim.unwrap_or_default(),
+            reason = event.reason,
+            "{}",
+            event.note
+        );
+        record(ctx, server, event).await;
+    }
+    if let Some(outcome) = plan.outcome {
+        ctx.metrics.outcome(KIND, outcome, None);
+    }
+    Ok(())
+}

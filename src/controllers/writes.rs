@@ -1,0 +1,95 @@
+//! The controllers' writes: every one with the resourceVersion it read as a precondition
+//! (the object it sends carries it), counted in `api_writes_total`, and followed by the
+//! plan's event once all of a plan's writes succeeded.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::PostParams;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::binding::{BindingEvent, EventKind};
+
+use super::context::Context;
+use super::error::{Error, Result, is_conflict};
+use super::metrics::{ControllerKind, WriteResult};
+
+/// Which part of the object a write replaces.
+#[derive(Clone, Copy)]
+pub enum Part {
+    /// Metadata and spec (the main resource ignores status).
+    Object,
+    /// Status only, through the status subresource.
+    Status,
+}
+
+/// PUTs `obj` (main resource or `/status`), failing with [`Error::Conflict`] when it
+/// changed since it was read.
+pub async fn replace<K>(
+    ctx: &Context,
+    controller: ControllerKind,
+    api: &Api<K>,
+    obj: &K,
+    part: Part,
+) -> Result<K>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj.name_any();
+    let pp = PostParams {
+        field_manager: Some(super::context::REPORTING_CONTROLLER.into()),
+        ..PostParams::default()
+    };
+    let (result, resource, verb) = match part {
+        Part::Object => (
+            api.replace(&name, &pp, obj).await,
+            controller.resource().to_string(),
+            "update",
+        ),
+        Part::Status => (
+            api.replace_status(&name, &pp, obj).await,
+            format!("{}/status", controller.resource()),
+            "update status",
+        ),
+    };
+    let outcome = match &result {
+        Ok(_) => WriteResult::Ok,
+        Err(e) if is_conflict(e) => WriteResult::Conflict,
+        Err(_) => WriteResult::Error,
+    };
+    ctx.metrics.write(controller, &resource, outcome);
+    result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
+}
+
+/// Moves conditions stamped with the generation the plan saw to the one the object write
+/// produced: the status describes the spec just written.
+pub fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
+    for c in conditions.iter_mut() {
+        if c.observed_generation == from {
+            c.observed_generation = to;
+        }
+    }
+}
+
+/// Records `event` on `obj`. A failure is logged, not returned: the writes it reports
+/// have happened, and the next transition's event will try again.
+pub async fn record<K>(ctx: &Context, obj: &K, event: &BindingEvent)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let reference = obj.object_ref(&());
+    let ev = Event {
+        type_: match event.kind {
+            EventKind::Normal => EventType::Normal,
+            EventKind::Warning => EventType::Warning,
+        },
+        reason: event.reason.into(),
+        note: Some(event.note.clone()),
+        action: event.action.into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&ev, &reference).await {
+        tracing::warn!(%error, reason = event.reason, "could not record an event");
+    }
+}

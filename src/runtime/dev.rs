@@ -1,0 +1,122 @@
+//! `server-binder dev`: the embedded API server, the CRDs and both controllers in one
+//! process, so a newcomer can try server-binder with kubectl and no cluster.
+//!
+//! The controllers reach the API server over HTTP like any other client; only the
+//! process is shared.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+use crate::api::{Server, ServerSpec};
+use crate::apiserver::{ApiServer, Config};
+use crate::controllers::Options;
+
+use super::cli::{DevArgs, identity};
+use super::logging;
+use super::operator::{self, OperatorConfig};
+use super::signals;
+
+pub async fn run(args: DevArgs) -> Result<(), String> {
+    logging::init(args.controllers.log_format);
+    let apiserver = ApiServer::start(Config::default().listen(args.listen))
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot start the embedded API server on {}: {e}",
+                args.listen
+            )
+        })?;
+    apiserver
+        .write_kubeconfig(&args.kubeconfig_out)
+        .map_err(|e| e.to_string())?;
+    let client = apiserver.client();
+    install_crds(&client).await?;
+    create_demo_servers(&client, args.servers).await?;
+
+    let config = OperatorConfig {
+        options: Options {
+            concurrency: args.controllers.concurrency,
+        },
+        metrics_addr: Some(args.metrics_addr),
+        identity: identity(),
+    };
+    let operator = operator::start(client, config)
+        .await
+        .map_err(|e| e.to_string())?;
+
+    let kubeconfig =
+        std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
+    let metrics = operator
+        .metrics_addr
+        .map(|a| format!("http://{a}/metrics"))
+        .unwrap_or_default();
+    println!(
+        "server-binder dev: API server at {} (DEVELOPMENT ONLY: plain HTTP, no authentication), metrics at {metrics}
+In another shell:
+
+    export KUBECONFIG={}
+    kubectl apply -f manifests/examples/
+    kubectl get servers,serverclaims
+    kubectl describe serverclaim any-server
+
+Ctrl-C stops everything (nothing is kept).",
+        apiserver.url(),
+        kubeconfig.display()
+    );
+
+    signals::terminated()
+        .await
+        .map_err(|e| format!("cannot wait for signals: {e}"))?;
+    eprintln!("server-binder dev: shutting down");
+    operator.shutdown().await;
+    apiserver.shutdown().await;
+    Ok(())
+}
+
+/// Installs the CRDs through the API, as `kubectl apply -f manifests/crds/` would.
+async fn install_crds(client: &kube::Client) -> Result<(), String> {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in crate::api::crds() {
+        api.create(&PostParams::default(), &crd)
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot install CRD {}: {e}",
+                    crd.metadata.name.unwrap_or_default()
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// `server-01` .. `server-NN`, spread over three racks and three sizes, so selectors
+/// have something to choose between.
+async fn create_demo_servers(client: &kube::Client, count: u16) -> Result<(), String> {
+    let api = Api::<Server>::all(client.clone());
+    let width = count.to_string().len().max(2);
+    for i in 1..=count {
+        let labels = BTreeMap::from([
+            ("rack".to_string(), format!("r{}", (i - 1) % 3 + 1)),
+            (
+                "size".to_string(),
+                ["small", "medium", "large"][usize::from(i - 1) / 3 % 3].to_string(),
+            ),
+        ]);
+        let server = Server {
+            metadata: ObjectMeta {
+                name: Some(format!("server-{i:0width$}")),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            spec: ServerSpec::default(),
+            status: None,
+        };
+        api.create(&PostParams::default(), &server)
+            .await
+            .map_err(|e| format!("cannot create demo server: {e}"))?;
+    }
+    Ok(())
+}

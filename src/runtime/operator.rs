@@ -1,0 +1,142 @@
+//! The operator process, assembled: shared caches, both controllers, the metrics and
+//! health endpoints. `run` and `dev` start it; so do the integration tests, in-process,
+//! against the embedded API server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use kube::Client;
+use kube::api::ListParams;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{Server, ServerClaim};
+use crate::controllers::{self, Caches, Context, Metrics, Options};
+
+use super::http;
+
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    pub options: Options,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`None`: nowhere; port 0: any).
+    pub metrics_addr: Option<SocketAddr>,
+    /// This process's name in events and the lease.
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error(
+        "the Server and ServerClaim CRDs are not installed in this cluster ({0}); install them with `kubectl apply -f manifests/crds/` (or `server-binder crd | kubectl apply -f -`)"
+    )]
+    CrdsMissing(String),
+    #[error("cannot reach the API server: {0}")]
+    Unreachable(#[source] kube::Error),
+    #[error("cannot serve metrics on {addr}: {source}")]
+    MetricsAddr {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running operator.
+pub struct OperatorHandle {
+    pub metrics: Metrics,
+    pub caches: Arc<Caches>,
+    /// Where the metrics endpoint listens, if it does.
+    pub metrics_addr: Option<SocketAddr>,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+    /// Holds leadership for the process when no leader election runs.
+    _leading: watch::Sender<bool>,
+}
+
+/// Checks that both CRDs are served, then starts everything.
+pub async fn start(
+    client: Client,
+    config: OperatorConfig,
+) -> Result<OperatorHandle, OperatorError> {
+    check_crds(&client).await?;
+    let (caches, writers) = Caches::new();
+    let metrics = Metrics::new();
+    let ctx = Arc::new(Context::new(
+        client,
+        caches.clone(),
+        metrics.clone(),
+        config.identity.clone(),
+    ));
+    let shutdown = CancellationToken::new();
+    // Without leader election this process always leads.
+    let (leading_tx, leading) = watch::channel(true);
+    metrics.set_leader(true);
+
+    let mut endpoint = None;
+    let mut metrics_addr = None;
+    if let Some(addr) = config.metrics_addr {
+        let (bound, serve) = http::bind(addr, metrics.clone(), caches.clone(), shutdown.clone())
+            .await
+            .map_err(|source| OperatorError::MetricsAddr { addr, source })?;
+        metrics_addr = Some(bound);
+        endpoint = Some(serve);
+    }
+    let controllers = controllers::run(ctx, writers, config.options, leading, shutdown.clone());
+    let task = tokio::spawn(async move {
+        let http = async {
+            if let Some(serve) = endpoint
+                && let Err(error) = serve.await
+            {
+                tracing::error!(%error, "the metrics endpoint failed");
+            }
+        };
+        futures::join!(controllers, http);
+    });
+    Ok(OperatorHandle {
+        metrics,
+        caches,
+        metrics_addr,
+        shutdown,
+        task,
+        _leading: leading_tx,
+    })
+}
+
+impl OperatorHandle {
+    /// Graceful stop: reconciles in flight finish, then the watches and the endpoint stop.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.task.await;
+    }
+
+    /// Stops at once, mid-reconcile if need be, as a crash would (tests use it).
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Resolves when the operator stops by itself (it should not) or is shut down.
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+}
+
+async fn check_crds(client: &Client) -> Result<(), OperatorError> {
+    let probe = ListParams::default().limit(1);
+    let servers = kube::Api::<Server>::all(client.clone())
+        .list_metadata(&probe)
+        .await;
+    let claims = kube::Api::<ServerClaim>::all(client.clone())
+        .list_metadata(&probe)
+        .await;
+    for result in [servers.map(|_| ()), claims.map(|_| ())] {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Err(OperatorError::CrdsMissing(s.message));
+            }
+            Err(e) => return Err(OperatorError::Unreachable(e)),
+        }
+    }
+    Ok(())
+}
