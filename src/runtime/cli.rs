@@ -72,6 +72,15 @@ pub struct RunArgs {
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
+    /// Run the controllers' writes only while holding a Lease (for more than one replica).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's namespace.
+    #[arg(long, default_value = "server-binder-system")]
+    pub lease_namespace: String,
+    /// The Lease's name.
+    #[arg(long, default_value = "server-binder")]
+    pub lease_name: String,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -143,6 +152,13 @@ async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn run_controllers(args: RunArgs) -> Result<(), String> {
+    if args.leader_elect {
+        // Refuse rather than run unguarded: two replicas without a lease would both write.
+        return Err(format!(
+            "--leader-elect (lease {}/{}) is not available in this build yet; run one replica without it",
+            args.lease_namespace, args.lease_name
+        ));
+    }
     logging::init(args.controllers.log_format);
     let client = kube::Client::try_default().await.map_err(|e| {
         format!("cannot configure a Kubernetes client (in-cluster or KUBECONFIG): {e}")

@@ -1,0 +1,298 @@
+//! The real controllers over real HTTP against the embedded API server: binding, races,
+//! a re-created claim, a crash after every write, and what kubectl shows.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use kube::ResourceExt;
+use kube::api::PostParams;
+use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerPhase};
+use support::*;
+
+async fn count_phase(env: &Env, wanted: ClaimPhase) -> usize {
+    let (_, claims) = env.all().await;
+    claims.iter().filter(|c| phase(c) == Some(wanted)).count()
+}
+
+#[tokio::test]
+async fn forty_claims_for_ten_servers_bind_ten_and_more_when_freed() {
+    let mut env = Env::new().await;
+    for i in 0..10 {
+        env.create_server(&format!("s{i:02}"), &[("size", "large")])
+            .await;
+    }
+    for i in 0..40 {
+        env.create_claim(&format!("c{i:02}")).await;
+    }
+    env.start(8).await;
+    wait_until("10 Bound and 30 Pending NoMatchingServer", || async {
+        let (_, claims) = env.all().await;
+        let bound = claims
+            .iter()
+            .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+            .count();
+        let pending = claims
+            .iter()
+            .filter(|c| {
+                phase(c) == Some(ClaimPhase::Pending)
+                    && bound_reason(c).as_deref() == Some("NoMatchingServer")
+            })
+            .count();
+        bound == 10 && pending == 30
+    })
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+    let used: BTreeSet<_> = claims
+        .iter()
+        .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+        .map(|c| c.spec.server_ref.clone().unwrap().name)
+        .collect();
+    assert_eq!(used.len(), 10, "ten distinct servers");
+
+    let freed: Vec<String> = claims
+        .iter()
+        .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+        .take(5)
+        .map(|c| c.name_any())
+        .collect();
+    for name in &freed {
+        env.delete_claim(name).await;
+    }
+    wait_until("5 more claims bind on the freed servers", || async {
+        let (_, claims) = env.all().await;
+        claims.len() == 35
+            && claims
+                .iter()
+                .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+                .count()
+                == 10
+    })
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+    let metrics = env.operator.as_ref().unwrap().metrics.encode();
+    assert!(
+        metrics.contains("server_binder_binds_total 15"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("server_binder_releases_total{policy=\"Recycle\"} 5"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_recreated_claim_gets_the_server_released_and_binds_afresh() {
+    let mut env = Env::new().await;
+    env.create_server("s1", &[]).await;
+    let old = env.create_claim("c").await;
+    env.start(2).await;
+    wait_until("c Bound", || async {
+        count_phase(&env, ClaimPhase::Bound).await == 1
+    })
+    .await;
+
+    env.delete_claim("c").await;
+    let new = env.create_claim("c").await;
+    assert_ne!(old.uid(), new.uid());
+    wait_until("the new c Bound to s1 by its own uid", || async {
+        let s = env.servers().get("s1").await.unwrap();
+        let c = env.claims().get("c").await.unwrap();
+        phase(&c) == Some(ClaimPhase::Bound)
+            && s.spec.server_claim_ref.as_ref().and_then(|r| r.uid.clone()) == new.uid()
+    })
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// Stops the controllers right after their k-th write (every later write fails, then
+/// the process is killed), restarts them, and checks that they converge. Covers every
+/// write point of a bind, until a k at which the bind completes before any failure.
+#[tokio::test]
+async fn a_crash_after_any_write_of_a_bind_converges() {
+    let mut covered = 0;
+    for k in 0..12 {
+        let mut env = Env::new().await;
+        env.create_server("s1", &[]).await;
+        env.create_claim("c").await;
+        env.apiserver
+            .faults()
+            .fail_after(Env::write_matcher(), k, 100_000, 500);
+        env.start(2).await;
+        wait_until("a failed write or a completed bind", || async {
+            env.writes().1 > 0 || count_phase(&env, ClaimPhase::Bound).await == 1
+        })
+        .await;
+        if env.writes().1 == 0 {
+            break;
+        }
+        covered += 1;
+        env.kill().await;
+        env.apiserver.faults().clear();
+        env.start(2).await;
+        wait_until(
+            &format!("convergence after a crash after write {k}"),
+            || async {
+                let s = env.servers().get("s1").await.unwrap();
+                count_phase(&env, ClaimPhase::Bound).await == 1
+                    && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Bound)
+            },
+        )
+        .await;
+        let (servers, claims) = env.all().await;
+        assert_invariants(&servers, &claims);
+    }
+    assert!(
+        covered >= 4,
+        "a bind has at least four writes; covered {covered}"
+    );
+}
+
+#[tokio::test]
+async fn a_crash_after_any_write_of_a_release_converges() {
+    let mut covered = 0;
+    for k in 0..8 {
+        let mut env = Env::new().await;
+        env.create_server("s1", &[]).await;
+        env.create_claim("c").await;
+        env.start(2).await;
+        wait_until("c Bound", || async {
+            count_phase(&env, ClaimPhase::Bound).await == 1
+        })
+        .await;
+        let (before, _) = env.writes();
+        env.apiserver
+            .faults()
+            .fail_after(Env::write_matcher(), k, 100_000, 500);
+        env.delete_claim("c").await;
+        wait_until("a failed write or a completed release", || async {
+            if env.writes().1 > 0 {
+                return true;
+            }
+            let s = env.servers().get("s1").await.unwrap();
+            s.spec.server_claim_ref.is_none()
+                && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
+        })
+        .await;
+        if env.writes().1 == 0 {
+            break;
+        }
+        assert!(env.writes().0 > before);
+        covered += 1;
+        env.kill().await;
+        env.apiserver.faults().clear();
+        env.start(2).await;
+        wait_until(
+            &format!("release after a crash after write {k}"),
+            || async {
+                let s = env.servers().get("s1").await.unwrap();
+                s.spec.server_claim_ref.is_none()
+                    && s.finalizers().is_empty()
+                    && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
+            },
+        )
+        .await;
+    }
+    assert!(
+        covered >= 1,
+        "a release has at least one write; covered {covered}"
+    );
+}
+
+#[tokio::test]
+async fn two_independent_run_processes_never_bind_two_claims_to_one_server() {
+    let env = Env::new().await;
+    for i in 0..30 {
+        env.create_server(&format!("s{i:02}"), &[]).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_server-binder"))
+            .args(["run", "--concurrency", "4", "--metrics-addr", "127.0.0.1:0"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("server-binder run starts")
+    };
+    let mut a = spawn();
+    let mut b = spawn();
+    for i in 0..30 {
+        let c = ServerClaim::new(&format!("c{i:02}"), ServerClaimSpec::default());
+        env.claims()
+            .create(&PostParams::default(), &c)
+            .await
+            .unwrap();
+    }
+    wait_until("30 claims Bound", || async {
+        let (servers, claims) = env.all().await;
+        assert_invariants(&servers, &claims);
+        count_phase(&env, ClaimPhase::Bound).await == 30
+    })
+    .await;
+    let _ = a.kill();
+    let _ = b.kill();
+    let _ = (a.wait(), b.wait());
+}
+
+// kubectl runs as a blocking child process: the in-process API server needs worker
+// threads of its own meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(4).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let kubectl = |args: &[&str]| {
+        let out = Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/examples/");
+    kubectl(&["apply", "-f", examples]);
+    wait_until("the four example claims Bound", || async {
+        count_phase(&env, ClaimPhase::Bound).await == 4
+    })
+    .await;
+    let table = kubectl(&["get", "scl"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "PHASE", "SERVER", "REASON", "AGE"],
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.starts_with("by-ref")
+            && l.contains("Bound")
+            && l.contains("rack1-small-01")),
+        "{table}"
+    );
+    let servers = kubectl(&["get", "srv"]);
+    assert!(servers.contains("default/by-ref"), "{servers}");
+    let describe = kubectl(&["describe", "serverclaim", "by-ref"]);
+    assert!(
+        describe.contains("claim is bound to server rack1-small-01"),
+        "{describe}"
+    );
+    let describe = kubectl(&["describe", "server", "rack1-small-01"]);
+    assert!(describe.contains("Claimed"), "{describe}");
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}

@@ -1,0 +1,228 @@
+//! The test bed: the embedded API server over real HTTP, the real operator (both
+//! controllers) started and killed in-process, and the protocol's invariants.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
+use server_binder::api::{ClaimPhase, Server, ServerClaim, ServerClaimSpec, ServerSpec};
+use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher};
+use server_binder::controllers::Options;
+use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
+
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub struct Env {
+    pub apiserver: ApiServerHandle,
+    pub client: Client,
+    pub operator: Option<OperatorHandle>,
+}
+
+impl Env {
+    pub async fn new() -> Self {
+        let apiserver = ApiServer::start(Config::default())
+            .await
+            .expect("API server starts");
+        for crd in server_binder::api::crds() {
+            apiserver.install_crd(&crd).await.expect("CRD installs");
+        }
+        let client = apiserver.client();
+        Self {
+            apiserver,
+            client,
+            operator: None,
+        }
+    }
+
+    pub async fn start(&mut self, concurrency: u16) {
+        let config = OperatorConfig {
+            options: Options { concurrency },
+            metrics_addr: None,
+            identity: "test".into(),
+        };
+        let op = operator::start(self.client.clone(), config)
+            .await
+            .expect("operator starts");
+        self.operator = Some(op);
+    }
+
+    /// Stops the controllers at once, as a crash would.
+    pub async fn kill(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.kill().await;
+        }
+    }
+
+    pub fn servers(&self) -> Api<Server> {
+        Api::all(self.client.clone())
+    }
+
+    pub fn claims(&self) -> Api<ServerClaim> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    pub async fn create_server(&self, name: &str, labels: &[(&str, &str)]) -> Server {
+        let mut s = Server::new(name, ServerSpec::default());
+        s.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        self.servers()
+            .create(&PostParams::default(), &s)
+            .await
+            .expect("server created")
+    }
+
+    pub async fn create_claim(&self, name: &str) -> ServerClaim {
+        let c = ServerClaim::new(name, ServerClaimSpec::default());
+        self.claims()
+            .create(&PostParams::default(), &c)
+            .await
+            .expect("claim created")
+    }
+
+    pub async fn delete_claim(&self, name: &str) {
+        self.claims()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("claim deleted");
+    }
+
+    pub async fn all(&self) -> (Vec<Server>, Vec<ServerClaim>) {
+        let lp = ListParams::default();
+        let servers = self.servers().list(&lp).await.expect("list servers").items;
+        let claims = Api::<ServerClaim>::all(self.client.clone())
+            .list(&lp)
+            .await
+            .expect("list claims")
+            .items;
+        (servers, claims)
+    }
+
+    /// Writes the controllers issued to servers and claims (and their status) so far,
+    /// and how many of them the API server failed.
+    pub fn writes(&self) -> (usize, usize) {
+        let writes: Vec<_> = self
+            .apiserver
+            .request_log()
+            .entries()
+            .into_iter()
+            .filter(|r| r.verb == "update" && r.group == "metal.binder.dev")
+            .collect();
+        let failed = writes.iter().filter(|r| r.status >= 500).count();
+        (writes.len(), failed)
+    }
+
+    pub fn write_matcher() -> RequestMatcher {
+        RequestMatcher::any()
+            .verb("update")
+            .group("metal.binder.dev")
+    }
+}
+
+/// Polls `check` until it returns true, failing after `DEADLINE`.
+pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn phase(c: &ServerClaim) -> Option<ClaimPhase> {
+    c.status.as_ref().and_then(|s| s.phase)
+}
+
+pub fn bound_reason(c: &ServerClaim) -> Option<String> {
+    c.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Bound")
+        .map(|c| c.reason.clone())
+}
+
+/// Invariants 1 and 2 of protocol.md, on the objects as stored.
+pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
+    let by_name: HashMap<String, &Server> = servers.iter().map(|s| (s.name_any(), s)).collect();
+    let claim_by_key: HashMap<(String, String), &ServerClaim> = claims
+        .iter()
+        .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), c))
+        .collect();
+    let mut holders: BTreeMap<String, String> = BTreeMap::new();
+    for c in claims
+        .iter()
+        .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+    {
+        let server = c
+            .spec
+            .server_ref
+            .as_ref()
+            .expect("a Bound claim names a server");
+        let s = by_name
+            .get(&server.name)
+            .unwrap_or_else(|| panic!("{} is Bound to missing {}", c.name_any(), server.name));
+        let r = s
+            .spec
+            .server_claim_ref
+            .as_ref()
+            .expect("its server has a ref");
+        assert_eq!(
+            r.uid.as_deref(),
+            c.uid().as_deref(),
+            "server ref carries the claim's uid"
+        );
+        if let Some(other) = holders.insert(server.name.clone(), c.name_any()) {
+            panic!(
+                "two claims Bound to {}: {other} and {}",
+                server.name,
+                c.name_any()
+            );
+        }
+    }
+    for s in servers {
+        let Some(r) = &s.spec.server_claim_ref else {
+            continue;
+        };
+        if s.annotations().contains_key(ANNOTATION_BOUND_BY_CONTROLLER) {
+            let names_it = claim_by_key
+                .get(&(r.namespace.clone(), r.name.clone()))
+                .filter(|c| c.uid() == r.uid)
+                .and_then(|c| c.spec.server_ref.as_ref())
+                .is_some_and(|sr| sr.name == s.name_any());
+            assert!(
+                names_it,
+                "orphaned reservation on {}: {:?}",
+                s.name_any(),
+                r
+            );
+        }
+    }
+}
+
+/// kubectl on PATH, or a loud skip (a failure with SERVER_BINDER_REQUIRE_TOOLS=1).
+pub fn kubectl_present() -> bool {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        if std::env::var("SERVER_BINDER_REQUIRE_TOOLS").as_deref() == Ok("1") {
+            panic!("kubectl is required (SERVER_BINDER_REQUIRE_TOOLS=1) but was not found");
+        }
+        eprintln!("\n!!!!! SKIPPING: kubectl not found on PATH !!!!!\n");
+    }
+    found
+}
