@@ -13,7 +13,7 @@ use prometheus::{
 };
 
 use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
-use crate::binding::{ClaimCatalog, Outcome, ServerCatalog};
+use crate::binding::{ClaimCatalog, LostReason, Outcome, RepairCase, ServerCatalog};
 
 /// Which controller a metric sample is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +201,27 @@ impl Metrics {
         }
         for policy in ["Recycle", "Retain"] {
             releases.with_label_values(&[policy]);
+        }
+        for reason in [
+            LostReason::ServerRefCleared,
+            LostReason::ServerMissing,
+            LostReason::ServerMisbound,
+        ] {
+            lost_claims.with_label_values(&[reason.as_str()]);
+        }
+        let claim_repairs = [RepairCase::ClaimStatus, RepairCase::Adopted];
+        let server_repairs = [
+            RepairCase::ServerRefRestored,
+            RepairCase::Finalizer,
+            RepairCase::RolledBack,
+        ];
+        for (kind, cases) in [
+            (ControllerKind::Claim, &claim_repairs[..]),
+            (ControllerKind::Server, &server_repairs[..]),
+        ] {
+            for case in cases {
+                repairs.with_label_values(&[kind.as_str(), case.as_str()]);
+            }
         }
         Self {
             registry,

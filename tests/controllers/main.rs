@@ -1,6 +1,10 @@
 //! The real controllers over real HTTP against the embedded API server: binding, races,
 //! a re-created claim, a crash after every write, and what kubectl shows.
 
+mod claim_rows;
+mod metrics;
+mod server_rows;
+mod stage;
 mod support;
 
 use std::collections::BTreeSet;

@@ -3,13 +3,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use server_binder::api::{ClaimPhase, Server, ServerClaim, ServerClaimSpec, ServerSpec};
+use server_binder::api::{
+    ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerClaimSpec, ServerPhase, ServerSpec,
+};
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher};
 use server_binder::controllers::Options;
 use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
@@ -39,9 +42,24 @@ impl Env {
     }
 
     pub async fn start(&mut self, concurrency: u16) {
+        self.start_operator(concurrency, None).await;
+    }
+
+    /// Starts the operator with its metrics endpoint on a free loopback port, and
+    /// returns that address.
+    pub async fn start_with_endpoint(&mut self, concurrency: u16) -> SocketAddr {
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        self.start_operator(concurrency, Some(any_port)).await;
+        self.operator
+            .as_ref()
+            .and_then(|op| op.metrics_addr)
+            .expect("the endpoint listens")
+    }
+
+    async fn start_operator(&mut self, concurrency: u16, metrics_addr: Option<SocketAddr>) {
         let config = OperatorConfig {
             options: Options { concurrency },
-            metrics_addr: None,
+            metrics_addr,
             identity: "test".into(),
         };
         let op = operator::start(self.client.clone(), config)
@@ -194,6 +212,12 @@ pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
         let Some(r) = &s.spec.server_claim_ref else {
             continue;
         };
+        // A Retain server keeps its ref to the gone claim until an admin clears it.
+        let retained = s.spec.reclaim_policy == ReclaimPolicy::Retain
+            && s.status.as_ref().and_then(|st| st.phase) == Some(ServerPhase::Released);
+        if retained {
+            continue;
+        }
         if s.annotations().contains_key(ANNOTATION_BOUND_BY_CONTROLLER) {
             let names_it = claim_by_key
                 .get(&(r.namespace.clone(), r.name.clone()))
@@ -212,17 +236,46 @@ pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
 
 /// kubectl on PATH, or a loud skip (a failure with SERVER_BINDER_REQUIRE_TOOLS=1).
 pub fn kubectl_present() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
+    tool_answers("kubectl", &["version", "--client"])
+}
+
+/// GET `http://addr{path}`: the status code and the body.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::client::legacy::Client as HttpClient;
+    use hyper_util::rt::TokioExecutor;
+
+    let client = HttpClient::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+    let uri: http::Uri = format!("http://{addr}{path}").parse().expect("a URI");
+    let response = client.get(uri).await.expect("the endpoint answers");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A tool beyond the Rust toolchain on PATH (`--version` succeeds), or a loud skip
+/// (a failure with SERVER_BINDER_REQUIRE_TOOLS=1).
+pub fn tool_present(tool: &str) -> bool {
+    tool_answers(tool, &["--version"])
+}
+
+fn tool_answers(tool: &str, args: &[&str]) -> bool {
+    let found = Command::new(tool)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !found {
         if std::env::var("SERVER_BINDER_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!("kubectl is required (SERVER_BINDER_REQUIRE_TOOLS=1) but was not found");
+            panic!("{tool} is required (SERVER_BINDER_REQUIRE_TOOLS=1) but was not found");
         }
-        eprintln!("\n!!!!! SKIPPING: kubectl not found on PATH !!!!!\n");
+        eprintln!("\n!!!!! SKIPPING: {tool} not found on PATH !!!!!\n");
     }
     found
 }

@@ -1,0 +1,316 @@
+//! The metrics endpoint as Prometheus sees it: after a real scenario the exposition
+//! passes `promtool check metrics` and its figures match the objects; and a real
+//! Prometheus server scrapes `server-binder dev` and answers a query for binds.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use server_binder::api::{ClaimPhase, ServerPhase};
+
+use crate::stage::*;
+use crate::support::*;
+
+/// Every metric family protocol.md lists, as exposed.
+const FAMILIES: &[&str] = &[
+    "server_binder_claims",
+    "server_binder_servers",
+    "server_binder_bind_duration_seconds",
+    "server_binder_binds_total",
+    "server_binder_releases_total",
+    "server_binder_rebinds_total",
+    "server_binder_lost_claims_total",
+    "server_binder_repairs_total",
+    "server_binder_api_writes_total",
+    "server_binder_reconcile_duration_seconds",
+    "server_binder_reconcile_errors_total",
+    "server_binder_leader",
+];
+
+/// 8 claims for 6 servers (one `Retain`); then the claims on the Retain server and on
+/// one Recycle server are deleted, and a waiting claim takes the recycled one.
+#[tokio::test]
+async fn the_exposition_passes_promtool_and_matches_the_objects() {
+    let mut env = Env::new().await;
+    for i in 0..5 {
+        env.put_server(server(&format!("s{i}"))).await;
+    }
+    env.put_server(server("s5").retain()).await;
+    for i in 0..8 {
+        env.create_claim(&format!("c{i}")).await;
+    }
+    let addr = env.start_with_endpoint(2).await;
+
+    let bound_to = |claims: &[server_binder::api::ServerClaim], server: &str| {
+        claims
+            .iter()
+            .find(|c| phase(c) == Some(ClaimPhase::Bound) && server_ref(c) == Some(server))
+            .map(|c| c.name_any())
+    };
+    wait_until("6 Bound and 2 Pending", || async {
+        let (_, claims) = env.all().await;
+        let bound = claims
+            .iter()
+            .filter(|c| phase(c) == Some(ClaimPhase::Bound));
+        let pending = claims
+            .iter()
+            .filter(|c| phase(c) == Some(ClaimPhase::Pending));
+        bound.count() == 6 && pending.count() == 2
+    })
+    .await;
+    let (_, claims) = env.all().await;
+    let on_retain = bound_to(&claims, "s5").expect("a claim on s5");
+    let on_recycle = bound_to(&claims, "s0").expect("a claim on s0");
+    env.delete_claim(&on_retain).await;
+    env.delete_claim(&on_recycle).await;
+    wait_until(
+        "s5 Released, s0 re-bound, 5 Bound and 1 Pending",
+        || async {
+            let (servers, claims) = env.all().await;
+            let s5 = servers.iter().find(|s| s.name_any() == "s5");
+            let released = s5.is_some_and(|s| server_is(s, ServerPhase::Released, "Released"));
+            let bound = claims
+                .iter()
+                .filter(|c| phase(c) == Some(ClaimPhase::Bound));
+            released && bound_to(&claims, "s0").is_some() && bound.count() == 5 && claims.len() == 6
+        },
+    )
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+
+    // The gauges are computed from the caches at scrape time; the caches may trail the
+    // objects just read by a watch event or two.
+    let gauges_match = |text: &str| {
+        let sample = |name: &str, labels: &[(&str, &str)]| sample(text, name, labels);
+        sample(
+            "server_binder_claims",
+            &[("namespace", "default"), ("phase", "Bound")],
+        ) == 5.0
+            && sample(
+                "server_binder_claims",
+                &[("namespace", "default"), ("phase", "Pending")],
+            ) == 1.0
+            && sample("server_binder_servers", &[("phase", "Bound")]) == 5.0
+            && sample("server_binder_servers", &[("phase", "Released")]) == 1.0
+            && sample("server_binder_servers", &[("phase", "Available")]) == 0.0
+    };
+    wait_until(
+        "the claims and servers gauges match the objects",
+        || async { gauges_match(&http_get(addr, "/metrics").await.1) },
+    )
+    .await;
+    let (status, text) = http_get(addr, "/metrics").await;
+    assert_eq!(status, 200);
+    for family in FAMILIES {
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} missing from:\n{text}"
+        );
+    }
+    assert!(gauges_match(&text), "{text}");
+    let sample = |name: &str, labels: &[(&str, &str)]| sample(&text, name, labels);
+    // 6 binds, then one more on the recycled server; one release per deleted bound claim.
+    assert_eq!(sample("server_binder_binds_total", &[]), 7.0);
+    assert_eq!(
+        sample("server_binder_bind_duration_seconds_count", &[]),
+        7.0
+    );
+    assert_eq!(
+        sample("server_binder_releases_total", &[("policy", "Recycle")]),
+        1.0
+    );
+    assert_eq!(
+        sample("server_binder_releases_total", &[("policy", "Retain")]),
+        1.0
+    );
+    assert_eq!(sample("server_binder_leader", &[]), 1.0);
+    let ok_writes = sample(
+        "server_binder_api_writes_total",
+        &[
+            ("controller", "claim"),
+            ("resource", "serverclaims"),
+            ("result", "ok"),
+        ],
+    );
+    assert!(
+        ok_writes >= 14.0,
+        "at least two claim writes per bind: {ok_writes}"
+    );
+    let (_, errors) = env.writes();
+    assert_eq!(errors, 0);
+
+    assert_eq!(http_get(addr, "/healthz").await.0, 200);
+    assert_eq!(http_get(addr, "/readyz").await.0, 200);
+
+    if tool_present("promtool") {
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool starts");
+        use std::io::Write;
+        check
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = check.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `server-binder dev` on free ports: the process, its kubeconfig and its metrics address
+/// (read from the line it prints).
+fn start_dev(dir: &std::path::Path) -> (Reaped, std::path::PathBuf, SocketAddr) {
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_server-binder"))
+        .args([
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("server-binder dev starts");
+    // Keep reading its output to the end: a closed pipe would fail its next print.
+    let (first_line, first) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = first_line.send(line);
+        }
+        lines.for_each(drop);
+    });
+    let first = first
+        .recv_timeout(DEADLINE)
+        .expect("dev prints where it listens");
+    let metrics = first
+        .split("metrics at http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no metrics address in {first:?}"));
+    (Reaped(child), kubeconfig, metrics)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A real Prometheus scrapes `server-binder dev` after the examples bind, and its query
+/// API returns `server_binder_binds_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_dev_and_answers_for_binds() {
+    if !kubectl_present() || !tool_present("prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, kubeconfig, metrics) = start_dev(dir.path());
+
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/examples/");
+    let apply = Command::new("kubectl")
+        .args(["apply", "-f", examples])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    wait_until("the 4 examples bound (per /metrics)", || async {
+        http_get(metrics, "/metrics")
+            .await
+            .1
+            .contains("server_binder_binds_total 4")
+    })
+    .await;
+
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: server-binder\n    static_configs:\n      - targets: ['{metrics}']\n"
+        ),
+    )
+    .unwrap();
+    let web = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let log_path = dir.path().join("prometheus.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let _prometheus = Reaped(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("prometheus starts"),
+    );
+
+    // Prometheus takes a few seconds to start and scrape; wait on the answer itself.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let answer = loop {
+        let query = "/api/v1/query?query=server_binder_binds_total";
+        if let Some(value) = prometheus_value(web, query).await {
+            break value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never returned server_binder_binds_total; its log:\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(answer, "4", "Prometheus saw the four binds");
+    let up = prometheus_value(web, "/api/v1/query?query=up%7Bjob%3D%22server-binder%22%7D").await;
+    assert_eq!(up.as_deref(), Some("1"), "the target is up");
+}
+
+/// The value of the first sample of an instant query, if Prometheus answers with one.
+async fn prometheus_value(web: SocketAddr, query: &str) -> Option<String> {
+    if std::net::TcpStream::connect(web).is_err() {
+        return None;
+    }
+    let (status, body) = http_get(web, query).await;
+    if status != 200 {
+        return None;
+    }
+    let json: serde_json::Value = serde_json::from_str(&body).ok()?;
+    json["data"]["result"][0]["value"][1]
+        .as_str()
+        .map(str::to_string)
+}

@@ -1,0 +1,409 @@
+//! Every row of the server controller's table (docs/binding.md, protocol.md), end to end,
+//! staged as in `claim_rows.rs`. Three rows are the server's side of a state a claim row
+//! already stages, and are asserted there on both objects:
+//!
+//! | server row | test |
+//! |---|---|
+//! | `FillUid` (name-only R, the claim names S) | `claim_rows::unbound_claim_naming_its_reserved_server_waits_for_the_uid` |
+//! | `ReservedAwaitingAdoption` (name-only R, the claim names nothing) | `claim_rows::unbound_claim_adopts_a_server_reserved_for_it_by_name` |
+//! | `BoundAwaitingAdoption` (R has the uid, the claim names nothing) | `claim_rows::unbound_claim_adopts_a_server_that_recorded_it_before_a_crash` |
+//! | `ClaimForWinner` restoring a lost ref | `claim_rows::bound_claim_whose_server_lost_its_ref_stays_bound_and_the_ref_is_restored` |
+//! | `RollBack` of a ref to a Lost claim | `claim_rows::bound_claim_with_its_server_ref_cleared_goes_lost` |
+
+use kube::ResourceExt;
+use server_binder::api::names::*;
+use server_binder::api::{ClaimPhase, ServerPhase};
+
+use crate::stage::*;
+use crate::support::{Env, assert_invariants};
+
+const CLAIM: &str = "ServerClaim";
+const SERVER: &str = "Server";
+
+// ---- S is being deleted ----
+
+/// A live claim holds S → the finalizer stays, Bound / DeletionBlocked, Warning once; once
+/// the claim goes, the finalizer goes and S with it.
+#[tokio::test]
+async fn deleting_server_held_by_a_live_claim_is_blocked_until_the_claim_goes() {
+    let mut env = Env::new().await;
+    let c = env.put_claim(claim("c").bound("s1")).await;
+    env.put_server(server("s1").bound_to(&c)).await;
+    env.delete_server("s1").await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Bound / DeletionBlocked", |s| {
+            server_is(s, ServerPhase::Bound, "DeletionBlocked")
+        })
+        .await;
+    assert!(protected(&s) && s.metadata.deletion_timestamp.is_some());
+    let note = env
+        .wait_event(SERVER, "s1", "Warning", "DeletionBlocked")
+        .await;
+    assert!(note.contains("default/c"), "{note}");
+    assert_eq!(
+        env.count_events(SERVER, "s1", "DeletionBlocked").await,
+        1,
+        "warned once"
+    );
+    let c = env.claim("c").await.unwrap();
+    assert!(
+        is(&c, ClaimPhase::Bound, "Bound"),
+        "the tenant keeps the machine"
+    );
+
+    env.delete_claim("c").await;
+    env.wait_server_gone("s1").await;
+}
+
+/// No ref (a stale finalizer) → drop the finalizer; the API server removes S.
+#[tokio::test]
+async fn deleting_server_without_a_claim_goes() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1").protected()).await;
+    env.delete_server("s1").await;
+    env.start(2).await;
+    env.wait_server_gone("s1").await;
+}
+
+/// R has a uid whose claim is not in the cache → a live GET first ([a]); gone → allowed.
+#[tokio::test]
+async fn deleting_server_whose_claim_is_gone_goes_after_a_live_read() {
+    let mut env = Env::new().await;
+    env.put_server(
+        server("s1")
+            .bound_to_uid("c", "uid-of-a-deleted-c")
+            .by_controller()
+            .protected(),
+    )
+    .await;
+    env.delete_server("s1").await;
+    env.start(2).await;
+    env.wait_server_gone("s1").await;
+    assert!(
+        env.read_live("serverclaims", "c"),
+        "confirmed by a live GET of c"
+    );
+}
+
+/// R's claim is Lost (bind-completed, serverRef cleared): it will never adopt S, so it
+/// does not block the deletion ([c]).
+#[tokio::test]
+async fn deleting_server_held_only_by_a_lost_claim_goes() {
+    let mut env = Env::new().await;
+    let c = env
+        .put_claim(
+            claim("c")
+                .bind_completed()
+                .phase(ClaimPhase::Lost, "ServerRefCleared"),
+        )
+        .await;
+    env.put_server(server("s1").bound_to(&c)).await;
+    env.delete_server("s1").await;
+    env.start(2).await;
+    env.wait_server_gone("s1").await;
+}
+
+// ---- R empty ----
+
+/// Claims name S → the winner (user-chosen before controller-chosen, though younger) gets
+/// R with its uid, `bound-by-controller` and the finalizer in one write; Normal Claimed.
+#[tokio::test]
+async fn free_server_named_by_claims_goes_to_the_winner() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1")).await;
+    env.put_claim(claim("controller-chosen").chose("s1")).await;
+    env.put_claim(claim("user-chosen").names("s1")).await;
+    env.start(2).await;
+
+    let (_, s) = wait_bound(&env, "user-chosen", "s1").await;
+    assert!(has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
+    assert_eq!(
+        s.status.as_ref().and_then(|s| s.claim.as_deref()),
+        Some("default/user-chosen"),
+        "the Claim column"
+    );
+    let note = env.wait_event(SERVER, "s1", "Normal", "Claimed").await;
+    assert!(
+        note.starts_with("server is claimed by default/user-chosen (uid "),
+        "{note}"
+    );
+    // The loser withdraws and, with no other server, waits.
+    let loser = env
+        .wait_claim("controller-chosen", "Pending / NoMatchingServer", |c| {
+            is(c, ClaimPhase::Pending, "NoMatchingServer")
+        })
+        .await;
+    assert_eq!(server_ref(&loser), None);
+    env.wait_event(CLAIM, "controller-chosen", "Normal", "Rebinding")
+        .await;
+}
+
+/// No claim names S → Available; a stale finalizer and `bound-by-controller` (left by a
+/// hand edit of R) go.
+#[tokio::test]
+async fn free_server_nobody_names_is_available_and_tidied() {
+    let mut env = Env::new().await;
+    env.put_server(
+        server("s1")
+            .by_controller()
+            .protected()
+            .phase(ServerPhase::Bound),
+    )
+    .await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Available without finalizer", |s| {
+            server_is(s, ServerPhase::Available, "Available") && !protected(s)
+        })
+        .await;
+    assert!(!has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
+    assert_eq!(s.status.as_ref().unwrap().claim, None);
+}
+
+// ---- R has no uid: a reservation by name ----
+
+/// No claim of that name → Available / Reserved, still reserved.
+#[tokio::test]
+async fn server_reserved_for_a_missing_claim_stays_reserved() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1").reserved_for("ghost")).await;
+    env.put_claim(claim("other")).await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Available / Reserved", |s| {
+            server_is(s, ServerPhase::Available, "Reserved")
+        })
+        .await;
+    assert_eq!(
+        claim_ref(&s),
+        Some(("ghost", None)),
+        "the user's reservation stays"
+    );
+    assert_eq!(
+        s.status.as_ref().unwrap().claim.as_deref(),
+        Some("default/ghost")
+    );
+    // Another claim cannot take it.
+    env.wait_claim("other", "Pending / NoMatchingServer", |c| {
+        is(c, ClaimPhase::Pending, "NoMatchingServer")
+    })
+    .await;
+}
+
+/// The claim names S but S cannot serve it ([h]) → stays Available / Reserved; the
+/// claim reports the mismatch.
+#[tokio::test]
+async fn server_reserved_for_a_claim_it_cannot_serve_stays_reserved() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1").reserved_for("c").unclaimable())
+        .await;
+    env.put_claim(claim("c").names("s1")).await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Available / Reserved", |s| {
+            server_is(s, ServerPhase::Available, "Reserved")
+        })
+        .await;
+    assert_eq!(claim_ref(&s), Some(("c", None)), "no uid filled in");
+    env.wait_claim("c", "Pending / ServerMismatch", |c| {
+        is(c, ClaimPhase::Pending, "ServerMismatch")
+    })
+    .await;
+}
+
+/// The claim names another server → nothing to do: Available / Reserved.
+#[tokio::test]
+async fn server_reserved_for_a_claim_bound_elsewhere_stays_reserved() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1").reserved_for("c")).await;
+    env.put_server(server("s2")).await;
+    env.put_claim(claim("c").names("s2")).await;
+    env.start(2).await;
+
+    wait_bound(&env, "c", "s2").await;
+    let s1 = env
+        .wait_server("s1", "Available / Reserved", |s| {
+            server_is(s, ServerPhase::Available, "Reserved")
+        })
+        .await;
+    assert_eq!(claim_ref(&s1), Some(("c", None)));
+}
+
+// ---- R has a uid ----
+
+/// The claim is gone (confirmed live), Recycle, controller-made R → R, the annotation
+/// and the finalizer go; Available; Normal Released.
+#[tokio::test]
+async fn server_whose_claim_is_gone_is_recycled() {
+    let mut env = Env::new().await;
+    env.put_server(
+        server("s1")
+            .bound_to_uid("c", "uid-of-a-deleted-c")
+            .by_controller()
+            .protected()
+            .phase(ServerPhase::Bound),
+    )
+    .await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Available / Available", |s| {
+            server_is(s, ServerPhase::Available, "Available")
+        })
+        .await;
+    assert_eq!(claim_ref(&s), None);
+    assert!(!protected(&s) && !has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
+    let note = env.wait_event(SERVER, "s1", "Normal", "Released").await;
+    assert!(note.contains("default/c"), "{note}");
+    assert!(
+        env.read_live("serverclaims", "c"),
+        "confirmed by a live GET of c"
+    );
+    assert_eq!(
+        env.metric("server_binder_releases_total", &[("policy", "Recycle")]),
+        1.0
+    );
+}
+
+/// The same with a user-made R → only the uid goes; the name stays reserved.
+#[tokio::test]
+async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
+    let mut env = Env::new().await;
+    env.put_server(
+        server("s1")
+            .bound_to_uid("c", "uid-of-a-deleted-c")
+            .protected()
+            .phase(ServerPhase::Bound),
+    )
+    .await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Available / Reserved", |s| {
+            server_is(s, ServerPhase::Available, "Reserved")
+        })
+        .await;
+    assert_eq!(claim_ref(&s), Some(("c", None)));
+    assert!(!protected(&s));
+    env.wait_event(SERVER, "s1", "Normal", "Released").await;
+    // A new claim of that name gets it.
+    env.put_claim(claim("c")).await;
+    wait_bound(&env, "c", "s1").await;
+}
+
+/// Retain → Released, R stays, the finalizer goes; no claim can take it.
+#[tokio::test]
+async fn server_whose_claim_is_gone_is_retained_for_an_admin() {
+    let mut env = Env::new().await;
+    env.put_server(
+        server("s1")
+            .retain()
+            .bound_to_uid("c", "uid-of-a-deleted-c")
+            .by_controller()
+            .protected()
+            .phase(ServerPhase::Bound),
+    )
+    .await;
+    env.put_claim(claim("next")).await;
+    env.start(2).await;
+
+    let s = env
+        .wait_server("s1", "Released / Released", |s| {
+            server_is(s, ServerPhase::Released, "Released")
+        })
+        .await;
+    assert_eq!(claim_ref(&s), Some(("c", Some("uid-of-a-deleted-c"))));
+    assert!(!protected(&s));
+    env.wait_event(SERVER, "s1", "Normal", "Released").await;
+    assert_eq!(
+        env.metric("server_binder_releases_total", &[("policy", "Retain")]),
+        1.0
+    );
+    env.wait_claim("next", "Pending / NoMatchingServer", |c| {
+        is(c, ClaimPhase::Pending, "NoMatchingServer")
+    })
+    .await;
+}
+
+/// The claim names S → ensure Bound and the finalizer (here missing: a repair).
+#[tokio::test]
+async fn bound_server_missing_its_finalizer_gets_it_back() {
+    let mut env = Env::new().await;
+    let c = env.put_claim(claim("c").bound("s1")).await;
+    env.put_server(
+        server("s1")
+            .bound_to_uid("c", &c.uid().unwrap())
+            .by_controller(),
+    )
+    .await;
+    env.start(2).await;
+
+    wait_bound(&env, "c", "s1").await;
+    assert_eq!(
+        env.metric(
+            "server_binder_repairs_total",
+            &[("controller", "server"), ("case", "finalizer")]
+        ),
+        1.0
+    );
+}
+
+/// The claim names another server, controller-made R → roll back: R cleared, Available,
+/// Normal RolledBack.
+#[tokio::test]
+async fn server_whose_claim_went_elsewhere_rolls_back() {
+    let mut env = Env::new().await;
+    let c = env.put_claim(claim("c").names("s2")).await;
+    env.put_server(server("s1").bound_to(&c)).await;
+    env.put_server(server("s2")).await;
+    env.start(2).await;
+
+    wait_bound(&env, "c", "s2").await;
+    let s1 = env
+        .wait_server("s1", "Available / Available", |s| {
+            server_is(s, ServerPhase::Available, "Available")
+        })
+        .await;
+    assert_eq!(claim_ref(&s1), None);
+    assert!(!protected(&s1) && !has_annotation(&s1, ANNOTATION_BOUND_BY_CONTROLLER));
+    env.wait_event(SERVER, "s1", "Normal", "RolledBack").await;
+    assert_eq!(
+        env.metric(
+            "server_binder_repairs_total",
+            &[("controller", "server"), ("case", "rolled_back")]
+        ),
+        1.0
+    );
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// The same with a user-made R → the name stays, the uid goes: Available / Reserved.
+#[tokio::test]
+async fn server_whose_claim_went_elsewhere_keeps_a_users_reservation() {
+    let mut env = Env::new().await;
+    let c = env.put_claim(claim("c").names("s2")).await;
+    env.put_server(
+        server("s1")
+            .bound_to_uid("c", &c.uid().unwrap())
+            .protected()
+            .phase(ServerPhase::Bound),
+    )
+    .await;
+    env.put_server(server("s2")).await;
+    env.start(2).await;
+
+    wait_bound(&env, "c", "s2").await;
+    let s1 = env
+        .wait_server("s1", "Available / Reserved", |s| {
+            server_is(s, ServerPhase::Available, "Reserved")
+        })
+        .await;
+    assert_eq!(claim_ref(&s1), Some(("c", None)), "the user's name stays");
+    env.wait_event(SERVER, "s1", "Normal", "RolledBack").await;
+}

@@ -1,0 +1,467 @@
+//! Staging half-bound states through the API (as a crashed controller or a user would
+//! leave them) with the controllers stopped, and reading back what the controllers did:
+//! objects, events, metrics and the live reads they made.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use server_binder::api::names::*;
+use server_binder::api::*;
+
+use crate::support::{Env, wait_until};
+
+/// A `Server` to stage.
+pub struct ServerDraft {
+    server: Server,
+    status: Option<ServerStatus>,
+}
+
+pub fn server(name: &str) -> ServerDraft {
+    ServerDraft {
+        server: Server::new(name, ServerSpec::default()),
+        status: None,
+    }
+}
+
+impl ServerDraft {
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.server
+            .labels_mut()
+            .insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// A user's reservation by name (no uid).
+    pub fn reserved_for(mut self, claim: &str) -> Self {
+        self.server.spec.server_claim_ref = Some(ServerClaimRef {
+            namespace: "default".into(),
+            name: claim.into(),
+            uid: None,
+        });
+        self
+    }
+
+    /// A ref with a uid: bound to that incarnation of the claim (`uid` of a claim that
+    /// does not exist stands for one that was deleted).
+    pub fn bound_to_uid(mut self, claim: &str, uid: &str) -> Self {
+        self.server.spec.server_claim_ref = Some(ServerClaimRef {
+            namespace: "default".into(),
+            name: claim.into(),
+            uid: Some(uid.into()),
+        });
+        self
+    }
+
+    /// Bound to `claim`, as the server controller writes it: ref with uid,
+    /// `bound-by-controller`, the finalizer and phase Bound.
+    pub fn bound_to(self, claim: &ServerClaim) -> Self {
+        self.bound_to_uid(&claim.name_any(), &claim.uid().expect("a stored claim"))
+            .by_controller()
+            .protected()
+            .phase(ServerPhase::Bound)
+    }
+
+    pub fn by_controller(mut self) -> Self {
+        self.server
+            .annotations_mut()
+            .insert(ANNOTATION_BOUND_BY_CONTROLLER.into(), ANNOTATION_YES.into());
+        self
+    }
+
+    pub fn protected(mut self) -> Self {
+        self.server
+            .finalizers_mut()
+            .push(FINALIZER_SERVER_PROTECTION.into());
+        self
+    }
+
+    pub fn retain(mut self) -> Self {
+        self.server.spec.reclaim_policy = ReclaimPolicy::Retain;
+        self
+    }
+
+    pub fn unclaimable(mut self) -> Self {
+        self.server.spec.unclaimable = true;
+        self
+    }
+
+    pub fn taint(mut self, key: &str) -> Self {
+        self.server.spec.taints.push(Taint {
+            key: key.into(),
+            value: None,
+            effect: TaintEffect::NoBind,
+        });
+        self
+    }
+
+    pub fn phase(mut self, phase: ServerPhase) -> Self {
+        let claim = self.server.spec.server_claim_ref.as_ref();
+        self.status = Some(ServerStatus {
+            phase: Some(phase),
+            claim: claim.map(|r| format!("{}/{}", r.namespace, r.name)),
+            observed_generation: Some(1),
+            conditions: vec![condition(
+                &format!("{phase:?}"),
+                phase == ServerPhase::Bound,
+            )],
+        });
+        self
+    }
+}
+
+/// A `ServerClaim` to stage, in namespace `default`.
+pub struct ClaimDraft {
+    claim: ServerClaim,
+    status: Option<ServerClaimStatus>,
+}
+
+pub fn claim(name: &str) -> ClaimDraft {
+    ClaimDraft {
+        claim: ServerClaim::new(name, ServerClaimSpec::default()),
+        status: None,
+    }
+}
+
+impl ClaimDraft {
+    /// A user-written `serverRef` (a pre-bound claim).
+    pub fn names(mut self, server: &str) -> Self {
+        self.claim.spec.server_ref = Some(ServerRef {
+            name: server.into(),
+        });
+        self
+    }
+
+    /// A `serverRef` the claim controller chose: the ref with `pre-bound`.
+    pub fn chose(self, server: &str) -> Self {
+        self.names(server).pre_bound()
+    }
+
+    pub fn pre_bound(mut self) -> Self {
+        self.claim
+            .annotations_mut()
+            .insert(ANNOTATION_PRE_BOUND.into(), ANNOTATION_YES.into());
+        self
+    }
+
+    pub fn bind_completed(mut self) -> Self {
+        self.claim
+            .annotations_mut()
+            .insert(ANNOTATION_BIND_COMPLETED.into(), ANNOTATION_YES.into());
+        self
+    }
+
+    pub fn selects(mut self, key: &str, value: &str) -> Self {
+        self.claim
+            .spec
+            .server_selector
+            .get_or_insert_with(Default::default)
+            .match_labels
+            .insert(key.into(), value.into());
+        self
+    }
+
+    pub fn tolerates(mut self, key: &str) -> Self {
+        self.claim.spec.tolerations.push(Toleration {
+            key: key.into(),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: None,
+        });
+        self
+    }
+
+    /// A status as the claim controller writes it; a `Bound` one carries `boundTime`.
+    pub fn phase(mut self, phase: ClaimPhase, reason: &str) -> Self {
+        let mut bound = condition(reason, phase == ClaimPhase::Bound);
+        bound.reason = reason.into();
+        self.status = Some(ServerClaimStatus {
+            phase: Some(phase),
+            conditions: vec![bound],
+            bound_time: Some(Time(jiff_now())),
+        });
+        self
+    }
+
+    /// A bound claim as the claim controller leaves it.
+    pub fn bound(self, server: &str) -> Self {
+        self.chose(server)
+            .bind_completed()
+            .phase(ClaimPhase::Bound, "Bound")
+    }
+}
+
+fn jiff_now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}
+
+fn condition(reason: &str, status: bool) -> Condition {
+    Condition {
+        type_: CONDITION_BOUND.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: format!("staged by the test: {reason}"),
+        last_transition_time: Time(jiff_now()),
+        observed_generation: Some(1),
+    }
+}
+
+/// What the controllers recorded about one object.
+#[derive(Debug)]
+pub struct Recorded {
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    /// How often it happened (a repeat is recorded once, as a series).
+    pub count: usize,
+}
+
+impl Env {
+    pub async fn put_server(&self, draft: ServerDraft) -> Server {
+        let created = self
+            .servers()
+            .create(&PostParams::default(), &draft.server)
+            .await
+            .expect("staged server created");
+        match draft.status {
+            None => created,
+            Some(status) => self
+                .servers()
+                .patch_status(
+                    &created.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": status })),
+                )
+                .await
+                .expect("staged server status written"),
+        }
+    }
+
+    pub async fn put_claim(&self, draft: ClaimDraft) -> ServerClaim {
+        let created = self
+            .claims()
+            .create(&PostParams::default(), &draft.claim)
+            .await
+            .expect("staged claim created");
+        match draft.status {
+            None => created,
+            Some(status) => self
+                .claims()
+                .patch_status(
+                    &created.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": status })),
+                )
+                .await
+                .expect("staged claim status written"),
+        }
+    }
+
+    /// Asks for the server's deletion; a finalizer keeps it, marked as deleting.
+    pub async fn delete_server(&self, name: &str) {
+        self.servers()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("server delete accepted");
+    }
+
+    pub async fn server(&self, name: &str) -> Option<Server> {
+        self.servers().get_opt(name).await.expect("get server")
+    }
+
+    pub async fn claim(&self, name: &str) -> Option<ServerClaim> {
+        self.claims().get_opt(name).await.expect("get claim")
+    }
+
+    /// Waits until the server satisfies `check`, and returns it.
+    pub async fn wait_server(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Server) -> bool,
+    ) -> Server {
+        wait_until(&format!("server {name}: {what}"), || async {
+            self.server(name).await.is_some_and(|s| check(&s))
+        })
+        .await;
+        self.server(name).await.expect("still there")
+    }
+
+    /// Waits until the claim satisfies `check`, and returns it.
+    pub async fn wait_claim(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&ServerClaim) -> bool,
+    ) -> ServerClaim {
+        wait_until(&format!("claim {name}: {what}"), || async {
+            self.claim(name).await.is_some_and(|c| check(&c))
+        })
+        .await;
+        self.claim(name).await.expect("still there")
+    }
+
+    /// Every event recorded about the object (`kind` Server or ServerClaim), oldest first.
+    pub async fn events(&self, kind: &str, name: &str) -> Vec<Recorded> {
+        let events = Api::<Event>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .expect("list events")
+            .items;
+        events
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.kind.as_deref() == Some(kind)
+                    && e.involved_object.name.as_deref() == Some(name)
+            })
+            .map(|e| Recorded {
+                type_: e.type_.unwrap_or_default(),
+                reason: e.reason.unwrap_or_default(),
+                note: e.message.unwrap_or_default(),
+                count: e.count.map_or(1, |n| n.max(1) as usize),
+            })
+            .collect()
+    }
+
+    /// Waits for an event of this type and reason on the object and returns its note.
+    pub async fn wait_event(&self, kind: &str, name: &str, type_: &str, reason: &str) -> String {
+        let find = || async {
+            self.events(kind, name)
+                .await
+                .into_iter()
+                .find(|e| e.type_ == type_ && e.reason == reason)
+        };
+        wait_until(&format!("{type_} {reason} on {kind} {name}"), || async {
+            find().await.is_some()
+        })
+        .await;
+        find().await.expect("found").note
+    }
+
+    /// How often an event of this reason happened to the object, repeats included.
+    pub async fn count_events(&self, kind: &str, name: &str, reason: &str) -> usize {
+        self.events(kind, name)
+            .await
+            .iter()
+            .filter(|e| e.reason == reason)
+            .map(|e| e.count)
+            .sum()
+    }
+
+    /// Waits until the server is gone from the API.
+    pub async fn wait_server_gone(&self, name: &str) {
+        wait_until(&format!("server {name} gone"), || async {
+            self.server(name).await.is_none()
+        })
+        .await;
+    }
+
+    /// The value of one sample of the operator's metrics (see [`sample`]).
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let text = self.operator.as_ref().expect("running").metrics.encode();
+        sample(&text, name, labels)
+    }
+
+    /// Whether a controller read the object live (a GET by name, not a list or watch).
+    pub fn read_live(&self, resource: &str, name: &str) -> bool {
+        self.apiserver
+            .request_log()
+            .entries()
+            .iter()
+            .any(|r| r.verb == "get" && r.resource == resource && r.name.as_deref() == Some(name))
+    }
+}
+
+// ---- What the tests assert on ----
+
+/// The value of one sample in a Prometheus text exposition (`labels` in any order), or 0
+/// when the series was never touched.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let wanted: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, labels) = match series.split_once('{') {
+                Some((m, rest)) => (m, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let found: BTreeMap<&str, &str> = labels
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k, v.trim_matches('"')))
+                .collect();
+            (metric == name && found == wanted).then(|| value.parse().expect("a number"))
+        })
+        .unwrap_or(0.0)
+}
+
+pub fn claim_phase_reason(c: &ServerClaim) -> (Option<ClaimPhase>, Option<String>) {
+    (crate::support::phase(c), crate::support::bound_reason(c))
+}
+
+pub fn server_phase_reason(s: &Server) -> (Option<ServerPhase>, Option<String>) {
+    let status = s.status.as_ref();
+    (
+        status.and_then(|s| s.phase),
+        status
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_BOUND))
+            .map(|c| c.reason.clone()),
+    )
+}
+
+pub fn is(c: &ServerClaim, phase: ClaimPhase, reason: &str) -> bool {
+    claim_phase_reason(c) == (Some(phase), Some(reason.to_string()))
+}
+
+pub fn server_is(s: &Server, phase: ServerPhase, reason: &str) -> bool {
+    server_phase_reason(s) == (Some(phase), Some(reason.to_string()))
+}
+
+pub fn server_ref(c: &ServerClaim) -> Option<&str> {
+    c.spec.server_ref.as_ref().map(|r| r.name.as_str())
+}
+
+pub fn claim_ref(s: &Server) -> Option<(&str, Option<&str>)> {
+    s.spec
+        .server_claim_ref
+        .as_ref()
+        .map(|r| (r.name.as_str(), r.uid.as_deref()))
+}
+
+pub fn has_annotation(obj: &impl ResourceExt, key: &str) -> bool {
+    obj.annotations().contains_key(key)
+}
+
+pub fn protected(s: &Server) -> bool {
+    s.finalizers()
+        .iter()
+        .any(|f| f == FINALIZER_SERVER_PROTECTION)
+}
+
+/// A claim bound to `server` as protocol.md defines it (invariant 1), with the server's
+/// side agreeing.
+pub fn bound_pair(c: &ServerClaim, s: &Server) -> bool {
+    is(c, ClaimPhase::Bound, "Bound")
+        && server_ref(c) == Some(s.name_any().as_str())
+        && has_annotation(c, ANNOTATION_BIND_COMPLETED)
+        && claim_ref(s) == Some((c.name_any().as_str(), c.uid().as_deref()))
+        && protected(s)
+        && server_is(s, ServerPhase::Bound, "Bound")
+}
+
+/// Waits until claim `c` and server `s` are bound to each other, and returns both.
+pub async fn wait_bound(env: &Env, c: &str, s: &str) -> (ServerClaim, Server) {
+    wait_until(&format!("{c} and {s} bound to each other"), || async {
+        match (env.claim(c).await, env.server(s).await) {
+            (Some(claim), Some(server)) => bound_pair(&claim, &server),
+            _ => false,
+        }
+    })
+    .await;
+    (env.claim(c).await.unwrap(), env.server(s).await.unwrap())
+}
