@@ -201,16 +201,16 @@ impl ApiServerHandle {
 
     /// Like [`Self::client`], without panicking.
     pub fn try_client(&self) -> Result<kube::Client, Error> {
-        let uri: http::Uri = self
-            .url()
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| Error::Api {
-                code: 0,
-                message: e.to_string(),
-            })?;
+        Ok(kube::Client::try_from(self.client_config())?)
+    }
+
+    /// The client configuration [`Self::client`] uses, for a caller that wants to add
+    /// to it (headers, timeouts) before building its own client.
+    pub fn client_config(&self) -> kube::Config {
+        let uri: http::Uri = self.url().parse().expect("the server's own URL parses");
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
-        Ok(kube::Client::try_from(config)?)
+        config
     }
 
     /// A kubeconfig with one context for this server, namespace `default`.

@@ -2,6 +2,7 @@
 //! (and, with `--leader-elect`, leader election).
 
 pub mod cli;
+pub mod client;
 mod dev;
 mod http;
 pub mod logging;
