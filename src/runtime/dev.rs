@@ -43,7 +43,10 @@ pub async fn run(args: DevArgs) -> Result<(), String> {
         metrics_addr: Some(args.metrics_addr),
         identity: identity(),
     };
-    let operator = operator::start(client, config)
+    // The controllers get a client of their own, as they would in a cluster.
+    let controllers_client = super::client::operator_client(apiserver.client_config())
+        .map_err(|e| format!("cannot build the controllers' client: {e}"))?;
+    let operator = operator::start(controllers_client, config)
         .await
         .map_err(|e| e.to_string())?;
 

@@ -2,6 +2,7 @@
 //! a re-created claim, a crash after every write, and what kubectl shows.
 
 mod claim_rows;
+mod cli;
 mod metrics;
 mod server_rows;
 mod stage;

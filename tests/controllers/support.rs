@@ -62,7 +62,11 @@ impl Env {
             metrics_addr,
             identity: "test".into(),
         };
-        let op = operator::start(self.client.clone(), config)
+        // The operator's own client, with its User-Agent, as `run` and `dev` build it.
+        let client =
+            server_binder::runtime::client::operator_client(self.apiserver.client_config())
+                .expect("the operator's client");
+        let op = operator::start(client, config)
             .await
             .expect("operator starts");
         self.operator = Some(op);

@@ -1,0 +1,129 @@
+//! Bad input at the command line gets a non-zero exit and a message that says what to
+//! do, from the real binary: no CRDs in the cluster, no API server, a taken port, a
+//! flag out of range.
+
+use std::net::TcpListener;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use server_binder::apiserver::{ApiServer, Config};
+
+use crate::support::DEADLINE;
+
+/// Runs the binary to its end (failing the test if it runs past the deadline).
+fn server_binder(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_server-binder"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(path) = kubeconfig {
+        cmd.env("KUBECONFIG", path);
+    }
+    let mut child = cmd.spawn().expect("the binary starts");
+    let deadline = Instant::now() + DEADLINE;
+    while child.try_wait().expect("waitable").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("server-binder {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("its output")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_fails_saying(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected a failure: {out:?}");
+    let err = stderr(out);
+    assert!(err.contains(needle), "stderr lacks {needle:?}:\n{err}");
+}
+
+// The blocking child needs the in-process API server to keep serving: worker threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_the_crds_exits_with_an_install_hint() {
+    let apiserver = ApiServer::start(Config::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let out = tokio::task::spawn_blocking(move || {
+        server_binder(&["run", "--metrics-addr", "127.0.0.1:0"], Some(&kubeconfig))
+    })
+    .await
+    .unwrap();
+    assert_fails_saying(&out, "kubectl apply -f manifests/crds/");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_without_an_api_server_says_it_cannot_reach_it() {
+    // A kubeconfig for an API server that has stopped since.
+    let apiserver = ApiServer::start(Config::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    apiserver.shutdown().await;
+    let out = tokio::task::spawn_blocking(move || {
+        server_binder(&["run", "--metrics-addr", "127.0.0.1:0"], Some(&kubeconfig))
+    })
+    .await
+    .unwrap();
+    assert_fails_saying(&out, "cannot reach the API server");
+}
+
+#[test]
+fn dev_on_a_taken_port_says_so() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let out = server_binder(
+        &[
+            "dev",
+            "--listen",
+            &addr,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_fails_saying(
+        &out,
+        &format!("cannot start the embedded API server on {addr}"),
+    );
+}
+
+#[test]
+fn dev_with_a_taken_metrics_port_says_so() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let out = server_binder(
+        &[
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            &addr,
+            "--kubeconfig-out",
+            kubeconfig.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_fails_saying(&out, &format!("cannot serve metrics on {addr}"));
+}
+
+#[test]
+fn flags_out_of_range_are_refused_before_anything_starts() {
+    let out = server_binder(&["run", "--concurrency", "0"], None);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert_fails_saying(&out, "--concurrency");
+    let out = server_binder(&["run", "--log-format", "yaml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_fails_saying(&out, "possible values: text, json");
+}
