@@ -1,6 +1,11 @@
 //! The binding core, tested without I/O: every table row, the PV binder's scenarios,
 //! the free-server index against brute force, and an exhaustive model check.
 
+// The model check's states are clones of small Kubernetes objects: allocation is most
+// of its time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod claim_table;
 mod index_props;
 mod model;
