@@ -42,6 +42,8 @@ pub async fn run(args: DevArgs) -> Result<(), String> {
         },
         metrics_addr: Some(args.metrics_addr),
         identity: identity(),
+        // One process: nobody to elect.
+        leader_election: None,
     };
     let operator = operator::start(client, config)
         .await

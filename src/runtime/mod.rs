@@ -1,9 +1,10 @@
 //! The process around the controllers: command line, HTTP endpoints, signals, logging
-//! (and, with `--leader-elect`, leader election).
+//! and, with `--leader-elect`, leader election.
 
 pub mod cli;
 mod dev;
 mod http;
+pub mod leader;
 pub mod logging;
 pub mod operator;
 pub mod signals;

@@ -43,6 +43,7 @@ impl Env {
             options: Options { concurrency },
             metrics_addr: None,
             identity: "test".into(),
+            leader_election: None,
         };
         let op = operator::start(self.client.clone(), config)
             .await
