@@ -49,6 +49,8 @@ pub const DEFAULT_LEASE_DURATION_SECS: u64 = 15;
 pub const MIN_LEASE_DURATION_SECS: u64 = 2;
 /// While a renewal is due but not yet seen, the holder reads the Lease this often.
 const CONFIRM_EVERY: Duration = Duration::from_millis(100);
+/// The longest a graceful stop waits to release the Lease.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first wait after a manager failed (doubling up to `retry`).
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
@@ -429,7 +431,8 @@ impl Elector {
             };
             m.release().await
         };
-        match timeout(t.duration, release).await {
+        // Within the pod's termination grace period (30 s in deployment.yaml).
+        match timeout(t.duration.min(RELEASE_TIMEOUT), release).await {
             Ok(Ok(())) => {
                 tracing::info!(identity = %self.identity, lease = %self.lease(), "released the Lease");
             }

@@ -58,13 +58,14 @@ impl Replica {
         name: &'static str,
         kubeconfig: &Path,
         dir: &Path,
+        lease_ns: &str,
         lease_secs: u64,
         pod_name: Option<&str>,
     ) -> Self {
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = dir.join(format!("{name}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_server-binder"));
-        cmd.args(["run", "--leader-elect", "--lease-namespace", NS])
+        cmd.args(["run", "--leader-elect", "--lease-namespace", lease_ns])
             .args(["--lease-name", LEASE, "--concurrency", "4"])
             .args(["--lease-duration", &lease_secs.to_string()])
             .args(["--metrics-addr", &metrics.to_string()])
@@ -200,10 +201,21 @@ impl Bed {
     }
 
     fn spawn(&self, name: &'static str, lease_secs: u64, pod_name: Option<&str>) -> Replica {
+        self.spawn_in(NS, name, lease_secs, pod_name)
+    }
+
+    fn spawn_in(
+        &self,
+        lease_ns: &str,
+        name: &'static str,
+        lease_secs: u64,
+        pod_name: Option<&str>,
+    ) -> Replica {
         Replica::spawn(
             name,
             &self.kubeconfig,
             self.dir.path(),
+            lease_ns,
             lease_secs,
             pod_name,
         )
@@ -582,4 +594,55 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_term_ends() {
     bed.env.apiserver.faults().clear();
     wait_one_leads(&bed, &[&replicas[0], &replicas[1]]).await;
     wait_until("the claim Bound", || async { bed.bound().await == 1 }).await;
+}
+
+#[tokio::test]
+async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
+    let _serial = SERIAL.lock().await;
+    let bed = Bed::new().await;
+    // The Lease's namespace does not exist: the Lease can be neither read nor created.
+    const ELSEWHERE: &str = "not-there-yet";
+    bed.env.create_server("s1", &[]).await;
+    let a = bed.spawn_in(ELSEWHERE, "a", 4, None);
+    wait_until("a alive, not ready, not leading", || async {
+        http_get(a.metrics, "/healthz").await.map(|r| r.0) == Some(200)
+            && a.readyz().await
+                == Some((
+                    503,
+                    "leader election not running: cannot reach the Lease\n".into(),
+                ))
+            && a.leader().await == Some(0)
+    })
+    .await;
+    // Its caches are synced meanwhile (they hold s1): the Lease keeps it unready.
+    wait_until("a's cache holds s1", || async {
+        http_get(a.metrics, "/metrics")
+            .await
+            .is_some_and(|(_, body)| body.contains("server_binder_servers{phase=\"Available\"} 1"))
+    })
+    .await;
+    assert_eq!(a.readyz().await.unwrap().0, 503);
+
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(ELSEWHERE.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(bed.env.client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    wait_until("a creates the Lease, leads and is ready", || async {
+        let holder = Api::<Lease>::namespaced(bed.env.client.clone(), ELSEWHERE)
+            .get_opt(LEASE)
+            .await
+            .unwrap()
+            .and_then(|l| l.spec?.holder_identity);
+        holder.as_deref() == Some(a.identity.as_str())
+            && a.leader().await == Some(1)
+            && a.readyz().await.map(|r| r.0) == Some(200)
+    })
+    .await;
 }
