@@ -9,7 +9,7 @@
 //! Without a tool on PATH the tests that need it say loudly that they skip; with
 //! `SERVER_BINDER_REQUIRE_TOOLS=1` (set by `.ci/run`) a missing tool fails instead.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -309,71 +309,21 @@ fn read_dockerfile() -> Dockerfile {
     d
 }
 
-/// Checks container args against the `run` contract (the flags the lead's `run`
-/// subcommand takes) and returns the flags with their values.
-///
-/// `server-binder run [--concurrency N] [--metrics-addr ADDR] [--log-format text|json]
-///  [--leader-elect] [--lease-namespace NS] [--lease-name NAME]`
-fn parse_run_contract(args: &[&str]) -> BTreeMap<String, String> {
-    assert_eq!(
-        args.first(),
-        Some(&"run"),
-        "the subcommand is run: {args:?}"
-    );
-    let mut flags = BTreeMap::new();
-    let mut rest = args[1..].iter();
-    while let Some(arg) = rest.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_owned())),
-            None => (*arg, None),
-        };
-        let takes_value = match flag {
-            "--leader-elect" => false,
-            "--concurrency" | "--metrics-addr" | "--log-format" | "--lease-namespace"
-            | "--lease-name" => true,
-            other => panic!("`run {other}` is not in the run contract: {args:?}"),
-        };
-        let value = if takes_value {
-            inline
-                .or_else(|| rest.next().map(|v| (*v).to_owned()))
-                .unwrap_or_else(|| panic!("{flag} needs a value: {args:?}"))
-        } else {
-            assert!(inline.is_none(), "{flag} takes no value");
-            "true".to_owned()
-        };
-        assert!(
-            flags.insert(flag.to_owned(), value).is_none(),
-            "{flag} given twice"
-        );
-    }
-    if let Some(n) = flags.get("--concurrency") {
-        assert!(n.parse::<u32>().is_ok_and(|n| n > 0), "--concurrency {n}");
-    }
-    if let Some(f) = flags.get("--log-format") {
-        assert!(["text", "json"].contains(&f.as_str()), "--log-format {f}");
-    }
-    flags
-}
-
-/// The args through the crate's real command line, once it has a `run` subcommand.
-/// Until then (the controllers land on another branch) the contract above is all
-/// there is, and this says so.
-fn parse_with_the_real_cli(args: &[&str]) {
-    use clap::{CommandFactory, Parser};
-    let cli = server_binder::runtime::cli::Cli::command();
-    if cli.find_subcommand("run").is_none() {
-        // TODO(lead): once `run` is merged this branch is dead; drop it and keep only
-        // the try_parse_from below.
-        eprintln!(
-            "note: server_binder::runtime::cli::Cli has no `run` subcommand yet; the Deployment's args were checked against the run contract only"
-        );
-        return;
-    }
+/// The Deployment's args through the crate's real command line.
+fn parse_run(args: &[&str]) -> server_binder::runtime::cli::RunArgs {
+    use clap::Parser;
+    use server_binder::runtime::cli::{Cli, Command};
     let argv: Vec<&str> = std::iter::once("server-binder")
         .chain(args.iter().copied())
         .collect();
-    if let Err(e) = server_binder::runtime::cli::Cli::try_parse_from(&argv) {
-        panic!("the Deployment's args do not parse with the real command line: {argv:?}\n{e}");
+    match Cli::try_parse_from(&argv) {
+        Ok(Cli {
+            command: Command::Run(run),
+        }) => run,
+        Ok(_) => panic!("the Deployment does not run `server-binder run`: {argv:?}"),
+        Err(e) => {
+            panic!("the Deployment's args do not parse with the real command line: {argv:?}\n{e}")
+        }
     }
 }
 
@@ -452,25 +402,21 @@ fn deployment_matches_the_command_line_and_the_image() {
                 .collect()
         }
     };
-    let flags = parse_run_contract(&args);
-    parse_with_the_real_cli(&args);
+    let run = parse_run(&args);
+    assert!(run.leader_elect, "two replicas need --leader-elect");
     assert_eq!(
-        flags.get("--leader-elect").map(String::as_str),
-        Some("true")
+        run.controllers.log_format,
+        server_binder::runtime::logging::LogFormat::Json
     );
-    assert_eq!(flags.get("--log-format").map(String::as_str), Some("json"));
-    assert_eq!(flags["--lease-namespace"], NAMESPACE);
+    assert_eq!(run.lease_namespace, NAMESPACE);
     assert_eq!(deployment["metadata"]["namespace"], NAMESPACE);
 
     // The leader-election Role is for that Lease, in that namespace.
     let role = find(&objects, "Role", "server-binder-leader-election");
-    assert_eq!(
-        role["metadata"]["namespace"],
-        flags["--lease-namespace"].as_str()
-    );
+    assert_eq!(role["metadata"]["namespace"], run.lease_namespace.as_str());
     for rule in role["rules"].as_array().unwrap() {
         if let Some(names) = rule.get("resourceNames") {
-            assert_eq!(strs(names), [flags["--lease-name"].as_str()]);
+            assert_eq!(strs(names), [run.lease_name.as_str()]);
         }
     }
 
@@ -488,7 +434,7 @@ fn deployment_matches_the_command_line_and_the_image() {
 
     // One port for metrics and probes: --metrics-addr's, the container's, the
     // probes', the image's EXPOSE and the Service's target.
-    let addr: SocketAddr = flags["--metrics-addr"].parse().expect("--metrics-addr");
+    let addr: SocketAddr = run.metrics_addr;
     let port = u64::from(addr.port());
     assert!(
         addr.ip().is_unspecified(),
@@ -563,40 +509,6 @@ fn deployment_matches_the_command_line_and_the_image() {
     labels_match(&pdb["spec"]["selector"]["matchLabels"], pod_labels);
 }
 
-/// Every API call the controllers make: (scope, apiGroup, resource, verb). `cluster`
-/// is the ClusterRole, `namespace` the Role in the controller's own namespace. Keep it
-/// in step with manifests/base/clusterrole.yaml and leader-election-role.yaml.
-const ALLOWED: &[(&str, &str, &str, &[&str])] = &[
-    (
-        "cluster",
-        "metal.binder.dev",
-        "servers",
-        &["get", "list", "watch", "update"],
-    ),
-    ("cluster", "metal.binder.dev", "servers/status", &["update"]),
-    (
-        "cluster",
-        "metal.binder.dev",
-        "serverclaims",
-        &["get", "list", "watch", "update"],
-    ),
-    (
-        "cluster",
-        "metal.binder.dev",
-        "serverclaims/status",
-        &["update"],
-    ),
-    // kube's event Recorder.
-    ("cluster", "events.k8s.io", "events", &["create", "patch"]),
-    // Leader election (kube-lease-manager), the lead to confirm.
-    (
-        "namespace",
-        "coordination.k8s.io",
-        "leases",
-        &["get", "create", "update", "patch"],
-    ),
-];
-
 fn granted(objects: &[Value], kind: &str, name: &str) -> BTreeSet<(String, String, String)> {
     let role = find(objects, kind, name);
     let mut out = BTreeSet::new();
@@ -627,20 +539,17 @@ fn granted(objects: &[Value], kind: &str, name: &str) -> BTreeSet<(String, Strin
     out
 }
 
-fn allowed(scope: &str) -> BTreeSet<(String, String, String)> {
-    ALLOWED
-        .iter()
-        .filter(|(s, ..)| *s == scope)
-        .flat_map(|(_, g, r, verbs)| {
-            verbs
-                .iter()
-                .map(|v| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
-        })
-        .collect()
+/// One file of manifests/base, parsed.
+fn base_file(name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(path(&format!("manifests/base/{name}"))).unwrap();
+    vec![serde_saphyr::from_str(&text).expect("YAML")]
 }
 
+/// The shape of the RBAC objects. What they grant is checked against the controllers'
+/// real requests by tests/controllers/rbac.rs, which reads the files in manifests/base;
+/// here the built install must grant exactly what those files say.
 #[test]
-fn rbac_grants_exactly_the_calls_the_controllers_make() {
+fn rbac_is_one_clusterrole_and_one_lease_role_bound_to_the_service_account() {
     if !kubectl_present() {
         return;
     }
@@ -661,15 +570,21 @@ fn rbac_grants_exactly_the_calls_the_controllers_make() {
         ],
         "one ClusterRole and one Role, nothing else"
     );
-    // Nothing more than the table, and nothing less (a missing verb is a controller
-    // that fails with 403).
     assert_eq!(
         granted(&objects, "ClusterRole", "server-binder"),
-        allowed("cluster")
+        granted(
+            &base_file("clusterrole.yaml"),
+            "ClusterRole",
+            "server-binder"
+        )
     );
     assert_eq!(
         granted(&objects, "Role", "server-binder-leader-election"),
-        allowed("namespace")
+        granted(
+            &base_file("leader-election-role.yaml"),
+            "Role",
+            "server-binder-leader-election"
+        )
     );
     let role = find(&objects, "Role", "server-binder-leader-election");
     assert_eq!(role["metadata"]["namespace"], NAMESPACE);

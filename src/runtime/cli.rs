@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use super::leader::{self, LeaderElection};
 use super::logging::{self, LogFormat};
 use super::operator::{self, OperatorConfig};
 use super::signals;
@@ -73,6 +74,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
     /// Run the controllers' writes only while holding a Lease (for more than one replica).
+    /// The identity is $POD_NAME, else `<hostname>-<pid>`.
     #[arg(long)]
     pub leader_elect: bool,
     /// The Lease's namespace.
@@ -81,6 +83,16 @@ pub struct RunArgs {
     /// The Lease's name.
     #[arg(long, default_value = "server-binder")]
     pub lease_name: String,
+    /// The Lease's term in seconds: a standby takes over at most about this long after
+    /// the leader dies (within 2 s when it stops). The leader renews at two thirds of the
+    /// term and stops leading at five sixths of it unless its renewal landed.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = leader::DEFAULT_LEASE_DURATION_SECS,
+        value_parser = clap::value_parser!(u64).range(leader::MIN_LEASE_DURATION_SECS..=3600)
+    )]
+    pub lease_duration: u64,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -152,42 +164,65 @@ async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn run_controllers(args: RunArgs) -> Result<(), String> {
-    if args.leader_elect {
-        // Refuse rather than run unguarded: two replicas without a lease would both write.
-        return Err(format!(
-            "--leader-elect (lease {}/{}) is not available in this build yet; run one replica without it",
-            args.lease_namespace, args.lease_name
-        ));
-    }
     logging::init(args.controllers.log_format);
-    let client = kube::Client::try_default().await.map_err(|e| {
+    let kube_config = kube::Config::infer().await.map_err(|e| {
         format!("cannot configure a Kubernetes client (in-cluster or KUBECONFIG): {e}")
     })?;
+    let client = super::client::operator_client(kube_config)
+        .map_err(|e| format!("cannot build a Kubernetes client: {e}"))?;
+    let identity = identity();
+    let leader_election = args.leader_elect.then(|| LeaderElection {
+        namespace: args.lease_namespace.clone(),
+        name: args.lease_name.clone(),
+        lease_duration_secs: args.lease_duration,
+    });
     let config = OperatorConfig {
         options: Options {
             concurrency: args.controllers.concurrency,
         },
         metrics_addr: Some(args.metrics_addr),
-        identity: identity(),
+        identity: identity.clone(),
+        leader_election,
     };
-    let operator = operator::start(client, config)
+    let mut operator = operator::start(client, config)
         .await
         .map_err(|e| e.to_string())?;
-    tracing::info!(metrics = ?operator.metrics_addr, "server-binder is running");
-    signals::terminated()
-        .await
-        .map_err(|e| format!("cannot wait for signals: {e}"))?;
+    tracing::info!(
+        metrics = ?operator.metrics_addr,
+        identity,
+        leader_elect = args.leader_elect,
+        "server-binder is running"
+    );
+    tokio::select! {
+        signalled = signals::terminated() => {
+            signalled.map_err(|e| format!("cannot wait for signals: {e}"))?;
+        }
+        _ = operator.wait() => return Err("the controllers stopped unexpectedly".into()),
+    }
     tracing::info!("shutting down");
     operator.shutdown().await;
+    tracing::info!("stopped");
     Ok(())
 }
 
-/// This process's name in events: the pod's name in a cluster, else host and pid.
+/// This process's name in events and the Lease: the pod's name in a cluster
+/// (`POD_NAME`, from the downward API), else `<hostname>-<pid>`, so that two processes
+/// on one machine never share one.
 pub fn identity() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| format!("server-binder-{}", std::process::id()))
+    let hostname = hostname::get().ok().and_then(|h| h.into_string().ok());
+    choose_identity(std::env::var("POD_NAME").ok(), hostname, std::process::id())
+}
+
+/// [`identity`] from its inputs.
+pub fn choose_identity(pod_name: Option<String>, hostname: Option<String>, pid: u32) -> String {
+    let present = |s: &String| !s.trim().is_empty();
+    match pod_name.filter(present) {
+        Some(pod) => pod,
+        None => {
+            let host = hostname.filter(present);
+            format!("{}-{pid}", host.as_deref().unwrap_or("server-binder"))
+        }
+    }
 }
 
 async fn bench(target: BenchTarget) -> Result<(), String> {
@@ -211,5 +246,58 @@ async fn bench(target: BenchTarget) -> Result<(), String> {
         Ok(())
     } else {
         Err("the benchmark's watchers did not all see every write (see above)".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pod_name_wins_else_host_and_pid() {
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            choose_identity(some("server-binder-7d9f-x2x9q"), some("node-1"), 42),
+            "server-binder-7d9f-x2x9q"
+        );
+        assert_eq!(choose_identity(None, some("node-1"), 42), "node-1-42");
+        assert_eq!(choose_identity(some(""), some("node-1"), 42), "node-1-42");
+        assert_eq!(choose_identity(None, some("node-1"), 43), "node-1-43");
+        assert_eq!(choose_identity(None, None, 42), "server-binder-42");
+        assert_eq!(choose_identity(some(" "), some(""), 7), "server-binder-7");
+    }
+
+    #[test]
+    fn run_takes_the_lease_flags() {
+        let cli = Cli::try_parse_from([
+            "server-binder",
+            "run",
+            "--leader-elect",
+            "--lease-namespace",
+            "ns",
+            "--lease-name",
+            "l",
+            "--lease-duration",
+            "3",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("run")
+        };
+        assert!(args.leader_elect);
+        assert_eq!(
+            (args.lease_namespace.as_str(), args.lease_name.as_str()),
+            ("ns", "l")
+        );
+        assert_eq!(args.lease_duration, 3);
+        let Command::Run(args) = Cli::try_parse_from(["server-binder", "run"])
+            .unwrap()
+            .command
+        else {
+            panic!("run")
+        };
+        assert!(!args.leader_elect);
+        assert_eq!(args.lease_duration, leader::DEFAULT_LEASE_DURATION_SECS);
+        assert!(Cli::try_parse_from(["server-binder", "run", "--lease-duration", "1"]).is_err());
     }
 }

@@ -42,6 +42,8 @@ pub async fn run(args: DevArgs) -> Result<(), String> {
         },
         metrics_addr: Some(args.metrics_addr),
         identity: identity(),
+        // One process: nobody to elect.
+        leader_election: None,
     };
     // The controllers get a client of their own, as they would in a cluster.
     let controllers_client = super::client::operator_client(apiserver.client_config())

@@ -1,6 +1,7 @@
 //! The metrics address: `/metrics` (Prometheus text format), `/healthz` (the process is
-//! alive) and `/readyz` (the caches are synced; with leader election a synced standby is
-//! ready too, so a rolling update never waits on the lease).
+//! alive) and `/readyz` (the caches are synced and, with leader election, this process
+//! leads or is a healthy standby: its lease manager runs and reads the Lease; so a
+//! rolling update never waits on the lease).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,12 +14,14 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::leader::ElectionStatus;
 use crate::controllers::{Caches, Metrics};
 
 #[derive(Clone)]
 struct Endpoints {
     metrics: Metrics,
     caches: Arc<Caches>,
+    election: Option<ElectionStatus>,
 }
 
 /// Binds `addr` (so a taken port fails at startup, not later) and returns the bound
@@ -27,6 +30,7 @@ pub async fn bind(
     addr: SocketAddr,
     metrics: Metrics,
     caches: Arc<Caches>,
+    election: Option<ElectionStatus>,
     shutdown: CancellationToken,
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
     let listener = TcpListener::bind(addr).await?;
@@ -35,7 +39,11 @@ pub async fn bind(
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(Endpoints { metrics, caches });
+        .with_state(Endpoints {
+            metrics,
+            caches,
+            election,
+        });
     let serve = async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown.cancelled_owned())
@@ -57,9 +65,16 @@ async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
 }
 
 async fn readyz(State(e): State<Endpoints>) -> impl IntoResponse {
-    if e.caches.has_synced() {
-        (StatusCode::OK, "ok\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n")
+    if !e.caches.has_synced() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n");
+    }
+    match &e.election {
+        None => (StatusCode::OK, "ok\n"),
+        Some(election) if election.is_leading() => (StatusCode::OK, "ok: leading\n"),
+        Some(election) if election.is_healthy() => (StatusCode::OK, "ok: standby\n"),
+        Some(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "leader election not running: cannot reach the Lease\n",
+        ),
     }
 }

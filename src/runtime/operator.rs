@@ -1,6 +1,6 @@
-//! The operator process, assembled: shared caches, both controllers, the metrics and
-//! health endpoints. `run` and `dev` start it; so do the integration tests, in-process,
-//! against the embedded API server.
+//! The operator process, assembled: shared caches, both controllers, leader election
+//! (optional), the metrics and health endpoints. `run` and `dev` start it; so do the
+//! integration tests, in-process, against the embedded API server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use crate::api::{Server, ServerClaim};
 use crate::controllers::{self, Caches, Context, Metrics, Options};
 
 use super::http;
+use super::leader::{ElectionStatus, Elector, LeaderElection};
 
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
@@ -23,6 +24,9 @@ pub struct OperatorConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// This process's name in events and the lease.
     pub identity: String,
+    /// Contend for this Lease and run the controllers' writes only while holding it.
+    /// `None`: this process always leads.
+    pub leader_election: Option<LeaderElection>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -47,10 +51,12 @@ pub struct OperatorHandle {
     pub caches: Arc<Caches>,
     /// Where the metrics endpoint listens, if it does.
     pub metrics_addr: Option<SocketAddr>,
+    /// The election's state, with leader election.
+    pub election: Option<ElectionStatus>,
     shutdown: CancellationToken,
     task: JoinHandle<()>,
     /// Holds leadership for the process when no leader election runs.
-    _leading: watch::Sender<bool>,
+    _leading: Option<watch::Sender<bool>>,
 }
 
 /// Checks that both CRDs are served, then starts everything.
@@ -68,21 +74,58 @@ pub async fn start(
         config.identity.clone(),
     ));
     let shutdown = CancellationToken::new();
-    // Without leader election this process always leads.
-    let (leading_tx, leading) = watch::channel(true);
-    metrics.set_leader(true);
+    let (elector, leading, election, always_leading) = match config.leader_election {
+        Some(lease) => {
+            let (elector, leading, status) = Elector::new(
+                ctx.client.clone(),
+                lease,
+                config.identity.clone(),
+                metrics.clone(),
+            );
+            (Some(elector), leading, Some(status), None)
+        }
+        None => {
+            // Without leader election this process always leads.
+            let (tx, leading) = watch::channel(true);
+            metrics.set_leader(true);
+            (None, leading, None, Some(tx))
+        }
+    };
 
+    // The endpoint outlives the controllers and the lease by a little: it stops last.
+    let http_stop = CancellationToken::new();
     let mut endpoint = None;
     let mut metrics_addr = None;
     if let Some(addr) = config.metrics_addr {
-        let (bound, serve) = http::bind(addr, metrics.clone(), caches.clone(), shutdown.clone())
-            .await
-            .map_err(|source| OperatorError::MetricsAddr { addr, source })?;
+        let (bound, serve) = http::bind(
+            addr,
+            metrics.clone(),
+            caches.clone(),
+            election.clone(),
+            http_stop.clone(),
+        )
+        .await
+        .map_err(|source| OperatorError::MetricsAddr { addr, source })?;
         metrics_addr = Some(bound);
         endpoint = Some(serve);
     }
     let controllers = controllers::run(ctx, writers, config.options, leading, shutdown.clone());
     let task = tokio::spawn(async move {
+        // A graceful stop, in order: the controllers finish their reconciles in flight;
+        // then the Lease is released (no write of ours can follow it); then the endpoint
+        // stops.
+        let election_stop = CancellationToken::new();
+        let controllers = async {
+            controllers.await;
+            election_stop.cancel();
+        };
+        let election = async {
+            if let Some(elector) = elector {
+                elector.run(election_stop.clone()).await;
+            }
+            election_stop.cancelled().await;
+            http_stop.cancel();
+        };
         let http = async {
             if let Some(serve) = endpoint
                 && let Err(error) = serve.await
@@ -90,26 +133,29 @@ pub async fn start(
                 tracing::error!(%error, "the metrics endpoint failed");
             }
         };
-        futures::join!(controllers, http);
+        futures::join!(controllers, election, http);
     });
     Ok(OperatorHandle {
         metrics,
         caches,
         metrics_addr,
+        election,
         shutdown,
         task,
-        _leading: leading_tx,
+        _leading: always_leading,
     })
 }
 
 impl OperatorHandle {
-    /// Graceful stop: reconciles in flight finish, then the watches and the endpoint stop.
+    /// Graceful stop: reconciles in flight finish, then the watches stop, the Lease (if
+    /// held) is released and the endpoint stops.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.task.await;
     }
 
-    /// Stops at once, mid-reconcile if need be, as a crash would (tests use it).
+    /// Stops at once, mid-reconcile if need be, as a crash would (tests use it); a held
+    /// Lease is not released.
     pub async fn kill(self) {
         self.task.abort();
         let _ = self.task.await;

@@ -3,7 +3,9 @@
 
 mod claim_rows;
 mod cli;
+mod leader;
 mod metrics;
+mod rbac;
 mod server_rows;
 mod stage;
 mod support;

@@ -220,13 +220,6 @@ fn start_dev(dir: &std::path::Path) -> (Reaped, std::path::PathBuf, SocketAddr) 
     (Reaped(child), kubeconfig, metrics)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// A real Prometheus scrapes `server-binder dev` after the examples bind, and its query
 /// API returns `server_binder_binds_total`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,10 +295,7 @@ async fn prometheus_scrapes_dev_and_answers_for_binds() {
 
 /// The value of the first sample of an instant query, if Prometheus answers with one.
 async fn prometheus_value(web: SocketAddr, query: &str) -> Option<String> {
-    if std::net::TcpStream::connect(web).is_err() {
-        return None;
-    }
-    let (status, body) = http_get(web, query).await;
+    let (status, body) = try_http_get(web, query).await?;
     if status != 200 {
         return None;
     }

@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
 use server_binder::api::{
@@ -15,6 +16,7 @@ use server_binder::api::{
 };
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher};
 use server_binder::controllers::Options;
+use server_binder::runtime::leader::LeaderElection;
 use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -42,25 +44,66 @@ impl Env {
     }
 
     pub async fn start(&mut self, concurrency: u16) {
-        self.start_operator(concurrency, None).await;
+        self.start_operator(concurrency, None, None).await;
+    }
+
+    /// Starts the operator with leader election on the Lease `namespace/name` (creating
+    /// the namespace), and waits until it leads.
+    pub async fn start_leading(&mut self, concurrency: u16, namespace: &str, name: &str) {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("the Lease's namespace");
+        let election = LeaderElection {
+            namespace: namespace.into(),
+            name: name.into(),
+            lease_duration_secs: 2,
+        };
+        self.start_operator(concurrency, None, Some(election)).await;
+        let metrics = self.operator.as_ref().unwrap().metrics.clone();
+        wait_until("the operator leads", || {
+            let leads = metrics.encode().contains("server_binder_leader 1");
+            async move { leads }
+        })
+        .await;
+    }
+
+    /// Stops the operator gracefully, as on SIGTERM (the Lease, if any, is released).
+    pub async fn stop(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.shutdown().await;
+        }
     }
 
     /// Starts the operator with its metrics endpoint on a free loopback port, and
     /// returns that address.
     pub async fn start_with_endpoint(&mut self, concurrency: u16) -> SocketAddr {
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-        self.start_operator(concurrency, Some(any_port)).await;
+        self.start_operator(concurrency, Some(any_port), None).await;
         self.operator
             .as_ref()
             .and_then(|op| op.metrics_addr)
             .expect("the endpoint listens")
     }
 
-    async fn start_operator(&mut self, concurrency: u16, metrics_addr: Option<SocketAddr>) {
+    async fn start_operator(
+        &mut self,
+        concurrency: u16,
+        metrics_addr: Option<SocketAddr>,
+        leader_election: Option<LeaderElection>,
+    ) {
         let config = OperatorConfig {
             options: Options { concurrency },
             metrics_addr,
             identity: "test".into(),
+            leader_election,
         };
         // The operator's own client, with its User-Agent, as `run` and `dev` build it.
         let client =
@@ -243,23 +286,41 @@ pub fn kubectl_present() -> bool {
     tool_answers("kubectl", &["version", "--client"])
 }
 
-/// GET `http://addr{path}`: the status code and the body.
-pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+/// GET `http://addr{path}`: the status code and the body, or `None` if nothing
+/// answers within 2 s.
+pub async fn try_http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     use http_body_util::{BodyExt, Empty};
     use hyper_util::client::legacy::Client as HttpClient;
     use hyper_util::rt::TokioExecutor;
 
     let client = HttpClient::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
     let uri: http::Uri = format!("http://{addr}{path}").parse().expect("a URI");
-    let response = client.get(uri).await.expect("the endpoint answers");
-    let status = response.status().as_u16();
-    let body = response
-        .into_body()
-        .collect()
+    let exchange = async {
+        let response = client.get(uri).await.ok()?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.ok()?.to_bytes();
+        Some((status, String::from_utf8_lossy(&body).into_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(2), exchange)
         .await
-        .expect("a body")
-        .to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+        .ok()
+        .flatten()
+}
+
+/// Like [`try_http_get`], for an endpoint that must answer.
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    try_http_get(addr, path)
+        .await
+        .unwrap_or_else(|| panic!("nothing answers at http://{addr}{path}"))
+}
+
+/// A loopback port free a moment ago, for a child process that cannot report the port
+/// it bound.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 /// A tool beyond the Rust toolchain on PATH (`--version` succeeds), or a loud skip

@@ -1,0 +1,599 @@
+//! Leader election for `run --leader-elect`: one role, to drive the `leading` channel
+//! the controllers obey from a coordination.k8s.io/v1 Lease, through kube-lease-manager;
+//! to set `server_binder_leader`; to log each change with this process's identity; and
+//! to release the Lease on a graceful stop.
+//!
+//! What kube-lease-manager 0.13 does by itself, and what this module adds to it:
+//!
+//! - [`LeaseManager::changed`] takes the Lease when it is free or its term has run out,
+//!   renews it `grace` before the term ends, and resolves only when the holder changes
+//!   (or with an error). It does not report a renewal, a failed renewal comes back only
+//!   as an error (its `watch()` logs that and goes on saying "leader"), and a request
+//!   that hangs does not come back at all (kube's client has no read timeout). So this
+//!   module does not take "we lead" from the manager: it reads the Lease itself and
+//!   leads only while the Lease names this process and its `renewTime` (written with
+//!   this process's clock) is less than `duration - margin` old. A renewal that does not
+//!   land stops the controllers' writes before the term ends; the other candidates wait
+//!   for the whole term (fail safe).
+//! - A standby's manager sleeps until the end of the term it last saw, so on its own it
+//!   would notice a released Lease only then. Every replica reads the Lease every
+//!   `retry`; a standby that finds it free or run out starts a fresh manager, which
+//!   takes it at once. A manager that errs is replaced the same way, after a backoff.
+//! - There is no release on drop: on a graceful stop, once the controllers have
+//!   stopped, [`LeaseManager::release`] clears the holder so a standby takes over
+//!   within `retry` instead of a whole term. A crash releases nothing; the term runs out.
+//!
+//! The Lease requests, all in the Lease's namespace (see
+//! manifests/base/leader-election-role.yaml): `get` (the manager's and this module's
+//! reads), `create` (only when the Lease does not exist yet) and `patch` (server-side
+//! apply to take it, strategic merge to renew, count transitions and release it).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder};
+use tokio::sync::watch;
+use tokio::time::{sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+
+use crate::controllers::Metrics;
+
+/// The default lease term, as client-go's.
+pub const DEFAULT_LEASE_DURATION_SECS: u64 = 15;
+/// The shortest term (kube-lease-manager needs a whole-second grace shorter than it).
+pub const MIN_LEASE_DURATION_SECS: u64 = 2;
+/// While a renewal is due but not yet seen, the holder reads the Lease this often.
+const CONFIRM_EVERY: Duration = Duration::from_millis(100);
+/// The longest a graceful stop waits to release the Lease.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first wait after a manager failed (doubling up to `retry`).
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Which Lease to contend for, and its term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderElection {
+    pub namespace: String,
+    pub name: String,
+    /// The Lease's `leaseDurationSeconds`, at least [`MIN_LEASE_DURATION_SECS`].
+    pub lease_duration_secs: u64,
+}
+
+/// Every delay of the election, derived from the lease term `D`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timings {
+    /// `D`: a candidate takes over a Lease not renewed for this long.
+    pub duration: Duration,
+    /// The holder renews this long before the term ends: `D/3` rounded up to whole
+    /// seconds (kube-lease-manager's `grace`), so a renewal every two thirds of a term.
+    pub grace: Duration,
+    /// The holder stops leading this long before the term ends unless it has seen its
+    /// renewal: `grace/2`. So it has `grace/2` to renew, and `grace/2` is left for the
+    /// controllers to stop and for clock skew.
+    pub margin: Duration,
+    /// Every replica reads the Lease this often: `D/5`, at most 2 s (client-go's retry
+    /// period). Bounds the takeover after a release.
+    pub retry: Duration,
+    /// The limit on each of this module's own requests: `min(retry, margin)`.
+    pub request_timeout: Duration,
+}
+
+impl Timings {
+    pub fn new(duration_secs: u64) -> Self {
+        let secs = duration_secs.max(MIN_LEASE_DURATION_SECS);
+        let duration = Duration::from_secs(secs);
+        let grace = Duration::from_secs(secs.div_ceil(3));
+        let margin = grace / 2;
+        let retry = (duration / 5).min(Duration::from_secs(2));
+        Self {
+            duration,
+            grace,
+            margin,
+            retry,
+            request_timeout: retry.min(margin),
+        }
+    }
+}
+
+/// The Lease as last read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub holder: Option<String>,
+    pub renewed: Option<SystemTime>,
+    pub duration: Option<Duration>,
+}
+
+impl Observed {
+    pub fn from_lease(lease: &Lease) -> Self {
+        let spec = lease.spec.as_ref();
+        Self {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty()),
+            renewed: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0.into()),
+            duration: spec
+                .and_then(|s| s.lease_duration_seconds)
+                .and_then(|d| u64::try_from(d).ok())
+                .map(Duration::from_secs),
+        }
+    }
+
+    /// When the term ends (`renewTime + leaseDurationSeconds`), if it has one.
+    pub fn expiry(&self) -> Option<SystemTime> {
+        self.renewed?.checked_add(self.duration?)
+    }
+
+    fn held_by(&self, identity: &str) -> bool {
+        self.holder.as_deref() == Some(identity)
+    }
+
+    /// Free, or its term has run out: a candidate may take it.
+    fn takeable(&self, now: SystemTime) -> bool {
+        self.holder.is_none() || self.expiry().is_none_or(|e| now > e)
+    }
+}
+
+/// Whether `identity` may lead `now` on what it last read of the Lease: until when, or
+/// why not.
+pub fn verdict(
+    observed: Option<&Observed>,
+    identity: &str,
+    margin: Duration,
+    now: SystemTime,
+) -> Result<SystemTime, NotLeading> {
+    let Some(o) = observed else {
+        return Err(NotLeading::NoLease);
+    };
+    match &o.holder {
+        None => return Err(NotLeading::Free),
+        Some(h) if h != identity => return Err(NotLeading::HeldBy(h.clone())),
+        Some(_) => {}
+    }
+    let until = o
+        .expiry()
+        .and_then(|e| e.checked_sub(margin))
+        .ok_or(NotLeading::Unconfirmed)?;
+    if now < until {
+        Ok(until)
+    } else {
+        Err(NotLeading::Unconfirmed)
+    }
+}
+
+/// Why a process does not lead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotLeading {
+    /// The Lease was not read yet, or does not exist.
+    NoLease,
+    /// Nobody holds it (released).
+    Free,
+    HeldBy(String),
+    /// It names this process, but no renewal was seen in time (fail safe).
+    Unconfirmed,
+    ShuttingDown,
+}
+
+impl std::fmt::Display for NotLeading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoLease => f.write_str("the Lease has not been read"),
+            Self::Free => f.write_str("the Lease is free"),
+            Self::HeldBy(h) => write!(f, "the Lease is held by {h}"),
+            Self::Unconfirmed => f.write_str(
+                "the Lease's renewal was not confirmed before the end of its term (fail safe)",
+            ),
+            Self::ShuttingDown => f.write_str("shutting down"),
+        }
+    }
+}
+
+/// What `/readyz` sees of the election (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct ElectionStatus {
+    healthy: Arc<AtomicBool>,
+    leading: watch::Receiver<bool>,
+}
+
+impl ElectionStatus {
+    /// This process holds the Lease and runs the controllers' writes.
+    pub fn is_leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// The lease manager runs and the last read of the Lease succeeded: a healthy
+    /// standby, ready to take over.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+}
+
+/// The election, to be run by [`Elector::run`].
+pub struct Elector {
+    client: Client,
+    config: LeaderElection,
+    timings: Timings,
+    identity: String,
+    metrics: Metrics,
+    leading: watch::Sender<bool>,
+    healthy: Arc<AtomicBool>,
+}
+
+type Pending<T> = Option<Pin<Box<dyn Future<Output = T> + Send>>>;
+
+impl Elector {
+    /// The elector, the channel the controllers follow (false until the Lease is
+    /// ours), and the status for `/readyz`.
+    pub fn new(
+        client: Client,
+        config: LeaderElection,
+        identity: String,
+        metrics: Metrics,
+    ) -> (Self, watch::Receiver<bool>, ElectionStatus) {
+        let (leading, rx) = watch::channel(false);
+        metrics.set_leader(false);
+        let healthy = Arc::new(AtomicBool::new(false));
+        let status = ElectionStatus {
+            healthy: healthy.clone(),
+            leading: rx.clone(),
+        };
+        let elector = Self {
+            client,
+            timings: Timings::new(config.lease_duration_secs),
+            config,
+            identity,
+            metrics,
+            leading,
+            healthy,
+        };
+        (elector, rx, status)
+    }
+
+    fn lease(&self) -> String {
+        format!("{}/{}", self.config.namespace, self.config.name)
+    }
+
+    fn builder(&self) -> LeaseManagerBuilder {
+        LeaseManagerBuilder::new(self.client.clone(), &self.config.name)
+            .with_namespace(&self.config.namespace)
+            .with_create_mode(LeaseCreateMode::AutoCreate)
+            .with_identity(&self.identity)
+            .with_duration(self.timings.duration.as_secs())
+            .with_grace(self.timings.grace.as_secs())
+    }
+
+    fn set_leading(&self, leads: bool, why: Option<&NotLeading>) {
+        let changed = self.leading.send_if_modified(|l| {
+            let changed = *l != leads;
+            *l = leads;
+            changed
+        });
+        if !changed {
+            return;
+        }
+        self.metrics.set_leader(leads);
+        let (identity, lease) = (self.identity.as_str(), self.lease());
+        match why {
+            None => tracing::info!(identity, lease, "acquired leadership"),
+            Some(NotLeading::ShuttingDown) => {
+                tracing::info!(identity, lease, "stepping down: shutting down");
+            }
+            Some(why) => tracing::warn!(identity, lease, reason = %why, "lost leadership"),
+        }
+    }
+
+    /// Contends for the Lease until `stop` is cancelled, then stops leading and releases
+    /// the Lease if this process holds it. Cancel `stop` only once the controllers have
+    /// stopped, so that no write of this process follows the release.
+    pub async fn run(self, stop: CancellationToken) {
+        let t = self.timings;
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
+        tracing::info!(
+            identity = %self.identity,
+            lease = %self.lease(),
+            duration_secs = t.duration.as_secs(),
+            "contending for the Lease"
+        );
+        let mut manager: Option<(Arc<LeaseManager>, Instant)> = None;
+        let mut building: Pending<
+            Result<kube_lease_manager::Result<LeaseManager>, tokio::time::error::Elapsed>,
+        > = None;
+        let mut changed: Pending<kube_lease_manager::Result<bool>> = None;
+        let mut build_at = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        let mut believes = false;
+        let mut observed: Option<Observed> = None;
+        let mut read_ok = false;
+        let mut next_read = Instant::now();
+
+        loop {
+            let verdict = verdict(
+                observed.as_ref(),
+                &self.identity,
+                t.margin,
+                SystemTime::now(),
+            );
+            self.set_leading(verdict.is_ok(), verdict.as_ref().err());
+            self.healthy
+                .store(manager.is_some() && read_ok, Ordering::Relaxed);
+            // Wake up when the leadership would end unconfirmed, to stop leading then.
+            let lead_until = verdict.ok().map(|until| {
+                Instant::now() + until.duration_since(SystemTime::now()).unwrap_or_default()
+            });
+            if manager.is_none() && building.is_none() && Instant::now() >= build_at {
+                building = Some(Box::pin(timeout(
+                    t.request_timeout * 2,
+                    self.builder().build(),
+                )));
+            }
+            let far = Instant::now() + Duration::from_secs(3600);
+            tokio::select! {
+                biased;
+                _ = stop.cancelled() => break,
+                built = poll_pending(&mut building) => {
+                    building = None;
+                    match built {
+                        Ok(Ok(m)) => {
+                            let m = Arc::new(m);
+                            manager = Some((m.clone(), Instant::now()));
+                            changed = Some(Box::pin(async move { m.changed().await }));
+                            believes = false;
+                        }
+                        Ok(Err(error)) => {
+                            tracing::warn!(%error, lease = %self.lease(), "cannot start the lease manager; retrying");
+                            build_at = Instant::now() + backoff;
+                            backoff = (backoff * 2).min(t.retry);
+                        }
+                        Err(_) => {
+                            tracing::warn!(lease = %self.lease(), "starting the lease manager timed out; retrying");
+                            build_at = Instant::now() + backoff;
+                            backoff = (backoff * 2).min(t.retry);
+                        }
+                    }
+                }
+                result = poll_pending(&mut changed) => {
+                    match result {
+                        Ok(holds) => {
+                            tracing::debug!(holds, "the lease manager's view changed");
+                            believes = holds;
+                            backoff = FIRST_BACKOFF;
+                            let m = manager.as_ref().expect("a manager runs").0.clone();
+                            changed = Some(Box::pin(async move { m.changed().await }));
+                            // Confirm with a read of our own, at once.
+                            next_read = Instant::now();
+                        }
+                        Err(error) => {
+                            // Leadership, if any, lasts until its confirmed term ends;
+                            // a fresh manager carries on meanwhile.
+                            tracing::warn!(%error, lease = %self.lease(), "the lease manager failed; restarting it");
+                            changed = None;
+                            manager = None;
+                            build_at = Instant::now() + backoff;
+                            backoff = (backoff * 2).min(t.retry);
+                        }
+                    }
+                }
+                _ = sleep_until(next_read.into()) => {
+                    match timeout(t.request_timeout, api.get_opt(&self.config.name)).await {
+                        Ok(Ok(lease)) => {
+                            if !read_ok {
+                                tracing::debug!(lease = %self.lease(), "read the Lease");
+                            }
+                            read_ok = true;
+                            observed = lease.as_ref().map(Observed::from_lease);
+                        }
+                        Ok(Err(error)) => {
+                            if read_ok {
+                                tracing::warn!(%error, lease = %self.lease(), "cannot read the Lease");
+                            }
+                            read_ok = false;
+                        }
+                        Err(_) => {
+                            if read_ok {
+                                tracing::warn!(lease = %self.lease(), "reading the Lease timed out");
+                            }
+                            read_ok = false;
+                        }
+                    }
+                    next_read = self.next_read(observed.as_ref());
+                    if read_ok
+                        && let Some((_, since)) = &manager
+                        && since.elapsed() >= t.retry
+                        && needs_fresh_manager(observed.as_ref(), &self.identity, believes, SystemTime::now())
+                    {
+                        tracing::debug!(?observed, believes, "restarting the lease manager to act on the Lease now");
+                        changed = None;
+                        manager = None;
+                        build_at = Instant::now();
+                    }
+                }
+                _ = sleep_until(lead_until.unwrap_or(far).into()) => {}
+                _ = sleep_until(build_at.into()), if manager.is_none() && building.is_none() => {}
+            }
+        }
+
+        // Graceful stop: the controllers have stopped; give the Lease up.
+        drop(changed);
+        drop(building);
+        self.set_leading(false, Some(&NotLeading::ShuttingDown));
+        self.healthy.store(false, Ordering::Relaxed);
+        let holds = observed.as_ref().is_some_and(|o| o.held_by(&self.identity)) || believes;
+        if !holds {
+            return;
+        }
+        let release = async {
+            let m = match manager {
+                Some((m, _)) => m,
+                None => Arc::new(self.builder().build().await?),
+            };
+            m.release().await
+        };
+        // Within the pod's termination grace period (30 s in deployment.yaml).
+        match timeout(t.duration.min(RELEASE_TIMEOUT), release).await {
+            Ok(Ok(())) => {
+                tracing::info!(identity = %self.identity, lease = %self.lease(), "released the Lease");
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, lease = %self.lease(), "cannot release the Lease; it runs out at the end of its term");
+            }
+            Err(_) => {
+                tracing::warn!(lease = %self.lease(), "releasing the Lease timed out; it runs out at the end of its term");
+            }
+        }
+    }
+
+    /// When to read the Lease next: every `retry`; the holder also just after its
+    /// renewal is due, then often until it sees it.
+    fn next_read(&self, observed: Option<&Observed>) -> Instant {
+        let t = self.timings;
+        let now = Instant::now();
+        let regular = now + t.retry;
+        let Some(o) = observed.filter(|o| o.held_by(&self.identity)) else {
+            return regular;
+        };
+        let Some(due) = o.expiry().and_then(|e| e.checked_sub(t.grace)) else {
+            return now + CONFIRM_EVERY;
+        };
+        let wait = (due + CONFIRM_EVERY)
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        now + wait.clamp(CONFIRM_EVERY, t.retry)
+    }
+}
+
+/// Whether the lease manager should be replaced by a fresh one, which reads the Lease
+/// at once: when the Lease is missing (it creates it), when it may be taken (a manager
+/// that saw it held sleeps until the end of the term it saw), when the manager thinks
+/// it holds a Lease held by another, or when the Lease names this process but its term
+/// ran out (the manager's renewals do not land: it may be stuck on a request).
+pub fn needs_fresh_manager(
+    observed: Option<&Observed>,
+    identity: &str,
+    believes: bool,
+    now: SystemTime,
+) -> bool {
+    let Some(o) = observed else {
+        return true;
+    };
+    if o.held_by(identity) {
+        o.expiry().is_none_or(|e| now > e)
+    } else {
+        believes || o.takeable(now)
+    }
+}
+
+async fn poll_pending<T>(f: &mut Pending<T>) -> T {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn timings_follow_the_term() {
+        let t = Timings::new(15);
+        assert_eq!(
+            (t.duration, t.grace, t.margin, t.retry, t.request_timeout),
+            (
+                secs(15),
+                secs(5),
+                Duration::from_millis(2500),
+                secs(2),
+                secs(2)
+            )
+        );
+        let t = Timings::new(3);
+        assert_eq!(
+            (t.grace, t.margin, t.retry, t.request_timeout),
+            (
+                secs(1),
+                Duration::from_millis(500),
+                Duration::from_millis(600),
+                Duration::from_millis(500)
+            )
+        );
+        let t = Timings::new(4);
+        assert_eq!((t.grace, t.margin), (secs(2), secs(1)));
+        for d in 2..=120 {
+            let t = Timings::new(d);
+            // kube-lease-manager panics unless 0 < grace < duration.
+            assert!(
+                t.grace > Duration::ZERO && t.grace < t.duration,
+                "{d}: {t:?}"
+            );
+            assert!(t.margin < t.grace && t.retry < t.duration, "{d}: {t:?}");
+        }
+        assert_eq!(Timings::new(0).duration, secs(MIN_LEASE_DURATION_SECS));
+    }
+
+    fn lease(holder: Option<&str>, renewed: SystemTime, d: u64) -> Observed {
+        Observed {
+            holder: holder.map(str::to_owned),
+            renewed: Some(renewed),
+            duration: Some(secs(d)),
+        }
+    }
+
+    #[test]
+    fn leads_only_on_a_confirmed_term_of_its_own() {
+        let r = SystemTime::UNIX_EPOCH + secs(1_000_000);
+        let m = Duration::from_millis(500);
+        let mine = lease(Some("me"), r, 3);
+        assert_eq!(
+            verdict(Some(&mine), "me", m, r + secs(1)),
+            Ok(r + Duration::from_millis(2500))
+        );
+        assert_eq!(
+            verdict(Some(&mine), "me", m, r + Duration::from_millis(2500)),
+            Err(NotLeading::Unconfirmed)
+        );
+        assert_eq!(
+            verdict(Some(&lease(Some("other"), r, 3)), "me", m, r),
+            Err(NotLeading::HeldBy("other".into()))
+        );
+        assert_eq!(
+            verdict(Some(&lease(None, r, 3)), "me", m, r),
+            Err(NotLeading::Free)
+        );
+        assert_eq!(verdict(None, "me", m, r), Err(NotLeading::NoLease));
+        let no_time = Observed {
+            holder: Some("me".into()),
+            ..Observed::default()
+        };
+        assert_eq!(
+            verdict(Some(&no_time), "me", m, r),
+            Err(NotLeading::Unconfirmed)
+        );
+    }
+
+    #[test]
+    fn a_fresh_manager_when_the_lease_can_be_taken_or_the_manager_is_wrong() {
+        let r = SystemTime::UNIX_EPOCH + secs(1_000_000);
+        let held = lease(Some("other"), r, 3);
+        assert!(!needs_fresh_manager(Some(&held), "me", false, r + secs(2)));
+        assert!(needs_fresh_manager(Some(&held), "me", false, r + secs(4)));
+        assert!(needs_fresh_manager(Some(&held), "me", true, r + secs(2)));
+        assert!(needs_fresh_manager(
+            Some(&lease(None, r, 3)),
+            "me",
+            false,
+            r
+        ));
+        assert!(needs_fresh_manager(None, "me", false, r));
+        let mine = lease(Some("me"), r, 3);
+        assert!(!needs_fresh_manager(Some(&mine), "me", true, r + secs(2)));
+        assert!(!needs_fresh_manager(Some(&mine), "me", false, r + secs(2)));
+        assert!(needs_fresh_manager(Some(&mine), "me", true, r + secs(4)));
+    }
+}
