@@ -17,21 +17,13 @@ use crate::support::{Env, assert_invariants};
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";
 
-async fn staged() -> Env {
-    Env::new().await
-}
-
-async fn start(env: &mut Env) {
-    env.start(2).await;
-}
-
 // ---- Bound path: the claim has `bind-completed` ----
 
 /// `serverRef` empty → Lost / ServerRefCleared, Warning ClaimLost. (The server side of the
 /// same state, a controller-made ref to a Lost claim, rolls back: [c].)
 #[tokio::test]
 async fn bound_claim_with_its_server_ref_cleared_goes_lost() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     let c = env
         .put_claim(
             claim("c")
@@ -41,7 +33,7 @@ async fn bound_claim_with_its_server_ref_cleared_goes_lost() {
         )
         .await;
     env.put_server(server("s1").bound_to(&c)).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let c = env
         .wait_claim("c", "Lost / ServerRefCleared", |c| {
@@ -71,9 +63,9 @@ async fn bound_claim_with_its_server_ref_cleared_goes_lost() {
 /// S missing from the cache → a live GET first ([a]); missing live → Lost / ServerMissing.
 #[tokio::test]
 async fn bound_claim_whose_server_is_gone_goes_lost_after_a_live_read() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_claim(claim("c").bound("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let c = env
         .wait_claim("c", "Lost / ServerMissing", |c| {
@@ -100,12 +92,12 @@ async fn bound_claim_whose_server_is_gone_goes_lost_after_a_live_read() {
 /// bind-completed claims first).
 #[tokio::test]
 async fn bound_claim_whose_server_lost_its_ref_stays_bound_and_the_ref_is_restored() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_claim(claim("c").bound("s1")).await;
     env.put_server(server("s1")).await;
     // A younger controller-chosen claim also names s1: the bound claim still wins.
     env.put_claim(claim("d").chose("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let (c, s) = wait_bound(&env, "c", "s1").await;
     assert!(has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
@@ -129,11 +121,11 @@ async fn bound_claim_whose_server_lost_its_ref_stays_bound_and_the_ref_is_restor
 /// S's ref names C without a uid ([b]) → keep Bound; the server fills in the uid.
 #[tokio::test]
 async fn bound_claim_whose_server_ref_lost_its_uid_stays_bound() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_claim(claim("c").bound("s1")).await;
     env.put_server(server("s1").reserved_for("c").by_controller().protected())
         .await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s1").await;
     assert_eq!(
@@ -148,10 +140,10 @@ async fn bound_claim_whose_server_ref_lost_its_uid_stays_bound() {
 /// wiped status) → status Bound with boundTime, Normal Bound, the bind counted.
 #[tokio::test]
 async fn bound_claim_without_status_finishes_its_bind() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     let c = env.put_claim(claim("c").chose("s1").bind_completed()).await;
     env.put_server(server("s1").bound_to(&c)).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let (c, _) = wait_bound(&env, "c", "s1").await;
     assert!(
@@ -166,7 +158,7 @@ async fn bound_claim_without_status_finishes_its_bind() {
 /// S's ref has C's uid, boundTime set, status stale → repaired to Bound, "again".
 #[tokio::test]
 async fn bound_claim_with_a_stale_status_is_repaired() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     let c = env
         .put_claim(
             claim("c")
@@ -176,7 +168,7 @@ async fn bound_claim_with_a_stale_status_is_repaired() {
         )
         .await;
     env.put_server(server("s1").bound_to(&c)).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s1").await;
     let note = env.wait_event(CLAIM, "c", "Normal", "Bound").await;
@@ -199,11 +191,11 @@ async fn bound_claim_with_a_stale_status_is_repaired() {
 /// claim keeps the server.
 #[tokio::test]
 async fn bound_claim_whose_server_serves_another_claim_is_misbound() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_claim(claim("c").bound("s1")).await;
     let d = env.put_claim(claim("d").bound("s1")).await;
     env.put_server(server("s1").bound_to(&d)).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     env.wait_claim("c", "Lost / ServerMisbound", |c| {
         is(c, ClaimPhase::Lost, "ServerMisbound")
@@ -228,18 +220,11 @@ async fn bound_claim_whose_server_serves_another_claim_is_misbound() {
 /// keeps that ref) → Lost / ServerMisbound.
 #[tokio::test]
 async fn bound_claim_whose_server_names_an_older_incarnation_is_misbound() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_claim(claim("c").bound("s1")).await;
-    env.put_server(
-        server("s1")
-            .retain()
-            .bound_to_uid("c", "uid-of-a-deleted-c")
-            .by_controller()
-            .protected()
-            .phase(ServerPhase::Bound),
-    )
-    .await;
-    start(&mut env).await;
+    env.put_server(server("s1").retain().bound_to_deleted("c"))
+        .await;
+    env.start(2).await;
 
     env.wait_claim("c", "Lost / ServerMisbound", |c| {
         is(c, ClaimPhase::Lost, "ServerMisbound")
@@ -253,7 +238,7 @@ async fn bound_claim_whose_server_names_an_older_incarnation_is_misbound() {
         .await;
     assert_eq!(
         claim_ref(&s),
-        Some(("c", Some("uid-of-a-deleted-c"))),
+        Some(("c", Some(DELETED_UID))),
         "Retain keeps the ref"
     );
 }
@@ -263,11 +248,11 @@ async fn bound_claim_whose_server_names_an_older_incarnation_is_misbound() {
 /// `serverRef` empty, a user reserved a server for C by name → adopt it (pre-bound).
 #[tokio::test]
 async fn unbound_claim_adopts_a_server_reserved_for_it_by_name() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s0")).await; // a better fit by name, not reserved
     env.put_server(server("s1").reserved_for("c")).await;
     env.put_claim(claim("c")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let (c, s) = wait_bound(&env, "c", "s1").await;
     assert!(
@@ -292,11 +277,11 @@ async fn unbound_claim_adopts_a_server_reserved_for_it_by_name() {
 /// write, when the claim's own choice was lost) → adopt it.
 #[tokio::test]
 async fn unbound_claim_adopts_a_server_that_recorded_it_before_a_crash() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s0")).await;
     let c = env.put_claim(claim("c")).await;
     env.put_server(server("s1").bound_to(&c)).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s1").await;
     let s0 = env.server("s0").await.unwrap();
@@ -314,7 +299,7 @@ async fn unbound_claim_adopts_a_server_that_recorded_it_before_a_crash() {
 /// then the lowest name; serverRef + pre-bound in one write.
 #[tokio::test]
 async fn unbound_claim_picks_the_best_fit() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     // s-a is tainted (tolerated), s-0 does not match the selector.
     env.put_server(server("s-a").taint("gpu").label("rack", "r1"))
         .await;
@@ -323,7 +308,7 @@ async fn unbound_claim_picks_the_best_fit() {
     env.put_server(server("s-0").label("rack", "r2")).await;
     env.put_claim(claim("c").tolerates("gpu").selects("rack", "r1"))
         .await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let (c, _) = wait_bound(&env, "c", "s-b").await;
     assert!(has_annotation(&c, ANNOTATION_PRE_BOUND));
@@ -336,10 +321,10 @@ async fn unbound_claim_picks_the_best_fit() {
 /// once; retried when a Server changes.
 #[tokio::test]
 async fn unbound_claim_with_nothing_eligible_waits_and_binds_when_a_server_fits() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s1").label("rack", "r1")).await;
     env.put_claim(claim("c").selects("rack", "r9")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     env.wait_claim("c", "Pending / NoMatchingServer", |c| {
         is(c, ClaimPhase::Pending, "NoMatchingServer")
@@ -360,9 +345,9 @@ async fn unbound_claim_with_nothing_eligible_waits_and_binds_when_a_server_fits(
 /// `pre-bound` goes, so a ref the user writes later counts as theirs.
 #[tokio::test]
 async fn unbound_claim_drops_a_stale_pre_bound_annotation() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_claim(claim("c").pre_bound()).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let c = env
         .wait_claim("c", "Pending / NoMatchingServer", |c| {
@@ -383,10 +368,10 @@ async fn unbound_claim_drops_a_stale_pre_bound_annotation() {
 /// Controller-chosen, S missing → withdraw (Normal Rebinding), then pick again.
 #[tokio::test]
 async fn unbound_claim_withdraws_a_chosen_server_that_is_gone() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s1")).await;
     env.put_claim(claim("c").chose("s9")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s1").await;
     let note = env.wait_event(CLAIM, "c", "Normal", "Rebinding").await;
@@ -398,10 +383,10 @@ async fn unbound_claim_withdraws_a_chosen_server_that_is_gone() {
 /// once the server appears.
 #[tokio::test]
 async fn unbound_claim_naming_a_missing_server_waits_for_it() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s0")).await;
     env.put_claim(claim("c").names("s9")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     env.wait_claim("c", "Pending / ServerNotFound", |c| {
         is(c, ClaimPhase::Pending, "ServerNotFound")
@@ -427,11 +412,11 @@ async fn unbound_claim_naming_a_missing_server_waits_for_it() {
 /// the claim never withdraws.
 #[tokio::test]
 async fn unbound_claim_waits_for_a_free_chosen_server_to_record_it() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s0")).await;
     env.put_server(server("s1")).await;
     env.put_claim(claim("c").chose("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s1").await;
     assert_eq!(
@@ -446,10 +431,10 @@ async fn unbound_claim_waits_for_a_free_chosen_server_to_record_it() {
 /// the uid without marking the ref controller-made.
 #[tokio::test]
 async fn unbound_claim_naming_its_reserved_server_waits_for_the_uid() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s1").reserved_for("c")).await;
     env.put_claim(claim("c").names("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let (c, s) = wait_bound(&env, "c", "s1").await;
     assert!(!has_annotation(&c, ANNOTATION_PRE_BOUND), "user-chosen");
@@ -465,11 +450,11 @@ async fn unbound_claim_naming_its_reserved_server_waits_for_the_uid() {
 /// pick again.
 #[tokio::test]
 async fn unbound_claim_withdraws_a_chosen_server_that_became_ineligible() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s1").unclaimable()).await;
     env.put_server(server("s2")).await;
     env.put_claim(claim("c").chose("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s2").await;
     let note = env.wait_event(CLAIM, "c", "Normal", "Rebinding").await;
@@ -481,11 +466,11 @@ async fn unbound_claim_withdraws_a_chosen_server_that_became_ineligible() {
 /// User-chosen, S not eligible → Pending / ServerMismatch, Warning ServerMismatch with why.
 #[tokio::test]
 async fn unbound_claim_naming_an_ineligible_server_reports_the_mismatch() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     env.put_server(server("s1").taint("maintenance")).await;
     env.put_server(server("s2")).await;
     env.put_claim(claim("c").names("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let c = env
         .wait_claim("c", "Pending / ServerMismatch", |c| {
@@ -509,10 +494,10 @@ async fn unbound_claim_naming_an_ineligible_server_reports_the_mismatch() {
 /// S's ref has C's uid → bind-completed, then status Bound with boundTime, Normal Bound.
 #[tokio::test]
 async fn unbound_claim_whose_server_recorded_it_completes_the_bind() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     let c = env.put_claim(claim("c").chose("s1")).await;
     env.put_server(server("s1").bound_to(&c)).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let (c, _) = wait_bound(&env, "c", "s1").await;
     assert!(c.status.as_ref().unwrap().bound_time.is_some());
@@ -529,12 +514,12 @@ async fn unbound_claim_whose_server_recorded_it_completes_the_bind() {
 /// Controller-chosen, S serves another claim → withdraw, Normal Rebinding, pick again.
 #[tokio::test]
 async fn unbound_claim_withdraws_a_chosen_server_that_was_taken() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     let d = env.put_claim(claim("d").bound("s1")).await;
     env.put_server(server("s1").bound_to(&d)).await;
     env.put_server(server("s2")).await;
     env.put_claim(claim("c").chose("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     wait_bound(&env, "c", "s2").await;
     let note = env.wait_event(CLAIM, "c", "Normal", "Rebinding").await;
@@ -547,12 +532,12 @@ async fn unbound_claim_withdraws_a_chosen_server_that_was_taken() {
 /// FailedBinding; the holder keeps it.
 #[tokio::test]
 async fn unbound_claim_naming_a_taken_server_waits_with_already_claimed() {
-    let mut env = staged().await;
+    let mut env = Env::new().await;
     let d = env.put_claim(claim("d").bound("s1")).await;
     env.put_server(server("s1").bound_to(&d)).await;
     env.put_server(server("s2")).await;
     env.put_claim(claim("c").names("s1")).await;
-    start(&mut env).await;
+    env.start(2).await;
 
     let c = env
         .wait_claim("c", "Pending / ServerAlreadyClaimed", |c| {

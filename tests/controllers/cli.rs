@@ -73,24 +73,22 @@ async fn run_without_an_api_server_says_it_cannot_reach_it() {
     assert_fails_saying(&out, "cannot reach the API server");
 }
 
+/// `server-binder dev` on these addresses, to its end.
+fn dev(listen: &str, metrics: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let args = ["dev", "--listen", listen, "--metrics-addr", metrics];
+    let mut argv = args.to_vec();
+    argv.extend(["--kubeconfig-out", kubeconfig]);
+    server_binder(&argv, None)
+}
+
 #[test]
 fn dev_on_a_taken_port_says_so() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let out = server_binder(
-        &[
-            "dev",
-            "--listen",
-            &addr,
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-        ],
-        None,
-    );
+    let out = dev(&addr, "127.0.0.1:0");
     assert_fails_saying(
         &out,
         &format!("cannot start the embedded API server on {addr}"),
@@ -101,20 +99,7 @@ fn dev_on_a_taken_port_says_so() {
 fn dev_with_a_taken_metrics_port_says_so() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let out = server_binder(
-        &[
-            "dev",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-addr",
-            &addr,
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-        ],
-        None,
-    );
+    let out = dev("127.0.0.1:0", &addr);
     assert_fails_saying(&out, &format!("cannot serve metrics on {addr}"));
 }
 

@@ -15,8 +15,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::Api;
 use server_binder::api::ClaimPhase;
 use server_binder::apiserver::RequestMatcher;
 
@@ -148,17 +147,7 @@ impl Bed {
     /// The API server with the CRDs and the controller's namespace, and a kubeconfig.
     async fn new() -> Self {
         let env = Env::new().await;
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(NS.into()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        Api::<Namespace>::all(env.client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("namespace created");
+        env.create_namespace(NS).await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
@@ -546,17 +535,7 @@ async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
     .await;
     assert_eq!(a.readyz().await.unwrap().0, 503);
 
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ELSEWHERE.into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(bed.env.client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    bed.env.create_namespace(ELSEWHERE).await;
     wait_until("a creates the Lease, leads and is ready", || async {
         let holder = Api::<Lease>::namespaced(bed.env.client.clone(), ELSEWHERE)
             .get_opt(LEASE)

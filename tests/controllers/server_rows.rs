@@ -73,7 +73,7 @@ async fn deleting_server_whose_claim_is_gone_goes_after_a_live_read() {
     let mut env = Env::new().await;
     env.put_server(
         server("s1")
-            .bound_to_uid("c", "uid-of-a-deleted-c")
+            .bound_to_uid("c", DELETED_UID)
             .by_controller()
             .protected(),
     )
@@ -241,14 +241,7 @@ async fn server_reserved_for_a_claim_bound_elsewhere_stays_reserved() {
 #[tokio::test]
 async fn server_whose_claim_is_gone_is_recycled() {
     let mut env = Env::new().await;
-    env.put_server(
-        server("s1")
-            .bound_to_uid("c", "uid-of-a-deleted-c")
-            .by_controller()
-            .protected()
-            .phase(ServerPhase::Bound),
-    )
-    .await;
+    env.put_server(server("s1").bound_to_deleted("c")).await;
     env.start(2).await;
 
     let s = env
@@ -276,7 +269,7 @@ async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
     let mut env = Env::new().await;
     env.put_server(
         server("s1")
-            .bound_to_uid("c", "uid-of-a-deleted-c")
+            .bound_to_uid("c", DELETED_UID)
             .protected()
             .phase(ServerPhase::Bound),
     )
@@ -300,15 +293,8 @@ async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
 #[tokio::test]
 async fn server_whose_claim_is_gone_is_retained_for_an_admin() {
     let mut env = Env::new().await;
-    env.put_server(
-        server("s1")
-            .retain()
-            .bound_to_uid("c", "uid-of-a-deleted-c")
-            .by_controller()
-            .protected()
-            .phase(ServerPhase::Bound),
-    )
-    .await;
+    env.put_server(server("s1").retain().bound_to_deleted("c"))
+        .await;
     env.put_claim(claim("next")).await;
     env.start(2).await;
 
@@ -317,7 +303,7 @@ async fn server_whose_claim_is_gone_is_retained_for_an_admin() {
             server_is(s, ServerPhase::Released, "Released")
         })
         .await;
-    assert_eq!(claim_ref(&s), Some(("c", Some("uid-of-a-deleted-c"))));
+    assert_eq!(claim_ref(&s), Some(("c", Some(DELETED_UID))));
     assert!(!protected(&s));
     env.wait_event(SERVER, "s1", "Normal", "Released").await;
     assert_eq!(

@@ -14,6 +14,9 @@ use server_binder::api::*;
 
 use crate::support::{Env, wait_until};
 
+/// The uid of a claim incarnation that no longer exists.
+pub const DELETED_UID: &str = "uid-of-a-deleted-claim";
+
 /// A `Server` to stage.
 pub struct ServerDraft {
     server: Server,
@@ -60,6 +63,15 @@ impl ServerDraft {
     /// `bound-by-controller`, the finalizer and phase Bound.
     pub fn bound_to(self, claim: &ServerClaim) -> Self {
         self.bound_to_uid(&claim.name_any(), &claim.uid().expect("a stored claim"))
+            .by_controller()
+            .protected()
+            .phase(ServerPhase::Bound)
+    }
+
+    /// Bound, as the server controller writes it, to a claim `claim` that has since been
+    /// deleted (its uid is gone).
+    pub fn bound_to_deleted(self, claim: &str) -> Self {
+        self.bound_to_uid(claim, DELETED_UID)
             .by_controller()
             .protected()
             .phase(ServerPhase::Bound)
@@ -221,43 +233,11 @@ pub struct Recorded {
 
 impl Env {
     pub async fn put_server(&self, draft: ServerDraft) -> Server {
-        let created = self
-            .servers()
-            .create(&PostParams::default(), &draft.server)
-            .await
-            .expect("staged server created");
-        match draft.status {
-            None => created,
-            Some(status) => self
-                .servers()
-                .patch_status(
-                    &created.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": status })),
-                )
-                .await
-                .expect("staged server status written"),
-        }
+        put(&self.servers(), &draft.server, draft.status).await
     }
 
     pub async fn put_claim(&self, draft: ClaimDraft) -> ServerClaim {
-        let created = self
-            .claims()
-            .create(&PostParams::default(), &draft.claim)
-            .await
-            .expect("staged claim created");
-        match draft.status {
-            None => created,
-            Some(status) => self
-                .claims()
-                .patch_status(
-                    &created.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": status })),
-                )
-                .await
-                .expect("staged claim status written"),
-        }
+        put(&self.claims(), &draft.claim, draft.status).await
     }
 
     /// Asks for the server's deletion; a finalizer keeps it, marked as deleting.
@@ -372,6 +352,28 @@ impl Env {
             .entries()
             .iter()
             .any(|r| r.verb == "get" && r.resource == resource && r.name.as_deref() == Some(name))
+    }
+}
+
+/// Creates the object, then writes its status through `/status`, as the controllers do.
+async fn put<K>(api: &Api<K>, object: &K, status: Option<impl serde::Serialize>) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let created = api
+        .create(&PostParams::default(), object)
+        .await
+        .expect("staged object created");
+    match status {
+        None => created,
+        Some(status) => api
+            .patch_status(
+                &created.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .expect("staged status written"),
     }
 }
 

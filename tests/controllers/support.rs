@@ -50,17 +50,7 @@ impl Env {
     /// Starts the operator with leader election on the Lease `namespace/name` (creating
     /// the namespace), and waits until it leads.
     pub async fn start_leading(&mut self, concurrency: u16, namespace: &str, name: &str) {
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(namespace.into()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        Api::<Namespace>::all(self.client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("the Lease's namespace");
+        self.create_namespace(namespace).await;
         let election = LeaderElection {
             namespace: namespace.into(),
             name: name.into(),
@@ -73,6 +63,20 @@ impl Env {
             async move { leads }
         })
         .await;
+    }
+
+    pub async fn create_namespace(&self, name: &str) {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("namespace {name} created: {e}"));
     }
 
     /// Stops the operator gracefully, as on SIGTERM (the Lease, if any, is released).
