@@ -33,6 +33,11 @@ use super::assumed::{AssumedChoices, claim_key};
 type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
 
 /// The watch caches both controllers share.
+///
+/// Lock order, wherever more than one is held: `servers`, then `claims`, then the
+/// assumed-choice cache. The catalogs' locks are fair (a waiting writer blocks new
+/// readers), so two readers taking them in opposite orders could deadlock with the two
+/// watches' writers.
 pub struct Caches {
     pub servers: RwLock<ServerCatalog>,
     pub claims: RwLock<ClaimCatalog>,
@@ -204,6 +209,7 @@ impl Caches {
                 }
             }
             Delta::Relisted => {
+                let servers = self.servers.read();
                 let claims = self.claims.read();
                 self.assumed.relisted_claims(&|key| {
                     claims
@@ -212,12 +218,8 @@ impl Caches {
                         .map(|r| r.name.clone())
                 });
                 wake.claims.extend(claims.iter().map(claim_key));
-                wake.servers.extend(
-                    self.servers
-                        .read()
-                        .iter()
-                        .map(|s| meta::name(s).to_string()),
-                );
+                wake.servers
+                    .extend(servers.iter().map(|s| meta::name(s).to_string()));
             }
         }
         self.send(wake);

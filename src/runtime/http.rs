@@ -53,8 +53,11 @@ pub async fn bind(
 }
 
 async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
-    e.metrics
-        .refresh_inventory(&e.caches.claims.read(), &e.caches.servers.read());
+    // The caches' lock order: servers, then claims (see `Caches`).
+    let servers = e.caches.servers.read();
+    let claims = e.caches.claims.read();
+    e.metrics.refresh_inventory(&claims, &servers);
+    drop((claims, servers));
     (
         [(
             header::CONTENT_TYPE,
