@@ -7,7 +7,8 @@ use crate::api::{ServerClaim, ServerClaimRef};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::meta;
-use super::view::ServerView;
+use super::server_decision::outranked_on;
+use super::view::{ClaimView, ServerView};
 
 /// Whether absences in the view are confirmed by a live read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +72,24 @@ pub enum ClaimDecision {
         server: String,
         holder: ServerClaimRef,
     },
+}
+
+/// The servers a pick for `claim` passes over: those this controller chose for another
+/// claim and has not yet seen confirmed (`chosen_for_others`, the assumed-choice cache),
+/// and those another claim naming them would win ([`outranked_on`]). The result is the
+/// `chosen_for_others` argument of [`decide_claim`].
+pub fn pass_over<'a>(
+    claim: &'a ServerClaim,
+    servers: &'a (impl ServerView + ?Sized),
+    claims: &'a (impl ClaimView + ?Sized),
+    chosen_for_others: &'a dyn Fn(&str) -> bool,
+) -> impl Fn(&str) -> bool + 'a {
+    move |name| {
+        chosen_for_others(name)
+            || servers
+                .server(name)
+                .is_some_and(|s| outranked_on(s, claim, claims))
+    }
 }
 
 /// Whether the claim controller (not a user) chose the claim's `serverRef`.

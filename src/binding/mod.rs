@@ -16,7 +16,7 @@ mod server_plan;
 mod status;
 mod view;
 
-pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen};
+pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, RepairCase};
 pub use eligibility::{
@@ -24,7 +24,9 @@ pub use eligibility::{
 };
 pub use index::{FreeServerIndex, is_free};
 pub use selector::{first_untolerated, selector_matches, tolerates};
-pub use server_decision::{ServerDecision, claim_ref_of, decide_server, has_protection};
+pub use server_decision::{
+    ServerDecision, claim_ref_of, decide_server, has_protection, outranked_on,
+};
 pub use server_plan::{ServerPlan, is_user_made_ref, plan_server};
 pub use status::{BoundCondition, find_bound};
 pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};

@@ -4,6 +4,8 @@
 use std::cmp::Reverse;
 
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
 
 use super::claim_decision::{Liveness, is_controller_chosen};
@@ -148,16 +150,42 @@ fn winner(server: &Server, claims: &(impl ClaimView + ?Sized)) -> Option<(Server
         .claims_naming(meta::name(server))
         .into_iter()
         .filter(|c| eligibility(server, c).is_ok())
-        .min_by_key(|c| {
-            (
-                Reverse(meta::is_bind_completed(*c)),
-                is_controller_chosen(c),
-                c.metadata.creation_timestamp.clone(),
-                meta::namespace(*c).to_string(),
-                meta::name(*c).to_string(),
-            )
-        })
+        .min_by_key(|c| rank(c, is_controller_chosen(c)))
         .map(|c| (claim_ref_of(c), meta::is_bind_completed(c)))
+}
+
+/// A claim's place in the winner rule (lower wins), were its `serverRef` controller-chosen
+/// or not.
+type Rank = (Reverse<bool>, bool, Option<Time>, String, String);
+
+fn rank(claim: &ServerClaim, controller_chosen: bool) -> Rank {
+    (
+        Reverse(meta::is_bind_completed(claim)),
+        controller_chosen,
+        claim.metadata.creation_timestamp.clone(),
+        meta::namespace(claim).to_string(),
+        meta::name(claim).to_string(),
+    )
+}
+
+/// Whether another claim naming `server`, and eligible for it, would win it over `claim`
+/// if `claim` picked it now (a pick is controller-chosen). Picking such a server could
+/// only end in a withdrawal (`WithdrawTakenServer`), so the claim controller passes it
+/// over.
+pub fn outranked_on(
+    server: &Server,
+    claim: &ServerClaim,
+    claims: &(impl ClaimView + ?Sized),
+) -> bool {
+    let as_picked = rank(claim, true);
+    claims
+        .claims_naming(meta::name(server))
+        .into_iter()
+        .filter(|c| {
+            meta::namespace(*c) != meta::namespace(claim) || meta::name(*c) != meta::name(claim)
+        })
+        .filter(|c| eligibility(server, c).is_ok())
+        .any(|c| rank(c, is_controller_chosen(c)) < as_picked)
 }
 
 /// Whether the server carries the protection finalizer.

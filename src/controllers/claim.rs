@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 
 use crate::api::{Server, ServerClaim};
 use crate::binding::{
-    ClaimDecision, ClaimPlan, Liveness, WithLiveServer, decide_claim, meta, plan_claim,
+    ClaimDecision, ClaimPlan, Liveness, WithLiveServer, decide_claim, meta, pass_over, plan_claim,
 };
 
 use super::assumed::claim_key;
@@ -96,19 +96,23 @@ fn decide(
 ) -> (ClaimDecision, ClaimPlan) {
     let key = claim_key(claim);
     let chosen_for_other = |server: &str| ctx.caches.assumed.chosen_for_other(server, &key);
+    // Lock order: servers, then claims (see `Caches`).
     let servers = ctx.caches.servers.read();
+    let claims = ctx.caches.claims.read();
+    let skip = pass_over(claim, &*servers, &*claims, &chosen_for_other);
     let decision = match live {
-        None => decide_claim(claim, &*servers, &chosen_for_other, Liveness::Cached),
+        None => decide_claim(claim, &*servers, &skip, Liveness::Cached),
         Some((name, live)) => {
             let view = WithLiveServer {
                 base: &*servers,
                 name,
                 live,
             };
-            decide_claim(claim, &view, &chosen_for_other, Liveness::Confirmed)
+            decide_claim(claim, &view, &skip, Liveness::Confirmed)
         }
     };
-    drop(servers);
+    drop(skip);
+    drop((claims, servers));
     let plan = plan_claim(claim, &decision, &Time(Timestamp::now()));
     (decision, plan)
 }

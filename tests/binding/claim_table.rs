@@ -205,6 +205,56 @@ fn unbound_skips_servers_already_chosen_for_other_claims() {
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("b") });
 }
 
+/// The pick passes over a server that another claim naming it would win: the picker
+/// (controller-chosen once it picks) would only have to withdraw.
+fn pick_with_rivals(c: &ServerClaim, rivals: Vec<ServerClaim>) -> ClaimDecision {
+    let world = servers(vec![server("a"), server("b").unclaimable(), server("c")]);
+    let others = claims(rivals);
+    let skip = pass_over(c, &world, &others, &|_| false);
+    decide_claim(c, &world, &skip, Liveness::Cached)
+}
+
+#[test]
+fn unbound_passes_over_a_server_a_users_claim_names() {
+    let c = claim("c").created(1);
+    let d = pick_with_rivals(&c, vec![c.clone(), claim("u").wants("a").created(9)]);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
+}
+
+#[test]
+fn unbound_passes_over_a_server_a_bound_claim_names() {
+    let c = claim("c").created(1);
+    let bound = claim("old").chose("a").bind_completed().created(9);
+    let d = pick_with_rivals(&c, vec![c.clone(), bound]);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
+}
+
+#[test]
+fn unbound_passes_over_a_server_an_older_chosen_claim_names() {
+    let c = claim("c").created(5);
+    let d = pick_with_rivals(&c, vec![c.clone(), claim("older").chose("a").created(1)]);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
+}
+
+#[test]
+fn unbound_still_picks_a_server_a_younger_chosen_claim_names() {
+    let c = claim("c").created(1);
+    let d = pick_with_rivals(&c, vec![c.clone(), claim("younger").chose("a").created(5)]);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("a") });
+}
+
+#[test]
+fn unbound_still_picks_a_server_whose_naming_claim_it_cannot_serve() {
+    let c = claim("c").created(1);
+    let u = claim("u").wants("a").selector(&[("rack", "r9")]).created(9);
+    let d = pick_with_rivals(&c, vec![c.clone(), u]);
+    assert_eq!(
+        d,
+        ClaimDecision::PickBestFit { server: s("a") },
+        "u can never take a"
+    );
+}
+
 #[test]
 fn unbound_with_nothing_eligible_is_pending_no_matching_server() {
     let c = claim("c").selector(&[("size", "xl")]);

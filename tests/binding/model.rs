@@ -359,40 +359,55 @@ fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, Stat
         Who::ClaimController => {
             let ctl = &state.claim_ctl;
             let servers = ServerCatalog::from_servers(ctl.servers.values().cloned());
+            let claims = ClaimCatalog::from_claims(ctl.claims.values().cloned());
             for (name, claim) in &ctl.claims {
-                let skip = |s: &str| ctl.assumed.get(s).is_some_and(|c| c != name);
-                let mut decision = (protocol.claim)(claim, &servers, &skip, Liveness::Cached);
-                let mut plan = plan_claim(claim, &decision, &now());
-                if let Some(server) = plan.confirm_server.clone() {
-                    let live = state.truth.servers.get(&server);
-                    let view = WithLiveServer {
-                        base: &servers,
-                        name: &server,
-                        live,
+                let assumed = |s: &str| ctl.assumed.get(s).is_some_and(|c| c != name);
+                let pass = pass_over(claim, &servers, &claims, &assumed);
+                // The real claim cache lags a little, and another process's claims more:
+                // a pick may not yet see the claim that names its server and outranks it.
+                // So every pick is explored both ways.
+                let mut seen: Vec<ClaimDecision> = Vec::new();
+                for sees_rivals in [true, false] {
+                    let skip: &dyn Fn(&str) -> bool = if sees_rivals { &pass } else { &assumed };
+                    let mut decision = (protocol.claim)(claim, &servers, skip, Liveness::Cached);
+                    let mut plan = plan_claim(claim, &decision, &now());
+                    if let Some(server) = plan.confirm_server.clone() {
+                        let live = state.truth.servers.get(&server);
+                        let view = WithLiveServer {
+                            base: &servers,
+                            name: &server,
+                            live,
+                        };
+                        decision = (protocol.claim)(claim, &view, skip, Liveness::Confirmed);
+                        plan = plan_claim(claim, &decision, &now());
+                    }
+                    if plan.is_noop() || seen.contains(&decision) {
+                        continue;
+                    }
+                    seen.push(decision.clone());
+                    let mut next = state.clone();
+                    if let ClaimDecision::PickBestFit { server }
+                    | ClaimDecision::AdoptReservedServer { server } = &decision
+                    {
+                        next.claim_ctl.assumed.insert(server.clone(), name.clone());
+                    }
+                    next.claim_ctl.in_flight = Some(InFlight::Claim {
+                        base: claim.clone(),
+                        object: plan.object,
+                        status: plan.status,
+                    });
+                    let blind = if sees_rivals {
+                        ""
+                    } else {
+                        " (not yet seeing the claims naming it)"
                     };
-                    decision = (protocol.claim)(claim, &view, &skip, Liveness::Confirmed);
-                    plan = plan_claim(claim, &decision, &now());
+                    push_decided(
+                        &mut out,
+                        next,
+                        who,
+                        format!("decides {decision:?} for claim {name}{blind}"),
+                    );
                 }
-                if plan.is_noop() {
-                    continue;
-                }
-                let mut next = state.clone();
-                if let ClaimDecision::PickBestFit { server }
-                | ClaimDecision::AdoptReservedServer { server } = &decision
-                {
-                    next.claim_ctl.assumed.insert(server.clone(), name.clone());
-                }
-                next.claim_ctl.in_flight = Some(InFlight::Claim {
-                    base: claim.clone(),
-                    object: plan.object,
-                    status: plan.status,
-                });
-                push_decided(
-                    &mut out,
-                    next,
-                    who,
-                    format!("decides {decision:?} for claim {name}"),
-                );
             }
         }
         Who::ServerController => {

@@ -241,7 +241,9 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
         return false;
     };
     let servers = truth.server_catalog();
-    let mut decision = decide_claim(&claim, &servers, &|_| false, Liveness::Cached);
+    let claims = truth.claim_catalog();
+    let skip = pass_over(&claim, &servers, &claims, &|_| false);
+    let mut decision = decide_claim(&claim, &servers, &skip, Liveness::Cached);
     let mut plan = plan_claim(&claim, &decision, &now());
     if let Some(server) = plan.confirm_server.clone() {
         let live = truth.servers.get(&server);
@@ -250,7 +252,7 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
             name: &server,
             live,
         };
-        decision = decide_claim(&claim, &view, &|_| false, Liveness::Confirmed);
+        decision = decide_claim(&claim, &view, &skip, Liveness::Confirmed);
         plan = plan_claim(&claim, &decision, &now());
     }
     if plan.is_noop() {

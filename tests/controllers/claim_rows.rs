@@ -317,6 +317,23 @@ async fn unbound_claim_picks_the_best_fit() {
     assert_eq!(env.metric("server_binder_rebinds_total", &[]), 0.0);
 }
 
+/// The pick passes over a server that another claim naming it would win ([i]): a user's
+/// claim names s1, so the claim that picks takes s2 at once, without a withdrawal.
+#[tokio::test]
+async fn unbound_claim_passes_over_a_server_a_users_claim_names() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1")).await;
+    env.put_server(server("s2")).await;
+    env.put_claim(claim("any")).await;
+    env.put_claim(claim("mine").names("s1")).await;
+    env.start(2).await;
+
+    wait_bound(&env, "any", "s2").await;
+    wait_bound(&env, "mine", "s1").await;
+    assert_eq!(env.count_events(CLAIM, "any", "Rebinding").await, 0);
+    assert_eq!(env.metric("server_binder_rebinds_total", &[]), 0.0);
+}
+
 /// `serverRef` empty, nothing eligible → Pending / NoMatchingServer, Normal FailedBinding
 /// once; retried when a Server changes.
 #[tokio::test]
