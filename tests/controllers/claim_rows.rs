@@ -36,9 +36,7 @@ async fn bound_claim_with_its_server_ref_cleared_goes_lost() {
     env.start(2).await;
 
     let c = env
-        .wait_claim("c", "Lost / ServerRefCleared", |c| {
-            is(c, ClaimPhase::Lost, "ServerRefCleared")
-        })
+        .wait_claim_phase("c", ClaimPhase::Lost, "ServerRefCleared")
         .await;
     assert!(
         has_annotation(&c, ANNOTATION_BIND_COMPLETED),
@@ -53,9 +51,7 @@ async fn bound_claim_with_its_server_ref_cleared_goes_lost() {
         1.0
     );
     let s = env
-        .wait_server("s1", "rolled back to Available", |s| {
-            server_is(s, ServerPhase::Available, "Available")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Available")
         .await;
     assert_eq!(claim_ref(&s), None, "no orphaned reservation");
 }
@@ -68,9 +64,7 @@ async fn bound_claim_whose_server_is_gone_goes_lost_after_a_live_read() {
     env.start(2).await;
 
     let c = env
-        .wait_claim("c", "Lost / ServerMissing", |c| {
-            is(c, ClaimPhase::Lost, "ServerMissing")
-        })
+        .wait_claim_phase("c", ClaimPhase::Lost, "ServerMissing")
         .await;
     assert_eq!(server_ref(&c), Some("s1"), "the claim keeps its serverRef");
     let note = env.wait_event(CLAIM, "c", "Warning", "ClaimLost").await;
@@ -197,10 +191,8 @@ async fn bound_claim_whose_server_serves_another_claim_is_misbound() {
     env.put_server(server("s1").bound_to(&d)).await;
     env.start(2).await;
 
-    env.wait_claim("c", "Lost / ServerMisbound", |c| {
-        is(c, ClaimPhase::Lost, "ServerMisbound")
-    })
-    .await;
+    env.wait_claim_phase("c", ClaimPhase::Lost, "ServerMisbound")
+        .await;
     let note = env.wait_event(CLAIM, "c", "Warning", "ClaimMisbound").await;
     assert!(note.contains("default/d"), "{note}");
     assert_eq!(
@@ -226,15 +218,11 @@ async fn bound_claim_whose_server_names_an_older_incarnation_is_misbound() {
         .await;
     env.start(2).await;
 
-    env.wait_claim("c", "Lost / ServerMisbound", |c| {
-        is(c, ClaimPhase::Lost, "ServerMisbound")
-    })
-    .await;
+    env.wait_claim_phase("c", ClaimPhase::Lost, "ServerMisbound")
+        .await;
     env.wait_event(CLAIM, "c", "Warning", "ClaimMisbound").await;
     let s = env
-        .wait_server("s1", "Released", |s| {
-            server_is(s, ServerPhase::Released, "Released")
-        })
+        .wait_server_phase("s1", ServerPhase::Released, "Released")
         .await;
     assert_eq!(
         claim_ref(&s),
@@ -343,10 +331,8 @@ async fn unbound_claim_with_nothing_eligible_waits_and_binds_when_a_server_fits(
     env.put_claim(claim("c").selects("rack", "r9")).await;
     env.start(2).await;
 
-    env.wait_claim("c", "Pending / NoMatchingServer", |c| {
-        is(c, ClaimPhase::Pending, "NoMatchingServer")
-    })
-    .await;
+    env.wait_claim_phase("c", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
     env.wait_event(CLAIM, "c", "Normal", "FailedBinding").await;
 
     label(&env, "s1", "rack", "r9").await;
@@ -367,9 +353,7 @@ async fn unbound_claim_drops_a_stale_pre_bound_annotation() {
     env.start(2).await;
 
     let c = env
-        .wait_claim("c", "Pending / NoMatchingServer", |c| {
-            is(c, ClaimPhase::Pending, "NoMatchingServer")
-        })
+        .wait_claim_phase("c", ClaimPhase::Pending, "NoMatchingServer")
         .await;
     let c = if has_annotation(&c, ANNOTATION_PRE_BOUND) {
         env.wait_claim("c", "pre-bound dropped", |c| {
@@ -405,10 +389,8 @@ async fn unbound_claim_naming_a_missing_server_waits_for_it() {
     env.put_claim(claim("c").names("s9")).await;
     env.start(2).await;
 
-    env.wait_claim("c", "Pending / ServerNotFound", |c| {
-        is(c, ClaimPhase::Pending, "ServerNotFound")
-    })
-    .await;
+    env.wait_claim_phase("c", ClaimPhase::Pending, "ServerNotFound")
+        .await;
     let note = env.wait_event(CLAIM, "c", "Warning", "FailedBinding").await;
     assert!(note.contains("s9"), "{note}");
     assert_eq!(
@@ -490,9 +472,7 @@ async fn unbound_claim_naming_an_ineligible_server_reports_the_mismatch() {
     env.start(2).await;
 
     let c = env
-        .wait_claim("c", "Pending / ServerMismatch", |c| {
-            is(c, ClaimPhase::Pending, "ServerMismatch")
-        })
+        .wait_claim_phase("c", ClaimPhase::Pending, "ServerMismatch")
         .await;
     assert_eq!(server_ref(&c), Some("s1"), "the user's ref stays");
     let note = env
@@ -500,9 +480,7 @@ async fn unbound_claim_naming_an_ineligible_server_reports_the_mismatch() {
         .await;
     assert!(note.contains("taint \"maintenance\""), "{note}");
     let s1 = env
-        .wait_server("s1", "Available", |s| {
-            server_is(s, ServerPhase::Available, "Available")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Available")
         .await;
     assert_eq!(claim_ref(&s1), None);
     assert_eq!(claim_ref(&env.server("s2").await.unwrap()), None);
@@ -557,9 +535,7 @@ async fn unbound_claim_naming_a_taken_server_waits_with_already_claimed() {
     env.start(2).await;
 
     let c = env
-        .wait_claim("c", "Pending / ServerAlreadyClaimed", |c| {
-            is(c, ClaimPhase::Pending, "ServerAlreadyClaimed")
-        })
+        .wait_claim_phase("c", ClaimPhase::Pending, "ServerAlreadyClaimed")
         .await;
     assert_eq!(server_ref(&c), Some("s1"));
     let note = env.wait_event(CLAIM, "c", "Warning", "FailedBinding").await;

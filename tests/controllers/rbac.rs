@@ -87,21 +87,17 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
     env.start_leading(2, LEASE_NAMESPACE, LEASE_NAME).await;
 
     wait_bound(&env, "c1", "s1").await;
-    env.wait_claim("lost", "Lost", |c| is(c, ClaimPhase::Lost, "ServerMissing"))
+    env.wait_claim_phase("lost", ClaimPhase::Lost, "ServerMissing")
         .await;
-    env.wait_claim("waits", "ServerNotFound", |c| {
-        is(c, ClaimPhase::Pending, "ServerNotFound")
-    })
-    .await;
+    env.wait_claim_phase("waits", ClaimPhase::Pending, "ServerNotFound")
+        .await;
     // The release of a deleted claim's server reads the claim live.
     env.delete_claim("c1").await;
     env.wait_event("Server", "s1", "Normal", "Released").await;
     // s9 appears but cannot serve the claim, then goes: the same FailedBinding again.
     env.put_server(server("s9").unclaimable()).await;
-    env.wait_claim("waits", "ServerMismatch", |c| {
-        is(c, ClaimPhase::Pending, "ServerMismatch")
-    })
-    .await;
+    env.wait_claim_phase("waits", ClaimPhase::Pending, "ServerMismatch")
+        .await;
     env.delete_server("s9").await;
     wait_until("FailedBinding twice on waits", || async {
         env.count_events("ServerClaim", "waits", "FailedBinding")

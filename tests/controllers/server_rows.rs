@@ -33,9 +33,7 @@ async fn deleting_server_held_by_a_live_claim_is_blocked_until_the_claim_goes() 
     env.start(2).await;
 
     let s = env
-        .wait_server("s1", "Bound / DeletionBlocked", |s| {
-            server_is(s, ServerPhase::Bound, "DeletionBlocked")
-        })
+        .wait_server_phase("s1", ServerPhase::Bound, "DeletionBlocked")
         .await;
     assert!(protected(&s) && s.metadata.deletion_timestamp.is_some());
     let note = env
@@ -131,9 +129,7 @@ async fn free_server_named_by_claims_goes_to_the_winner() {
     );
     // The loser withdraws and, with no other server, waits.
     let loser = env
-        .wait_claim("controller-chosen", "Pending / NoMatchingServer", |c| {
-            is(c, ClaimPhase::Pending, "NoMatchingServer")
-        })
+        .wait_claim_phase("controller-chosen", ClaimPhase::Pending, "NoMatchingServer")
         .await;
     assert_eq!(server_ref(&loser), None);
     env.wait_event(CLAIM, "controller-chosen", "Normal", "Rebinding")
@@ -174,9 +170,7 @@ async fn server_reserved_for_a_missing_claim_stays_reserved() {
     env.start(2).await;
 
     let s = env
-        .wait_server("s1", "Available / Reserved", |s| {
-            server_is(s, ServerPhase::Available, "Reserved")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Reserved")
         .await;
     assert_eq!(
         claim_ref(&s),
@@ -188,10 +182,8 @@ async fn server_reserved_for_a_missing_claim_stays_reserved() {
         Some("default/ghost")
     );
     // Another claim cannot take it.
-    env.wait_claim("other", "Pending / NoMatchingServer", |c| {
-        is(c, ClaimPhase::Pending, "NoMatchingServer")
-    })
-    .await;
+    env.wait_claim_phase("other", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
 }
 
 /// The claim names S but S cannot serve it ([h]) → stays Available / Reserved; the
@@ -205,15 +197,11 @@ async fn server_reserved_for_a_claim_it_cannot_serve_stays_reserved() {
     env.start(2).await;
 
     let s = env
-        .wait_server("s1", "Available / Reserved", |s| {
-            server_is(s, ServerPhase::Available, "Reserved")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Reserved")
         .await;
     assert_eq!(claim_ref(&s), Some(("c", None)), "no uid filled in");
-    env.wait_claim("c", "Pending / ServerMismatch", |c| {
-        is(c, ClaimPhase::Pending, "ServerMismatch")
-    })
-    .await;
+    env.wait_claim_phase("c", ClaimPhase::Pending, "ServerMismatch")
+        .await;
 }
 
 /// The claim names another server → nothing to do: Available / Reserved.
@@ -227,9 +215,7 @@ async fn server_reserved_for_a_claim_bound_elsewhere_stays_reserved() {
 
     wait_bound(&env, "c", "s2").await;
     let s1 = env
-        .wait_server("s1", "Available / Reserved", |s| {
-            server_is(s, ServerPhase::Available, "Reserved")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Reserved")
         .await;
     assert_eq!(claim_ref(&s1), Some(("c", None)));
 }
@@ -245,9 +231,7 @@ async fn server_whose_claim_is_gone_is_recycled() {
     env.start(2).await;
 
     let s = env
-        .wait_server("s1", "Available / Available", |s| {
-            server_is(s, ServerPhase::Available, "Available")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Available")
         .await;
     assert_eq!(claim_ref(&s), None);
     assert!(!protected(&s) && !has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
@@ -277,9 +261,7 @@ async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
     env.start(2).await;
 
     let s = env
-        .wait_server("s1", "Available / Reserved", |s| {
-            server_is(s, ServerPhase::Available, "Reserved")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Reserved")
         .await;
     assert_eq!(claim_ref(&s), Some(("c", None)));
     assert!(!protected(&s));
@@ -299,9 +281,7 @@ async fn server_whose_claim_is_gone_is_retained_for_an_admin() {
     env.start(2).await;
 
     let s = env
-        .wait_server("s1", "Released / Released", |s| {
-            server_is(s, ServerPhase::Released, "Released")
-        })
+        .wait_server_phase("s1", ServerPhase::Released, "Released")
         .await;
     assert_eq!(claim_ref(&s), Some(("c", Some(DELETED_UID))));
     assert!(!protected(&s));
@@ -310,10 +290,8 @@ async fn server_whose_claim_is_gone_is_retained_for_an_admin() {
         env.metric("server_binder_releases_total", &[("policy", "Retain")]),
         1.0
     );
-    env.wait_claim("next", "Pending / NoMatchingServer", |c| {
-        is(c, ClaimPhase::Pending, "NoMatchingServer")
-    })
-    .await;
+    env.wait_claim_phase("next", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
 }
 
 /// The claim names S → ensure Bound and the finalizer (here missing: a repair).
@@ -351,9 +329,7 @@ async fn server_whose_claim_went_elsewhere_rolls_back() {
 
     wait_bound(&env, "c", "s2").await;
     let s1 = env
-        .wait_server("s1", "Available / Available", |s| {
-            server_is(s, ServerPhase::Available, "Available")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Available")
         .await;
     assert_eq!(claim_ref(&s1), None);
     assert!(!protected(&s1) && !has_annotation(&s1, ANNOTATION_BOUND_BY_CONTROLLER));
@@ -386,9 +362,7 @@ async fn server_whose_claim_went_elsewhere_keeps_a_users_reservation() {
 
     wait_bound(&env, "c", "s2").await;
     let s1 = env
-        .wait_server("s1", "Available / Reserved", |s| {
-            server_is(s, ServerPhase::Available, "Reserved")
-        })
+        .wait_server_phase("s1", ServerPhase::Available, "Reserved")
         .await;
     assert_eq!(claim_ref(&s1), Some(("c", None)), "the user's name stays");
     env.wait_event(SERVER, "s1", "Normal", "RolledBack").await;

@@ -284,6 +284,27 @@ impl Env {
         self.claim(name).await.expect("still there")
     }
 
+    /// Waits until the claim is in this phase with this `Bound` condition reason.
+    pub async fn wait_claim_phase(
+        &self,
+        name: &str,
+        phase: ClaimPhase,
+        reason: &str,
+    ) -> ServerClaim {
+        self.wait_claim(name, &format!("{phase:?} / {reason}"), |c| {
+            is(c, phase, reason)
+        })
+        .await
+    }
+
+    /// Waits until the server is in this phase with this `Bound` condition reason.
+    pub async fn wait_server_phase(&self, name: &str, phase: ServerPhase, reason: &str) -> Server {
+        self.wait_server(name, &format!("{phase:?} / {reason}"), |s| {
+            server_is(s, phase, reason)
+        })
+        .await
+    }
+
     /// Every event recorded about the object (`kind` Server or ServerClaim), oldest first.
     pub async fn events(&self, kind: &str, name: &str) -> Vec<Recorded> {
         let events = Api::<Event>::all(self.client.clone())
