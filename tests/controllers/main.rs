@@ -311,21 +311,8 @@ async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
-    let kubectl = |args: &[&str]| {
-        let out = Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &kubeconfig)
-            .output()
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/examples/");
-    kubectl(&["apply", "-f", examples]);
+    let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
+    kubectl(&["apply", "-f", EXAMPLES]);
     wait_until("the four example claims Bound", || async {
         count_phase(&env, ClaimPhase::Bound).await == 4
     })

@@ -230,17 +230,7 @@ async fn prometheus_scrapes_dev_and_answers_for_binds() {
     let dir = tempfile::tempdir().unwrap();
     let (_dev, kubeconfig, metrics) = start_dev(dir.path());
 
-    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/examples/");
-    let apply = Command::new("kubectl")
-        .args(["apply", "-f", examples])
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stderr)
-    );
+    kubectl(&kubeconfig, &["apply", "-f", EXAMPLES]);
     wait_until("the 4 examples bound (per /metrics)", || async {
         http_get(metrics, "/metrics")
             .await

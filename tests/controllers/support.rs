@@ -285,6 +285,25 @@ pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
     }
 }
 
+/// The repository's example servers and claims, for `kubectl apply -f`.
+pub const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/examples/");
+
+/// Runs kubectl against `kubeconfig` and returns its standard output; fails the test if
+/// kubectl fails.
+pub fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
 /// kubectl on PATH, or a loud skip (a failure with SERVER_BINDER_REQUIRE_TOOLS=1).
 pub fn kubectl_present() -> bool {
     tool_answers("kubectl", &["version", "--client"])
