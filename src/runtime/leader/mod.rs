@@ -178,7 +178,7 @@ impl Elector {
         > = None;
         let mut changed: Pending<kube_lease_manager::Result<bool>> = None;
         let mut build_at = Instant::now();
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(t.retry);
         let mut believes = false;
         let mut observed: Option<Observed> = None;
         let mut read_ok = false;
@@ -204,7 +204,6 @@ impl Elector {
                     self.builder().build(),
                 )));
             }
-            let far = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => break,
@@ -217,15 +216,13 @@ impl Elector {
                             changed = Some(Box::pin(async move { m.changed().await }));
                             believes = false;
                         }
-                        Ok(Err(error)) => {
+                        failed => {
+                            let error = match failed {
+                                Ok(Err(error)) => error.to_string(),
+                                _ => "timed out".to_string(),
+                            };
                             tracing::warn!(%error, lease = %self.lease(), "cannot start the lease manager; retrying");
-                            build_at = Instant::now() + backoff;
-                            backoff = (backoff * 2).min(t.retry);
-                        }
-                        Err(_) => {
-                            tracing::warn!(lease = %self.lease(), "starting the lease manager timed out; retrying");
-                            build_at = Instant::now() + backoff;
-                            backoff = (backoff * 2).min(t.retry);
+                            build_at = backoff.next_attempt();
                         }
                     }
                 }
@@ -234,7 +231,7 @@ impl Elector {
                         Ok(holds) => {
                             tracing::debug!(holds, "the lease manager's view changed");
                             believes = holds;
-                            backoff = FIRST_BACKOFF;
+                            backoff.reset();
                             let m = manager.as_ref().expect("a manager runs").0.clone();
                             changed = Some(Box::pin(async move { m.changed().await }));
                             // Confirm with a read of our own, at once.
@@ -246,8 +243,7 @@ impl Elector {
                             tracing::warn!(%error, lease = %self.lease(), "the lease manager failed; restarting it");
                             changed = None;
                             manager = None;
-                            build_at = Instant::now() + backoff;
-                            backoff = (backoff * 2).min(t.retry);
+                            build_at = backoff.next_attempt();
                         }
                     }
                 }
@@ -285,7 +281,8 @@ impl Elector {
                         build_at = Instant::now();
                     }
                 }
-                _ = sleep_until(lead_until.unwrap_or(far).into()) => {}
+                // Disabled (never polled) while this process does not lead.
+                _ = sleep_until(lead_until.unwrap_or_else(Instant::now).into()), if lead_until.is_some() => {}
                 _ = sleep_until(build_at.into()), if manager.is_none() && building.is_none() => {}
             }
         }
@@ -336,6 +333,33 @@ impl Elector {
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         now + wait.clamp(CONFIRM_EVERY, t.retry)
+    }
+}
+
+/// Doubling waits between attempts to start a lease manager, from `FIRST_BACKOFF` up to
+/// the retry period.
+struct Backoff {
+    next: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    fn new(max: Duration) -> Self {
+        Self {
+            next: FIRST_BACKOFF,
+            max,
+        }
+    }
+
+    /// When to try next; the wait after that doubles.
+    fn next_attempt(&mut self) -> Instant {
+        let at = Instant::now() + self.next;
+        self.next = (self.next * 2).min(self.max);
+        at
+    }
+
+    fn reset(&mut self) {
+        self.next = FIRST_BACKOFF;
     }
 }
 
