@@ -48,6 +48,17 @@ impl ServerDraft {
         self
     }
 
+    /// A reservation by name written with an explicit empty uid (`uid: ""`), as tools
+    /// that serialise Go structs write it. The draft serialises it as `"uid": ""`.
+    pub fn reserved_with_empty_uid(mut self, claim: &str) -> Self {
+        self.server.spec.server_claim_ref = Some(ServerClaimRef {
+            namespace: "default".into(),
+            name: claim.into(),
+            uid: Some(String::new()),
+        });
+        self
+    }
+
     /// A ref with a uid: bound to that incarnation of the claim (`uid` of a claim that
     /// does not exist stands for one that was deleted).
     pub fn bound_to_uid(mut self, claim: &str, uid: &str) -> Self {
@@ -350,6 +361,45 @@ impl Env {
             .filter(|e| e.reason == reason)
             .map(|e| e.count)
             .sum()
+    }
+
+    /// Removes one annotation from a stored claim, as `kubectl annotate c key-` does.
+    pub async fn remove_claim_annotation(&self, name: &str, key: &str) {
+        self.claims()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "annotations": { key: null } } })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("annotation {key} removed from claim {name}: {e}"));
+    }
+
+    /// Sets one annotation on a stored claim.
+    pub async fn annotate_claim(&self, name: &str, key: &str, value: &str) {
+        self.claims()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "annotations": { key: value } } })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("annotation {key} set on claim {name}: {e}"));
+    }
+
+    /// Adds `serverSelector.matchLabels: {key: value}` to a stored claim that has no
+    /// selector (admission allows adding one, not changing one).
+    pub async fn add_claim_selector(&self, name: &str, key: &str, value: &str) {
+        self.claims()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({ "spec": { "serverSelector": { "matchLabels": { key: value } } } }),
+                ),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("selector {key}={value} added to claim {name}: {e}"));
     }
 
     /// Waits until the server is gone from the API.
