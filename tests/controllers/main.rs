@@ -3,6 +3,7 @@
 
 mod claim_rows;
 mod cli;
+mod half_bound;
 mod leader;
 mod metrics;
 mod rbac;
