@@ -602,7 +602,7 @@ fn rbac_is_one_clusterrole_and_one_lease_role_bound_to_the_service_account() {
     );
 }
 
-/// The metrics of protocol.md's Metrics section (prefix `server_binder_`); a rule may
+/// The metrics of docs/binding.md's Metrics section (prefix `server_binder_`); a rule may
 /// use a histogram's or counter's series names.
 const METRICS: &[&str] = &[
     "claims",
@@ -654,7 +654,7 @@ fn prometheus_rules_pass_promtool() {
                     .unwrap_or(m);
                 assert!(
                     METRICS.contains(&base),
-                    "server_binder_{m} in {expr} is not a metric of protocol.md"
+                    "server_binder_{m} in {expr} is not a metric of docs/binding.md"
                 );
             }
             if let Some(a) = r["alert"].as_str() {

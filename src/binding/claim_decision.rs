@@ -3,7 +3,7 @@
 //! what it has chosen for other claims; the result says what to do, not how to do it.
 
 use crate::api::names::ANNOTATION_PRE_BOUND;
-use crate::api::{ServerClaim, ServerClaimRef};
+use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::meta;
@@ -23,7 +23,15 @@ pub enum Liveness {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClaimDecision {
     // ---- Bound path: the claim carries `bind-completed`. ----
-    /// Bound claim, `serverRef` empty: phase Lost, Warning `ClaimLost`.
+    /// Bound claim, `serverRef` empty, but a server still holds the claim's uid: write
+    /// `serverRef` back (a bound claim never moves; a mistaken edit must not hand the
+    /// tenant's machine to someone else).
+    RestoreServerRef { server: String },
+    /// `bind-completed` without a bind behind it (no `status.boundTime`, and no server
+    /// holds the claim's uid): copied from another object. Drop it; the claim takes the
+    /// unbound path.
+    ClearStaleBindCompleted,
+    /// Bound claim, `serverRef` empty and no server holds it: phase Lost, Warning `ClaimLost`.
     BoundServerRefCleared,
     /// Bound claim, the server is missing from the cache: read it live before concluding.
     ConfirmServerMissing { server: String },
@@ -33,7 +41,12 @@ pub enum ClaimDecision {
     /// uid): keep Bound; the server controller restores the ref.
     BoundServerRefLost { server: String },
     /// Bound claim, the server names this claim's uid: ensure phase Bound.
-    BoundConfirmed { server: String },
+    /// `selector_mismatch`: the claim's selector (added after the bind) does not match
+    /// the server; the binding stays, and the condition says so.
+    BoundConfirmed {
+        server: String,
+        selector_mismatch: bool,
+    },
     /// Bound claim, the server names another claim or uid: phase Lost, Warning `ClaimMisbound`.
     BoundMisbound {
         server: String,
@@ -107,30 +120,64 @@ pub fn decide_claim(
     chosen_for_others: &dyn Fn(&str) -> bool,
     liveness: Liveness,
 ) -> ClaimDecision {
-    use ClaimDecision::*;
-
-    let server_ref = claim.spec.server_ref.as_ref().map(|r| r.name.clone());
-
     if meta::is_bind_completed(claim) {
-        let Some(server) = server_ref else {
-            return BoundServerRefCleared;
-        };
-        return match servers.server(&server) {
-            None if liveness == Liveness::Cached => ConfirmServerMissing { server },
-            None => BoundServerMissing { server },
-            Some(s) => match ref_match(s, claim) {
-                RefMatch::Empty | RefMatch::NameOnly => BoundServerRefLost { server },
-                RefMatch::SameUid => BoundConfirmed { server },
-                RefMatch::OtherUid | RefMatch::OtherClaim => BoundMisbound {
-                    server,
-                    holder: s.spec.server_claim_ref.clone().unwrap_or_default(),
-                },
-            },
-        };
+        decide_bound(claim, servers, liveness)
+    } else {
+        decide_unbound(claim, servers, chosen_for_others)
     }
+}
 
+/// The bound path, as the PV controller's `syncBoundClaim`. `bind-completed` counts only
+/// with a bind behind it: `status.boundTime` (the bind's status was written), or a server
+/// holding the claim's uid (a crash fell between the bind's two writes). Anything else is
+/// an annotation copied from another object.
+fn decide_bound(
+    claim: &ServerClaim,
+    servers: &(impl ServerView + ?Sized),
+    liveness: Liveness,
+) -> ClaimDecision {
+    use ClaimDecision::*;
+    let finished = claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.bound_time.is_some());
+    let Some(server) = claim.spec.server_ref.as_ref().map(|r| r.name.clone()) else {
+        return match holding_server(claim, servers) {
+            Some(server) => RestoreServerRef { server },
+            None if finished => BoundServerRefCleared,
+            None => ClearStaleBindCompleted,
+        };
+    };
+    let Some(s) = servers.server(&server) else {
+        return match liveness {
+            Liveness::Cached => ConfirmServerMissing { server },
+            Liveness::Confirmed if finished => BoundServerMissing { server },
+            Liveness::Confirmed => ClearStaleBindCompleted,
+        };
+    };
+    match ref_match(s, claim) {
+        RefMatch::SameUid => BoundConfirmed {
+            selector_mismatch: eligibility(s, claim) == Err(Ineligible::SelectorMismatch),
+            server,
+        },
+        _ if !finished => ClearStaleBindCompleted,
+        RefMatch::Empty | RefMatch::NameOnly => BoundServerRefLost { server },
+        RefMatch::OtherUid | RefMatch::OtherClaim => BoundMisbound {
+            server,
+            holder: s.spec.server_claim_ref.clone().unwrap_or_default(),
+        },
+    }
+}
+
+/// The unbound path, as the PV controller's `syncUnboundClaim`.
+fn decide_unbound(
+    claim: &ServerClaim,
+    servers: &(impl ServerView + ?Sized),
+    chosen_for_others: &dyn Fn(&str) -> bool,
+) -> ClaimDecision {
+    use ClaimDecision::*;
     let controller_chosen = is_controller_chosen(claim);
-    let Some(server) = server_ref else {
+    let Some(server) = claim.spec.server_ref.as_ref().map(|r| r.name.clone()) else {
         if let Some(reserved) = adoptable_reservation(claim, servers) {
             return AdoptReservedServer { server: reserved };
         }
@@ -159,6 +206,16 @@ pub fn decide_claim(
             Err(why) => ServerMismatch { server, why },
         },
         RefMatch::SameUid => CompleteBind { server },
+        // A Released server's ref names a claim that is gone: nobody holds it, it waits
+        // for an admin, and that is what the claim must be told.
+        RefMatch::OtherUid | RefMatch::OtherClaim if is_released(s) => {
+            let why = Ineligible::Released;
+            if controller_chosen {
+                WithdrawIneligibleServer { server, why }
+            } else {
+                ServerMismatch { server, why }
+            }
+        }
         RefMatch::OtherUid | RefMatch::OtherClaim => {
             let holder = s.spec.server_claim_ref.clone().unwrap_or_default();
             if controller_chosen {
@@ -168,6 +225,20 @@ pub fn decide_claim(
             }
         }
     }
+}
+
+fn is_released(server: &Server) -> bool {
+    server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
+}
+
+/// The lowest-named server whose ref carries this claim's uid, if any.
+fn holding_server(claim: &ServerClaim, servers: &(impl ServerView + ?Sized)) -> Option<String> {
+    servers
+        .reserved_for(meta::namespace(claim), meta::name(claim))
+        .into_iter()
+        .filter(|s| ref_match(s, claim) == RefMatch::SameUid)
+        .map(|s| meta::name(s).to_string())
+        .min()
 }
 
 /// The lowest-named server reserved for this claim (by name, uid empty or this claim's)

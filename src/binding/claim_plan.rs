@@ -54,6 +54,32 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
     let pending = |reason, message: String| status(ClaimPhase::Pending, false, reason, message);
 
     match decision {
+        RestoreServerRef { server } => {
+            let mut object = claim.clone();
+            object.spec.server_ref = Some(ServerRef {
+                name: server.clone(),
+            });
+            ClaimPlan {
+                object: Some(object),
+                event: Some(BindingEvent::warning(
+                    "ServerRefRestored",
+                    "Binding",
+                    format!(
+                        "serverRef was cleared while the claim is bound to server {server}; restored it (delete the claim to release the server)"
+                    ),
+                )),
+                outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
+                ..ClaimPlan::default()
+            }
+        }
+        ClearStaleBindCompleted => {
+            let mut object = claim.clone();
+            meta::remove_annotation(&mut object, ANNOTATION_BIND_COMPLETED);
+            ClaimPlan {
+                object: Some(object),
+                ..ClaimPlan::default()
+            }
+        }
         BoundServerRefCleared => lost(
             status(
                 ClaimPhase::Lost,
@@ -88,39 +114,10 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
         ),
         // The server side is incomplete; the server controller restores it. Nothing here.
         BoundServerRefLost { .. } => ClaimPlan::default(),
-        BoundConfirmed { server } => {
-            let current = claim.status.clone().unwrap_or_default();
-            // No boundTime: the crash fell between CompleteBind's two writes, so this is
-            // the bind itself finishing, not a repair of a status that was lost later.
-            let finishing_bind = current.bound_time.is_none();
-            let mut new_status = status(
-                ClaimPhase::Bound,
-                true,
-                "Bound",
-                format!("bound to server {server}"),
-            );
-            if finishing_bind {
-                let mut s = new_status.unwrap_or(current);
-                s.bound_time = Some(now.clone());
-                new_status = Some(s);
-            }
-            let was_bound = claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
-            let (note, outcome) = if finishing_bind {
-                (format!("claim is bound to server {server}"), Outcome::Bound)
-            } else {
-                (
-                    format!("claim is bound to server {server} again"),
-                    Outcome::Repair(RepairCase::ClaimStatus),
-                )
-            };
-            ClaimPlan {
-                event: (new_status.is_some() && (finishing_bind || !was_bound))
-                    .then(|| BindingEvent::normal("Bound", "Binding", note)),
-                outcome: new_status.is_some().then_some(outcome),
-                status: new_status,
-                ..ClaimPlan::default()
-            }
-        }
+        BoundConfirmed {
+            server,
+            selector_mismatch,
+        } => bound_confirmed(claim, server, *selector_mismatch, now),
         BoundMisbound { server, holder } => lost(
             status(
                 ClaimPhase::Lost,
@@ -165,6 +162,7 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
         WithdrawMissingServer { server } => withdraw(
             claim,
             format!("chosen server {server} no longer exists; choosing again"),
+            now,
         ),
         ServerNotFound { server } => {
             let message = format!("server {server} named by serverRef does not exist");
@@ -183,6 +181,7 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
         WithdrawIneligibleServer { server, why } => withdraw(
             claim,
             format!("chosen server {server} can no longer serve this claim: {why}; choosing again"),
+            now,
         ),
         ServerMismatch { server, why } => {
             let message = format!("server {server} cannot serve this claim: {why}");
@@ -191,35 +190,14 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
                 BindingEvent::warning("ServerMismatch", "Binding", message),
             )
         }
-        CompleteBind { server } => {
-            let mut object = claim.clone();
-            meta::set_annotation(&mut object, ANNOTATION_BIND_COMPLETED);
-            let mut new_status = status(
-                ClaimPhase::Bound,
-                true,
-                "Bound",
-                format!("bound to server {server}"),
-            )
-            .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
-            new_status.bound_time = Some(now.clone());
-            ClaimPlan {
-                object: Some(object),
-                status: Some(new_status),
-                event: Some(BindingEvent::normal(
-                    "Bound",
-                    "Binding",
-                    format!("claim is bound to server {server}"),
-                )),
-                outcome: Some(Outcome::Bound),
-                confirm_server: None,
-            }
-        }
+        CompleteBind { server } => complete_bind(claim, server, now),
         WithdrawTakenServer { server, holder } => withdraw(
             claim,
             format!(
                 "chosen server {server} was taken by {}; choosing again",
                 describe_ref(holder)
             ),
+            now,
         ),
         ServerAlreadyClaimed { server, holder } => {
             let message = format!(
@@ -231,6 +209,91 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
                 BindingEvent::warning("FailedBinding", "Binding", message),
             )
         }
+    }
+}
+
+/// The status of a claim whose server holds its uid, on the bound path.
+fn bound_confirmed(
+    claim: &ServerClaim,
+    server: &str,
+    selector_mismatch: bool,
+    now: &Time,
+) -> ClaimPlan {
+    let current = claim.status.clone().unwrap_or_default();
+    // No boundTime: the crash fell between CompleteBind's two writes, so this is the bind
+    // itself finishing, not a repair of a status that was lost later.
+    let finishing_bind = current.bound_time.is_none();
+    let message = if selector_mismatch {
+        format!(
+            "bound to server {server}; the server does not match the claim's serverSelector (added after the bind), and the binding stays"
+        )
+    } else {
+        format!("bound to server {server}")
+    };
+    let condition = BoundCondition {
+        bound: true,
+        reason: "Bound",
+        message,
+    };
+    let mut new_status = claim_status(claim, ClaimPhase::Bound, condition, now);
+    if finishing_bind {
+        let mut s = new_status.unwrap_or(current);
+        s.bound_time = Some(now.clone());
+        new_status = Some(s);
+    }
+    let was_bound = claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
+    let (event, outcome) = if finishing_bind {
+        let note = format!("claim is bound to server {server}");
+        (
+            Some(BindingEvent::normal("Bound", "Binding", note)),
+            Outcome::Bound,
+        )
+    } else if selector_mismatch {
+        let note = format!(
+            "server {server} does not match the serverSelector added to this bound claim; the binding stays"
+        );
+        let event = BindingEvent::warning("SelectorMismatch", "Binding", note);
+        (Some(event), Outcome::Repair(RepairCase::ClaimStatus))
+    } else {
+        let note = format!("claim is bound to server {server} again");
+        let event = (!was_bound).then(|| BindingEvent::normal("Bound", "Binding", note));
+        (event, Outcome::Repair(RepairCase::ClaimStatus))
+    };
+    ClaimPlan {
+        event: new_status.as_ref().and(event),
+        outcome: new_status.is_some().then_some(outcome),
+        status: new_status,
+        ..ClaimPlan::default()
+    }
+}
+
+/// `bind-completed`, then the Bound status. A claim that already has `boundTime` lost
+/// only its annotation (a hand edit): it keeps its boundTime and counts a repair, not a
+/// second bind.
+fn complete_bind(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
+    let mut object = claim.clone();
+    meta::set_annotation(&mut object, ANNOTATION_BIND_COMPLETED);
+    let condition = BoundCondition {
+        bound: true,
+        reason: "Bound",
+        message: format!("bound to server {server}"),
+    };
+    let mut new_status = claim_status(claim, ClaimPhase::Bound, condition, now)
+        .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
+    let (note, outcome) = match new_status.bound_time {
+        Some(_) => (
+            format!("claim is bound to server {server} again"),
+            Outcome::Repair(RepairCase::ClaimStatus),
+        ),
+        None => (format!("claim is bound to server {server}"), Outcome::Bound),
+    };
+    new_status.bound_time.get_or_insert_with(|| now.clone());
+    ClaimPlan {
+        object: Some(object),
+        status: Some(new_status),
+        event: Some(BindingEvent::normal("Bound", "Binding", note)),
+        outcome: Some(outcome),
+        confirm_server: None,
     }
 }
 
@@ -269,7 +332,22 @@ fn choose(claim: &ServerClaim, server: &str) -> ServerClaim {
 }
 
 /// Gives up a controller-chosen server: clears `serverRef` and `pre-bound` in one write.
-fn withdraw(claim: &ServerClaim, note: String) -> ClaimPlan {
+///
+/// A claim whose status still says `Bound` (its `bind-completed` was removed by hand)
+/// first gets a `Pending` status: admission refuses removing `serverRef` from a `Bound`
+/// claim, so the withdraw itself waits for the next pass.
+fn withdraw(claim: &ServerClaim, note: String, now: &Time) -> ClaimPlan {
+    if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
+        let condition = BoundCondition {
+            bound: false,
+            reason: "WaitingForServer",
+            message: note,
+        };
+        return ClaimPlan {
+            status: claim_status(claim, ClaimPhase::Pending, condition, now),
+            ..ClaimPlan::default()
+        };
+    }
     let mut object = claim.clone();
     object.spec.server_ref = None;
     meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);

@@ -57,8 +57,11 @@ pub enum RepairCase {
     ServerRefRestored,
     /// A bound server's missing finalizer was added back.
     Finalizer,
-    /// A server ref to a claim that names another server was rolled back.
+    /// A server ref to a claim that names another server, or that cannot adopt the
+    /// server, was rolled back.
     RolledBack,
+    /// A bound claim's cleared `serverRef` was written back.
+    ClaimRefRestored,
 }
 
 impl RepairCase {
@@ -69,6 +72,7 @@ impl RepairCase {
             Self::ServerRefRestored => "server_ref_restored",
             Self::Finalizer => "finalizer",
             Self::RolledBack => "rolled_back",
+            Self::ClaimRefRestored => "claim_ref_restored",
         }
     }
 }

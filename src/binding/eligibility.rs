@@ -39,14 +39,24 @@ impl fmt::Display for Ineligible {
                 )
             }
             Self::ClaimedByOther(r) => write!(f, "the server is claimed by {}", describe_ref(r)),
-            Self::Released => write!(f, "the server is Released and waits for an admin"),
+            Self::Released => write!(
+                f,
+                "the server was released under reclaimPolicy Retain and waits for an admin to clear its spec.serverClaimRef"
+            ),
         }
     }
 }
 
+/// The uid a `serverClaimRef` binds, if any. An empty uid is no uid: a reservation by
+/// name, as the CRD documents and as Kubernetes treats an empty claimRef uid (tools that
+/// serialise Go structs write `uid: ""`).
+pub fn ref_uid(r: &ServerClaimRef) -> Option<&str> {
+    r.uid.as_deref().filter(|uid| !uid.is_empty())
+}
+
 /// `namespace/name`, plus the uid when there is one.
 pub fn describe_ref(r: &ServerClaimRef) -> String {
-    match &r.uid {
+    match ref_uid(r) {
         Some(uid) => format!("{}/{} (uid {uid})", r.namespace, r.name),
         None => format!("{}/{}", r.namespace, r.name),
     }
@@ -75,9 +85,9 @@ pub fn ref_match(server: &Server, claim: &ServerClaim) -> RefMatch {
     if r.namespace != meta::namespace(claim) || r.name != meta::name(claim) {
         return RefMatch::OtherClaim;
     }
-    match &r.uid {
+    match ref_uid(r) {
         None => RefMatch::NameOnly,
-        Some(uid) if Some(uid.as_str()) == claim.metadata.uid.as_deref() => RefMatch::SameUid,
+        Some(uid) if Some(uid) == claim.metadata.uid.as_deref() => RefMatch::SameUid,
         Some(_) => RefMatch::OtherUid,
     }
 }

@@ -6,6 +6,28 @@ use kube::Resource;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_YES};
 
+/// A claim's namespace and name: how the binding core keys claims.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClaimKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ClaimKey {
+    pub fn of(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ClaimKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
 pub fn name<K: Resource>(obj: &K) -> &str {

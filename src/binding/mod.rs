@@ -4,6 +4,7 @@
 //! arm per row of its two tables, and [`plan_claim`] / [`plan_server`] turn a decision
 //! into the writes, event and outcome the controllers carry out.
 
+pub mod assumed;
 mod claim_decision;
 mod claim_plan;
 mod effects;
@@ -14,19 +15,26 @@ mod selector;
 mod server_decision;
 mod server_plan;
 mod status;
+pub mod step;
+pub mod triggers;
 mod view;
 
+pub use assumed::{AssumedChoices, assumption_for, claim_key};
 pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, RepairCase};
 pub use eligibility::{
-    Ineligible, RefMatch, describe_ref, eligibility, ref_match, server_is_claimable,
+    Ineligible, RefMatch, describe_ref, eligibility, ref_match, ref_uid, server_is_claimable,
 };
 pub use index::{FreeServerIndex, is_free};
+pub use meta::ClaimKey;
 pub use selector::{first_untolerated, selector_matches, tolerates};
 pub use server_decision::{
-    ServerDecision, claim_ref_of, decide_server, has_protection, outranked_on,
+    RollBackCause, ServerDecision, can_take_back, claim_ref_of, decide_server, has_protection,
+    outranked_on,
 };
 pub use server_plan::{ServerPlan, is_user_made_ref, plan_server};
 pub use status::{BoundCondition, find_bound};
+pub use step::{ClaimInputs, claim_step, server_step};
+pub use triggers::{Triggers, Wake};
 pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
 
 use super::claim_decision::{Liveness, is_controller_chosen};
-use super::eligibility::eligibility;
+use super::eligibility::{Ineligible, eligibility, ref_uid, server_is_claimable};
 use super::meta;
 use super::view::ClaimView;
 
@@ -41,16 +41,26 @@ pub enum ServerDecision {
     /// Ref with the claim's uid, and the claim names this server: ensure phase Bound and
     /// the finalizer.
     BoundConfirmed,
-    /// Ref with the claim's uid, the claim has no `serverRef`: wait for it to adopt the
-    /// server (the claim write was lost in a crash).
+    /// Ref with the claim's uid, the claim has no `serverRef` and will take the server:
+    /// an unbound claim the server can serve adopts it (the claim write was lost in a
+    /// crash), a bound claim restores its cleared `serverRef`.
     BoundAwaitingAdoption,
     /// Ref with the claim's uid, but the claim names another server, or names none and
-    /// is on the bound path (a Lost claim never adopts): roll back.
-    RollBack,
+    /// cannot adopt this one: roll back.
+    RollBack { cause: RollBackCause },
     /// Being deleted while a live claim holds it: keep the finalizer, Warning `DeletionBlocked`.
     DeletionBlocked { holder: ServerClaimRef },
     /// Being deleted and no live claim holds it: drop the finalizer.
     DeletionAllowed,
+}
+
+/// Why a server gives up a claim whose uid its ref carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RollBackCause {
+    /// The claim names another server.
+    NamesAnother(String),
+    /// The claim names no server and cannot adopt this one.
+    CannotAdopt(Ineligible),
 }
 
 /// Decides what to do with `server`.
@@ -65,7 +75,7 @@ pub fn decide_server(
     let claim_ref = server.spec.server_claim_ref.as_ref();
     // The claim the ref names, but only the incarnation with the ref's uid.
     let holder = claim_ref.and_then(|r| {
-        let uid = r.uid.as_deref()?;
+        let uid = ref_uid(r)?;
         claims
             .claim(&r.namespace, &r.name)
             .filter(|c| meta::uid(*c) == Some(uid))
@@ -73,10 +83,10 @@ pub fn decide_server(
 
     if meta::is_deleting(server) {
         return match (claim_ref, holder) {
-            (Some(r), None) if r.uid.is_some() && liveness == Liveness::Cached => {
+            (Some(r), None) if ref_uid(r).is_some() && liveness == Liveness::Cached => {
                 ConfirmClaimGone { claim: r.clone() }
             }
-            (Some(r), Some(c)) if holds_server(c, name) => DeletionBlocked { holder: r.clone() },
+            (Some(r), Some(c)) if holds_server(server, c) => DeletionBlocked { holder: r.clone() },
             _ => DeletionAllowed,
         };
     }
@@ -88,21 +98,8 @@ pub fn decide_server(
         };
     };
 
-    if r.uid.is_none() {
-        return match claims.claim(&r.namespace, &r.name) {
-            None => ReservedClaimMissing,
-            Some(c) => match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
-                // The reservation binds only a claim the server can serve (its selector
-                // applies also when it names the server); otherwise it stays a reservation
-                // and the claim side reports the mismatch.
-                Some(n) if n == name && eligibility(server, c).is_ok() => FillUid {
-                    claim: claim_ref_of(c),
-                },
-                Some(n) if n == name => ReservedClaimElsewhere,
-                None => ReservedAwaitingAdoption,
-                Some(_) => ReservedClaimElsewhere,
-            },
-        };
+    if ref_uid(r).is_none() {
+        return decide_reserved(server, r, claims);
     }
 
     let Some(c) = holder else {
@@ -115,21 +112,66 @@ pub fn decide_server(
     };
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
         Some(n) if n == name => BoundConfirmed,
-        // An unbound claim adopts the server (the crash after the server write); a bound
-        // claim whose serverRef a user cleared is Lost and never will, so waiting would
-        // leave an orphaned reservation.
-        None if !meta::is_bind_completed(c) => BoundAwaitingAdoption,
-        None | Some(_) => RollBack,
+        Some(other) => RollBack {
+            cause: RollBackCause::NamesAnother(other.to_string()),
+        },
+        // The claim names nothing: it restores its serverRef if bound, or adopts the
+        // server if it can; a server it cannot adopt would be an orphaned reservation
+        // forever, so it rolls back.
+        None => match can_take_back(server, c) {
+            Ok(()) => BoundAwaitingAdoption,
+            Err(why) => RollBack {
+                cause: RollBackCause::CannotAdopt(why),
+            },
+        },
     }
 }
 
-/// Whether a claim whose uid the server's ref carries still holds the server: it names
-/// the server, or names nothing yet and may still adopt it. A bound (Lost) claim that
-/// names nothing never will, so it does not block deletion.
-fn holds_server(claim: &ServerClaim, server: &str) -> bool {
+/// The rows for a reservation by name (a ref without a uid).
+fn decide_reserved(
+    server: &Server,
+    r: &ServerClaimRef,
+    claims: &(impl ClaimView + ?Sized),
+) -> ServerDecision {
+    use ServerDecision::*;
+    let Some(c) = claims.claim(&r.namespace, &r.name) else {
+        return ReservedClaimMissing;
+    };
+    match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
+        // The reservation binds only a claim the server can serve (its selector applies
+        // also when it names the server); otherwise it stays a reservation and the claim
+        // side reports the mismatch. A bound claim keeps its server whatever changed.
+        Some(n) if n == meta::name(server) && can_take_back(server, c).is_ok() => FillUid {
+            claim: claim_ref_of(c),
+        },
+        Some(n) if n == meta::name(server) => ReservedClaimElsewhere,
+        None => ReservedAwaitingAdoption,
+        Some(_) => ReservedClaimElsewhere,
+    }
+}
+
+/// Whether `claim` may take (or keep) `server` whose ref names it: a `bind-completed`
+/// claim keeps its binding whatever happened to the server since (cordon, taint,
+/// relabel: an existing binding stays), unless the server is being deleted or was
+/// released; any other claim needs the server to be eligible.
+pub fn can_take_back(server: &Server, claim: &ServerClaim) -> Result<(), Ineligible> {
+    if !meta::is_bind_completed(claim) {
+        return eligibility(server, claim);
+    }
+    match server_is_claimable(server) {
+        Err(Ineligible::Unclaimable) | Ok(()) => Ok(()),
+        Err(why) => Err(why),
+    }
+}
+
+/// Whether a claim whose uid a deleting server's ref carries still holds it: it names
+/// the server, or is bound and will restore its cleared `serverRef`. An unbound claim
+/// that names nothing never adopts a deleting server (it is not eligible), so it does
+/// not block the deletion.
+fn holds_server(server: &Server, claim: &ServerClaim) -> bool {
     match &claim.spec.server_ref {
-        Some(r) => r.name == server,
-        None => !meta::is_bind_completed(claim),
+        Some(r) => r.name == meta::name(server),
+        None => meta::is_bind_completed(claim),
     }
 }
 
@@ -149,7 +191,7 @@ fn winner(server: &Server, claims: &(impl ClaimView + ?Sized)) -> Option<(Server
     claims
         .claims_naming(meta::name(server))
         .into_iter()
-        .filter(|c| eligibility(server, c).is_ok())
+        .filter(|c| can_take_back(server, c).is_ok())
         .min_by_key(|c| rank(c, is_controller_chosen(c)))
         .map(|c| (claim_ref_of(c), meta::is_bind_completed(c)))
 }
@@ -184,7 +226,7 @@ pub fn outranked_on(
         .filter(|c| {
             meta::namespace(*c) != meta::namespace(claim) || meta::name(*c) != meta::name(claim)
         })
-        .filter(|c| eligibility(server, c).is_ok())
+        .filter(|c| can_take_back(server, c).is_ok())
         .any(|c| rank(c, is_controller_chosen(c)) < as_picked)
 }
 

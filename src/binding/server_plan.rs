@@ -8,7 +8,7 @@ use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatu
 use super::effects::{BindingEvent, Outcome, RepairCase};
 use super::eligibility::describe_ref;
 use super::meta;
-use super::server_decision::ServerDecision;
+use super::server_decision::{RollBackCause, ServerDecision};
 use super::status::{BoundCondition, with_bound};
 
 /// The writes and side effects of one server decision.
@@ -130,20 +130,21 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
                 ..ServerPlan::default()
             }
         }
-        RollBack => {
-            let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
+        RollBack { cause } => {
+            let holder = describe_ref(&server.spec.server_claim_ref.clone().unwrap_or_default());
+            let note = match cause {
+                RollBackCause::NamesAnother(other) => {
+                    format!("claim {holder} names server {other} now; this server is free again")
+                }
+                RollBackCause::CannotAdopt(why) => format!(
+                    "claim {holder} names no server and cannot take this one ({why}); this server is free again"
+                ),
+            };
             let object = unbind(server);
             ServerPlan {
                 status: after_unbind(&object, now),
                 object: Some(object),
-                event: Some(BindingEvent::normal(
-                    "RolledBack",
-                    "Binding",
-                    format!(
-                        "claim {} names another server now; this server is free again",
-                        describe_ref(&holder)
-                    ),
-                )),
+                event: Some(BindingEvent::normal("RolledBack", "Binding", note)),
                 outcome: Some(Outcome::Repair(RepairCase::RolledBack)),
                 confirm_claim: None,
             }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::api::{Server, ServerClaim};
 
 use super::index::FreeServerIndex;
-use super::meta;
+use super::meta::{self, ClaimKey};
 
 /// What the claim controller may know about servers.
 pub trait ServerView {
@@ -29,10 +29,8 @@ pub trait ClaimView {
     fn claims_naming(&self, server: &str) -> Vec<&ServerClaim>;
 }
 
-type ClaimKey = (String, String);
-
 fn claim_key(namespace: &str, name: &str) -> ClaimKey {
-    (namespace.to_string(), name.to_string())
+    ClaimKey::of(namespace, name)
 }
 
 /// Every server, indexed for the claim controller's questions.
@@ -188,6 +186,13 @@ impl ClaimCatalog {
 
     pub fn iter(&self) -> impl Iterator<Item = &ServerClaim> {
         self.claims.values()
+    }
+
+    /// Claims that wait for a server to pick: no `serverRef`, not on the bound path.
+    pub fn pending(&self) -> impl Iterator<Item = &ServerClaim> {
+        self.claims
+            .values()
+            .filter(|c| c.spec.server_ref.is_none() && !meta::is_bind_completed(*c))
     }
 
     pub fn len(&self) -> usize {

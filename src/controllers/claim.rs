@@ -9,17 +9,16 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
 
-use crate::api::{Server, ServerClaim};
-use crate::binding::{
-    ClaimDecision, ClaimPlan, Liveness, WithLiveServer, decide_claim, meta, pass_over, plan_claim,
-};
-
-use super::assumed::claim_key;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::metrics::ControllerKind;
 use super::writes::{Part, record, replace, restamp};
 use super::{CONFLICT_RETRY, ERROR_RETRY, RESYNC};
+use crate::api::{Server, ServerClaim};
+use crate::binding::step::real_claim_decider;
+use crate::binding::{
+    ClaimDecision, ClaimInputs, ClaimPlan, assumption_for, claim_key, claim_step, meta,
+};
 
 const KIND: ControllerKind = ControllerKind::Claim;
 
@@ -65,56 +64,50 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
     }
 
     let key = claim_key(claim);
-    let picked = match &decision {
-        ClaimDecision::PickBestFit { server } => Some(server.clone()),
-        _ => None,
-    };
+    let picked = assumption_for(&decision).map(str::to_string);
     if let Some(server) = &picked {
-        ctx.caches.assumed.assume(server, key);
+        let based_on = claim.metadata.resource_version.clone();
+        ctx.caches
+            .assumed
+            .lock()
+            .assume(server, key.clone(), based_on);
     }
     let written = execute(claim, &decision, &plan, ctx).await;
     if let Some(server) = &picked {
         match &written {
-            Ok(latest) => ctx.caches.assumed.written(
-                server,
-                latest
+            Ok(latest) => {
+                let version = latest
                     .as_ref()
-                    .and_then(|c| c.metadata.resource_version.clone()),
-            ),
-            Err(_) => ctx.caches.assumed.forget(server),
+                    .and_then(|c| c.metadata.resource_version.clone());
+                ctx.caches.assumed.lock().written(server, &key, version);
+            }
+            Err(_) => ctx.caches.claim_write_failed(server, &key),
         }
     }
     written?;
     Ok(Action::requeue(RESYNC))
 }
 
-/// Decides with the cached servers, or with one server replaced by what a live GET said.
+/// One [`claim_step`] on the caches: with the cached servers, or with one server
+/// replaced by what a live GET said.
 fn decide(
     claim: &ServerClaim,
     ctx: &Context,
     live: Option<(&str, Option<&Server>)>,
 ) -> (ClaimDecision, ClaimPlan) {
     let key = claim_key(claim);
-    let chosen_for_other = |server: &str| ctx.caches.assumed.chosen_for_other(server, &key);
-    // Lock order: servers, then claims (see `Caches`).
+    // Lock order: servers, then claims, then the assumed choices (see `Caches`).
     let servers = ctx.caches.servers.read();
     let claims = ctx.caches.claims.read();
-    let skip = pass_over(claim, &*servers, &*claims, &chosen_for_other);
-    let decision = match live {
-        None => decide_claim(claim, &*servers, &skip, Liveness::Cached),
-        Some((name, live)) => {
-            let view = WithLiveServer {
-                base: &*servers,
-                name,
-                live,
-            };
-            decide_claim(claim, &view, &skip, Liveness::Confirmed)
-        }
+    let assumed = ctx.caches.assumed.lock();
+    let chosen_for_others = |server: &str| assumed.chosen_for_other(server, &key);
+    let inputs = ClaimInputs {
+        decide: real_claim_decider,
+        servers: &*servers,
+        claims: &*claims,
+        chosen_for_others: &chosen_for_others,
     };
-    drop(skip);
-    drop((claims, servers));
-    let plan = plan_claim(claim, &decision, &Time(Timestamp::now()));
-    (decision, plan)
+    claim_step(claim, &inputs, live, &Time(Timestamp::now()))
 }
 
 /// Writes the plan (object, then status), then records its event and counts its outcome.
@@ -166,10 +159,11 @@ fn bind_seconds(claim: &ServerClaim) -> Option<f64> {
 fn decision_server(decision: &ClaimDecision) -> Option<&str> {
     use ClaimDecision::*;
     match decision {
-        ConfirmServerMissing { server }
+        RestoreServerRef { server }
+        | ConfirmServerMissing { server }
         | BoundServerMissing { server }
         | BoundServerRefLost { server }
-        | BoundConfirmed { server }
+        | BoundConfirmed { server, .. }
         | BoundMisbound { server, .. }
         | AdoptReservedServer { server }
         | PickBestFit { server }
@@ -182,7 +176,7 @@ fn decision_server(decision: &ClaimDecision) -> Option<&str> {
         | CompleteBind { server }
         | WithdrawTakenServer { server, .. }
         | ServerAlreadyClaimed { server, .. } => Some(server),
-        BoundServerRefCleared | NoMatchingServer => None,
+        BoundServerRefCleared | ClearStaleBindCompleted | NoMatchingServer => None,
     }
 }
 

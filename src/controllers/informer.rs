@@ -2,13 +2,12 @@
 //!
 //! Each watch event updates, in order: kube-runtime's reflector store (which the
 //! `Controller`s read their primary objects from), the binding core's catalog of that
-//! kind (which the *other* controller decides against), and the assumed-choice cache.
-//! Then it computes which objects each controller must look at again. The triggers are
-//! computed here, not by kube-runtime's `watches` mappers, because they need the object
-//! as it was before the event as well as after: a claim that stops naming a server, or
-//! is deleted, must wake the server it named.
+//! kind (which both controllers decide against), and the assumed-choice cache. Then the
+//! binding core's wake-up rules (`binding::triggers`) say which objects each controller
+//! must look at again. They are applied here, not by kube-runtime's `watches` mappers,
+//! because they need the object as it was before the event as well as after: a claim
+//! that stops naming a server, or is deleted, must wake the server it named.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedSender;
@@ -24,9 +23,11 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::api::{Server, ServerClaim};
-use crate::binding::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, is_free, meta};
-
-use super::assumed::{AssumedChoices, claim_key};
+use crate::binding::assumed::ends_on_claim_event;
+use crate::binding::triggers::{self, Wake};
+use crate::binding::{
+    AssumedChoices, ClaimCatalog, ClaimKey, ClaimView, ServerCatalog, ServerView, claim_key, meta,
+};
 
 /// Where a controller wants its triggers while it runs (`None`: not running; triggers
 /// are dropped and the controller resyncs everything when it starts).
@@ -43,7 +44,7 @@ pub struct Caches {
     pub claims: RwLock<ClaimCatalog>,
     pub server_store: Store<Server>,
     pub claim_store: Store<ServerClaim>,
-    pub assumed: AssumedChoices,
+    pub assumed: Mutex<AssumedChoices>,
     /// Whether servers and claims have each been listed into the catalogs once.
     synced: [watch::Sender<bool>; 2],
     claim_triggers: TriggerSlot<ServerClaim>,
@@ -65,7 +66,7 @@ impl Caches {
             claims: RwLock::default(),
             server_store,
             claim_store,
-            assumed: AssumedChoices::new(),
+            assumed: Mutex::default(),
             synced: [watch::channel(false).0, watch::channel(false).0],
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
@@ -126,109 +127,74 @@ impl Caches {
         *self.server_triggers.lock() = None;
     }
 
+    /// Ends the assumption on `server` for `claim` after its write failed, and wakes the
+    /// pending claims that passed the server over.
+    pub fn claim_write_failed(&self, server: &str, claim: &ClaimKey) {
+        let servers = self.servers.read();
+        let claims = self.claims.read();
+        let ended = self.assumed.lock().write_failed(server, claim);
+        let Some(server) = ended else {
+            return;
+        };
+        let wake = triggers::on_assumption_end(&server, &servers, &claims);
+        drop((claims, servers));
+        self.send(wake);
+    }
+
     fn on_server_event(&self, event: Delta<Server>) {
-        let mut wake = Wake::default();
-        match event {
+        let servers = self.servers.read();
+        let claims = self.claims.read();
+        let wake = match event {
             Delta::Changed { old, new } => {
-                let Some(name) = new
-                    .as_ref()
-                    .or(old.as_ref())
-                    .map(|s| meta::name(s).to_string())
-                else {
+                let Some(name) = new.as_ref().or(old.as_ref()).map(meta::name) else {
                     return;
                 };
-                self.assumed.observe_server(&name, new.as_ref());
-                let claims = self.claims.read();
-                if new.is_some() {
-                    wake.servers.insert(name.clone());
-                }
-                for c in claims.claims_naming(&name) {
-                    wake.claims.insert(claim_key(c));
-                }
-                for s in old.iter().chain(new.iter()) {
-                    if let Some(r) = &s.spec.server_claim_ref {
-                        wake.claims.insert((r.namespace.clone(), r.name.clone()));
-                    }
-                }
-                // A server that became free, or changed while free, may now serve a
-                // claim that found nothing.
-                if let Some(n) = &new
-                    && is_free(n)
-                    && old.as_ref().is_none_or(|o| {
-                        !is_free(o) || o.spec != n.spec || o.metadata.labels != n.metadata.labels
-                    })
-                {
-                    wake.pending_claims(&claims);
-                }
+                self.assumed.lock().observe_server(name, new.as_ref());
+                triggers::on_server_change(old.as_ref(), new.as_ref(), &claims)
             }
             Delta::Relisted => {
-                let servers = self.servers.read();
-                self.assumed
-                    .relisted_servers(&|name| servers.server(name).is_some_and(is_free));
-                wake.servers
-                    .extend(servers.iter().map(|s| meta::name(s).to_string()));
-                wake.claims.extend(self.claims.read().iter().map(claim_key));
+                let latest = |name: &str| servers.server(name).cloned();
+                self.assumed.lock().relisted_servers(&latest);
+                triggers::on_relist(&servers, &claims)
             }
-        }
+        };
+        drop((claims, servers));
         self.send(wake);
     }
 
     fn on_claim_event(&self, event: Delta<ServerClaim>) {
-        let mut wake = Wake::default();
-        match event {
+        let servers = self.servers.read();
+        let claims = self.claims.read();
+        let mut assumed = self.assumed.lock();
+        let (mut wake, ended) = match event {
             Delta::Changed { old, new } => {
                 let Some(key) = new.as_ref().or(old.as_ref()).map(claim_key) else {
                     return;
                 };
-                let servers = self.servers.read();
-                let claims = self.claims.read();
-                if new.is_some() {
-                    wake.claims.insert(key.clone());
-                }
-                for c in old.iter().chain(new.iter()) {
-                    if let Some(r) = &c.spec.server_ref {
-                        wake.servers.insert(r.name.clone());
-                    }
-                }
-                for s in servers.reserved_for(&key.0, &key.1) {
-                    wake.servers.insert(meta::name(s).to_string());
-                }
-                // A server given up (withdrawn, or its claim deleted) may serve another.
-                let released = self.assumed.observe_claim(&key, new.as_ref());
-                let gave_up = old
-                    .as_ref()
-                    .and_then(|o| o.spec.server_ref.as_ref())
-                    .filter(|r| new.as_ref().and_then(|n| n.spec.server_ref.as_ref()) != Some(*r))
-                    .map(|r| r.name.clone());
-                if released
-                    .into_iter()
-                    .chain(gave_up)
-                    .any(|s| servers.server(&s).is_some_and(is_free))
-                {
-                    wake.pending_claims(&claims);
-                }
+                let ended = assumed.observe_claim(&key, new.as_ref());
+                let wake = triggers::on_claim_change(old.as_ref(), new.as_ref(), &servers, &claims);
+                (wake, ended.into_iter().collect())
             }
             Delta::Relisted => {
-                let servers = self.servers.read();
-                let claims = self.claims.read();
-                self.assumed.relisted_claims(&|key| {
-                    claims
-                        .claim(&key.0, &key.1)
-                        .and_then(|c| c.spec.server_ref.as_ref())
-                        .map(|r| r.name.clone())
-                });
-                wake.claims.extend(claims.iter().map(claim_key));
-                wake.servers
-                    .extend(servers.iter().map(|s| meta::name(s).to_string()));
+                let latest = |k: &ClaimKey| claims.claim(&k.namespace, &k.name).cloned();
+                let ended = assumed.relisted_claims(ends_on_claim_event, &latest);
+                (triggers::on_relist(&servers, &claims), ended)
             }
+        };
+        drop(assumed);
+        for server in ended {
+            wake.extend(triggers::on_assumption_end(&server, &servers, &claims));
         }
+        drop((claims, servers));
         self.send(wake);
     }
 
+    /// Hands the woken objects to the running controllers. Called with no cache lock
+    /// held: `attach_*` takes a trigger slot and then a cache lock.
     fn send(&self, wake: Wake) {
         if let Some(tx) = self.claim_triggers.lock().as_ref() {
-            for (ns, name) in wake.claims {
-                let _ = tx.unbounded_send(ObjectRef::new(&name).within(&ns));
+            for key in wake.claims {
+                let _ = tx.unbounded_send(ObjectRef::new(&key.name).within(&key.namespace));
             }
         }
         if let Some(tx) = self.server_triggers.lock().as_ref() {
@@ -236,25 +202,6 @@ impl Caches {
                 let _ = tx.unbounded_send(ObjectRef::new(&name));
             }
         }
-    }
-}
-
-/// Which objects each controller must reconcile after one event.
-#[derive(Default)]
-struct Wake {
-    claims: BTreeSet<(String, String)>,
-    servers: BTreeSet<String>,
-}
-
-impl Wake {
-    /// Claims that have no server yet and are not on the bound path.
-    fn pending_claims(&mut self, claims: &ClaimCatalog) {
-        self.claims.extend(
-            claims
-                .iter()
-                .filter(|c| c.spec.server_ref.is_none() && !meta::is_bind_completed(*c))
-                .map(claim_key),
-        );
     }
 }
 

@@ -209,7 +209,11 @@ impl Metrics {
         ] {
             lost_claims.with_label_values(&[reason.as_str()]);
         }
-        let claim_repairs = [RepairCase::ClaimStatus, RepairCase::Adopted];
+        let claim_repairs = [
+            RepairCase::ClaimStatus,
+            RepairCase::Adopted,
+            RepairCase::ClaimRefRestored,
+        ];
         let server_repairs = [
             RepairCase::ServerRefRestored,
             RepairCase::Finalizer,

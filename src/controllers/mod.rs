@@ -5,7 +5,6 @@
 //! reconcile asks the binding core what to do and does exactly that, writing only its
 //! own kind, each write with the resourceVersion it read as a precondition.
 
-pub mod assumed;
 pub mod claim;
 pub mod context;
 pub mod error;

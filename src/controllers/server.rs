@@ -10,9 +10,8 @@ use kube::Api;
 use kube::runtime::controller::Action;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
-use crate::binding::{
-    Liveness, ServerDecision, ServerPlan, WithLiveClaim, decide_server, meta, plan_server,
-};
+use crate::binding::step::real_server_decider;
+use crate::binding::{ServerDecision, ServerPlan, meta, server_step};
 
 use super::context::Context;
 use super::error::{Error, Result};
@@ -63,27 +62,16 @@ async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
     Ok(Action::requeue(RESYNC))
 }
 
+/// One [`server_step`] on the claim cache, or with one claim replaced by what a live GET
+/// said.
 fn decide(
     server: &Server,
     ctx: &Context,
     live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
 ) -> (ServerDecision, ServerPlan) {
     let claims = ctx.caches.claims.read();
-    let decision = match live {
-        None => decide_server(server, &*claims, Liveness::Cached),
-        Some((r, live)) => {
-            let view = WithLiveClaim {
-                base: &*claims,
-                namespace: &r.namespace,
-                name: &r.name,
-                live,
-            };
-            decide_server(server, &view, Liveness::Confirmed)
-        }
-    };
-    drop(claims);
-    let plan = plan_server(server, &decision, &Time(Timestamp::now()));
-    (decision, plan)
+    let now = Time(Timestamp::now());
+    server_step(server, real_server_decider, &*claims, live, &now)
 }
 
 /// Writes the plan (object, then status), then records its event and counts its outcome.

@@ -28,8 +28,9 @@ fn event(plan: &ClaimPlan) -> (EventKind, &'static str) {
 
 #[test]
 fn bound_with_server_ref_cleared_is_lost() {
+    // No server holds it any more (else the claim restores its ref: [j]).
     let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
     assert_eq!(d, ClaimDecision::BoundServerRefCleared);
     let p = plan(&c, &d);
     assert_eq!(
@@ -93,7 +94,13 @@ fn bound_with_server_naming_its_uid_ensures_bound_and_reverts_a_lost_phase() {
         .phase(ClaimPhase::Lost);
     c.status.as_mut().expect("status").bound_time = Some(t(5));
     let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
-    assert_eq!(d, ClaimDecision::BoundConfirmed { server: s("s1") });
+    assert_eq!(
+        d,
+        ClaimDecision::BoundConfirmed {
+            server: s("s1"),
+            selector_mismatch: false
+        }
+    );
     let p = plan(&c, &d);
     assert_eq!(
         status_reason(&p),
@@ -459,5 +466,105 @@ fn a_reservation_does_not_override_the_claims_selector() {
             server: s("s1"),
             why: Ineligible::SelectorMismatch
         }
+    );
+}
+
+#[test]
+fn a_bound_claim_whose_server_ref_was_cleared_restores_it_from_the_server_holding_it() {
+    let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c"), server("s0")]);
+    assert_eq!(d, ClaimDecision::RestoreServerRef { server: s("s1") });
+    let p = plan(&c, &d);
+    assert_eq!(event(&p), (EventKind::Warning, "ServerRefRestored"));
+    let written = p.object.expect("the ref written back");
+    assert_eq!(written.spec.server_ref.map(|r| r.name), Some(s("s1")));
+    // No server holds it: Lost.
+    assert_eq!(
+        decide_c(&c, &[server("s1")]),
+        ClaimDecision::BoundServerRefCleared
+    );
+}
+
+#[test]
+fn a_copied_bind_completed_annotation_without_a_bind_is_dropped() {
+    // Created from a copied manifest: no boundTime, nothing holds it.
+    let fresh = claim("c").bind_completed();
+    assert_eq!(
+        decide_c(&fresh, &[server("s1")]),
+        ClaimDecision::ClearStaleBindCompleted
+    );
+    let p = plan(&fresh, &ClaimDecision::ClearStaleBindCompleted);
+    let written = p.object.expect("the annotation dropped");
+    assert_eq!(annotation(&written, ANNOTATION_BIND_COMPLETED), None);
+    // A copy of a bound claim's manifest: it names a server another claim holds.
+    let copy = claim("c").chose("s1").bind_completed();
+    let held = server("s1").bound_to("orig", "uid-orig");
+    assert_eq!(
+        decide_c(&copy, &[held]),
+        ClaimDecision::ClearStaleBindCompleted
+    );
+}
+
+#[test]
+fn a_bound_claim_that_lost_only_its_bind_completed_keeps_its_bound_time() {
+    let c = claim("c").chose("s1").phase(ClaimPhase::Bound);
+    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    assert_eq!(d, ClaimDecision::CompleteBind { server: s("s1") });
+    let p = plan(&c, &d);
+    assert_eq!(p.status.expect("status").bound_time, Some(t(5)));
+    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::ClaimStatus)));
+}
+
+#[test]
+fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound)
+        .selector(&[("rack", "r2")]);
+    let srv = server("s1")
+        .labels(&[("rack", "r1")])
+        .bound_to("c", "uid-c");
+    let d = decide_c(&c, &[srv]);
+    assert_eq!(
+        d,
+        ClaimDecision::BoundConfirmed {
+            server: s("s1"),
+            selector_mismatch: true
+        }
+    );
+    let p = plan(&c, &d);
+    let status = p.status.as_ref().expect("the message changes");
+    assert_eq!(status.phase, Some(ClaimPhase::Bound));
+    assert_eq!(event(&p), (EventKind::Warning, "SelectorMismatch"));
+}
+
+#[test]
+fn a_claim_naming_a_released_server_is_told_it_waits_for_an_admin() {
+    let released = server("s1")
+        .retain()
+        .user_bound_to("gone", "uid-gone")
+        .phase(ServerPhase::Released);
+    let d = decide_c(&claim("c").wants("s1"), std::slice::from_ref(&released));
+    assert_eq!(
+        d,
+        ClaimDecision::ServerMismatch {
+            server: s("s1"),
+            why: Ineligible::Released
+        }
+    );
+    let d = decide_c(&claim("c").chose("s1"), &[released]);
+    assert!(
+        matches!(d, ClaimDecision::WithdrawIneligibleServer { .. }),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn an_empty_uid_reservation_is_adopted() {
+    let srv = server("s1").reserved_for("c").uid_ref("");
+    assert_eq!(
+        decide_c(&claim("c"), &[srv, server("s0")]),
+        ClaimDecision::AdoptReservedServer { server: s("s1") }
     );
 }

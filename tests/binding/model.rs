@@ -1,22 +1,30 @@
-//! An exhaustive model check of the binding protocol, with the real decision and plan
-//! functions.
+//! An exhaustive model check of the binding protocol, with the binary's own rules: the
+//! real decision and plan functions (through `claim_step` / `server_step`), the real
+//! wake-up rules (`binding::triggers`) and the real assumed-choice bookkeeping
+//! (`binding::assumed`).
 //!
-//! The world is tiny (2-3 claims, 2 servers) but the scheduler is adversarial. From every
-//! state it tries every step:
+//! The world is tiny (2-3 claims, 1-2 servers) but the scheduler is adversarial. From
+//! every state it tries every step:
 //! - either controller delivers the next watch event of the other kind to its cache (so
-//!   caches lag by any amount, but never go back in time, as with a real reflector);
-//! - either controller reconciles any object in its cache (deciding on that stale view;
-//!   a live read, when a decision asks for one, sees the truth);
+//!   caches lag by any amount, but never go back in time, as with a real reflector), and
+//!   applies the wake-up rules to it;
+//! - either controller reconciles an object that something woke (never any other: a
+//!   missing wake-up rule shows up as a state that never converges), deciding on its
+//!   stale view; a live read, when a decision asks for one, sees the truth;
 //! - either controller performs the next write of its plan, which hits a conflict if its
-//!   resourceVersion is stale, or fails by injection (bounded);
+//!   resourceVersion is stale, or fails by injection (bounded); a claim write's watch
+//!   event and its response arrive in either order;
 //! - either controller crashes (bounded): it loses its cache, its assumed choices and the
 //!   rest of its plan, and relists;
-//! - the next scripted user action happens (delete a claim, re-create it, ...).
+//! - either controller resyncs (bounded): everything of its kind is woken;
+//! - the next scripted user action happens (delete or create a claim, cordon, taint,
+//!   relabel a server, add a selector, ...).
 //!
 //! Invariants 1 and 4 of docs/binding.md hold in every reachable state; invariant 2 holds
-//! in every quiescent state (no events pending, no plan in flight, every reconcile a
-//! no-op); and because crashes may strike between any two writes, every quiescent state
-//! reached after a crash converged from the half-bound state the crash left (invariant 3).
+//! in every quiescent state (no event pending, no plan in flight, nothing woken, all user
+//! actions done), whatever crash, fault and resync budget is left: convergence must not
+//! rely on a resync. And in a quiescent state a resync would change nothing, so no
+//! decision waits on a wake-up that never comes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -24,6 +32,11 @@ use std::hash::{Hash, Hasher};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use server_binder::api::names::*;
 use server_binder::api::*;
+use server_binder::binding::assumed::{Assumption, EndRule, ends_on_claim_event};
+use server_binder::binding::step::{
+    ClaimDecider, ServerDecider, real_claim_decider, real_server_decider,
+};
+use server_binder::binding::triggers::Wake;
 use server_binder::binding::*;
 
 // Fingerprinting and the visited set are a fifth of the check's time with SipHash;
@@ -33,26 +46,35 @@ use rustc_hash::{FxHashMap as HashMap, FxHasher};
 use crate::support::*;
 use crate::world::{Conflict, Truth};
 
-/// The claim controller's decision function, as the model calls it.
-pub type ClaimDecider =
-    fn(&ServerClaim, &dyn ServerView, &dyn Fn(&str) -> bool, Liveness) -> ClaimDecision;
-/// The server controller's decision function, as the model calls it.
-pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision;
-
-/// The decision functions under test, swappable so mutants can be checked too.
+/// The protocol's rules under test, swappable so mutants can be checked too.
 #[derive(Clone, Copy)]
 pub struct Protocol {
     pub claim: ClaimDecider,
     pub server: ServerDecider,
+    pub triggers: Triggers,
+    pub assumption_ends: EndRule,
 }
 
 impl Protocol {
     pub fn real() -> Self {
         Self {
-            claim: |c, v, skip, l| decide_claim(c, v, skip, l),
-            server: |s, v, l| decide_server(s, v, l),
+            claim: real_claim_decider,
+            server: real_server_decider,
+            triggers: Triggers::real(),
+            assumption_ends: ends_on_claim_event,
         }
     }
+}
+
+/// A user's or an admin's edit of a server.
+#[derive(Clone, Debug)]
+pub enum ServerEdit {
+    Cordon,
+    Uncordon,
+    Taint(&'static str),
+    Untaint,
+    Label(&'static str, &'static str),
+    ClearRef,
 }
 
 /// A scripted user action.
@@ -60,7 +82,9 @@ impl Protocol {
 pub enum UserOp {
     DeleteClaim(&'static str),
     CreateClaim(Box<ServerClaim>),
-    ClearServerRef(&'static str),
+    EditServer(&'static str, ServerEdit),
+    /// Adds `matchLabels: {key: value}` to a claim that has no selector.
+    AddSelector(&'static str, &'static str, &'static str),
 }
 
 /// A world to explore.
@@ -72,9 +96,10 @@ pub struct Scenario {
     pub user_ops: Vec<UserOp>,
     pub crashes: u8,
     pub faults: u8,
+    pub resyncs: u8,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Who {
     ClaimController,
     ServerController,
@@ -86,6 +111,8 @@ enum InFlight {
         base: ServerClaim,
         object: Option<ServerClaim>,
         status: Option<ServerClaimStatus>,
+        /// The server this plan's pick assumed (its write starts the assumption).
+        assumed: Option<String>,
     },
     Server {
         base: Server,
@@ -94,41 +121,87 @@ enum InFlight {
     },
 }
 
-/// One controller process: its caches, the watch events not yet delivered to them, its
-/// assumed choices and the rest of the plan it is carrying out.
+impl InFlight {
+    fn name(&self) -> String {
+        match self {
+            InFlight::Claim { base, .. } => meta::name(base).to_string(),
+            InFlight::Server { base, .. } => meta::name(base).to_string(),
+        }
+    }
+}
+
+/// One controller process: its caches, the watch events not yet delivered to them, the
+/// objects woken and not yet reconciled, its assumed choices and the rest of the plan it
+/// is carrying out.
 #[derive(Clone, Debug, Default)]
 struct Ctl {
-    claims: BTreeMap<String, ServerClaim>,
-    servers: BTreeMap<String, Server>,
+    /// The caches as the binary keeps them: catalogs updated one event at a time.
+    claims: ClaimCatalog,
+    servers: ServerCatalog,
     claim_events: VecDeque<(String, Option<ServerClaim>)>,
     server_events: VecDeque<(String, Option<Server>)>,
-    /// server -> claim it was chosen for, until the claim cache shows the choice.
-    assumed: BTreeMap<String, String>,
+    assumed: AssumedChoices,
+    woken: BTreeSet<String>,
     in_flight: Option<InFlight>,
 }
 
 impl Ctl {
-    fn fresh(truth: &Truth) -> Self {
+    /// A (re)started controller: it lists everything and wakes all of its kind.
+    fn fresh(truth: &Truth, who: Who) -> Self {
+        let woken = everything(truth, who);
         Self {
-            claims: truth.claims.clone(),
-            servers: truth.servers.clone(),
+            claims: ClaimCatalog::from_claims(truth.claims.values().cloned()),
+            servers: ServerCatalog::from_servers(truth.servers.values().cloned()),
+            woken,
             ..Self::default()
         }
     }
 
-    /// An assumed choice (server S for claim C) lasts until the server cache shows S with a
-    /// ref (the server side caught up) or C no longer names S (withdrawn, deleted).
-    fn forget_confirmed_assumptions(&mut self) {
-        let (claims, servers) = (&self.claims, &self.servers);
-        self.assumed.retain(|server, claim| {
-            let still_chosen = claims.get(claim).is_some_and(|c| {
-                c.spec.server_ref.as_ref().map(|r| r.name.as_str()) == Some(server)
-            });
-            let unseen = servers
-                .get(server)
-                .is_some_and(|s| s.spec.server_claim_ref.is_none());
-            still_chosen && unseen
-        });
+    /// Keeps what a wake-up says about this controller's own kind.
+    fn wake(&mut self, who: Who, wake: Wake) {
+        match who {
+            Who::ClaimController => self.woken.extend(wake.claims.into_iter().map(|k| k.name)),
+            Who::ServerController => self.woken.extend(wake.servers),
+        }
+    }
+
+    /// A claim changed in this controller's cache (its own write, a user's, or a watch
+    /// event delivered): update the cache, the assumptions, and wake what the rules say.
+    fn see_claim(&mut self, who: Who, p: &Protocol, name: &str, new: Option<ServerClaim>) {
+        let old = self.claims.claim(NS, name).cloned();
+        match &new {
+            Some(c) => self.claims.upsert(c.clone()),
+            None => self.claims.remove(NS, name),
+        }
+        let key = ClaimKey::of(NS, name);
+        let ended = self
+            .assumed
+            .observe_claim_with(p.assumption_ends, &key, new.as_ref());
+        let (servers, claims) = (&self.servers, &self.claims);
+        let mut wake = (p.triggers.claim_changed)(old.as_ref(), new.as_ref(), servers, claims);
+        if let Some(server) = ended {
+            wake.extend((p.triggers.assumption_ended)(&server, servers, claims));
+        }
+        self.wake(who, wake);
+    }
+
+    fn see_server(&mut self, who: Who, p: &Protocol, name: &str, new: Option<Server>) {
+        let old = self.servers.server(name).cloned();
+        match &new {
+            Some(s) => self.servers.upsert(s.clone()),
+            None => self.servers.remove(name),
+        }
+        self.assumed.observe_server(name, new.as_ref());
+        let wake = (p.triggers.server_changed)(old.as_ref(), new.as_ref(), &self.claims);
+        self.wake(who, wake);
+    }
+
+    /// The claim write of a pick failed: the assumption ends, pending claims wake.
+    fn claim_write_failed(&mut self, p: &Protocol, name: &str, server: &str) {
+        if let Some(server) = self.assumed.write_failed(server, &ClaimKey::of(NS, name)) {
+            let wake = (p.triggers.assumption_ended)(&server, &self.servers, &self.claims);
+            self.wake(Who::ClaimController, wake);
+        }
     }
 }
 
@@ -139,11 +212,13 @@ struct State {
     server_ctl: Ctl,
     crashes: u8,
     faults: u8,
+    resyncs: u8,
     next_user_op: usize,
+    protocol: Protocol,
 }
 
 impl State {
-    fn ctl(&mut self, who: &Who) -> &mut Ctl {
+    fn ctl(&mut self, who: Who) -> &mut Ctl {
         match who {
             Who::ClaimController => &mut self.claim_ctl,
             Who::ServerController => &mut self.server_ctl,
@@ -156,8 +231,9 @@ impl State {
     /// races live, so that is where the model spends its states.
     fn claim_changed(&mut self, name: &str) {
         let obj = self.truth.claims.get(name).cloned();
-        set(&mut self.claim_ctl.claims, name, obj.clone());
-        self.claim_ctl.forget_confirmed_assumptions();
+        let p = self.protocol;
+        self.claim_ctl
+            .see_claim(Who::ClaimController, &p, name, obj.clone());
         self.server_ctl
             .claim_events
             .push_back((name.to_string(), obj));
@@ -165,18 +241,30 @@ impl State {
 
     fn server_changed(&mut self, name: &str) {
         let obj = self.truth.servers.get(name).cloned();
-        set(&mut self.server_ctl.servers, name, obj.clone());
+        let p = self.protocol;
+        self.server_ctl
+            .see_server(Who::ServerController, &p, name, obj.clone());
         self.claim_ctl
             .server_events
             .push_back((name.to_string(), obj));
     }
+
+    fn is_quiescent(&self, scenario: &Scenario) -> bool {
+        [&self.claim_ctl, &self.server_ctl].iter().all(|c| {
+            c.claim_events.is_empty()
+                && c.server_events.is_empty()
+                && c.woken.is_empty()
+                && c.in_flight.is_none()
+        }) && self.next_user_op >= scenario.user_ops.len()
+    }
 }
 
-fn set<T>(map: &mut BTreeMap<String, T>, name: &str, obj: Option<T>) {
-    match obj {
-        Some(o) => map.insert(name.to_string(), o),
-        None => map.remove(name),
-    };
+/// Every object of the controller's kind: what a relist or a resync wakes.
+fn everything(truth: &Truth, who: Who) -> BTreeSet<String> {
+    match who {
+        Who::ClaimController => truth.claims.keys().cloned().collect(),
+        Who::ServerController => truth.servers.keys().cloned().collect(),
+    }
 }
 
 /// What a run of the model check found.
@@ -200,12 +288,14 @@ pub const MAX_LAG: usize = 3;
 pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     let truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
     let initial = State {
-        claim_ctl: Ctl::fresh(&truth),
-        server_ctl: Ctl::fresh(&truth),
+        claim_ctl: Ctl::fresh(&truth, Who::ClaimController),
+        server_ctl: Ctl::fresh(&truth, Who::ServerController),
         truth,
         crashes: scenario.crashes,
         faults: scenario.faults,
+        resyncs: scenario.resyncs,
         next_user_op: 0,
+        protocol,
     };
     let user_refs = UserRefs::of(scenario);
     let mut report = Report::default();
@@ -230,16 +320,15 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             scenario.name
         );
         let mut violation = check_always(&state, &user_refs).err();
-        let successors = successors(&state, scenario, protocol);
-        if violation.is_none() && successors.is_empty() {
+        if violation.is_none() && state.is_quiescent(scenario) {
             report.quiescent += 1;
-            violation = check_quiescent(&state, protocol).err();
+            violation = check_quiescent(&state).err();
         }
         if let Some(v) = violation {
             report.violation = Some(format!("{v}\n{}", trace(&parents, id)));
             return report;
         }
-        for (label, next) in successors {
+        for (label, next) in successors(&state, scenario) {
             if lag(&next) > MAX_LAG {
                 continue;
             }
@@ -278,42 +367,28 @@ fn trace(parents: &HashMap<u64, (u64, String)>, mut id: u64) -> String {
 // ---------------------------------------------------------------------------------------
 // Steps
 
-fn successors(state: &State, scenario: &Scenario, protocol: Protocol) -> Vec<(String, State)> {
+const BOTH: [Who; 2] = [Who::ClaimController, Who::ServerController];
+
+fn successors(state: &State, scenario: &Scenario) -> Vec<(String, State)> {
     let mut out = Vec::new();
-    for who in [Who::ClaimController, Who::ServerController] {
+    for who in BOTH {
+        out.extend(deliveries(state, who));
         let ctl = match who {
             Who::ClaimController => &state.claim_ctl,
             Who::ServerController => &state.server_ctl,
         };
-        if let Some((name, _)) = ctl.claim_events.front() {
-            let mut next = state.clone();
-            deliver_claim_event(next.ctl(&who));
-            out.push((format!("{who:?} sees claim {name} change"), next));
-        }
-        if let Some((name, _)) = ctl.server_events.front() {
-            let mut next = state.clone();
-            deliver_server_event(next.ctl(&who));
-            out.push((format!("{who:?} sees server {name} change"), next));
-        }
         if ctl.in_flight.is_some() {
-            let mut next = state.clone();
-            let label = perform_write(&mut next, &who);
-            out.push((format!("{who:?} {label}"), next));
+            out.extend(perform_write(state, who));
             if state.faults > 0 {
                 let mut next = state.clone();
                 next.faults -= 1;
-                abandon(next.ctl(&who));
+                abandon(&mut next, who);
                 out.push((format!("{who:?} write fails (injected)"), next));
             }
         } else {
-            out.extend(reconciles(state, &who, protocol));
+            out.extend(reconciles(state, who));
         }
-        if state.crashes > 0 {
-            let mut next = state.clone();
-            next.crashes -= 1;
-            *next.ctl(&who) = Ctl::fresh(&next.truth);
-            out.push((format!("{who:?} crashes and restarts"), next));
-        }
+        out.extend(restarts(state, who));
     }
     if let Some(op) = scenario.user_ops.get(state.next_user_op) {
         let mut next = state.clone();
@@ -324,127 +399,181 @@ fn successors(state: &State, scenario: &Scenario, protocol: Protocol) -> Vec<(St
     out
 }
 
-fn deliver_claim_event(ctl: &mut Ctl) {
-    if let Some((name, obj)) = ctl.claim_events.pop_front() {
-        match obj {
-            Some(c) => ctl.claims.insert(name, c),
-            None => ctl.claims.remove(&name),
-        };
-        ctl.forget_confirmed_assumptions();
-    }
-}
-
-fn deliver_server_event(ctl: &mut Ctl) {
-    if let Some((name, obj)) = ctl.server_events.pop_front() {
-        match obj {
-            Some(s) => ctl.servers.insert(name, s),
-            None => ctl.servers.remove(&name),
-        };
-        ctl.forget_confirmed_assumptions();
-    }
-}
-
-/// A failed or conflicting write: the rest of the plan is dropped (the controller
-/// requeues), and so is the choice it assumed for that claim.
-fn abandon(ctl: &mut Ctl) {
-    if let Some(InFlight::Claim { base, .. }) = ctl.in_flight.take() {
-        let claim = meta::name(&base).to_string();
-        ctl.assumed.retain(|_, c| *c != claim);
-    }
-}
-
-fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, State)> {
+/// The next watch event of the other kind reaches the controller's cache.
+fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
     let mut out = Vec::new();
+    let p = state.protocol;
     match who {
-        Who::ClaimController => {
-            let ctl = &state.claim_ctl;
-            let servers = ServerCatalog::from_servers(ctl.servers.values().cloned());
-            let claims = ClaimCatalog::from_claims(ctl.claims.values().cloned());
-            for (name, claim) in &ctl.claims {
-                let assumed = |s: &str| ctl.assumed.get(s).is_some_and(|c| c != name);
-                let pass = pass_over(claim, &servers, &claims, &assumed);
-                // The real claim cache lags a little, and another process's claims more:
-                // a pick may not yet see the claim that names its server and outranks it.
-                // So every pick is explored both ways.
-                let mut seen: Vec<ClaimDecision> = Vec::new();
-                for sees_rivals in [true, false] {
-                    let skip: &dyn Fn(&str) -> bool = if sees_rivals { &pass } else { &assumed };
-                    let mut decision = (protocol.claim)(claim, &servers, skip, Liveness::Cached);
-                    let mut plan = plan_claim(claim, &decision, &now());
-                    if let Some(server) = plan.confirm_server.clone() {
-                        let live = state.truth.servers.get(&server);
-                        let view = WithLiveServer {
-                            base: &servers,
-                            name: &server,
-                            live,
-                        };
-                        decision = (protocol.claim)(claim, &view, skip, Liveness::Confirmed);
-                        plan = plan_claim(claim, &decision, &now());
-                    }
-                    if plan.is_noop() || seen.contains(&decision) {
-                        continue;
-                    }
-                    seen.push(decision.clone());
-                    let mut next = state.clone();
-                    if let ClaimDecision::PickBestFit { server }
-                    | ClaimDecision::AdoptReservedServer { server } = &decision
-                    {
-                        next.claim_ctl.assumed.insert(server.clone(), name.clone());
-                    }
-                    next.claim_ctl.in_flight = Some(InFlight::Claim {
-                        base: claim.clone(),
-                        object: plan.object,
-                        status: plan.status,
-                    });
-                    let blind = if sees_rivals {
-                        ""
-                    } else {
-                        " (not yet seeing the claims naming it)"
-                    };
-                    push_decided(
-                        &mut out,
-                        next,
-                        who,
-                        format!("decides {decision:?} for claim {name}{blind}"),
-                    );
-                }
+        Who::ServerController => {
+            if !state.server_ctl.claim_events.is_empty() {
+                let mut next = state.clone();
+                let (name, obj) = next.server_ctl.claim_events.pop_front().expect("an event");
+                next.server_ctl.see_claim(who, &p, &name, obj);
+                out.push((format!("{who:?} sees claim {name} change"), next));
             }
         }
-        Who::ServerController => {
-            let ctl = &state.server_ctl;
-            let claims = ClaimCatalog::from_claims(ctl.claims.values().cloned());
-            for (name, server) in &ctl.servers {
-                let mut decision = (protocol.server)(server, &claims, Liveness::Cached);
-                let mut plan = plan_server(server, &decision, &now());
-                if let Some(r) = plan.confirm_claim.clone() {
-                    let live = state.truth.claims.get(&r.name);
-                    let view = WithLiveClaim {
-                        base: &claims,
-                        namespace: &r.namespace,
-                        name: &r.name,
-                        live,
-                    };
-                    decision = (protocol.server)(server, &view, Liveness::Confirmed);
-                    plan = plan_server(server, &decision, &now());
-                }
-                if plan.is_noop() {
-                    continue;
-                }
+        Who::ClaimController => {
+            if !state.claim_ctl.server_events.is_empty() {
                 let mut next = state.clone();
-                next.server_ctl.in_flight = Some(InFlight::Server {
-                    base: server.clone(),
-                    object: plan.object,
-                    status: plan.status,
-                });
-                push_decided(
-                    &mut out,
-                    next,
-                    who,
-                    format!("decides {decision:?} for server {name}"),
-                );
+                let (name, obj) = next.claim_ctl.server_events.pop_front().expect("an event");
+                next.claim_ctl.see_server(who, &p, &name, obj);
+                out.push((format!("{who:?} sees server {name} change"), next));
             }
         }
     }
+    out
+}
+
+/// A crash (the controller relists and wakes everything) or a resync (everything of its
+/// kind is woken), while their budgets last.
+fn restarts(state: &State, who: Who) -> Vec<(String, State)> {
+    let mut out = Vec::new();
+    if state.crashes > 0 {
+        let mut next = state.clone();
+        next.crashes -= 1;
+        *next.ctl(who) = Ctl::fresh(&next.truth, who);
+        out.push((format!("{who:?} crashes and restarts"), next));
+    }
+    let all = everything(&state.truth, who);
+    if state.resyncs > 0 && !all.is_subset(&state.ctl_ref(who).woken) {
+        let mut next = state.clone();
+        next.resyncs -= 1;
+        next.ctl(who).woken.extend(all);
+        out.push((format!("{who:?} resyncs"), next));
+    }
+    out
+}
+
+impl State {
+    fn ctl_ref(&self, who: Who) -> &Ctl {
+        match who {
+            Who::ClaimController => &self.claim_ctl,
+            Who::ServerController => &self.server_ctl,
+        }
+    }
+}
+
+/// A failed or conflicting write: the rest of the plan is dropped, the object is woken
+/// again (the controller requeues it), and a pick's assumption ends.
+fn abandon(state: &mut State, who: Who) {
+    let p = state.protocol;
+    let ctl = state.ctl(who);
+    let Some(in_flight) = ctl.in_flight.take() else {
+        return;
+    };
+    let name = in_flight.name();
+    if let InFlight::Claim {
+        assumed: Some(server),
+        ..
+    } = &in_flight
+    {
+        ctl.claim_write_failed(&p, &name, server);
+    }
+    ctl.woken.insert(name);
+}
+
+fn reconciles(state: &State, who: Who) -> Vec<(String, State)> {
+    let ctl = state.ctl_ref(who);
+    let mut out = Vec::new();
+    for name in &ctl.woken {
+        out.extend(match who {
+            Who::ClaimController => claim_reconciles(state, name),
+            Who::ServerController => server_reconcile(state, name),
+        });
+    }
+    out
+}
+
+/// The reconcile of a woken object that finds nothing to write.
+fn nothing_to_do(state: &State, who: Who, name: &str) -> (String, State) {
+    let mut next = state.clone();
+    next.ctl(who).woken.remove(name);
+    (format!("{who:?} finds nothing to do for {name}"), next)
+}
+
+/// A claim reconcile through `claim_step`: with the live read when the plan asks. Every
+/// pick is explored both seeing and not yet seeing the claims that name its server: the
+/// real claim cache lags a little, and another process's claims more.
+fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
+    let ctl = &state.claim_ctl;
+    let Some(claim) = ctl.claims.claim(NS, name) else {
+        return vec![nothing_to_do(state, Who::ClaimController, name)];
+    };
+    let (servers, claims, nobody) = (&ctl.servers, &ctl.claims, ClaimCatalog::new());
+    let key = ClaimKey::of(NS, name);
+    let assumed = |s: &str| ctl.assumed.chosen_for_other(s, &key);
+    let mut out = Vec::new();
+    let mut seen: Vec<ClaimDecision> = Vec::new();
+    for sees_rivals in [true, false] {
+        let inputs = ClaimInputs {
+            decide: state.protocol.claim,
+            servers,
+            claims: if sees_rivals { claims } else { &nobody },
+            chosen_for_others: &assumed,
+        };
+        let (mut decision, mut plan) = claim_step(claim, &inputs, None, &now());
+        if let Some(server) = plan.confirm_server.clone() {
+            let live = state.truth.servers.get(&server);
+            (decision, plan) = claim_step(claim, &inputs, Some((&server, live)), &now());
+        }
+        if seen.contains(&decision) {
+            continue;
+        }
+        if plan.is_noop() {
+            seen.push(decision);
+            out.push(nothing_to_do(state, Who::ClaimController, name));
+            continue;
+        }
+        seen.push(decision.clone());
+        let mut next = state.clone();
+        next.claim_ctl.woken.remove(name);
+        let picked = assumption_for(&decision).map(str::to_string);
+        if let Some(server) = &picked {
+            let based_on = claim.metadata.resource_version.clone();
+            next.claim_ctl.assumed.assume(server, key.clone(), based_on);
+        }
+        next.claim_ctl.in_flight = Some(InFlight::Claim {
+            base: claim.clone(),
+            object: plan.object,
+            status: plan.status,
+            assumed: picked,
+        });
+        let blind = if sees_rivals {
+            ""
+        } else {
+            " (not yet seeing the claims naming it)"
+        };
+        let label = format!("decides {decision:?} for claim {name}{blind}");
+        push_decided(&mut out, next, Who::ClaimController, label);
+    }
+    out
+}
+
+fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)> {
+    let ctl = &state.server_ctl;
+    let Some(server) = ctl.servers.server(name) else {
+        return vec![nothing_to_do(state, Who::ServerController, name)];
+    };
+    let claims = &ctl.claims;
+    let decide = state.protocol.server;
+    let (mut decision, mut plan) = server_step(server, decide, claims, None, &now());
+    if let Some(r) = plan.confirm_claim.clone() {
+        let live = state.truth.claims.get(&r.name);
+        (decision, plan) = server_step(server, decide, claims, Some((&r, live)), &now());
+    }
+    if plan.is_noop() {
+        return vec![nothing_to_do(state, Who::ServerController, name)];
+    }
+    let mut next = state.clone();
+    next.server_ctl.woken.remove(name);
+    next.server_ctl.in_flight = Some(InFlight::Server {
+        base: server.clone(),
+        object: plan.object,
+        status: plan.status,
+    });
+    let mut out = Vec::new();
+    let label = format!("decides {decision:?} for server {name}");
+    push_decided(&mut out, next, Who::ServerController, label);
     out
 }
 
@@ -453,64 +582,36 @@ fn reconciles(state: &State, who: &Who, protocol: Protocol) -> Vec<(String, Stat
 /// only look like the other controller lagging, which the model explores anyway. The
 /// second write of a plan (the status after the object) stays a step of its own, so a
 /// crash can fall between them.
-fn push_decided(out: &mut Vec<(String, State)>, decided: State, who: &Who, label: String) {
+fn push_decided(out: &mut Vec<(String, State)>, decided: State, who: Who, label: String) {
     if decided.faults > 0 {
         let mut failed = decided.clone();
         failed.faults -= 1;
-        abandon(failed.ctl(who));
+        abandon(&mut failed, who);
         out.push((
             format!("{who:?} {label}; its write fails (injected)"),
             failed,
         ));
     }
-    let mut next = decided;
-    let wrote = perform_write(&mut next, who);
-    out.push((format!("{who:?} {label}; {wrote}"), next));
+    for (wrote, next) in perform_write(&decided, who) {
+        out.push((format!("{who:?} {label}; {wrote}"), next));
+    }
 }
 
-/// Performs the next write of the controller's plan against the truth.
-fn perform_write(state: &mut State, who: &Who) -> String {
-    let Some(in_flight) = state.ctl(who).in_flight.take() else {
-        return "has nothing to write".into();
+/// Performs the next write of the controller's plan against the truth. A pick's claim
+/// write yields two successors: its watch event before its response, and after; with a
+/// fault budget, a third where the write happens but its response is lost.
+fn perform_write(state: &State, who: Who) -> Vec<(String, State)> {
+    let mut next = state.clone();
+    let Some(in_flight) = next.ctl(who).in_flight.take() else {
+        return Vec::new();
     };
     match in_flight {
         InFlight::Claim {
             base,
             object,
             status,
-        } => {
-            let name = meta::name(&base).to_string();
-            let (result, rest) = match object {
-                Some(obj) => (
-                    state.truth.write_claim(&obj),
-                    status.map(|s| InFlight::Claim {
-                        base: obj.clone(),
-                        object: None,
-                        status: Some(s),
-                    }),
-                ),
-                None => {
-                    let s = status.expect("a plan in flight writes something");
-                    (state.truth.write_claim_status(&base, &s), None)
-                }
-            };
-            finish_write(
-                state,
-                who,
-                result.map(|written| {
-                    rest.map(|r| match r {
-                        InFlight::Claim { status, .. } => InFlight::Claim {
-                            base: written,
-                            object: None,
-                            status,
-                        },
-                        other => other,
-                    })
-                }),
-                &name,
-                true,
-            )
-        }
+            assumed,
+        } => claim_write(next, base, object, status, assumed),
         InFlight::Server {
             base,
             object,
@@ -518,65 +619,116 @@ fn perform_write(state: &mut State, who: &Who) -> String {
         } => {
             let name = meta::name(&base).to_string();
             let result = match object {
-                Some(obj) => {
-                    state
-                        .truth
-                        .write_server(&obj)
-                        .map(|written| match (written, status) {
-                            (Some(written), Some(status)) => Some(InFlight::Server {
-                                base: written,
-                                object: None,
-                                status: Some(status),
-                            }),
-                            _ => None,
-                        })
-                }
+                Some(obj) => next
+                    .truth
+                    .write_server(&obj)
+                    .map(|written| match (written, status) {
+                        (Some(written), Some(status)) => Some(InFlight::Server {
+                            base: written,
+                            object: None,
+                            status: Some(status),
+                        }),
+                        _ => None,
+                    }),
                 None => {
                     let s = status.expect("a plan in flight writes something");
-                    state.truth.write_server_status(&base, &s).map(|_| None)
+                    next.truth.write_server_status(&base, &s).map(|_| None)
                 }
             };
-            finish_write(state, who, result, &name, false)
+            match result {
+                Ok(rest) => {
+                    next.server_changed(&name);
+                    next.server_ctl.in_flight = rest;
+                    vec![(format!("writes server {name}"), next)]
+                }
+                Err(Conflict) => {
+                    next.server_ctl.in_flight = Some(InFlight::Server {
+                        base,
+                        object: None,
+                        status: None,
+                    });
+                    abandon(&mut next, who);
+                    vec![(format!("write to server {name} conflicts"), next)]
+                }
+            }
         }
     }
 }
 
-fn finish_write(
-    state: &mut State,
-    who: &Who,
-    result: Result<Option<InFlight>, Conflict>,
-    name: &str,
-    is_claim: bool,
-) -> String {
-    match result {
-        Ok(rest) => {
-            if is_claim {
-                state.claim_changed(name);
-            } else {
-                state.server_changed(name);
-            }
-            state.ctl(who).in_flight = rest;
-            format!(
-                "writes {}",
-                if is_claim {
-                    format!("claim {name}")
-                } else {
-                    format!("server {name}")
-                }
-            )
+fn claim_write(
+    mut next: State,
+    base: ServerClaim,
+    object: Option<ServerClaim>,
+    status: Option<ServerClaimStatus>,
+    assumed: Option<String>,
+) -> Vec<(String, State)> {
+    let name = meta::name(&base).to_string();
+    let key = ClaimKey::of(NS, &name);
+    let result = match object {
+        Some(obj) => next.truth.write_claim(&obj).map(|written| {
+            status.map(|s| InFlight::Claim {
+                base: written,
+                object: None,
+                status: Some(s),
+                assumed: None,
+            })
+        }),
+        None => {
+            let s = status.expect("a plan in flight writes something");
+            next.truth.write_claim_status(&base, &s).map(|_| None)
         }
+    };
+    let rest = match result {
+        Ok(rest) => rest,
         Err(Conflict) => {
-            let ctl = state.ctl(who);
-            ctl.in_flight = Some(InFlight::Claim {
-                base: ServerClaim::new(name, ServerClaimSpec::default()),
+            next.claim_ctl.in_flight = Some(InFlight::Claim {
+                base,
                 object: None,
                 status: None,
+                assumed,
             });
-            abandon(ctl);
-            ctl.in_flight = None;
-            format!("write to {name} conflicts")
+            abandon(&mut next, Who::ClaimController);
+            return vec![(format!("write to claim {name} conflicts"), next)];
         }
+    };
+    next.claim_ctl.in_flight = rest;
+    let written_rv = next
+        .truth
+        .claims
+        .get(&name)
+        .and_then(|c| c.metadata.resource_version.clone());
+    let Some(server) = assumed else {
+        next.claim_changed(&name);
+        return vec![(format!("writes claim {name}"), next)];
+    };
+    let mut out = Vec::new();
+    let mut response_first = next.clone();
+    response_first
+        .claim_ctl
+        .assumed
+        .written(&server, &key, written_rv.clone());
+    response_first.claim_changed(&name);
+    out.push((
+        format!("writes claim {name} (response, then event)"),
+        response_first,
+    ));
+    if next.faults > 0 {
+        let mut lost = next.clone();
+        lost.faults -= 1;
+        lost.claim_changed(&name);
+        let p = lost.protocol;
+        lost.claim_ctl.claim_write_failed(&p, &name, &server);
+        lost.claim_ctl.in_flight = None;
+        lost.claim_ctl.woken.insert(name.clone());
+        out.push((
+            format!("writes claim {name}, but the response is lost (injected)"),
+            lost,
+        ));
     }
+    next.claim_changed(&name);
+    next.claim_ctl.assumed.written(&server, &key, written_rv);
+    out.push((format!("writes claim {name} (event, then response)"), next));
+    out
 }
 
 fn apply_user_op(state: &mut State, op: &UserOp) {
@@ -589,9 +741,22 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
             state.truth.put_claim((**claim).clone());
             state.claim_changed(meta::name(&**claim));
         }
-        UserOp::ClearServerRef(name) => {
+        UserOp::AddSelector(name, key, value) => {
+            if let Some(c) = state.truth.claims.get(*name).cloned() {
+                state.truth.put_claim(c.selector(&[(*key, *value)]));
+                state.claim_changed(name);
+            }
+        }
+        UserOp::EditServer(name, edit) => {
             if let Some(mut s) = state.truth.servers.get(*name).cloned() {
-                s.spec.server_claim_ref = None;
+                match edit {
+                    ServerEdit::Cordon => s.spec.unclaimable = true,
+                    ServerEdit::Uncordon => s.spec.unclaimable = false,
+                    ServerEdit::Taint(key) => s = s.taint(key),
+                    ServerEdit::Untaint => s.spec.taints.clear(),
+                    ServerEdit::Label(k, v) => s = s.labels(&[(k, v)]),
+                    ServerEdit::ClearRef => s.spec.server_claim_ref = None,
+                }
                 state.truth.put_server(s);
                 state.server_changed(name);
             }
@@ -674,10 +839,28 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
         // (the server controller restores it): never another claim.
         if let Some(s) = truth.servers.get(server)
             && let Some(r) = &s.spec.server_claim_ref
-            && (r.name != *name || r.uid.as_deref() != meta::uid(claim))
+            && (r.name != *name || ref_uid(r) != meta::uid(claim))
         {
             return Err(format!(
                 "invariant 1: claim {name} is Bound to {server}, whose ref is {}",
+                describe_ref(r)
+            ));
+        }
+    }
+    for (sname, server) in &truth.servers {
+        let released = server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released);
+        let Some(r) = server.spec.server_claim_ref.as_ref().filter(|_| released) else {
+            continue;
+        };
+        let holder_lives = ref_uid(r).is_none_or(|uid| {
+            truth
+                .claims
+                .get(&r.name)
+                .is_some_and(|c| meta::uid(c) == Some(uid))
+        });
+        if holder_lives {
+            return Err(format!(
+                "invariant 2: server {sname} is Released though its claim {} was never gone",
                 describe_ref(r)
             ));
         }
@@ -705,14 +888,38 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
 }
 
 /// Invariant 2 (and phase consistency), once nothing is left to do.
-fn check_quiescent(state: &State, _protocol: Protocol) -> Result<(), String> {
-    let truth = &state.truth;
-    let holds =
-        |server: &Server, claim: &ServerClaim| {
-            server.spec.server_claim_ref.as_ref().is_some_and(|r| {
-                r.name == meta::name(claim) && r.uid.as_deref() == meta::uid(claim)
-            })
-        };
+fn check_quiescent(state: &State) -> Result<(), String> {
+    check_converged(&state.truth)?;
+    check_nothing_left(state)
+}
+
+/// In a quiescent state every reconcile, were something to wake it, would write nothing:
+/// no decision is left waiting for a wake-up that never comes.
+fn check_nothing_left(state: &State) -> Result<(), String> {
+    for who in BOTH {
+        let mut woken = state.clone();
+        woken.ctl(who).woken = everything(&state.truth, who);
+        if let Some((label, _)) = reconciles(&woken, who)
+            .into_iter()
+            .find(|(label, _)| !label.contains("finds nothing to do"))
+        {
+            return Err(format!(
+                "liveness: nothing woke an object that has work left: {label}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 2 (and phase consistency) on the stored objects.
+fn check_converged(truth: &Truth) -> Result<(), String> {
+    let holds = |server: &Server, claim: &ServerClaim| {
+        server
+            .spec
+            .server_claim_ref
+            .as_ref()
+            .is_some_and(|r| r.name == meta::name(claim) && ref_uid(r) == meta::uid(claim))
+    };
     for (name, claim) in &truth.claims {
         let bound_pair = server_ref_name(claim)
             .and_then(|s| truth.servers.get(s))
@@ -724,7 +931,13 @@ fn check_quiescent(state: &State, _protocol: Protocol) -> Result<(), String> {
                 phase_of(claim)
             ));
         }
-        if is_bound || meta::is_bind_completed(claim) {
+        // A claim that was bound once and lost its server needs a human; any other
+        // claim (a copied `bind-completed` included) must get a free server it can use.
+        let was_bound = claim
+            .status
+            .as_ref()
+            .is_some_and(|s| s.bound_time.is_some());
+        if is_bound || (meta::is_bind_completed(claim) && was_bound) {
             continue;
         }
         let user_choice = (!is_controller_chosen(claim))
@@ -750,7 +963,7 @@ fn check_quiescent(state: &State, _protocol: Protocol) -> Result<(), String> {
         };
         let claim = truth.claims.get(&r.name);
         let phase = server.status.as_ref().and_then(|s| s.phase);
-        if r.uid.is_some() && claim.is_none_or(|c| meta::uid(c) != r.uid.as_deref()) {
+        if ref_uid(r).is_some() && claim.is_none_or(|c| meta::uid(c) != ref_uid(r)) {
             let ok = server.spec.reclaim_policy == ReclaimPolicy::Retain
                 && phase == Some(ServerPhase::Released);
             if !ok {
@@ -811,9 +1024,11 @@ fn fingerprint(state: &State) -> u64 {
         meta::uid(c).hash(h);
         rv(&|| local_rank(true, meta::name(c), &c.metadata.resource_version)).hash(h);
         c.metadata.annotations.hash(h);
-        c.spec.server_ref.hash(h);
+        let spec = &c.spec;
+        (&spec.server_ref, &spec.server_selector, &spec.tolerations).hash(h);
         let status = c.status.as_ref();
         status.and_then(|s| s.phase).hash(h);
+        status.is_some_and(|s| s.bound_time.is_some()).hash(h);
         status
             .and_then(|s| find_bound(&s.conditions))
             .map(|b| (&b.reason, &b.message))
@@ -825,7 +1040,10 @@ fn fingerprint(state: &State) -> u64 {
         s.metadata.annotations.hash(h);
         s.metadata.finalizers.hash(h);
         s.metadata.deletion_timestamp.is_some().hash(h);
-        s.spec.server_claim_ref.hash(h);
+        let spec = &s.spec;
+        (&spec.server_claim_ref, spec.unclaimable, &spec.taints).hash(h);
+        spec.reclaim_policy.hash(h);
+        meta::labels(s).hash(h);
         let status = s.status.as_ref();
         status.and_then(|st| st.phase).hash(h);
         status.and_then(|st| st.claim.as_deref()).hash(h);
@@ -849,8 +1067,14 @@ fn fingerprint(state: &State) -> u64 {
     claims(&state.truth.claims, &mut h);
     servers(&state.truth.servers, &mut h);
     for ctl in [&state.claim_ctl, &state.server_ctl] {
-        claims(&ctl.claims, &mut h);
-        servers(&ctl.servers, &mut h);
+        ctl.claims.len().hash(&mut h);
+        for c in ctl.claims.iter() {
+            claim_fp(c, &mut h);
+        }
+        ctl.servers.len().hash(&mut h);
+        for s in ctl.servers.iter() {
+            server_fp(s, &mut h);
+        }
         ctl.claim_events.len().hash(&mut h);
         for (n, c) in &ctl.claim_events {
             n.hash(&mut h);
@@ -867,15 +1091,24 @@ fn fingerprint(state: &State) -> u64 {
                 None => 0u8.hash(&mut h),
             }
         }
-        ctl.assumed.hash(&mut h);
+        ctl.woken.hash(&mut h);
+        for (server, a) in ctl.assumed.iter() {
+            server.hash(&mut h);
+            a.claim.hash(&mut h);
+            local_rank(true, &a.claim.name, &a.based_on).hash(&mut h);
+            local_rank(true, &a.claim.name, &a.written).hash(&mut h);
+            a.seen.hash(&mut h);
+        }
         match &ctl.in_flight {
             None => 0u8.hash(&mut h),
             Some(InFlight::Claim {
                 base,
                 object,
                 status,
+                assumed,
             }) => {
                 1u8.hash(&mut h);
+                assumed.hash(&mut h);
                 claim_fp(base, &mut h);
                 if let Some(o) = object {
                     claim_fp(o, &mut h);
@@ -915,7 +1148,8 @@ fn fingerprint(state: &State) -> u64 {
             }
         }
     }
-    (state.crashes, state.faults, state.next_user_op).hash(&mut h);
+    let budgets = (state.crashes, state.faults, state.resyncs);
+    (budgets, state.next_user_op).hash(&mut h);
     h.finish()
 }
 
@@ -939,7 +1173,7 @@ fn conditions_fp(conditions: &[Condition]) -> Vec<(&str, &str, &str, &str, Optio
 fn state_claims(state: &State) -> Vec<&ServerClaim> {
     let mut out: Vec<&ServerClaim> = state.truth.claims.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
-        out.extend(ctl.claims.values());
+        out.extend(ctl.claims.iter());
         out.extend(ctl.claim_events.iter().filter_map(|(_, c)| c.as_ref()));
         if let Some(InFlight::Claim { base, object, .. }) = &ctl.in_flight {
             out.push(base);
@@ -952,7 +1186,7 @@ fn state_claims(state: &State) -> Vec<&ServerClaim> {
 fn state_servers(state: &State) -> Vec<&Server> {
     let mut out: Vec<&Server> = state.truth.servers.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
-        out.extend(ctl.servers.values());
+        out.extend(ctl.servers.iter());
         out.extend(ctl.server_events.iter().filter_map(|(_, s)| s.as_ref()));
         if let Some(InFlight::Server { base, object, .. }) = &ctl.in_flight {
             out.push(base);
@@ -983,6 +1217,7 @@ pub fn contention() -> Scenario {
         user_ops: vec![],
         crashes: 1,
         faults: 0,
+        resyncs: 0,
     }
 }
 
@@ -999,6 +1234,7 @@ pub fn reservation_and_recreate() -> Scenario {
         ],
         crashes: 0,
         faults: 1,
+        resyncs: 0,
     }
 }
 
@@ -1021,9 +1257,78 @@ pub fn lost_ref_and_release() -> Scenario {
                 .created(1),
             claim("a").created(2),
         ],
-        user_ops: vec![UserOp::ClearServerRef("s1"), UserOp::DeleteClaim("a")],
+        user_ops: vec![
+            UserOp::EditServer("s1", ServerEdit::ClearRef),
+            UserOp::DeleteClaim("a"),
+        ],
         crashes: 1,
         faults: 0,
+        resyncs: 0,
+    }
+}
+
+/// A claim picks the only server, which is tainted before the server side records the
+/// claim; the claim withdraws, and a claim that tolerates the taint arrives. The pick's
+/// assumption must end with the withdrawal, whichever of the write's event and response
+/// comes first, and the newcomer must be woken to take the server.
+pub fn eligibility_churn() -> Scenario {
+    Scenario {
+        name: "eligibility-churn",
+        servers: vec![server("s1")],
+        claims: vec![claim("a").created(1)],
+        user_ops: vec![
+            UserOp::EditServer("s1", ServerEdit::Taint("gpu")),
+            UserOp::CreateClaim(Box::new(claim("b").tolerate("gpu").created(2))),
+        ],
+        crashes: 0,
+        faults: 1,
+        resyncs: 1,
+    }
+}
+
+/// The server written first (s1 carries a's uid, a names nothing), then s1 is cordoned,
+/// while the cordoned s2 is uncordoned and a selector is added to a. a must end up
+/// bound (to s1 if it adopts it before the cordon, else to s2), or pending with s1 rolled
+/// back: never an orphaned reservation.
+pub fn orphan_and_cordon() -> Scenario {
+    Scenario {
+        name: "orphan-and-cordon",
+        servers: vec![
+            server("s1")
+                .labels(&[("rack", "r1")])
+                .bound_to("a", "uid-a")
+                .phase(ServerPhase::Bound),
+            server("s2").labels(&[("rack", "r1")]).unclaimable(),
+        ],
+        claims: vec![claim("a").created(1)],
+        user_ops: vec![
+            UserOp::EditServer("s1", ServerEdit::Cordon),
+            UserOp::EditServer("s2", ServerEdit::Uncordon),
+            UserOp::AddSelector("a", "rack", "r1"),
+        ],
+        crashes: 1,
+        faults: 0,
+        resyncs: 0,
+    }
+}
+
+/// A Retain server reserved for a with `uid: ""` (a reservation by name, as Go tools
+/// write it), and a claim created with a `bind-completed` annotation copied from another
+/// object; a second server is free. Both claims must bind; s1 is never Released.
+pub fn empty_uid_and_copies() -> Scenario {
+    Scenario {
+        name: "empty-uid-and-copies",
+        servers: vec![
+            server("s1").retain().reserved_for("a").uid_ref(""),
+            server("s2"),
+        ],
+        claims: vec![claim("a").created(1)],
+        user_ops: vec![UserOp::CreateClaim(Box::new(
+            claim("b").bind_completed().created(2),
+        ))],
+        crashes: 1,
+        faults: 0,
+        resyncs: 0,
     }
 }
 
@@ -1064,6 +1369,21 @@ fn reservation_and_recreate_holds_in_every_interleaving() {
 #[test]
 fn lost_ref_and_release_holds_in_every_interleaving() {
     assert_holds(lost_ref_and_release());
+}
+
+#[test]
+fn eligibility_churn_holds_in_every_interleaving() {
+    assert_holds(eligibility_churn());
+}
+
+#[test]
+fn orphan_and_cordon_holds_in_every_interleaving() {
+    assert_holds(orphan_and_cordon());
+}
+
+#[test]
+fn empty_uid_and_copies_hold_in_every_interleaving() {
+    assert_holds(empty_uid_and_copies());
 }
 
 /// A server controller without the winner rule's priorities: it hands a server to the
@@ -1133,6 +1453,116 @@ fn the_model_check_catches_a_claim_that_never_withdraws() {
     assert!(violation.contains("invariant 2"), "{violation}");
 }
 
+/// Runs `scenario` under `mutant` and returns the violation it must produce.
+fn caught(what: &str, scenario: Scenario, mutant: Protocol) -> String {
+    let started = std::time::Instant::now();
+    let report = explore(&scenario, mutant);
+    let violation = report
+        .violation
+        .unwrap_or_else(|| panic!("the {what} mutant breaks no invariant"));
+    println!(
+        "{what} mutant, caught in {} after {} states ({:.1?}): {violation}",
+        scenario.name,
+        report.states,
+        started.elapsed()
+    );
+    violation
+}
+
+/// The wake-up rules without "an assumed choice that ends wakes the pending claims".
+fn without_assumption_end_wakeup(_: &str, _: &ServerCatalog, _: &ClaimCatalog) -> Wake {
+    Wake::default()
+}
+
+#[test]
+fn the_model_check_catches_a_dropped_wake_up_rule() {
+    let mut mutant = Protocol::real();
+    mutant.triggers.assumption_ended = without_assumption_end_wakeup;
+    let violation = caught("dropped-trigger", eligibility_churn(), mutant);
+    assert!(
+        violation.contains("invariant 2") || violation.contains("liveness"),
+        "{violation}"
+    );
+}
+
+/// The assumed-choice rule before issue 10: an assumption is "seen" only by the one event
+/// whose resourceVersion equals the write response's, and ends only once seen. If the
+/// event comes before the response, it never ends.
+fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &ServerClaim) -> bool {
+    if a.written.is_some() && a.written == claim.metadata.resource_version {
+        a.seen = true;
+    }
+    let names = claim
+        .spec
+        .server_ref
+        .as_ref()
+        .is_some_and(|r| r.name == server);
+    a.seen && !names
+}
+
+#[test]
+fn the_model_check_catches_the_old_assumed_choice_rule() {
+    let mutant = Protocol {
+        assumption_ends: old_assumption_rule,
+        ..Protocol::real()
+    };
+    let violation = caught("old-assumption-rule", eligibility_churn(), mutant);
+    assert!(
+        violation.contains("invariant 2") || violation.contains("liveness"),
+        "{violation}"
+    );
+}
+
+/// A server controller that takes `uid: ""` for a uid (of a claim that is gone).
+fn empty_uid_is_a_uid(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+) -> ServerDecision {
+    let mut seen_as = server.clone();
+    if let Some(r) = seen_as.spec.server_claim_ref.as_mut()
+        && r.uid.as_deref() == Some("")
+    {
+        r.uid = Some("an empty uid".into());
+    }
+    decide_server(&seen_as, claims, liveness)
+}
+
+#[test]
+fn the_model_check_catches_an_empty_uid_taken_for_a_uid() {
+    let mutant = Protocol {
+        server: empty_uid_is_a_uid,
+        ..Protocol::real()
+    };
+    let violation = caught("empty-uid", empty_uid_and_copies(), mutant);
+    assert!(violation.contains("Released"), "{violation}");
+}
+
+/// The server side before issue 10: it waits for a claim that names nothing to adopt the
+/// server, even when the claim cannot (the server was cordoned, tainted or relabelled).
+fn waits_for_any_adoption(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+) -> ServerDecision {
+    match decide_server(server, claims, liveness) {
+        ServerDecision::RollBack {
+            cause: RollBackCause::CannotAdopt(_),
+        } => ServerDecision::BoundAwaitingAdoption,
+        other => other,
+    }
+}
+
+#[test]
+fn the_model_check_catches_the_old_orphan_behaviour() {
+    let mutant = Protocol {
+        server: waits_for_any_adoption,
+        ..Protocol::real()
+    };
+    let violation = caught("orphan", orphan_and_cordon(), mutant);
+    assert!(violation.contains("orphaned reservation"), "{violation}");
+}
+
 #[test]
 fn user_annotations_are_the_protocol_names() {
     // Guards the model's notion of "user-chosen" against a rename.
@@ -1150,6 +1580,9 @@ fn experiment() {
     let mut scenario = match parts[0] {
         "recreate" => reservation_and_recreate(),
         "lost" => lost_ref_and_release(),
+        "churn" => eligibility_churn(),
+        "orphan" => orphan_and_cordon(),
+        "uid" => empty_uid_and_copies(),
         _ => contention(),
     };
     scenario.crashes = parts.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);

@@ -262,17 +262,25 @@ fn controller_chosen_claim_to_a_taken_server_withdraws_and_picks_again() {
 }
 
 #[test]
-fn bound_claim_whose_ref_was_cleared_is_lost() {
+fn bound_claim_whose_ref_was_cleared_gets_it_back() {
+    // Unlike a PVC's volumeName, serverRef can be cleared where admission does not
+    // refuse it; the bound claim never moves: the claim writes the ref back ([j]).
     let mut w = Truth::new(
-        vec![server("s1").bound_to("c", "uid-c")],
-        vec![claim("c").bind_completed().phase(ClaimPhase::Bound)],
+        vec![server("s1").bound_to("c", "uid-c"), server("s2")],
+        vec![
+            claim("c").bind_completed().phase(ClaimPhase::Bound),
+            claim("d").created(20),
+        ],
     );
     let events = settle(&mut w);
-    assert_eq!(phase(&w, "c"), Some(ClaimPhase::Lost));
-    assert!(has_event(&events, "claim/c", "ClaimLost"));
-    // The server's ref names a claim that no longer names it: rolled back.
-    assert_eq!(w.server("s1").spec.server_claim_ref, None);
-    assert!(has_event(&events, "server/s1", "RolledBack"));
+    assert_eq!(phase(&w, "c"), Some(ClaimPhase::Bound));
+    assert!(has_event(&events, "claim/c", "ServerRefRestored"));
+    assert!(!has_event(&events, "server/s1", "RolledBack"));
+    assert_eq!(
+        w.server("s1").spec.server_claim_ref,
+        Some(holder("c", Some("uid-c")))
+    );
+    assert_eq!(phase(&w, "d"), Some(ClaimPhase::Bound), "d binds s2");
 }
 
 #[test]

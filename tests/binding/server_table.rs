@@ -277,7 +277,12 @@ fn uid_ref_with_the_claim_unchosen_waits_for_adoption() {
 fn uid_ref_with_the_claim_elsewhere_rolls_a_controller_made_ref_back() {
     let srv = server("s1").bound_to("c", "uid-c");
     let d = decide_s(&srv, &[claim("c").chose("s2")]);
-    assert_eq!(d, ServerDecision::RollBack);
+    assert_eq!(
+        d,
+        ServerDecision::RollBack {
+            cause: RollBackCause::NamesAnother(s("s2"))
+        }
+    );
     let p = plan(&srv, &d);
     assert_eq!(written(&p).spec.server_claim_ref, None);
     assert!(!has_protection(written(&p)));
@@ -289,7 +294,7 @@ fn uid_ref_with_the_claim_elsewhere_rolls_a_controller_made_ref_back() {
 fn rolling_back_a_user_made_ref_keeps_the_name() {
     let srv = server("s1").user_bound_to("c", "uid-c");
     let d = decide_s(&srv, &[claim("c").wants("s2")]);
-    assert_eq!(d, ServerDecision::RollBack);
+    assert!(matches!(d, ServerDecision::RollBack { .. }), "{d:?}");
     assert_eq!(
         written(&plan(&srv, &d)).spec.server_claim_ref,
         Some(holder("c", None))
@@ -328,10 +333,67 @@ fn deleting_with_no_live_claim_drops_the_finalizer() {
 }
 
 #[test]
-fn uid_ref_with_a_lost_claim_that_cleared_its_ref_rolls_back() {
-    let srv = server("s1").bound_to("c", "uid-c");
+fn uid_ref_with_a_bound_claim_that_cleared_its_ref_waits_for_it_to_restore_it() {
+    // A bound claim never moves: a mistaken edit of its serverRef must not hand the
+    // server to another claim. The claim side writes the ref back (RestoreServerRef).
+    let srv = server("s1").bound_to("c", "uid-c").unclaimable();
     let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
-    assert_eq!(decide_s(&srv, &lost), ServerDecision::RollBack);
+    assert_eq!(decide_s(&srv, &lost), ServerDecision::BoundAwaitingAdoption);
+    let deleting = srv.deleting();
+    assert!(matches!(
+        decide_s(&deleting, &lost),
+        ServerDecision::DeletionBlocked { .. }
+    ));
+}
+
+#[test]
+fn uid_ref_with_an_unbound_claim_that_cannot_adopt_the_server_rolls_back() {
+    for (srv, why) in [
+        (server("s1").unclaimable(), Ineligible::Unclaimable),
+        (
+            server("s1").taint("gpu"),
+            Ineligible::UntoleratedTaint { key: s("gpu") },
+        ),
+        (
+            server("s1").labels(&[("rack", "r2")]),
+            Ineligible::SelectorMismatch,
+        ),
+    ] {
+        let srv = srv.bound_to("c", "uid-c");
+        let c = [claim("c").selector(&[("rack", "r1")])];
+        let d = decide_s(&srv, &c);
+        assert_eq!(
+            d,
+            ServerDecision::RollBack {
+                cause: RollBackCause::CannotAdopt(why)
+            }
+        );
+        let p = plan(&srv, &d);
+        assert_eq!(written(&p).spec.server_claim_ref, None);
+        let note = &p.event.as_ref().expect("RolledBack").note;
+        assert!(note.contains("names no server"), "{note}");
+        // Deleting it goes ahead: such a claim can never adopt it.
+        assert_eq!(
+            decide_s(&srv.deleting(), &c),
+            ServerDecision::DeletionAllowed
+        );
+    }
+}
+
+#[test]
+fn an_empty_uid_is_a_reservation_by_name() {
+    let srv = server("s1").retain().reserved_for("c").uid_ref("");
+    assert_eq!(
+        decide_s(&srv, &[claim("c")]),
+        ServerDecision::ReservedAwaitingAdoption
+    );
+    assert_eq!(
+        decide_s(&srv, &[claim("c").chose("s1")]),
+        ServerDecision::FillUid {
+            claim: holder("c", Some("uid-c"))
+        }
+    );
+    assert_eq!(decide_s(&srv, &[]), ServerDecision::ReservedClaimMissing);
 }
 
 #[test]
@@ -355,8 +417,11 @@ fn a_reservation_fills_the_uid_only_for_a_claim_it_can_serve() {
 }
 
 #[test]
-fn deleting_is_not_blocked_by_a_lost_claim_that_names_nothing() {
+fn deleting_is_not_blocked_by_an_unbound_claim_that_names_nothing() {
+    // It can never adopt a deleting server ([c]).
     let srv = server("s1").bound_to("c", "uid-c").deleting();
-    let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
-    assert_eq!(decide_s(&srv, &lost), ServerDecision::DeletionAllowed);
+    assert_eq!(
+        decide_s(&srv, &[claim("c")]),
+        ServerDecision::DeletionAllowed
+    );
 }

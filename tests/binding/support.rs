@@ -69,9 +69,17 @@ pub trait ServerExt: Sized {
     /// A user-made ref with a uid (the controller filled the uid in).
     fn user_bound_to(self, claim: &str, uid: &str) -> Self;
     fn finalizer(self) -> Self;
+    /// Sets the uid of the server's ref as written (`""` included).
+    fn uid_ref(self, uid: &str) -> Self;
 }
 
 impl ServerExt for Server {
+    fn uid_ref(mut self, uid: &str) -> Self {
+        if let Some(r) = self.spec.server_claim_ref.as_mut() {
+            r.uid = Some(uid.into());
+        }
+        self
+    }
     fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
         self.metadata.labels = Some(
             pairs
@@ -213,8 +221,14 @@ impl ClaimExt for ServerClaim {
             .insert(ANNOTATION_BIND_COMPLETED.into(), yes());
         self
     }
+    /// A status with this phase; a `Bound` or `Lost` claim was bound once, so it also
+    /// gets a `boundTime` (as the claim controller leaves it).
     fn phase(mut self, phase: ClaimPhase) -> Self {
-        self.status.get_or_insert_with(Default::default).phase = Some(phase);
+        let status = self.status.get_or_insert_with(Default::default);
+        status.phase = Some(phase);
+        if phase != ClaimPhase::Pending {
+            status.bound_time.get_or_insert_with(|| t(5));
+        }
         self
     }
 }

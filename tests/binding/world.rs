@@ -242,18 +242,16 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
     };
     let servers = truth.server_catalog();
     let claims = truth.claim_catalog();
-    let skip = pass_over(&claim, &servers, &claims, &|_| false);
-    let mut decision = decide_claim(&claim, &servers, &skip, Liveness::Cached);
-    let mut plan = plan_claim(&claim, &decision, &now());
+    let inputs = ClaimInputs {
+        decide: step::real_claim_decider,
+        servers: &servers,
+        claims: &claims,
+        chosen_for_others: &|_| false,
+    };
+    let (_, mut plan) = claim_step(&claim, &inputs, None, &now());
     if let Some(server) = plan.confirm_server.clone() {
         let live = truth.servers.get(&server);
-        let view = WithLiveServer {
-            base: &servers,
-            name: &server,
-            live,
-        };
-        decision = decide_claim(&claim, &view, &skip, Liveness::Confirmed);
-        plan = plan_claim(&claim, &decision, &now());
+        (_, plan) = claim_step(&claim, &inputs, Some((&server, live)), &now());
     }
     if plan.is_noop() {
         return false;
@@ -270,18 +268,11 @@ fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -
         return false;
     };
     let claims = truth.claim_catalog();
-    let mut decision = decide_server(&server, &claims, Liveness::Cached);
-    let mut plan = plan_server(&server, &decision, &now());
+    let decide = step::real_server_decider;
+    let (_, mut plan) = server_step(&server, decide, &claims, None, &now());
     if let Some(r) = plan.confirm_claim.clone() {
         let live = truth.claims.get(&r.name);
-        let view = WithLiveClaim {
-            base: &claims,
-            namespace: &r.namespace,
-            name: &r.name,
-            live,
-        };
-        decision = decide_server(&server, &view, Liveness::Confirmed);
-        plan = plan_server(&server, &decision, &now());
+        (_, plan) = server_step(&server, decide, &claims, Some((&r, live)), &now());
     }
     if plan.is_noop() {
         return false;

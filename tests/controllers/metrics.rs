@@ -13,7 +13,7 @@ use server_binder::api::{ClaimPhase, ServerPhase};
 use crate::stage::*;
 use crate::support::*;
 
-/// Every metric family protocol.md lists, as exposed.
+/// Every metric family docs/binding.md lists, as exposed.
 const FAMILIES: &[&str] = &[
     "server_binder_claims",
     "server_binder_servers",

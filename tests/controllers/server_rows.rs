@@ -1,4 +1,4 @@
-//! Every row of the server controller's table (docs/binding.md, protocol.md), end to end,
+//! Every row of the server controller's table (docs/binding.md), end to end,
 //! staged as in `claim_rows.rs`. Three rows are the server's side of a state a claim row
 //! already stages, and are asserted there on both objects:
 //!
@@ -8,7 +8,8 @@
 //! | `ReservedAwaitingAdoption` (name-only R, the claim names nothing) | `claim_rows::unbound_claim_adopts_a_server_reserved_for_it_by_name` |
 //! | `BoundAwaitingAdoption` (R has the uid, the claim names nothing) | `claim_rows::unbound_claim_adopts_a_server_that_recorded_it_before_a_crash` |
 //! | `ClaimForWinner` restoring a lost ref | `claim_rows::bound_claim_whose_server_lost_its_ref_stays_bound_and_the_ref_is_restored` |
-//! | `RollBack` of a ref to a Lost claim | `claim_rows::bound_claim_with_its_server_ref_cleared_goes_lost` |
+//! | `BoundAwaitingAdoption` for a bound claim whose `serverRef` was cleared | `claim_rows::bound_claim_with_its_server_ref_cleared_gets_it_back` |
+//! | `RollBack` of a ref to a claim that cannot adopt S | `half_bound.rs` (cordoned, tainted, relabelled) |
 
 use kube::ResourceExt;
 use server_binder::api::names::*;
@@ -85,18 +86,12 @@ async fn deleting_server_whose_claim_is_gone_goes_after_a_live_read() {
     );
 }
 
-/// R's claim is Lost (bind-completed, serverRef cleared): it will never adopt S, so it
-/// does not block the deletion ([c]).
+/// R's claim names nothing and is not bind-completed: it can never adopt a deleting
+/// server, so it does not block the deletion ([c]).
 #[tokio::test]
-async fn deleting_server_held_only_by_a_lost_claim_goes() {
+async fn deleting_server_held_only_by_an_unbound_claim_naming_nothing_goes() {
     let mut env = Env::new().await;
-    let c = env
-        .put_claim(
-            claim("c")
-                .bind_completed()
-                .phase(ClaimPhase::Lost, "ServerRefCleared"),
-        )
-        .await;
+    let c = env.put_claim(claim("c")).await;
     env.put_server(server("s1").bound_to(&c)).await;
     env.delete_server("s1").await;
     env.start(2).await;

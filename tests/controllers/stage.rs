@@ -516,7 +516,7 @@ pub fn protected(s: &Server) -> bool {
         .any(|f| f == FINALIZER_SERVER_PROTECTION)
 }
 
-/// A claim bound to `server` as protocol.md defines it (invariant 1), with the server's
+/// A claim bound to `server` as docs/binding.md defines it (invariant 1), with the server's
 /// side agreeing.
 pub fn bound_pair(c: &ServerClaim, s: &Server) -> bool {
     is(c, ClaimPhase::Bound, "Bound")

@@ -221,7 +221,7 @@ pub fn bound_reason(c: &ServerClaim) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
-/// Invariants 1 and 2 of protocol.md, on the objects as stored.
+/// Invariants 1 and 2 of docs/binding.md, on the objects as stored.
 pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
     let by_name: HashMap<String, &Server> = servers.iter().map(|s| (s.name_any(), s)).collect();
     let claim_by_key: HashMap<(String, String), &ServerClaim> = claims

@@ -1,0 +1,199 @@
+//! The claim controller's assumed choices, as pure data: servers it picked for a claim
+//! and wrote (or is writing) to that claim, whose effect its caches may not show yet.
+//!
+//! Without them, two reconciles running at once, or one running before the watch
+//! delivered the previous pick, would both see the same server free and pick it; the
+//! server controller would then arbitrate and one claim would rebind. The PV controller
+//! keeps the same kind of cache for the same reason.
+//!
+//! When an assumption on server S for claim C starts and ends is protocol, so it lives
+//! here, where the controllers and the model check both run it:
+//! - it starts when a `PickBestFit` is carried out ([`assumption_for`]), before the write;
+//! - it ends when the server cache shows S with a ref or without S (the server side took
+//!   over, or S is gone), when C is deleted, when the claim write fails, or when the claim
+//!   cache shows C, at any version other than the one the pick was decided on, no longer
+//!   naming S ([`ends_on_claim_event`]). Nothing orders a watch event against the write's
+//!   response, so the rule looks at neither: any later version of C is the write or
+//!   something after it, and one that does not name S means the choice was withdrawn.
+//!
+//! The cache is an optimisation: the server's ref is the lock, and a controller that lost
+//! its assumptions in a crash converges anyway.
+
+use std::collections::BTreeMap;
+
+use crate::api::{Server, ServerClaim};
+
+use super::claim_decision::ClaimDecision;
+use super::meta::{self, ClaimKey};
+
+/// One assumed choice of a server for a claim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Assumption {
+    pub claim: ClaimKey,
+    /// The claim's resourceVersion the pick was decided on (the write's precondition).
+    pub based_on: Option<String>,
+    /// The claim's resourceVersion the write returned, once its response arrived.
+    pub written: Option<String>,
+    /// Bookkeeping a rule may keep between events (the current rule keeps none).
+    pub seen: bool,
+}
+
+/// Whether a claim watch event ends the assumption on `server` (`claim` is the claim as
+/// the event shows it). Swappable so the model check can run older rules as mutants.
+pub type EndRule = fn(&mut Assumption, &str, &ServerClaim) -> bool;
+
+/// The rule: a version of the claim other than the one the pick was decided on that does
+/// not name the server. See the module docs for why neither order of event and response
+/// matters.
+pub fn ends_on_claim_event(a: &mut Assumption, server: &str, claim: &ServerClaim) -> bool {
+    claim.metadata.resource_version != a.based_on && !names(claim, server)
+}
+
+fn names(claim: &ServerClaim, server: &str) -> bool {
+    claim
+        .spec
+        .server_ref
+        .as_ref()
+        .is_some_and(|r| r.name == server)
+}
+
+/// The server a decision assumes chosen for its claim, if it starts an assumption.
+/// Adopting a reservation does not: the server's ref already keeps it from other picks.
+pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
+    match decision {
+        ClaimDecision::PickBestFit { server } => Some(server),
+        _ => None,
+    }
+}
+
+/// Every assumption in force, by server and by claim.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AssumedChoices {
+    by_server: BTreeMap<String, Assumption>,
+    by_claim: BTreeMap<ClaimKey, String>,
+}
+
+impl AssumedChoices {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `server` is assumed chosen for a claim other than `claim`.
+    pub fn chosen_for_other(&self, server: &str, claim: &ClaimKey) -> bool {
+        self.by_server
+            .get(server)
+            .is_some_and(|a| &a.claim != claim)
+    }
+
+    /// The assumptions, server by server (for tests and the model check).
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Assumption)> {
+        self.by_server.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_server.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_server.is_empty()
+    }
+
+    /// Records that `server` is being written to `claim`, decided on the claim at
+    /// `based_on` (before the write). Replaces the claim's previous assumption.
+    pub fn assume(&mut self, server: &str, claim: ClaimKey, based_on: Option<String>) {
+        if let Some(previous) = self.by_claim.remove(&claim) {
+            self.by_server.remove(&previous);
+        }
+        self.end(server);
+        self.by_claim.insert(claim.clone(), server.to_string());
+        let assumption = Assumption {
+            claim,
+            based_on,
+            written: None,
+            seen: false,
+        };
+        self.by_server.insert(server.to_string(), assumption);
+    }
+
+    /// The claim write succeeded and returned this resourceVersion.
+    pub fn written(&mut self, server: &str, claim: &ClaimKey, resource_version: Option<String>) {
+        if let Some(a) = self.by_server.get_mut(server)
+            && &a.claim == claim
+        {
+            a.written = resource_version;
+        }
+    }
+
+    /// The claim write failed: the server was never recorded on the claim. Returns the
+    /// server if its assumption ended, so pending claims can be given a chance at it.
+    pub fn write_failed(&mut self, server: &str, claim: &ClaimKey) -> Option<String> {
+        let ours = self
+            .by_server
+            .get(server)
+            .is_some_and(|a| &a.claim == claim);
+        ours.then(|| self.end(server)).flatten()
+    }
+
+    /// A server watch event (`None`: deleted). A server that shows a ref, or is gone, is
+    /// no longer anyone's to pick, so nobody needs waking.
+    pub fn observe_server(&mut self, name: &str, server: Option<&Server>) {
+        if server.is_none_or(|s| s.spec.server_claim_ref.is_some()) {
+            self.end(name);
+        }
+    }
+
+    /// A claim watch event (`None`: deleted), under `rule`. Returns the server whose
+    /// assumption ended, if any.
+    pub fn observe_claim_with(
+        &mut self,
+        rule: EndRule,
+        key: &ClaimKey,
+        claim: Option<&ServerClaim>,
+    ) -> Option<String> {
+        let server = self.by_claim.get(key)?.clone();
+        let a = self.by_server.get_mut(&server)?;
+        let ended = match claim {
+            None => true,
+            Some(c) => rule(a, &server, c),
+        };
+        ended.then(|| self.end(&server)).flatten()
+    }
+
+    /// [`AssumedChoices::observe_claim_with`] the project's rule.
+    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&ServerClaim>) -> Option<String> {
+        self.observe_claim_with(ends_on_claim_event, key, claim)
+    }
+
+    /// After a relist of claims: every claim is seen at its latest version.
+    pub fn relisted_claims(
+        &mut self,
+        rule: EndRule,
+        latest: &dyn Fn(&ClaimKey) -> Option<ServerClaim>,
+    ) -> Vec<String> {
+        let keys: Vec<ClaimKey> = self.by_claim.keys().cloned().collect();
+        keys.iter()
+            .filter_map(|k| self.observe_claim_with(rule, k, latest(k).as_ref()))
+            .collect()
+    }
+
+    /// After a relist of servers: assumptions on servers that are gone or taken end.
+    pub fn relisted_servers(&mut self, latest: &dyn Fn(&str) -> Option<Server>) {
+        let names: Vec<String> = self.by_server.keys().cloned().collect();
+        for name in names {
+            self.observe_server(&name, latest(&name).as_ref());
+        }
+    }
+
+    fn end(&mut self, server: &str) -> Option<String> {
+        let a = self.by_server.remove(server)?;
+        if self.by_claim.get(&a.claim).is_some_and(|s| s == server) {
+            self.by_claim.remove(&a.claim);
+        }
+        Some(server.to_string())
+    }
+}
+
+/// The key of a claim object.
+pub fn claim_key(claim: &ServerClaim) -> ClaimKey {
+    ClaimKey::of(meta::namespace(claim), meta::name(claim))
+}

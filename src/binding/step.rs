@@ -1,0 +1,107 @@
+//! One reconcile's pure part: decide on the caches, and, when the plan asks to confirm an
+//! absence, decide again with the object read live. The controllers, the test world and
+//! the model check all run a reconcile through these two functions; only the live read
+//! itself (I/O) is the caller's.
+//!
+//! A caller runs `step(.., None)`; if the plan names an object to confirm
+//! (`confirm_server`, `confirm_claim`), it reads that object live and runs
+//! `step(.., Some(live))`, whose plan never asks again.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{Server, ServerClaim, ServerClaimRef};
+
+use super::claim_decision::{ClaimDecision, Liveness, decide_claim, pass_over};
+use super::claim_plan::{ClaimPlan, plan_claim};
+use super::server_decision::{ServerDecision, decide_server};
+use super::server_plan::{ServerPlan, plan_server};
+use super::view::{ClaimView, ServerView, WithLiveClaim, WithLiveServer};
+
+/// The claim controller's decision function (swappable for the model check's mutants).
+pub type ClaimDecider =
+    fn(&ServerClaim, &dyn ServerView, &dyn Fn(&str) -> bool, Liveness) -> ClaimDecision;
+/// The server controller's decision function.
+pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision;
+
+/// The project's decision functions.
+pub fn real_claim_decider(
+    claim: &ServerClaim,
+    servers: &dyn ServerView,
+    chosen_for_others: &dyn Fn(&str) -> bool,
+    liveness: Liveness,
+) -> ClaimDecision {
+    decide_claim(claim, servers, chosen_for_others, liveness)
+}
+
+pub fn real_server_decider(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+) -> ServerDecision {
+    decide_server(server, claims, liveness)
+}
+
+/// What a claim reconcile decides with.
+pub struct ClaimInputs<'a> {
+    pub decide: ClaimDecider,
+    /// The server cache.
+    pub servers: &'a dyn ServerView,
+    /// The claim cache, for the claims a pick passes over ([`pass_over`]).
+    pub claims: &'a dyn ClaimView,
+    /// The assumed-choice cache: servers chosen for another claim.
+    pub chosen_for_others: &'a dyn Fn(&str) -> bool,
+}
+
+/// Decides and plans for `claim`; `live` is the server named by the previous step's
+/// `confirm_server`, as read live (`None` inside: the API server says NotFound).
+pub fn claim_step(
+    claim: &ServerClaim,
+    inputs: &ClaimInputs<'_>,
+    live: Option<(&str, Option<&Server>)>,
+    now: &Time,
+) -> (ClaimDecision, ClaimPlan) {
+    let skip = pass_over(
+        claim,
+        inputs.servers,
+        inputs.claims,
+        inputs.chosen_for_others,
+    );
+    let decision = match live {
+        None => (inputs.decide)(claim, inputs.servers, &skip, Liveness::Cached),
+        Some((name, live)) => {
+            let view = WithLiveServer {
+                base: inputs.servers,
+                name,
+                live,
+            };
+            (inputs.decide)(claim, &view, &skip, Liveness::Confirmed)
+        }
+    };
+    let plan = plan_claim(claim, &decision, now);
+    (decision, plan)
+}
+
+/// Decides and plans for `server`; `live` is the claim named by the previous step's
+/// `confirm_claim`, as read live.
+pub fn server_step(
+    server: &Server,
+    decide: ServerDecider,
+    claims: &dyn ClaimView,
+    live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
+    now: &Time,
+) -> (ServerDecision, ServerPlan) {
+    let decision = match live {
+        None => decide(server, claims, Liveness::Cached),
+        Some((r, live)) => {
+            let view = WithLiveClaim {
+                base: claims,
+                namespace: &r.namespace,
+                name: &r.name,
+                live,
+            };
+            decide(server, &view, Liveness::Confirmed)
+        }
+    };
+    let plan = plan_server(server, &decision, now);
+    (decision, plan)
+}

@@ -1,0 +1,146 @@
+//! Which objects a change wakes: the protocol's wake-up rules, pure.
+//!
+//! A controller reconciles an object only when something wakes it (plus a slow resync
+//! that convergence must not rely on). So every change that can alter a decision must
+//! wake the object that decision is about. The rules, from the object before and after
+//! one watch event, and the catalogs after it:
+//!
+//! | change | wakes |
+//! |---|---|
+//! | a server changes | the server; the claims naming it; the claims its old and new ref name; every pending claim if it is free now and was not, or changed while free |
+//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over |
+//! | an assumed choice ends | every pending claim, if its server is free: they passed it over |
+//! | a relist | everything |
+//!
+//! The controllers call these on every watch event; the model check calls them to decide
+//! which reconciles may run, so a missing rule shows up there as a claim or server that
+//! never converges.
+
+use std::collections::BTreeSet;
+
+use crate::api::{Server, ServerClaim};
+
+use super::assumed::claim_key;
+use super::eligibility::eligibility;
+use super::index::is_free;
+use super::meta::{self, ClaimKey};
+use super::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
+
+/// The objects each controller must reconcile after a change.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Wake {
+    pub claims: BTreeSet<ClaimKey>,
+    pub servers: BTreeSet<String>,
+}
+
+impl Wake {
+    pub fn is_empty(&self) -> bool {
+        self.claims.is_empty() && self.servers.is_empty()
+    }
+
+    pub fn extend(&mut self, other: Wake) {
+        self.claims.extend(other.claims);
+        self.servers.extend(other.servers);
+    }
+
+    fn pending_claims(&mut self, claims: &ClaimCatalog) {
+        self.claims.extend(claims.pending().map(claim_key));
+    }
+}
+
+/// The wake-up rules, swappable so the model check can drop one as a mutant.
+#[derive(Clone, Copy)]
+pub struct Triggers {
+    pub server_changed: fn(Option<&Server>, Option<&Server>, &ClaimCatalog) -> Wake,
+    pub claim_changed:
+        fn(Option<&ServerClaim>, Option<&ServerClaim>, &ServerCatalog, &ClaimCatalog) -> Wake,
+    pub assumption_ended: fn(&str, &ServerCatalog, &ClaimCatalog) -> Wake,
+}
+
+impl Triggers {
+    pub fn real() -> Self {
+        Self {
+            server_changed: on_server_change,
+            claim_changed: on_claim_change,
+            assumption_ended: on_assumption_end,
+        }
+    }
+}
+
+/// A server changed from `old` to `new` (`None`: absent); `claims` is the claim cache.
+pub fn on_server_change(old: Option<&Server>, new: Option<&Server>, claims: &ClaimCatalog) -> Wake {
+    let mut wake = Wake::default();
+    let Some(name) = new.or(old).map(meta::name) else {
+        return wake;
+    };
+    if new.is_some() {
+        wake.servers.insert(name.to_string());
+    }
+    wake.claims
+        .extend(claims.claims_naming(name).into_iter().map(claim_key));
+    for s in old.iter().chain(new.iter()) {
+        if let Some(r) = &s.spec.server_claim_ref {
+            wake.claims.insert(ClaimKey::of(&r.namespace, &r.name));
+        }
+    }
+    if let Some(n) = new
+        && is_free(n)
+        && old.is_none_or(|o| {
+            !is_free(o) || o.spec != n.spec || o.metadata.labels != n.metadata.labels
+        })
+    {
+        wake.pending_claims(claims);
+    }
+    wake
+}
+
+/// A claim changed from `old` to `new`; `servers` and `claims` are the caches after it.
+pub fn on_claim_change(
+    old: Option<&ServerClaim>,
+    new: Option<&ServerClaim>,
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+) -> Wake {
+    let mut wake = Wake::default();
+    let Some(key) = new.or(old).map(claim_key) else {
+        return wake;
+    };
+    if new.is_some() {
+        wake.claims.insert(key.clone());
+    }
+    for c in old.iter().chain(new.iter()) {
+        if let Some(r) = &c.spec.server_ref {
+            wake.servers.insert(r.name.clone());
+        }
+    }
+    for s in servers.reserved_for(&key.namespace, &key.name) {
+        wake.servers.insert(meta::name(s).to_string());
+    }
+    let stopped_contending = old.and_then(|o| {
+        let s = servers.server(&o.spec.server_ref.as_ref()?.name)?;
+        let contends =
+            |c: &ServerClaim| c.spec.server_ref == o.spec.server_ref && eligibility(s, c).is_ok();
+        (is_free(s) && contends(o) && !new.is_some_and(contends)).then_some(())
+    });
+    if stopped_contending.is_some() {
+        wake.pending_claims(claims);
+    }
+    wake
+}
+
+/// An assumed choice of `server` ended: pending claims passed it over.
+pub fn on_assumption_end(server: &str, servers: &ServerCatalog, claims: &ClaimCatalog) -> Wake {
+    let mut wake = Wake::default();
+    if servers.server(server).is_some_and(is_free) {
+        wake.pending_claims(claims);
+    }
+    wake
+}
+
+/// A relist: every object may have changed.
+pub fn on_relist(servers: &ServerCatalog, claims: &ClaimCatalog) -> Wake {
+    Wake {
+        claims: claims.iter().map(claim_key).collect(),
+        servers: servers.iter().map(|s| meta::name(s).to_string()).collect(),
+    }
+}
