@@ -9,6 +9,7 @@ pub mod assumed;
 pub mod claim;
 pub mod context;
 pub mod error;
+mod events;
 pub mod informer;
 pub mod metrics;
 pub mod server;

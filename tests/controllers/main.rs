@@ -4,6 +4,7 @@
 mod claim_rows;
 mod cli;
 mod leader;
+mod long_names;
 mod metrics;
 mod rbac;
 mod server_rows;
