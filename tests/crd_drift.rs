@@ -71,4 +71,5 @@ fn crds_carry_the_protocol_names() {
         "!has(oldSelf.serverRef) || !has(self.serverRef) || self.serverRef.name == oldSelf.serverRef.name"
     ));
     assert!(yaml.contains("serverSelector is immutable once set"));
+    assert!(yaml.contains("spec.serverRef cannot be removed from a Bound claim"));
 }

@@ -45,7 +45,15 @@ use super::server::TaintEffect;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    // A Bound claim keeps its server, as a bound PVC keeps its volumeName: a mistaken
+    // edit must not hand the tenant's machine to the next pending claim. The rule sits at
+    // the root because it reads the stored phase. An update of the main resource keeps the
+    // stored status (status is a subresource), so `oldSelf.status` is the phase the claim
+    // had, and a status write leaves the spec alone, so it always passes.
+    validation = Rule::new(
+        "!has(oldSelf.spec.serverRef) || has(self.spec.serverRef) || !has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Bound'"
+    ).message("spec.serverRef cannot be removed from a Bound claim; delete the claim to release its server")
 )]
 // A claim may gain a server and give it up, but never jump straight to another one:
 // the server side would be left pointing at a claim that no longer names it.

@@ -70,14 +70,29 @@ fn invalid(def: &ResourceDef, name: &str, errors: Vec<FieldError>) -> ApiError {
 
 /// A DNS-1123 subdomain (most names) or label (namespaces).
 fn name_problem(name: &str, label: bool) -> Option<&'static str> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
-    let ends_ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    // Every dot-separated label starts and ends with a letter or digit, as the real
+    // regex requires: `a-.b` and `a..b` are not subdomains.
+    let label_ok = |l: &str| {
+        l.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && l.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && l.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let labels_ok = if label {
+        label_ok(name)
+    } else {
+        name.split('.').all(label_ok)
+    };
     let max = if label { 63 } else { 253 };
-    if ok_chars && ends_ok && name.len() <= max {
+    if labels_ok && name.len() <= max {
         return None;
+    }
+    if labels_ok {
+        return Some(if label {
+            "must be no more than 63 characters"
+        } else {
+            "must be no more than 253 characters"
+        });
     }
     Some(if label {
         "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"

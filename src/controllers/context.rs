@@ -16,6 +16,8 @@ pub struct Context {
     pub client: Client,
     pub caches: Arc<Caches>,
     pub recorder: Recorder,
+    /// What `recorder` reports as; events it cannot name are written with the same.
+    pub reporter: Reporter,
     pub metrics: Metrics,
 }
 
@@ -23,17 +25,16 @@ impl Context {
     /// `instance` names this process in events' `reportingInstance` (the pod name, or
     /// host and pid), so two replicas' events can be told apart.
     pub fn new(client: Client, caches: Arc<Caches>, metrics: Metrics, instance: String) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTING_CONTROLLER.into(),
-                instance: Some(instance),
-            },
-        );
+        let reporter = Reporter {
+            controller: REPORTING_CONTROLLER.into(),
+            instance: Some(instance),
+        };
+        let recorder = Recorder::new(client.clone(), reporter.clone());
         Self {
             client,
             caches,
             recorder,
+            reporter,
             metrics,
         }
     }

@@ -8,6 +8,7 @@
 pub mod claim;
 pub mod context;
 pub mod error;
+mod events;
 pub mod informer;
 pub mod metrics;
 pub mod server;

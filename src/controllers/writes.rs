@@ -89,7 +89,7 @@ where
         action: event.action.into(),
         secondary: None,
     };
-    if let Err(error) = ctx.recorder.publish(&ev, &reference).await {
+    if let Err(error) = super::events::publish(ctx, &ev, &reference).await {
         tracing::warn!(%error, reason = event.reason, "could not record an event");
     }
 }

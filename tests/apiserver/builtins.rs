@@ -144,6 +144,46 @@ async fn kubes_recorder_publishes_and_aggregates_events() {
     assert_eq!(e.count, Some(2));
 }
 
+/// Event names are DNS-1123 subdomains of at most 253 characters, as on a real server:
+/// what makes an event about an object with a very long name fail unless shortened.
+#[tokio::test]
+async fn event_names_must_be_dns_subdomains_of_at_most_253_characters() {
+    let (_s, c) = with_crds().await;
+    let v1: Api<EventV1> = Api::namespaced(c.clone(), "default");
+    let event = |name: &str| -> EventV1 {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "regarding": {"kind": "Widget", "name": "w"},
+            "reason": "Painted", "type": "Normal", "action": "Paint",
+            "reportingController": "painter", "reportingInstance": "painter-0",
+            "eventTime": "2025-01-01T00:00:00.000000Z",
+        }))
+        .unwrap()
+    };
+    let longest = format!("{}.{}", "a".repeat(200), "b".repeat(52));
+    assert_eq!(longest.len(), 253);
+    v1.create(&PostParams::default(), &event(&longest))
+        .await
+        .unwrap();
+    let too_long = format!("{longest}c");
+    let e = api_error(v1.create(&PostParams::default(), &event(&too_long)).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains("must be no more than 253 characters"),
+        "{}",
+        e.message
+    );
+    for bad in ["w-.1", "w..1", "w.-1", "-w.1", "w.1-"] {
+        let e = api_error(v1.create(&PostParams::default(), &event(bad)).await);
+        assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{bad}");
+        assert!(
+            e.message.contains("RFC 1123 subdomain"),
+            "{bad}: {}",
+            e.message
+        );
+    }
+}
+
 #[tokio::test]
 async fn leases_support_the_verbs_leader_election_uses() {
     let (_s, c) = with_crds().await;

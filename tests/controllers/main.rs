@@ -1,10 +1,12 @@
 //! The real controllers over real HTTP against the embedded API server: binding, races,
 //! a re-created claim, a crash after every write, and what kubectl shows.
 
+mod admission;
 mod claim_rows;
 mod cli;
 mod half_bound;
 mod leader;
+mod long_names;
 mod metrics;
 mod rbac;
 mod server_rows;
