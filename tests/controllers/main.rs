@@ -1,6 +1,7 @@
 //! The real controllers over real HTTP against the embedded API server: binding, races,
 //! a re-created claim, a crash after every write, and what kubectl shows.
 
+mod chaos;
 mod claim_rows;
 mod cli;
 mod leader;
