@@ -418,7 +418,7 @@ impl World {
             61..64 => self.add_server().await,
             64..70 => self.clear_released().await,
             70..94 => self.api_fault(),
-            _ if self.crashes < 2 => self.crash().await,
+            _ if self.crashes < 3 => self.crash().await,
             _ => self.api_fault(),
         }
     }
@@ -526,6 +526,10 @@ impl World {
     fn api_fault(&mut self) {
         let faults = self.env.apiserver.faults();
         let times = self.rng.random_range(1..=4);
+        // Slow and late-answered writes last longer: the races they open (an event before
+        // the response, an eligibility change before the other side's write) need the
+        // churn to land in them.
+        let many = self.rng.random_range(5..=30);
         let resource = ["servers", "serverclaims"][self.rng.random_range(0..2)];
         let writes = Env::write_matcher().resource(resource);
         let ms = Duration::from_millis(self.rng.random_range(50..400));
@@ -539,12 +543,12 @@ impl World {
                 format!("fail the next {times} {resource} writes with 409")
             }
             2 => {
-                faults.delay(writes, times, ms);
-                format!("delay the next {times} {resource} writes by {ms:?}")
+                faults.delay(writes, many, ms);
+                format!("delay the next {many} {resource} writes by {ms:?}")
             }
             3 => {
-                faults.delay_response(writes, times, ms);
-                format!("delay the responses to the next {times} {resource} writes by {ms:?}")
+                faults.delay_response(writes, many, ms);
+                format!("delay the responses to the next {many} {resource} writes by {ms:?}")
             }
             4 => {
                 faults.close_watches();
