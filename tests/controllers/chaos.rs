@@ -232,8 +232,9 @@ impl World {
         for name in self.server_names.clone() {
             self.create_server(&name).await;
         }
-        for name in self.claim_names[..first_claims].to_vec() {
-            self.create_claim(&name).await;
+        let names = self.claim_names.clone();
+        for name in &names[..first_claims] {
+            self.create_claim(name).await;
         }
     }
 
