@@ -65,6 +65,10 @@ pub enum FaultAction {
     Fail { code: u16, retry_after: Option<u64> },
     /// Hold the request this long, then serve it normally.
     Delay(Duration),
+    /// Serve the request normally and at once (a write is stored and its watch event
+    /// goes out), but hold the response this long: nothing orders a watch stream against
+    /// the answer to a write, and this makes the event win.
+    DelayResponse(Duration),
     /// Serve it normally. A rule with `Pass` placed before a `Fail` rule lets the first
     /// N matching requests through, so the failure hits exactly the (N+1)-th.
     Pass,
@@ -155,6 +159,12 @@ impl FaultInjector {
     /// Delays the next `times` matching requests.
     pub fn delay(&self, matcher: RequestMatcher, times: usize, by: Duration) {
         self.inject(matcher, times, FaultAction::Delay(by));
+    }
+
+    /// Serves the next `times` matching requests at once but holds their responses
+    /// back by `by`.
+    pub fn delay_response(&self, matcher: RequestMatcher, times: usize, by: Duration) {
+        self.inject(matcher, times, FaultAction::DelayResponse(by));
     }
 
     /// Removes every pending fault.

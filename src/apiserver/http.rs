@@ -158,10 +158,16 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
             if let Some(FaultAction::Delay(d)) = other {
                 tokio::time::sleep(d).await;
             }
-            match serve(&shared, &parts.method, &parts.headers, body, route, &q).await {
+            let resp = match serve(&shared, &parts.method, &parts.headers, body, route, &q).await {
                 Ok(resp) => resp,
                 Err(e) => error_response(&e),
+            };
+            // The write is committed and its watch event sent; only the answer waits, so
+            // a client can see its own write on a watch before the response to it.
+            if let Some(FaultAction::DelayResponse(d)) = other {
+                tokio::time::sleep(d).await;
             }
+            resp
         }
     };
     record.status = resp.status().as_u16();

@@ -2,7 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use kube::api::{ListParams, Patch, PatchParams};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
 use server_binder::apiserver::{FaultAction, RequestMatcher};
 
@@ -89,6 +90,60 @@ async fn delays_hold_requests() {
     let t = Instant::now();
     widgets(&c).list(&ListParams::default()).await.unwrap();
     assert!(t.elapsed() >= Duration::from_millis(300));
+}
+
+/// A held-back response: the write is stored and a watch sees it while the writer still
+/// waits for its answer, which then carries the same resourceVersion as the event.
+#[tokio::test]
+async fn a_delayed_response_lets_a_watch_see_the_write_first() {
+    let (s, c) = with_crds().await;
+    create_widget(&c, "w", "blue").await;
+    let api = widgets(&c);
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let mut events = api
+        .watch(
+            &WatchParams::default(),
+            list.metadata.resource_version.as_deref().unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let hold = Duration::from_millis(800);
+    s.faults().delay_response(
+        RequestMatcher::any().verb("patch").resource("widgets"),
+        1,
+        hold,
+    );
+    let t = Instant::now();
+    let writer = tokio::spawn({
+        let api = api.clone();
+        async move {
+            let patch = Patch::Merge(json!({"spec": {"size": "large"}}));
+            api.patch("w", &PatchParams::default(), &patch).await
+        }
+    });
+    let seen = loop {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.try_next())
+            .await
+            .expect("an event within 5s")
+            .expect("no stream error")
+            .expect("the stream goes on");
+        match event {
+            WatchEvent::Modified(o) => break o,
+            WatchEvent::Bookmark(_) => continue,
+            other => panic!("expected MODIFIED w, got {other:?}"),
+        }
+    };
+    assert!(
+        !writer.is_finished() && t.elapsed() < hold,
+        "the event arrived after the response ({:?})",
+        t.elapsed()
+    );
+    assert_eq!(seen.data["spec"]["size"], "large");
+    let answered = writer.await.unwrap().expect("the write succeeds");
+    assert!(t.elapsed() >= hold, "the response was held back");
+    assert_eq!(rv(&answered), rv(&seen));
+    assert_eq!(rv(&api.get("w").await.unwrap()), rv(&seen), "written once");
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@ use super::support::*;
 const NS: &str = "server-binder-system";
 const LEASE: &str = "server-binder";
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// One `server-binder run --leader-elect` process; killed when dropped, its log
 /// printed if the test failed.

@@ -2,6 +2,7 @@
 //! a re-created claim, a crash after every write, and what kubectl shows.
 
 mod admission;
+mod chaos;
 mod claim_rows;
 mod cli;
 mod half_bound;

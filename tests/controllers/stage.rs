@@ -209,6 +209,11 @@ impl ClaimDraft {
         self
     }
 
+    /// The claim to create, for a test that handles the create's errors itself.
+    pub fn into_claim(self) -> ServerClaim {
+        self.claim
+    }
+
     /// A bound claim as the claim controller leaves it.
     pub fn bound(self, server: &str) -> Self {
         self.chose(server)
