@@ -197,3 +197,92 @@ impl AssumedChoices {
 pub fn claim_key(claim: &ServerClaim) -> ClaimKey {
     ClaimKey::of(meta::namespace(claim), meta::name(claim))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ServerClaimRef, ServerClaimSpec, ServerRef, ServerSpec};
+    use kube::api::ObjectMeta;
+
+    fn claim(server: Option<&str>, rv: &str) -> ServerClaim {
+        ServerClaim {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("c1".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            spec: ServerClaimSpec {
+                server_ref: server.map(|s| ServerRef { name: s.into() }),
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    fn key(name: &str) -> ClaimKey {
+        ClaimKey::of("ns", name)
+    }
+
+    /// c1 picked s1 on version 5 and wrote it as 7, then withdrew it as 9.
+    fn picked() -> AssumedChoices {
+        let mut a = AssumedChoices::new();
+        a.assume("s1", key("c1"), Some("5".into()));
+        assert!(a.chosen_for_other("s1", &key("c2")));
+        assert!(!a.chosen_for_other("s1", &key("c1")));
+        a
+    }
+
+    #[test]
+    fn a_withdrawal_ends_it_whether_the_event_or_the_response_comes_first() {
+        // Response first.
+        let mut a = picked();
+        a.written("s1", &key("c1"), Some("7".into()));
+        assert_eq!(
+            a.observe_claim(&key("c1"), Some(&claim(Some("s1"), "7"))),
+            None
+        );
+        let ended = a.observe_claim(&key("c1"), Some(&claim(None, "9")));
+        assert_eq!(ended.as_deref(), Some("s1"));
+        // Events first: the rule looks at neither the response nor its order.
+        let mut a = picked();
+        assert_eq!(
+            a.observe_claim(&key("c1"), Some(&claim(Some("s1"), "7"))),
+            None
+        );
+        let ended = a.observe_claim(&key("c1"), Some(&claim(None, "9")));
+        assert_eq!(ended.as_deref(), Some("s1"));
+        a.written("s1", &key("c1"), Some("7".into()));
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn the_version_the_pick_was_decided_on_does_not_end_it() {
+        let mut a = picked();
+        assert_eq!(a.observe_claim(&key("c1"), Some(&claim(None, "5"))), None);
+        assert!(!a.is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_ends_only_its_own_assumption() {
+        let mut a = picked();
+        assert_eq!(a.write_failed("s1", &key("c2")), None, "not c2's");
+        assert_eq!(a.write_failed("s1", &key("c1")).as_deref(), Some("s1"));
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn the_server_side_taking_the_server_or_a_deleted_claim_ends_it() {
+        let mut a = picked();
+        let mut server = Server::new("s1", ServerSpec::default());
+        server.spec.server_claim_ref = Some(ServerClaimRef {
+            namespace: "ns".into(),
+            name: "c1".into(),
+            uid: None,
+        });
+        a.observe_server("s1", Some(&server));
+        assert!(a.is_empty());
+        let mut a = picked();
+        assert_eq!(a.observe_claim(&key("c1"), None).as_deref(), Some("s1"));
+    }
+}

@@ -28,7 +28,7 @@ use serde_json::json;
 use server_binder::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER};
 use server_binder::api::*;
 use server_binder::apiserver::RequestMatcher;
-use server_binder::binding::{RefMatch, eligibility, is_controller_chosen, ref_match};
+use server_binder::binding::{RefMatch, eligibility, is_controller_chosen, ref_match, ref_uid};
 
 use super::stage::{claim, server, server_phase_reason};
 use super::support::*;
@@ -259,8 +259,14 @@ impl World {
         if self.rng.random_bool(0.15) {
             let names = self.claim_names.clone();
             let claim = self.pick(&names).to_owned();
-            draft = draft.reserved_for(&claim);
-            write!(what, " reserved-for={claim}").unwrap();
+            // Tools that serialise Go structs write `uid: ""`: still a reservation.
+            if self.rng.random_bool(0.5) {
+                draft = draft.reserved_with_empty_uid(&claim);
+                write!(what, " reserved-for={claim} uid=\"\"").unwrap();
+            } else {
+                draft = draft.reserved_for(&claim);
+                write!(what, " reserved-for={claim}").unwrap();
+            }
             self.user_server_refs.insert(name.to_owned(), claim);
         }
         self.note(what);
@@ -288,6 +294,11 @@ impl World {
                 draft = draft.tolerates(key);
                 write!(what, " tolerates={key}").unwrap();
             }
+        }
+        // A manifest copied from a bound claim carries `bind-completed`.
+        if self.rng.random_bool(0.1) {
+            draft = draft.bind_completed();
+            what.push_str(" copied-bind-completed");
         }
         let mut user_ref = None;
         if self.rng.random_bool(0.15) {
@@ -750,11 +761,12 @@ fn server_problems(servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
         let name = s.name_any();
         let phase = server_phase_reason(s).0;
         let r = s.spec.server_claim_ref.as_ref();
-        let holder = r.filter(|r| r.uid.is_some()).and_then(|r| {
+        // `uid: ""` is a reservation by name, as the binder reads it (`ref_uid`).
+        let holder = r.filter(|r| ref_uid(r).is_some()).and_then(|r| {
             claims.iter().find(|c| {
                 c.namespace().as_deref() == Some(r.namespace.as_str())
                     && c.name_any() == r.name
-                    && c.uid() == r.uid
+                    && c.uid().as_deref() == ref_uid(r)
             })
         });
         let deleting = s.metadata.deletion_timestamp.is_some();
@@ -775,7 +787,7 @@ fn server_problems(servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
             p.push(format!(
                 "server {name} is deleting, no claim holds it, but it stays"
             ));
-        } else if r.is_some_and(|r| r.uid.is_some()) {
+        } else if r.is_some_and(|r| ref_uid(r).is_some()) {
             let retained = s.spec.reclaim_policy == ReclaimPolicy::Retain
                 && phase == Some(ServerPhase::Released);
             if !retained {
