@@ -21,9 +21,9 @@ use std::collections::BTreeSet;
 use crate::api::{Server, ServerClaim};
 
 use super::assumed::claim_key;
-use super::eligibility::eligibility;
 use super::index::is_free;
 use super::meta::{self, ClaimKey};
+use super::server_decision::can_take_back;
 use super::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
 /// The objects each controller must reconcile after a change.
@@ -118,8 +118,9 @@ pub fn on_claim_change(
     }
     let stopped_contending = old.and_then(|o| {
         let s = servers.server(&o.spec.server_ref.as_ref()?.name)?;
+        // As `outranked_on` counts a rival: one that names the server and may take it.
         let contends =
-            |c: &ServerClaim| c.spec.server_ref == o.spec.server_ref && eligibility(s, c).is_ok();
+            |c: &ServerClaim| c.spec.server_ref == o.spec.server_ref && can_take_back(s, c).is_ok();
         (is_free(s) && contends(o) && !new.is_some_and(contends)).then_some(())
     });
     if stopped_contending.is_some() {
