@@ -64,14 +64,8 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
     }
 
     let key = claim_key(claim);
+    // `decide` already assumed the pick, under the lock it decided under.
     let picked = assumption_for(&decision).map(str::to_string);
-    if let Some(server) = &picked {
-        let based_on = claim.metadata.resource_version.clone();
-        ctx.caches
-            .assumed
-            .lock()
-            .assume(server, key.clone(), based_on);
-    }
     let written = execute(claim, &decision, &plan, ctx).await;
     if let Some(server) = &picked {
         match &written {
@@ -89,7 +83,8 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
 }
 
 /// One [`claim_step`] on the caches: with the cached servers, or with one server
-/// replaced by what a live GET said.
+/// replaced by what a live GET said. A pick is assumed before the assumed-choice lock
+/// is released, so a reconcile running at once cannot pick the same server.
 fn decide(
     claim: &ServerClaim,
     ctx: &Context,
@@ -99,7 +94,7 @@ fn decide(
     // Lock order: servers, then claims, then the assumed choices (see `Caches`).
     let servers = ctx.caches.servers.read();
     let claims = ctx.caches.claims.read();
-    let assumed = ctx.caches.assumed.lock();
+    let mut assumed = ctx.caches.assumed.lock();
     let chosen_for_others = |server: &str| assumed.chosen_for_other(server, &key);
     let inputs = ClaimInputs {
         decide: real_claim_decider,
@@ -107,7 +102,12 @@ fn decide(
         claims: &*claims,
         chosen_for_others: &chosen_for_others,
     };
-    claim_step(claim, &inputs, live, &Time(Timestamp::now()))
+    let (decision, plan) = claim_step(claim, &inputs, live, &Time(Timestamp::now()));
+    if let Some(server) = assumption_for(&decision) {
+        let based_on = claim.metadata.resource_version.clone();
+        assumed.assume(server, key, based_on);
+    }
+    (decision, plan)
 }
 
 /// Writes the plan (object, then status), then records its event and counts its outcome.
