@@ -35,6 +35,18 @@ fn assert_refused<T: std::fmt::Debug>(how: &str, result: kube::Result<T>) {
 const WAYS: [&str; 3] = ["update", "merge patch", "JSON patch"];
 
 /// Removes the ref one way: an update, a JSON merge patch or a JSON patch.
+/// Writes the claim's stored phase through the status subresource, as the controller does.
+async fn set_phase(env: &Env, name: &str, phase: &str) {
+    env.claims()
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": phase}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("status patch of {name}: {e}"));
+}
+
 async fn remove_ref(env: &Env, name: &str, way: &str) -> kube::Result<ServerClaim> {
     let claims = env.claims();
     let pp = PatchParams::default();
@@ -93,14 +105,7 @@ async fn removing_the_server_ref_of_a_bound_claim_is_refused_every_way() {
         )
         .await
         .expect("applied");
-    env.claims()
-        .patch_status(
-            "applied",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
-        )
-        .await
-        .unwrap();
+    set_phase(&env, "applied", "Bound").await;
     // Apply removes only the field it owned (`serverRef.name`), leaving `serverRef: {}`,
     // which the schema refuses before the rule runs: refused all the same.
     let e = refused(
@@ -162,14 +167,7 @@ async fn status_writes_on_a_bound_claim_pass_and_a_claim_no_longer_bound_may_dro
         .replace_status("c", &PostParams::default(), &c)
         .await
         .expect("status update");
-    env.claims()
-        .patch_status(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
-        )
-        .await
-        .expect("status patch");
+    set_phase(&env, "c", "Bound").await;
     // Other spec edits of a Bound claim still pass.
     env.claims()
         .patch(
@@ -180,14 +178,7 @@ async fn status_writes_on_a_bound_claim_pass_and_a_claim_no_longer_bound_may_dro
         .await
         .expect("a spec edit that keeps the ref");
     // Once the stored phase is no longer Bound, the ref may go.
-    env.claims()
-        .patch_status(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Lost"}})),
-        )
-        .await
-        .unwrap();
+    set_phase(&env, "c", "Lost").await;
     let c = env
         .claims()
         .patch(
@@ -232,14 +223,7 @@ async fn kubectl_patch_and_apply_cannot_remove_a_bound_claims_server_ref() {
     let with_ref = manifest("with.yaml", "  serverRef:\n    name: s1\n");
     let without_ref = manifest("without.yaml", "  tolerations: []\n");
     kubectl(&kubeconfig, &["apply", "-f", &with_ref]);
-    env.claims()
-        .patch_status(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "Bound"}})),
-        )
-        .await
-        .unwrap();
+    set_phase(&env, "c", "Bound").await;
 
     let patch = ["patch", "serverclaim", "c", "--type", "merge"];
     let err = kubectl_fails(
