@@ -368,43 +368,33 @@ impl Env {
             .sum()
     }
 
+    /// Merge-patches a stored claim (`what` names the edit in a failure).
+    async fn merge_claim(&self, name: &str, what: &str, patch: serde_json::Value) {
+        self.claims()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("{what} on claim {name}: {e}"));
+    }
+
     /// Removes one annotation from a stored claim, as `kubectl annotate c key-` does.
     pub async fn remove_claim_annotation(&self, name: &str, key: &str) {
-        self.claims()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": { "annotations": { key: null } } })),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("annotation {key} removed from claim {name}: {e}"));
+        let patch = json!({ "metadata": { "annotations": { key: null } } });
+        self.merge_claim(name, &format!("remove annotation {key}"), patch)
+            .await;
     }
 
     /// Sets one annotation on a stored claim.
     pub async fn annotate_claim(&self, name: &str, key: &str, value: &str) {
-        self.claims()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": { "annotations": { key: value } } })),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("annotation {key} set on claim {name}: {e}"));
+        let patch = json!({ "metadata": { "annotations": { key: value } } });
+        self.merge_claim(name, &format!("set annotation {key}"), patch)
+            .await;
     }
 
     /// Adds `serverSelector.matchLabels: {key: value}` to a stored claim that has no
     /// selector (admission allows adding one, not changing one).
     pub async fn add_claim_selector(&self, name: &str, key: &str, value: &str) {
-        self.claims()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(
-                    json!({ "spec": { "serverSelector": { "matchLabels": { key: value } } } }),
-                ),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("selector {key}={value} added to claim {name}: {e}"));
+        let patch = json!({ "spec": { "serverSelector": { "matchLabels": { key: value } } } });
+        self.merge_claim(name, "add a selector", patch).await;
     }
 
     /// Waits until the server is gone from the API.
