@@ -21,6 +21,10 @@ use super::status::ApiError;
 pub(crate) const INITIAL_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// `metadata.creationTimestamp`'s description, which the default table convertor gives
+/// its `Created At` column.
+const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
 /// Namespaces the real server refuses to delete.
 pub(crate) const UNDELETABLE_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
@@ -130,11 +134,10 @@ pub(crate) fn register(reg: &mut Registry) {
         false,
         &["crd", "crds"],
         true,
-        vec![PrinterColumn::new(
-            "Created At",
-            "date",
-            ".metadata.creationTimestamp",
-        )],
+        vec![PrinterColumn {
+            description: CREATION_TIMESTAMP_DESCRIPTION.into(),
+            ..PrinterColumn::new("Created At", "date", ".metadata.creationTimestamp")
+        }],
         Flavor::Crd,
         "customresourcedefinitions",
     ));

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::crd_finalizer;
 use super::meta::{name_of, now_rfc3339, path_get};
 use super::registry::{Flavor, PrinterColumn, ResourceDef, storage_key};
 use super::schema::{CompiledSchema, FieldError, FieldErrorKind};
@@ -229,11 +230,18 @@ pub(crate) fn set_status(crd: &mut Value, old: Option<&Value>) {
         stored.push(storage.to_owned());
     }
     let names = path_get(crd, "spec.names").cloned().unwrap_or(json!({}));
+    let mut conditions = vec![
+        condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+        condition(
+            "Established",
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+        ),
+    ];
+    // The CRD finalizer's condition outlives any update made while it terminates.
+    conditions.extend(old.and_then(crd_finalizer::terminating_condition));
     let status = json!({
-        "conditions": [
-            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
-            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        ],
+        "conditions": conditions,
         "acceptedNames": names,
         "storedVersions": stored,
     });

@@ -23,11 +23,6 @@ pub enum Error {
     /// The server refused a request made through the handle (e.g. `install_crd`).
     #[error("the API server answered {code}: {message}")]
     Api { code: u16, message: String },
-    #[error("cannot wait for a shutdown signal: {0}")]
-    Signal(std::io::Error),
-    /// The load generator (`bench`) could not run.
-    #[error("benchmark: {0}")]
-    Bench(String),
     #[error("the server task failed: {0}")]
     Serve(std::io::Error),
 }

@@ -22,6 +22,7 @@ use super::meta::{meta_str, name_of, namespace_of};
 use super::openapi;
 use super::ops::{self, DeleteOpts, Deleted, FieldValidation, Part, WriteOpts};
 use super::patch::{self, PatchType};
+use super::protobuf;
 use super::registry::ResourceDef;
 use super::route::{self, ResourcePath, Route};
 use super::selectors::{FieldSelector, LabelSelector};
@@ -241,14 +242,48 @@ fn content_type(headers: &HeaderMap) -> &str {
         .unwrap_or("application/json")
 }
 
-fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+/// The media type of the body, without parameters, lowercase.
+fn media_type(headers: &HeaderMap) -> String {
+    let ct = content_type(headers);
+    ct.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Can `def`'s objects be sent in protobuf? Built-ins can (as far as this server has
+/// their messages); custom resources never, as on a real server.
+fn accepts_protobuf(def: &ResourceDef) -> bool {
+    !def.is_custom() && protobuf::decodes(&def.kind)
+}
+
+/// 415, worded as the real server's content negotiation words it.
+fn unsupported_media_type(def: &ResourceDef) -> ApiError {
+    let mut accepted = String::from("application/json, application/yaml");
+    if accepts_protobuf(def) {
+        accepted.push_str(", ");
+        accepted.push_str(protobuf::MEDIA_TYPE);
+    }
+    ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: {accepted}"
+        ),
+    )
+}
+
+fn parse_object(def: &ResourceDef, headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("the request body is empty"));
     }
-    let v = if content_type(headers).contains("yaml") {
-        patch::parse_yaml(body)?
-    } else {
-        patch::parse_json(body)?
+    let v = match media_type(headers).as_str() {
+        // No Content-Type is JSON, the first type the server accepts.
+        "" | "application/json" => patch::parse_json(body)?,
+        "application/yaml" => patch::parse_yaml(body)?,
+        protobuf::MEDIA_TYPE if accepts_protobuf(def) => protobuf::decode(body)?,
+        _ => return Err(unsupported_media_type(def)),
     };
     if v.is_object() {
         Ok(v)
@@ -259,7 +294,7 @@ fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     }
 }
 
-fn write_opts(q: &Query) -> Result<WriteOpts, ApiError> {
+fn write_opts(q: &Query, headers: &HeaderMap) -> Result<WriteOpts, ApiError> {
     let validation = match q.get("fieldValidation") {
         None | Some("") => FieldValidation::default(),
         Some("Strict") => FieldValidation::Strict,
@@ -276,6 +311,14 @@ fn write_opts(q: &Query) -> Result<WriteOpts, ApiError> {
         validation,
         field_manager: q.get("fieldManager").map(str::to_owned),
         force: q.flag("force"),
+        user_agent: Some(
+            headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned(),
+        ),
+        applying: false,
     })
 }
 
@@ -424,8 +467,14 @@ fn start_watch(
     ))
 }
 
-fn delete_opts(q: &Query, body: &[u8]) -> DeleteOpts {
-    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+fn delete_opts(q: &Query, headers: &HeaderMap, body: &[u8]) -> Result<DeleteOpts, ApiError> {
+    // A typed Go client sends its DeleteOptions in protobuf; anything else is read as
+    // JSON, leniently (an unreadable body is no options at all).
+    let v: Value = if media_type(headers) == protobuf::MEDIA_TYPE && !body.is_empty() {
+        protobuf::decode(body)?
+    } else {
+        serde_json::from_slice(body).unwrap_or(Value::Null)
+    };
     let pre = |k: &str| {
         v.get("preconditions")
             .and_then(|p| p.get(k))
@@ -436,11 +485,11 @@ fn delete_opts(q: &Query, body: &[u8]) -> DeleteOpts {
         .get("dryRun")
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty());
-    DeleteOpts {
+    Ok(DeleteOpts {
         dry_run: body_dry || q.get("dryRun").is_some_and(|v| !v.is_empty()),
         uid: pre("uid"),
         resource_version: pre("resourceVersion"),
-    }
+    })
 }
 
 async fn resource(
@@ -484,14 +533,14 @@ async fn resource(
         }
         ("GET", None) => list(shared, &def, ns, q, format),
         ("POST", None) if part == Part::Main && (ns.is_some() || !def.namespaced) => {
-            let opts = write_opts(q)?;
-            let obj = parse_object(headers, &read_body(shared, headers, body).await?)?;
+            let opts = write_opts(q, headers)?;
+            let obj = parse_object(&def, headers, &read_body(shared, headers, body).await?)?;
             let w = ops::create(&mut shared.state.lock(), &def, ns, obj, &opts)?;
             Ok(json_response(201, &w.object, &w.warnings))
         }
         ("PUT", Some(name)) => {
-            let opts = write_opts(q)?;
-            let obj = parse_object(headers, &read_body(shared, headers, body).await?)?;
+            let opts = write_opts(q, headers)?;
+            let obj = parse_object(&def, headers, &read_body(shared, headers, body).await?)?;
             let w = ops::update(&mut shared.state.lock(), &def, ns, name, obj, part, &opts)?;
             Ok(json_response(created(&w), &w.object, &w.warnings))
         }
@@ -500,7 +549,7 @@ async fn resource(
             let kind = PatchType::from_content_type(ct).ok_or_else(|| {
                 ApiError::unsupported_patch(patch::accepted_types(!def.is_custom()))
             })?;
-            let opts = write_opts(q)?;
+            let opts = write_opts(q, headers)?;
             let bytes = read_body(shared, headers, body).await?;
             let w = ops::patch(
                 &mut shared.state.lock(),
@@ -516,7 +565,7 @@ async fn resource(
         }
         ("DELETE", Some(name)) if part == Part::Main => {
             let bytes = read_body(shared, headers, body).await?;
-            let opts = delete_opts(q, &bytes);
+            let opts = delete_opts(q, headers, &bytes)?;
             match ops::delete(&mut shared.state.lock(), &def, ns, name, &opts)? {
                 Deleted::Gone(obj) => Ok(json_response(
                     200,
@@ -533,7 +582,7 @@ async fn resource(
         }
         ("DELETE", None) if part == Part::Main => {
             let bytes = read_body(shared, headers, body).await?;
-            let opts = delete_opts(q, &bytes);
+            let opts = delete_opts(q, headers, &bytes)?;
             let (labels, fields) = selectors(&def, q)?;
             let mut st = shared.state.lock();
             let names: Vec<(String, String)> = st

@@ -6,9 +6,12 @@ use serde_json::{Map, Value, json};
 
 use super::builtin::{self, UNDELETABLE_NAMESPACES};
 use super::crd;
+use super::crd_finalizer;
+use super::managed;
 use super::meta::{
     finalizers_of, meta_mut, meta_str, name_of, name_suffix, namespace_of, new_uid, now_rfc3339,
 };
+use super::objectmeta;
 use super::patch::{self, PatchType};
 use super::registry::{Flavor, ResourceDef, storage_key};
 use super::schema::{FieldError, FieldErrorKind};
@@ -31,6 +34,24 @@ pub(crate) struct WriteOpts {
     pub field_manager: Option<String>,
     /// `force` for server-side apply.
     pub force: bool,
+    /// The request's User-Agent (`None` for the server's own writes, which record no
+    /// managedFields entry).
+    pub user_agent: Option<String>,
+    /// Set by server-side apply, which records its own managedFields entry.
+    pub applying: bool,
+}
+
+impl WriteOpts {
+    /// Who a non-apply write is recorded against in managedFields: `fieldManager`, or
+    /// the program name of the User-Agent, as the real server does.
+    fn update_manager(&self) -> Option<String> {
+        match (&self.field_manager, &self.user_agent) {
+            _ if self.applying => None,
+            (Some(m), _) if !m.is_empty() => Some(m.clone()),
+            (_, Some(ua)) => Some(managed::manager_from_user_agent(ua)),
+            (m, None) => m.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -163,6 +184,7 @@ fn admit(
     opts: &WriteOpts,
 ) -> Result<Vec<String>, ApiError> {
     let name = name_of(obj).to_owned();
+    objectmeta::drop_empty_collections(obj);
     if matches!(def.flavor, Flavor::Namespace) {
         // The real server always labels a namespace with its own name.
         let meta = meta_mut(obj);
@@ -171,13 +193,22 @@ fn admit(
             l.insert("kubernetes.io/metadata.name".into(), json!(name));
         }
     }
+    // The metadata errors come first, in one answer with the schema's, as the real
+    // server's strategy collects them.
+    let meta_errors = objectmeta::validate(obj);
     let unknown = match &def.flavor {
-        Flavor::Custom { schema, .. } => match schema {
-            Some(schema) => schema
-                .admit(obj, old)
-                .map_err(|errs| invalid(def, &name, errs))?,
-            None => Vec::new(),
-        },
+        Flavor::Custom { schema, .. } => {
+            let admitted = match schema {
+                Some(schema) => schema.admit(obj, old),
+                None => Ok(Vec::new()),
+            };
+            match admitted {
+                Ok(unknown) if meta_errors.is_empty() => unknown,
+                Ok(_) => return Err(invalid(def, &name, meta_errors)),
+                Err(errs) => return Err(invalid(def, &name, [meta_errors, errs].concat())),
+            }
+        }
+        _ if !meta_errors.is_empty() => return Err(invalid(def, &name, meta_errors)),
         _ => {
             let (canonical, dropped) = builtin::canonicalize(def, obj)?;
             *obj = canonical;
@@ -218,6 +249,13 @@ fn spec_changed(def: &ResourceDef, old: &Value, new: &Value) -> bool {
     strip(old) != strip(new)
 }
 
+fn generation(obj: &Value) -> i64 {
+    obj.get("metadata")
+        .and_then(|m| m.get("generation"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
 /// Equal but for resourceVersion and managedFields timestamps: a no-op write.
 fn same_object(a: &Value, b: &Value) -> bool {
     let norm = |v: &Value| {
@@ -254,26 +292,40 @@ fn install(st: &mut State, crd_name: &str, defs: Option<Vec<ResourceDef>>) {
     }
 }
 
-pub(crate) fn create(
-    st: &mut State,
+/// Records a non-apply write in managedFields against its manager (see
+/// `managed::record_update`); the server's own writes record nothing.
+fn record_write(
     def: &ResourceDef,
-    url_ns: Option<&str>,
-    mut obj: Value,
+    part: Part,
+    old: Option<&Value>,
+    new: &mut Value,
     opts: &WriteOpts,
-) -> Result<Written, ApiError> {
-    check_type_meta(def, &mut obj)?;
-    fix_namespace(def, url_ns, &mut obj)?;
-    let ns = namespace_of(&obj).to_owned();
-    if def.namespaced && st.get(&ns_key(), "", &ns).is_none() {
-        return Err(ApiError::not_found("", "namespaces", &ns));
-    }
-    let mut name = name_of(&obj).to_owned();
-    let generate = meta_str(&obj, "generateName").unwrap_or("").to_owned();
+) {
+    let Some(manager) = opts.update_manager() else {
+        return;
+    };
+    let sub = (part == Part::Status).then_some("status");
+    let status_elsewhere = part == Part::Main && def.status_subresource;
+    managed::record_update(
+        old,
+        new,
+        &manager,
+        &def.api_version(),
+        sub,
+        status_elsewhere,
+    );
+}
+
+/// The name a create stores under: `metadata.name`, or one made from `generateName`;
+/// valid for the kind, and not taken.
+fn new_name(st: &State, def: &ResourceDef, ns: &str, obj: &Value) -> Result<String, ApiError> {
+    let mut name = name_of(obj).to_owned();
+    let generate = meta_str(obj, "generateName").unwrap_or("").to_owned();
     if name.is_empty() && !generate.is_empty() {
         // Retry on the (unlikely) collision, as the real server's callers would.
         for _ in 0..8 {
             name = format!("{generate}{}", name_suffix());
-            if st.get(&def.storage, &ns, &name).is_none() {
+            if st.get(&def.storage, ns, &name).is_none() {
                 break;
             }
         }
@@ -302,9 +354,31 @@ pub(crate) fn create(
             )],
         ));
     }
-    if st.get(&def.storage, &ns, &name).is_some() {
+    if st.get(&def.storage, ns, &name).is_some() {
         return Err(ApiError::already_exists(&def.group, &def.plural, &name));
     }
+    Ok(name)
+}
+
+pub(crate) fn create(
+    st: &mut State,
+    def: &ResourceDef,
+    url_ns: Option<&str>,
+    mut obj: Value,
+    opts: &WriteOpts,
+) -> Result<Written, ApiError> {
+    check_type_meta(def, &mut obj)?;
+    if let Flavor::Custom { crd, .. } = &def.flavor
+        && crd_finalizer::terminating(st, crd)
+    {
+        return Err(crd_finalizer::create_refused(def));
+    }
+    fix_namespace(def, url_ns, &mut obj)?;
+    let ns = namespace_of(&obj).to_owned();
+    if def.namespaced && st.get(&ns_key(), "", &ns).is_none() {
+        return Err(ApiError::not_found("", "namespaces", &ns));
+    }
+    let name = new_name(st, def, &ns, &obj)?;
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(new_uid()));
@@ -336,6 +410,7 @@ pub(crate) fn create(
         _ => {}
     }
     let warnings = admit(def, &mut obj, None, opts)?;
+    record_write(def, Part::Main, None, &mut obj, opts);
     let defs = crd_defs(def, &obj)?;
     if opts.dry_run {
         return Ok(Written {
@@ -381,9 +456,11 @@ fn merge_for_update(def: &ResourceDef, old: &Value, mut body: Value, part: Part)
         };
     }
     meta.remove("selfLink");
-    if !meta.contains_key("managedFields")
-        && let Some(mf) = old_meta.get("managedFields")
-    {
+    // No managedFields, or an empty list, keeps the old ones (only `[{}]` strips them).
+    let keeps_old = meta
+        .get("managedFields")
+        .is_none_or(|m| m.as_array().is_some_and(Vec::is_empty));
+    if keeps_old && let Some(mf) = old_meta.get("managedFields") {
         meta.insert("managedFields".into(), mf.clone());
     }
     if def.status_subresource
@@ -395,6 +472,38 @@ fn merge_for_update(def: &ResourceDef, old: &Value, mut body: Value, part: Part)
         };
     }
     body
+}
+
+/// An object being deleted may lose finalizers but gain none.
+fn no_new_finalizers_while_deleting(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    if meta_str(old, "deletionTimestamp").is_none() {
+        return Ok(());
+    }
+    let before = finalizers_of(old);
+    let added: Vec<String> = finalizers_of(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    Err(invalid(
+        def,
+        name,
+        vec![field_error(
+            "metadata.finalizers",
+            FieldErrorKind::Forbidden,
+            None,
+            &format!(
+                "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+            ),
+        )],
+    ))
 }
 
 /// The shared tail of update, patch and apply on an existing object.
@@ -429,39 +538,15 @@ fn write_existing(
         return Err(ApiError::stale(&def.group, &def.plural, name));
     }
     let mut new = merge_for_update(def, old_view, body, part);
-    if meta_str(old_view, "deletionTimestamp").is_some() {
-        let before = finalizers_of(old_view);
-        let added: Vec<String> = finalizers_of(&new)
-            .into_iter()
-            .filter(|f| !before.contains(f))
-            .collect();
-        if !added.is_empty() {
-            return Err(invalid(
-                def,
-                name,
-                vec![field_error(
-                    "metadata.finalizers",
-                    FieldErrorKind::Forbidden,
-                    None,
-                    &format!(
-                        "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-                    ),
-                )],
-            ));
-        }
-    }
+    no_new_finalizers_while_deleting(def, name, old_view, &new)?;
     if matches!(def.flavor, Flavor::Crd) {
         crd::set_status(&mut new, Some(old_view));
     }
     if def.has_generation() && spec_changed(def, old_view, &new) {
-        let g = old_view
-            .get("metadata")
-            .and_then(|m| m.get("generation"))
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+        meta_mut(&mut new).insert("generation".into(), json!(generation(old_view) + 1));
     }
     let warnings = admit(def, &mut new, Some(old_view), opts)?;
+    record_write(def, part, Some(old_view), &mut new, opts);
     let defs = crd_defs(def, &new)?;
     if same_object(&new, old_view) || opts.dry_run {
         return Ok(Written {
@@ -576,6 +661,10 @@ fn apply(
     part: Part,
     opts: &WriteOpts,
 ) -> Result<Written, ApiError> {
+    let opts = &WriteOpts {
+        applying: true,
+        ..opts.clone()
+    };
     let manager = opts.field_manager.clone().unwrap_or_default();
     if manager.is_empty() {
         return Err(ApiError::new(
@@ -645,11 +734,11 @@ fn apply(
 /// 409 for an apply that would take fields from other managers, worded as the real one.
 fn apply_conflict(def: &ResourceDef, name: &str, conflicts: &[patch::ApplyConflict]) -> ApiError {
     let message = match conflicts {
-        [(m, f)] => format!("Apply failed with 1 conflict: conflict with \"{m}\": {f}"),
+        [(m, f)] => format!("Apply failed with 1 conflict: conflict with {m}: {f}"),
         many => {
             let list: Vec<String> = many
                 .iter()
-                .map(|(m, f)| format!("conflict with \"{m}\": {f}"))
+                .map(|(m, f)| format!("conflict with {m}: {f}"))
                 .collect();
             format!(
                 "Apply failed with {} conflicts: {}",
@@ -660,7 +749,7 @@ fn apply_conflict(def: &ResourceDef, name: &str, conflicts: &[patch::ApplyConfli
     };
     let causes: Vec<Value> = conflicts
         .iter()
-        .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\""), "field": f}))
+        .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": f}))
         .collect();
     ApiError {
         details: Some(
@@ -678,6 +767,42 @@ pub(crate) enum Deleted {
     Pending(Value),
 }
 
+/// A DELETE's preconditions: the uid and resourceVersion it names must be the object's.
+fn check_preconditions(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    opts: &DeleteOpts,
+) -> Result<(), ApiError> {
+    if let Some(uid) = &opts.uid
+        && Some(uid.as_str()) != meta_str(old, "uid")
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.plural,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta_str(old, "uid").unwrap_or("")
+            ),
+        ));
+    }
+    if let Some(rv) = &opts.resource_version
+        && Some(rv.as_str()) != meta_str(old, "resourceVersion")
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.plural,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                meta_str(old, "resourceVersion").unwrap_or("")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn delete(
     st: &mut State,
     def: &ResourceDef,
@@ -686,32 +811,7 @@ pub(crate) fn delete(
     opts: &DeleteOpts,
 ) -> Result<Deleted, ApiError> {
     let old = current_view(st, def, url_ns, name)?;
-    if let Some(uid) = &opts.uid
-        && Some(uid.as_str()) != meta_str(&old, "uid")
-    {
-        return Err(ApiError::conflict(
-            &def.group,
-            &def.plural,
-            name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta_str(&old, "uid").unwrap_or("")
-            ),
-        ));
-    }
-    if let Some(rv) = &opts.resource_version
-        && Some(rv.as_str()) != meta_str(&old, "resourceVersion")
-    {
-        return Err(ApiError::conflict(
-            &def.group,
-            &def.plural,
-            name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta_str(&old, "resourceVersion").unwrap_or("")
-            ),
-        ));
-    }
+    check_preconditions(def, name, &old, opts)?;
     if matches!(def.flavor, Flavor::Namespace) && UNDELETABLE_NAMESPACES.contains(&name) {
         return Err(ApiError::forbidden(
             "",
@@ -719,6 +819,14 @@ pub(crate) fn delete(
             name,
             "this namespace may not be deleted",
         ));
+    }
+    if matches!(def.flavor, Flavor::Crd) && meta_str(&old, "deletionTimestamp").is_none() {
+        let (crd, gone) = crd_finalizer::start_deletion(st, &old, opts.dry_run);
+        return Ok(if gone {
+            Deleted::Gone(crd)
+        } else {
+            Deleted::Pending(crd)
+        });
     }
     if !finalizers_of(&old).is_empty() {
         if meta_str(&old, "deletionTimestamp").is_some() || opts.dry_run {
@@ -755,31 +863,15 @@ pub(crate) fn delete(
     Ok(Deleted::Gone(builtin::to_view(def, &stored)))
 }
 
-/// Cascades: a deleted CRD takes its objects and endpoints with it; a deleted namespace
-/// takes everything in it (the real namespace controller does this asynchronously and
-/// waits on finalizers; here it is immediate).
+/// Cascades: a deleted CRD's resources stop being served; the last instance of a
+/// terminating CRD lets it finish; a deleted namespace takes everything in it (the real
+/// namespace controller does this asynchronously and waits on finalizers; here it is
+/// immediate).
 fn after_delete(st: &mut State, def: &ResourceDef, stored: &Value) {
-    match def.flavor {
-        Flavor::Crd => {
-            let name = name_of(stored).to_owned();
-            let group = stored
-                .get("spec")
-                .and_then(|s| s.get("group"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let plural = stored
-                .get("spec")
-                .and_then(|s| s.get("names"))
-                .and_then(|n| n.get("plural"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let key = storage_key(group, plural);
-            st.registry.remove_crd(&name);
-            let doomed: Vec<Value> = st.list(&key, None, None).map(|o| (**o).clone()).collect();
-            for obj in doomed {
-                st.commit(&key, EventKind::Deleted, obj);
-            }
-            st.close_channel(&key);
+    match &def.flavor {
+        Flavor::Crd => crd_finalizer::stop_serving(st, stored),
+        Flavor::Custom { crd, .. } => {
+            crd_finalizer::finish_if_drained(st, crd);
         }
         Flavor::Namespace => {
             let ns = name_of(stored).to_owned();
@@ -792,6 +884,7 @@ fn after_delete(st: &mut State, def: &ResourceDef, stored: &Value) {
                     st.commit(&key, EventKind::Deleted, obj);
                 }
             }
+            crd_finalizer::finish_all_drained(st);
         }
         _ => {}
     }

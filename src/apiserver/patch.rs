@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::meta::now_rfc3339;
+use super::managed;
 use super::status::ApiError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,85 +202,6 @@ fn strip_directives(v: Value) -> Value {
     }
 }
 
-/// Metadata fields the server owns; never part of a manager's field set.
-const SERVER_META: &[&str] = &[
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
-];
-
-/// The `fieldsV1` set of an applied configuration: every map key, recursively; lists
-/// are atomic (owned whole), as for a schema without list-type markers.
-fn field_set(v: &Value, top: bool) -> Value {
-    let Value::Object(m) = v else {
-        return json!({});
-    };
-    let mut out = Map::new();
-    for (k, child) in m {
-        if top && (k == "apiVersion" || k == "kind") {
-            continue;
-        }
-        let sub = if top && k == "metadata" {
-            let mut meta = field_set(child, false);
-            if let Value::Object(mm) = &mut meta {
-                for f in SERVER_META {
-                    mm.remove(&format!("f:{f}"));
-                }
-                if mm.is_empty() {
-                    // Nothing of metadata is the manager's: never let a later apply
-                    // treat `metadata` itself as a field it stopped applying.
-                    continue;
-                }
-            }
-            meta
-        } else if child.is_object() {
-            field_set(child, false)
-        } else {
-            json!({})
-        };
-        out.insert(format!("f:{k}"), sub);
-    }
-    Value::Object(out)
-}
-
-/// Leaf paths of a field set (each a list of plain keys).
-fn leaves(set: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    if let Value::Object(m) = set {
-        if m.is_empty() {
-            if !prefix.is_empty() {
-                out.push(prefix.clone());
-            }
-            return;
-        }
-        for (k, v) in m {
-            let Some(key) = k.strip_prefix("f:") else {
-                continue;
-            };
-            prefix.push(key.to_owned());
-            leaves(v, prefix, out);
-            prefix.pop();
-        }
-    }
-}
-
-fn set_contains(set: &Value, path: &[String]) -> bool {
-    let mut cur = set;
-    for seg in path {
-        match cur.get(format!("f:{seg}")) {
-            Some(next) => cur = next,
-            None => return false,
-        }
-    }
-    true
-}
-
 fn remove_path(obj: &mut Value, path: &[String]) {
     let Some((last, parents)) = path.split_last() else {
         return;
@@ -320,31 +241,16 @@ fn value_at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, seg| cur.get(seg.as_str()))
 }
 
-fn remove_from_set(set: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = set;
-    for seg in parents {
-        match cur.get_mut(format!("f:{seg}")) {
-            Some(next) => cur = next,
-            None => return,
-        }
-    }
-    if let Some(m) = cur.as_object_mut() {
-        m.remove(&format!("f:{last}"));
-    }
-}
-
-/// A field another manager owns with a different value: (manager, `.spec.x`).
+/// A field another manager owns with a different value: (the manager as a conflict
+/// names it, `.spec.x`).
 pub(crate) type ApplyConflict = (String, String);
 
 /// Server-side apply, simplified: the applied configuration is merged into the live
 /// object (maps by key, lists atomically); fields this manager applied last time and
-/// no longer applies are removed unless another apply manager owns them; the manager's
-/// `managedFields` entry is recorded. Applying a value to a field that another apply
-/// manager owns with a different live value is a conflict, unless `force` (which
-/// takes the field over). Ownership by non-apply writes is not tracked.
+/// no longer applies are removed unless another manager (apply or update) owns them;
+/// the manager's `managedFields` entry is recorded. Applying a value to a field that
+/// another manager owns with a different live value is a conflict, unless `force`
+/// (which takes the field over).
 pub(crate) fn apply(
     live: Option<&Value>,
     applied: &Value,
@@ -354,81 +260,74 @@ pub(crate) fn apply(
     force: bool,
 ) -> Result<Value, Vec<ApplyConflict>> {
     let mut obj = live.cloned().unwrap_or_else(|| json!({}));
-    let mut managed: Vec<Value> = live
-        .and_then(|l| l.get("metadata"))
-        .and_then(|m| m.get("managedFields"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let same_entry = |e: &Value| {
-        e.get("manager").and_then(Value::as_str) == Some(manager)
-            && e.get("operation").and_then(Value::as_str) == Some("Apply")
-            && e.get("subresource").and_then(Value::as_str) == subresource
-    };
-    let new_set = field_set(applied, true);
-    let mut wanted = Vec::new();
-    leaves(&new_set, &mut Vec::new(), &mut wanted);
-    let mut conflicts = Vec::new();
-    for e in managed.iter_mut().filter(|e| !same_entry(e)) {
-        if e.get("operation").and_then(Value::as_str) != Some("Apply") {
-            continue;
-        }
-        let other = e
-            .get("manager")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        for path in &wanted {
-            let owned = e.get("fieldsV1").is_some_and(|s| set_contains(s, path));
-            let live_value = value_at(&obj, path);
-            if owned && live_value.is_some() && live_value != value_at(applied, path) {
-                if force {
-                    if let Some(set) = e.get_mut("fieldsV1") {
-                        remove_from_set(set, path);
-                    }
-                } else {
-                    conflicts.push((other.clone(), format!(".{}", path.join("."))));
-                }
-            }
-        }
-    }
+    let mut entries = managed::entries_of(live);
+    let ours = |e: &Value| managed::is_entry(e, manager, "Apply", api_version, subresource);
+    let new_set = managed::field_set(applied, true);
+    let wanted = managed::leaves(&new_set);
+    let conflicts = take_or_conflict(&mut entries, &obj, applied, &wanted, &ours, force);
     if !conflicts.is_empty() {
         return Err(conflicts);
     }
-    if let Some(prev) = managed
+    if let Some(prev) = entries
         .iter()
-        .find(|e| same_entry(e))
+        .find(|e| ours(e))
         .and_then(|e| e.get("fieldsV1"))
     {
-        let mut gone = Vec::new();
-        leaves(prev, &mut Vec::new(), &mut gone);
-        for path in gone {
-            let owned_elsewhere = managed.iter().any(|e| {
-                !same_entry(e)
-                    && e.get("operation").and_then(Value::as_str) == Some("Apply")
-                    && e.get("fieldsV1").is_some_and(|s| set_contains(s, &path))
+        for path in managed::leaves(prev) {
+            let owned_elsewhere = entries.iter().any(|e| {
+                !ours(e)
+                    && e.get("fieldsV1")
+                        .is_some_and(|s| managed::set_contains(s, &path))
             });
-            if !set_contains(&new_set, &path) && !owned_elsewhere {
+            if !managed::set_contains(&new_set, &path) && !owned_elsewhere {
                 remove_path(&mut obj, &path);
             }
         }
     }
     deep_merge(&mut obj, applied);
-    let mut entry = json!({
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": api_version,
-        "time": now_rfc3339(),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": new_set,
-    });
-    if let (Some(sub), Value::Object(m)) = (subresource, &mut entry) {
-        m.insert("subresource".into(), json!(sub));
-    }
-    let mut entries: Vec<Value> = managed.into_iter().filter(|e| !same_entry(e)).collect();
-    entries.push(entry);
-    super::meta::meta_mut(&mut obj).insert("managedFields".into(), Value::Array(entries));
+    entries.retain(|e| !ours(e));
+    entries.push(managed::new_entry(
+        manager,
+        "Apply",
+        api_version,
+        subresource,
+        new_set,
+    ));
+    managed::store_entries(&mut obj, entries);
     Ok(obj)
+}
+
+/// For each field the configuration sets that another manager owns with a different
+/// live value: a conflict, or with `force`, the field leaves that manager.
+fn take_or_conflict(
+    entries: &mut [Value],
+    obj: &Value,
+    applied: &Value,
+    wanted: &[managed::FieldPath],
+    ours: &dyn Fn(&Value) -> bool,
+    force: bool,
+) -> Vec<ApplyConflict> {
+    let mut conflicts = Vec::new();
+    for e in entries.iter_mut().filter(|e| !ours(e)) {
+        let other = managed::printed_manager(e);
+        for path in wanted {
+            let owned = e
+                .get("fieldsV1")
+                .is_some_and(|s| managed::set_contains(s, path));
+            let live_value = value_at(obj, path);
+            if !owned || live_value.is_none() || live_value == value_at(applied, path) {
+                continue;
+            }
+            if force {
+                if let Some(set) = e.get_mut("fieldsV1") {
+                    managed::set_remove(set, path);
+                }
+            } else {
+                conflicts.push((other.clone(), format!(".{}", path.join("."))));
+            }
+        }
+    }
+    conflicts
 }
 
 #[cfg(test)]
@@ -487,7 +386,7 @@ mod tests {
         );
         assert_eq!(
             clash.unwrap_err(),
-            vec![("m".to_owned(), ".spec.a".to_owned())]
+            vec![("\"m\"".to_owned(), ".spec.a".to_owned())]
         );
         let same = apply(
             Some(&other),

@@ -129,8 +129,16 @@ pub(crate) fn eval<'a>(obj: &'a Value, path: &str) -> Vec<&'a Value> {
     cur
 }
 
-/// A cell as the real server's CRD table convertor makes it (`cellForJSONValue`).
-fn cell(column: &PrinterColumn, obj: &Value) -> Value {
+/// Does `def` print like the real server's default table convertor (`Name`, then
+/// `Created At` as the RFC 3339 time itself)? CustomResourceDefinitions do; custom
+/// resources and the other built-ins print ages.
+fn prints_timestamps(def: &ResourceDef) -> bool {
+    matches!(def.flavor, Flavor::Crd)
+}
+
+/// A cell as the real server's CRD table convertor makes it (`cellForJSONValue`), or,
+/// with `timestamps`, as the default table convertor does (a date as is).
+fn cell(column: &PrinterColumn, obj: &Value, timestamps: bool) -> Value {
     let Some(v) = eval(obj, &column.json_path).into_iter().next() else {
         return Value::Null;
     };
@@ -143,6 +151,7 @@ fn cell(column: &PrinterColumn, obj: &Value) -> Value {
         ("number", Value::Number(n)) => json!(n),
         ("boolean", Value::Bool(b)) => json!(b),
         ("string", Value::String(s)) => json!(s),
+        ("date", Value::String(s)) if timestamps => json!(s),
         ("date", Value::String(s)) => json!(age(s)),
         // The real server drops values of the wrong type; kubectl shows <none>.
         (_, Value::String(_) | Value::Number(_) | Value::Bool(_)) if column.type_.is_empty() => {
@@ -181,8 +190,9 @@ fn columns(def: &ResourceDef) -> Vec<Value> {
     }
     let mut cols = vec![column_def("Name", "string", "name", NAME_DESCRIPTION, 0)];
     cols.extend(def.columns.iter().map(|c| {
-        // `date` cells are rendered server-side, so they are strings on the wire.
-        let type_ = if c.type_ == "date" {
+        // `date` cells are rendered as ages server-side, so they are strings on the
+        // wire; the default convertor's `date` cells are timestamps kubectl shows as is.
+        let type_ = if c.type_ == "date" && !prints_timestamps(def) {
             "string"
         } else {
             c.type_.as_str()
@@ -245,7 +255,11 @@ fn row(def: &ResourceDef, obj: &Value, include: IncludeObject) -> Value {
         event_cells(obj)
     } else {
         std::iter::once(json!(name_of(obj)))
-            .chain(def.columns.iter().map(|c| cell(c, obj)))
+            .chain(
+                def.columns
+                    .iter()
+                    .map(|c| cell(c, obj, prints_timestamps(def))),
+            )
             .collect()
     };
     let mut r = json!({"cells": cells});

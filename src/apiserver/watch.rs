@@ -12,7 +12,9 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::time::Instant;
 
 use super::builtin::{to_view, view_is_identity};
 use super::http::Format;
@@ -149,6 +151,74 @@ fn streaming(body: Body) -> Response {
         .unwrap_or_default()
 }
 
+/// A watch's subscription as it is followed: the changes still to replay, the live
+/// feed, this watcher's filter, and the newest resourceVersion it has passed.
+struct Feed {
+    filter: Filter,
+    replay: Vec<Arc<Change>>,
+    live: broadcast::Receiver<Arc<Change>>,
+    /// The store's resourceVersion when the watch subscribed.
+    subscribed_at: u64,
+    last: u64,
+}
+
+/// How a watch follows the live feed once it has sent what it started with.
+struct Pace {
+    timeout: Duration,
+    bookmarks: bool,
+    bookmark_every: Duration,
+    coalesce: Duration,
+}
+
+impl Feed {
+    /// Takes changes already queued, until `out` holds `max` lines, rendering those
+    /// this watcher sees into `out`. True if the feed ended: the collection went away,
+    /// or this watcher fell so far behind that the channel dropped changes it needed
+    /// (the client resumes from its last resourceVersion).
+    fn drain(&mut self, out: &mut Vec<Bytes>, max: usize) -> bool {
+        while out.len() < max {
+            match self.live.try_recv() {
+                Ok(c) => {
+                    self.last = self.last.max(c.rv);
+                    out.extend(self.filter.render(&c));
+                }
+                Err(TryRecvError::Empty) => return false,
+                Err(_) => return true,
+            }
+        }
+        false
+    }
+
+    /// A burst that started with `first`, as one chunk of at most `MAX_CHUNK` lines:
+    /// one write per burst instead of one per event. While events keep coming (the
+    /// last write was less than `coalesce` ago) it waits out the rest of that window
+    /// once and takes what queued meanwhile; after a quiet spell it goes out at once.
+    /// Also returns whether the feed ended.
+    async fn burst(
+        &mut self,
+        first: &Change,
+        last_write: Option<Instant>,
+        coalesce: Duration,
+    ) -> (Vec<Bytes>, bool) {
+        self.last = self.last.max(first.rv);
+        let mut chunk: Vec<Bytes> = self.filter.render(first).into_iter().collect();
+        let mut held = false;
+        loop {
+            let ended = self.drain(&mut chunk, MAX_CHUNK);
+            let hold = last_write.and_then(|t| t.checked_add(coalesce));
+            match hold {
+                Some(hold)
+                    if !held && !ended && chunk.len() < MAX_CHUNK && Instant::now() < hold =>
+                {
+                    held = true;
+                    tokio::time::sleep_until(hold).await;
+                }
+                _ => return (chunk, ended),
+            }
+        }
+    }
+}
+
 /// Starts a watch on `def`'s collection.
 pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) -> Response {
     let filter = Filter {
@@ -173,7 +243,7 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
         let since = if p.send_initial_events { None } else { p.since };
         (initial, st.subscribe(&def.storage, since))
     };
-    let mut sub = match sub {
+    let sub = match sub {
         Ok(sub) => sub,
         Err(oldest) => {
             let e = ApiError::expired(format!(
@@ -183,29 +253,57 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
             return streaming(Body::from(error_line(&e)));
         }
     };
-    let mut epoch = shared.watch_epoch.subscribe();
-    let shutdown = shared.shutdown.clone();
-    let bookmark_every = shared.config.bookmark_interval;
-    let coalesce = shared.config.watch_coalesce;
-    let (bookmarks, send_initial) = (p.bookmarks, p.send_initial_events);
-    let timeout = p.timeout;
+    let feed = Feed {
+        filter,
+        replay: sub.replay,
+        live: sub.live,
+        subscribed_at: sub.rv,
+        last: sub.rv,
+    };
+    let pace = Pace {
+        timeout: p.timeout,
+        bookmarks: p.bookmarks,
+        bookmark_every: shared.config.bookmark_interval,
+        coalesce: shared.config.watch_coalesce,
+    };
+    let send_initial = p.send_initial_events;
+    // Subscribed now, not when the live part starts: a bump from here on ends the watch.
+    let epoch = shared.watch_epoch.subscribe();
     let stream = async_stream::stream! {
-        let mut last = sub.rv;
+        let mut feed = feed;
         for obj in &initial {
-            yield Ok::<Bytes, Infallible>(filter.line("ADDED", obj));
+            yield Ok::<Bytes, Infallible>(feed.filter.line("ADDED", obj));
         }
         if send_initial {
-            yield Ok(filter.bookmark(sub.rv, true));
+            yield Ok(feed.filter.bookmark(feed.subscribed_at, true));
         }
-        for change in std::mem::take(&mut sub.replay) {
-            last = last.max(change.rv);
-            if let Some(line) = filter.render(&change) {
+        for change in std::mem::take(&mut feed.replay) {
+            feed.last = feed.last.max(change.rv);
+            if let Some(line) = feed.filter.render(&change) {
                 yield Ok(line);
             }
         }
-        let deadline = tokio::time::sleep(timeout);
+        for await line in follow(shared, feed, pace, epoch) {
+            yield line;
+        }
+    };
+    streaming(Body::from_stream(stream))
+}
+
+/// The live part of a watch: changes as they come, bookmarks when asked, until the
+/// timeout, the server's shutdown (or a watch epoch bump), or the feed ends.
+fn follow(
+    shared: Arc<Shared>,
+    mut feed: Feed,
+    pace: Pace,
+    mut epoch: tokio::sync::watch::Receiver<u64>,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> {
+    async_stream::stream! {
+        let shutdown = shared.shutdown.clone();
+        let deadline = tokio::time::sleep(pace.timeout);
         tokio::pin!(deadline);
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
+        let every = pace.bookmark_every;
+        let mut tick = tokio::time::interval_at(Instant::now() + every, every);
         // Made once, not once per event: each of these registers with a notifier that
         // every watch shares, and re-registering per event made them contended.
         let stop = async {
@@ -215,74 +313,30 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
             }
         };
         tokio::pin!(stop);
-        let mut last_write: Option<tokio::time::Instant> = None;
+        let mut last_write: Option<Instant> = None;
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = &mut deadline => break,
-                _ = tick.tick(), if bookmarks => {
+                _ = tick.tick(), if pace.bookmarks => {
                     // Everything up to `now` is already queued for us: drain it, then
                     // the bookmark may claim `now`.
                     let now = shared.state.lock().rv;
                     let mut out = Vec::new();
-                    let mut closed = false;
-                    loop {
-                        match sub.live.try_recv() {
-                            Ok(c) => {
-                                last = last.max(c.rv);
-                                out.extend(filter.render(&c));
-                            }
-                            Err(TryRecvError::Empty) => break,
-                            Err(_) => { closed = true; break; }
-                        }
-                    }
+                    let ended = feed.drain(&mut out, usize::MAX);
                     for line in out {
                         yield Ok(line);
                     }
-                    if closed {
+                    if ended {
                         break;
                     }
-                    last = last.max(now);
-                    yield Ok(filter.bookmark(last, false));
+                    feed.last = feed.last.max(now);
+                    yield Ok(feed.filter.bookmark(feed.last, false));
                 }
-                msg = sub.live.recv() => match msg {
+                msg = feed.live.recv() => match msg {
                     Ok(c) => {
-                        // Under load, send what is already queued in one chunk: one write
-                        // per burst (or per `coalesce` window) instead of one per event.
-                        last = last.max(c.rv);
-                        let mut chunk = Vec::new();
-                        chunk.extend(filter.render(&c));
-                        let mut ended = false;
-                        let mut held = false;
-                        loop {
-                            while chunk.len() < MAX_CHUNK {
-                                match sub.live.try_recv() {
-                                    Ok(c) => {
-                                        last = last.max(c.rv);
-                                        chunk.extend(filter.render(&c));
-                                    }
-                                    Err(TryRecvError::Empty) => break,
-                                    Err(_) => {
-                                        ended = true;
-                                        break;
-                                    }
-                                }
-                            }
-                            // Events keep coming (we wrote less than `coalesce` ago): wait
-                            // out the rest of that window once, then take what queued
-                            // meanwhile. After a quiet spell an event goes out at once.
-                            let hold = last_write.and_then(|t| t.checked_add(coalesce));
-                            match hold {
-                                Some(hold) if !held && !ended && chunk.len() < MAX_CHUNK
-                                    && tokio::time::Instant::now() < hold =>
-                                {
-                                    held = true;
-                                    tokio::time::sleep_until(hold).await;
-                                }
-                                _ => break,
-                            }
-                        }
-                        last_write = Some(tokio::time::Instant::now());
+                        let (mut chunk, ended) = feed.burst(&c, last_write, pace.coalesce).await;
+                        last_write = Some(Instant::now());
                         match chunk.len() {
                             0 => {}
                             1 => yield Ok(chunk.swap_remove(0)),
@@ -298,6 +352,5 @@ pub(crate) fn watch(shared: Arc<Shared>, def: Arc<ResourceDef>, p: WatchParams) 
                 },
             }
         }
-    };
-    streaming(Body::from_stream(stream))
+    }
 }

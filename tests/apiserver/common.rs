@@ -1,9 +1,6 @@
 //! Shared helpers: servers with the test CRDs installed, typed handles on them, raw
 //! requests, and waiting on a condition with a deadline.
 
-use std::future::Future;
-use std::time::Duration;
-
 use http::{Request, StatusCode};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -123,24 +120,12 @@ pub fn rv(o: &DynamicObject) -> u64 {
         .expect("numeric resourceVersion")
 }
 
-/// Polls `check` until it yields `Some`, failing after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+/// The shared poll helpers (tests/common/poll.rs): `eventually(what, timeout, check)`
+/// returns what `check` found (`Some(v)` gives `v`); `poll::wait_for` returns the value
+/// that satisfied a predicate.
+#[path = "../common/poll.rs"]
+pub mod poll;
+pub use poll::eventually;
 
 /// A raw response: status, headers, body (JSON if it parses, else a string).
 pub struct Raw {
@@ -176,4 +161,20 @@ pub async fn raw(
 
 pub async fn get_json(client: &Client, path: &str) -> Raw {
     raw(client, "GET", path, &[], Vec::new()).await
+}
+
+/// The project's own CRDs, as installed in a cluster (manifests/crds/, kept equal to the
+/// types by tests/crd_drift.rs), installed into `server`.
+pub async fn install_real_crds(server: &ApiServerHandle) -> Vec<CustomResourceDefinition> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/crds/metal.binder.dev.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let crds: Vec<CustomResourceDefinition> =
+        serde_saphyr::from_multiple(&text).expect("CRDs parse");
+    for crd in &crds {
+        server.install_crd(crd).await.expect("installs");
+    }
+    crds
 }

@@ -142,21 +142,9 @@ async fn discovery_lists_groups_resources_verbs_and_names() {
 /// The project's real CRDs (manifests/crds/, from main) install and serve.
 #[tokio::test]
 async fn the_real_metal_binder_crds_install_and_serve() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/manifests/crds/metal.binder.dev.yaml"
-    );
-    let Ok(text) = std::fs::read_to_string(path) else {
-        eprintln!("note: {path} is not there yet; skipping");
-        return;
-    };
     let server = start().await;
-    let docs: Vec<CustomResourceDefinition> =
-        serde_saphyr::from_multiple(&text).expect("CRDs parse");
+    let docs = install_real_crds(&server).await;
     assert_eq!(docs.len(), 2);
-    for crd in &docs {
-        server.install_crd(crd).await.expect("installs");
-    }
     let c = server.client();
     let ar = |kind: &str, plural: &str| {
         kube::api::ApiResource::from_gvk_with_plural(
@@ -198,4 +186,118 @@ async fn the_real_metal_binder_crds_install_and_serve() {
     ] {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
+}
+
+/// As apiextensions does: deleting a CRD marks it (deletionTimestamp, the
+/// `customresourcecleanup` finalizer, a Terminating condition), deletes its custom
+/// resources, refuses new ones, and removes the CRD only once the last instance is gone
+/// (here, once a finalizer on it is removed). Watchers see every DELETED.
+#[tokio::test]
+async fn deleting_a_crd_waits_for_its_instances_finalizers() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{Patch, PatchParams, WatchEvent, WatchParams};
+
+    let (_s, c) = with_crds().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let api = widgets(&c);
+    let mut held = widget("held", "blue");
+    held.metadata.finalizers = Some(vec!["test.example.dev/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    create_widget(&c, "free", "red").await;
+    let mut widget_events = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut crd_events = crds
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+
+    let deleted = crds
+        .delete("widgets.test.example.dev", &DeleteParams::default())
+        .await
+        .unwrap();
+    let pending = deleted.left().expect("the CRD waits on its instances");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    let crd = crds.get("widgets.test.example.dev").await.unwrap();
+    assert_eq!(
+        crd.metadata.finalizers,
+        Some(vec![
+            "customresourcecleanup.apiextensions.k8s.io".to_owned()
+        ])
+    );
+    let conditions = crd.status.unwrap().conditions.unwrap();
+    let terminating = conditions
+        .iter()
+        .find(|c| c.type_ == "Terminating")
+        .expect("a Terminating condition");
+    assert_eq!(terminating.status, "True");
+    assert_eq!(
+        terminating.reason.as_deref(),
+        Some("InstanceDeletionInProgress")
+    );
+    // The free widget is gone, the held one is being deleted; no new ones meanwhile.
+    assert_eq!(api_error(api.get("free").await).code, 404);
+    let still = api.get("held").await.unwrap();
+    assert!(still.metadata.deletion_timestamp.is_some());
+    let e = api_error(
+        api.create(&PostParams::default(), &widget("new", "green"))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
+    assert_eq!(
+        e.message,
+        "create not allowed while custom resource definition is terminating"
+    );
+    // Releasing the last instance finishes the CRD's deletion.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("the CRD to go", std::time::Duration::from_secs(5), || {
+        let crds = crds.clone();
+        async move {
+            matches!(crds.get("widgets.test.example.dev").await, Err(kube::Error::Api(s)) if s.code == 404)
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        api_error(api.list(&Default::default()).await).code,
+        404,
+        "no longer served"
+    );
+
+    let mut seen = Vec::new();
+    while let Ok(Some(Ok(e))) =
+        tokio::time::timeout(std::time::Duration::from_secs(5), widget_events.try_next())
+            .await
+            .map(|r| r.transpose())
+    {
+        if let WatchEvent::Deleted(o) = e {
+            seen.push(o.metadata.name.unwrap());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, ["free", "held"], "the widget watch saw both go");
+    let crd_gone = loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(5), crd_events.try_next())
+            .await
+            .expect("a CRD event within 5s")
+            .expect("no stream error")
+            .expect("the stream goes on");
+        if let WatchEvent::Deleted(o) = e {
+            break o;
+        }
+    };
+    assert_eq!(
+        crd_gone.metadata.name.as_deref(),
+        Some("widgets.test.example.dev")
+    );
+    assert!(crd_gone.metadata.finalizers.unwrap_or_default().is_empty());
 }

@@ -144,3 +144,36 @@ async fn openapi_v3_advertises_field_validation_for_every_served_kind() {
     let server_url = url.clone();
     let _ = server_url;
 }
+
+/// CRDs are printed by the default table convertor: `Created At` is a `date` column
+/// holding the RFC 3339 creation time itself (kubectl shows it as is), not an age.
+#[tokio::test]
+async fn the_crd_table_shows_when_each_crd_was_created() {
+    let (_s, c) = with_crds().await;
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let t = raw(&c, "GET", path, &[("accept", TABLE)], Vec::new())
+        .await
+        .body;
+    let cols: Vec<(&str, &str)> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(cols, [("Name", "string"), ("Created At", "date")]);
+    let created = get_json(&c, &format!("{path}/widgets.test.example.dev"))
+        .await
+        .body["metadata"]["creationTimestamp"]
+        .clone();
+    assert!(
+        created.as_str().is_some_and(|t| t.ends_with('Z')),
+        "{created}"
+    );
+    let row = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == "widgets.test.example.dev")
+        .expect("the widgets CRD's row");
+    assert_eq!(row["cells"][1], created);
+}
