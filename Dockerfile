@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # server-binder's image: a release build on Debian bookworm, run on distroless (no
-# shell, no package manager) as the unprivileged user 65532.
+# shell, no package manager) as the unprivileged user 65532. It is the in-cluster
+# operator only: built with --no-default-features, it carries no embedded API server
+# (no `dev`, `apiserver` or `bench`).
 #
 #   docker build -t server-binder:0.1.0 .
 #
@@ -16,14 +18,14 @@ COPY Cargo.toml Cargo.lock ./
 RUN mkdir src \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \
-    && cargo build --release --locked --bin server-binder \
+    && cargo build --release --locked --no-default-features --bin server-binder \
     && rm -rf src
 
 # Then the crate itself. COPY keeps the files' modification times, which may be older
 # than the placeholder build: touch them so cargo rebuilds the crate.
 COPY src ./src
 RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked --bin server-binder \
+    && cargo build --release --locked --no-default-features --bin server-binder \
     && cp target/release/server-binder /server-binder
 
 FROM gcr.io/distroless/cc-debian12:nonroot

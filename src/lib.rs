@@ -10,9 +10,12 @@
 //! - [`runtime`]: the command line and the process around the controllers (HTTP
 //!   endpoints, leader election, signals);
 //! - [`apiserver`]: an embedded, in-memory Kubernetes-compatible API server for
-//!   `server-binder dev` and the integration tests. It knows nothing of binding.
+//!   `server-binder dev` and the integration tests. It knows nothing of binding. It is
+//!   compiled only with the `embedded-apiserver` feature (the default); the in-cluster
+//!   operator is built without it.
 
 pub mod api;
+#[cfg(feature = "embedded-apiserver")]
 pub mod apiserver;
 pub mod binding;
 pub mod controllers;

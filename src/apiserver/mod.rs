@@ -14,29 +14,34 @@
 //! Module map:
 //! - [`server`]: [`ApiServer::start`], [`ApiServerHandle`], [`Config`];
 //! - `http` / `route`: the handler and path resolution; `discovery`, `openapi`, `table`;
-//! - `ops`: the write verbs; `patch`: patch types; `store`: objects, history, watchers;
-//!   `watch`: watch streams; `selectors`: label and field selectors;
+//! - `protobuf`: the protobuf request bodies client-go's typed clients send;
+//! - `ops`: the write verbs; `patch`: patch types; `managed`: managedFields;
+//!   `objectmeta`: metadata validation and normalisation; `store`: objects, history,
+//!   watchers; `watch`: watch streams; `selectors`: label and field selectors;
 //! - `registry`, `builtin`, `crd`, `events`: what is served and how each kind behaves;
+//!   `crd_finalizer`: deleting a CRD and its custom resources;
 //! - [`schema`]: custom-resource admission (defaulting, pruning, validation, CEL);
-//! - [`faults`]: fault injection and the request log for reliability tests;
-//! - [`bench`]: the load generator behind `server-binder bench apiserver`.
+//! - [`faults`]: fault injection and the request log for reliability tests.
+//!
+//! What runs it (`server-binder apiserver`, `dev`, the load generator of `bench`) is in
+//! the runtime.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-
-pub mod bench;
 mod builtin;
 mod crd;
+mod crd_finalizer;
 mod discovery;
 mod error;
 mod events;
 pub mod faults;
 mod http;
 mod kubeconfig;
+mod managed;
 mod meta;
+mod objectmeta;
 mod openapi;
 mod ops;
 mod patch;
+mod protobuf;
 mod registry;
 mod route;
 pub mod schema;
@@ -50,26 +55,3 @@ mod watch;
 pub use error::Error;
 pub use faults::{FaultAction, FaultInjector, RequestLog, RequestMatcher, RequestRecord};
 pub use server::{ApiServer, ApiServerHandle, Config};
-
-/// Runs the API server alone until SIGINT/SIGTERM, writing a kubeconfig for it.
-pub async fn run_standalone(listen: SocketAddr, kubeconfig_out: PathBuf) -> Result<(), Error> {
-    let handle = ApiServer::start(Config::default().listen(listen)).await?;
-    handle.write_kubeconfig(&kubeconfig_out)?;
-    eprintln!(
-        "server-binder apiserver: serving {} (DEVELOPMENT AND TESTS ONLY: plain HTTP, no authentication); kubeconfig written to {}",
-        handle.url(),
-        kubeconfig_out.display()
-    );
-    wait_for_signal().await?;
-    handle.shutdown().await;
-    Ok(())
-}
-
-async fn wait_for_signal() -> Result<(), Error> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).map_err(Error::Signal)?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(Error::Signal),
-        _ = term.recv() => Ok(()),
-    }
-}

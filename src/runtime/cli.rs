@@ -28,6 +28,7 @@ pub enum Command {
     /// Print the Server and ServerClaim CustomResourceDefinitions as multi-document YAML.
     Crd,
     /// Run the embedded in-memory API server alone.
+    #[cfg(feature = "embedded-apiserver")]
     ///
     /// FOR DEVELOPMENT AND TESTS ONLY: plain HTTP, no authentication, no authorization,
     /// nothing persisted. It listens on loopback unless told otherwise.
@@ -47,8 +48,10 @@ pub enum Command {
     /// controllers in one process, until Ctrl-C.
     ///
     /// FOR DEVELOPMENT ONLY: the API server is plain HTTP with no authentication.
+    #[cfg(feature = "embedded-apiserver")]
     Dev(DevArgs),
     /// Measure a component under load and print the figures.
+    #[cfg(feature = "embedded-apiserver")]
     Bench {
         #[command(subcommand)]
         target: BenchTarget,
@@ -151,15 +154,16 @@ async fn run(cli: Cli) -> Result<(), String> {
             print!("{}", crate::api::crd_yaml().map_err(|e| e.to_string())?);
             Ok(())
         }
+        #[cfg(feature = "embedded-apiserver")]
         Command::Apiserver {
             listen,
             kubeconfig_out,
-        } => crate::apiserver::run_standalone(listen, kubeconfig_out)
-            .await
-            .map_err(|e| e.to_string()),
+        } => super::standalone::run(listen, &kubeconfig_out).await,
         Command::Run(args) => run_controllers(args).await,
+        #[cfg(feature = "embedded-apiserver")]
         Command::Dev(args) => super::dev::run(args).await,
-        Command::Bench { target } => bench(target).await,
+        #[cfg(feature = "embedded-apiserver")]
+        Command::Bench { target } => super::bench::run(target).await,
     }
 }
 
@@ -225,30 +229,6 @@ pub fn choose_identity(pod_name: Option<String>, hostname: Option<String>, pid: 
     }
 }
 
-async fn bench(target: BenchTarget) -> Result<(), String> {
-    use crate::apiserver::bench;
-    let BenchTarget::Apiserver {
-        objects,
-        writers,
-        watchers,
-        duration_secs,
-    } = target;
-    let config = bench::BenchConfig {
-        objects: objects as usize,
-        writers: writers as usize,
-        watchers: watchers as usize,
-        duration: std::time::Duration::from_secs(duration_secs),
-        ..bench::BenchConfig::default()
-    };
-    let report = bench::run(config).await.map_err(|e| e.to_string())?;
-    println!("{report}");
-    if report.all_seen() {
-        Ok(())
-    } else {
-        Err("the benchmark's watchers did not all see every write (see above)".into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,6 +245,19 @@ mod tests {
         assert_eq!(choose_identity(None, some("node-1"), 43), "node-1-43");
         assert_eq!(choose_identity(None, None, 42), "server-binder-42");
         assert_eq!(choose_identity(some(" "), some(""), 7), "server-binder-7");
+    }
+
+    #[test]
+    fn the_embedded_apiserver_commands_exist_only_with_its_feature() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let commands: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
+        let expected: &[&str] = if cfg!(feature = "embedded-apiserver") {
+            &["crd", "apiserver", "run", "dev", "bench"]
+        } else {
+            &["crd", "run"]
+        };
+        assert_eq!(commands, expected);
     }
 
     #[test]

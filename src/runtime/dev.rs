@@ -19,6 +19,14 @@ use super::logging;
 use super::operator::{self, OperatorConfig};
 use super::signals;
 
+/// What `dev` tells a newcomer to try; the README shows the same commands (a test below
+/// holds them together).
+const TRY_IT: [&str; 3] = [
+    "kubectl apply -f manifests/examples/",
+    "kubectl get servers,serverclaims",
+    "kubectl describe serverclaim by-ref",
+];
+
 pub async fn run(args: DevArgs) -> Result<(), String> {
     logging::init(args.controllers.log_format);
     let apiserver = ApiServer::start(Config::default().listen(args.listen))
@@ -63,13 +71,12 @@ pub async fn run(args: DevArgs) -> Result<(), String> {
 In another shell:
 
     export KUBECONFIG={}
-    kubectl apply -f manifests/examples/
-    kubectl get servers,serverclaims
-    kubectl describe serverclaim any-server
+    {}
 
 Ctrl-C stops everything (nothing is kept).",
         apiserver.url(),
-        kubeconfig.display()
+        kubeconfig.display(),
+        TRY_IT.join("\n    "),
     );
 
     signals::terminated()
@@ -124,4 +131,31 @@ async fn create_demo_servers(client: &kube::Client, count: u16) -> Result<(), St
             .map_err(|e| format!("cannot create demo server: {e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TRY_IT;
+
+    #[test]
+    fn the_readme_shows_what_dev_prints() {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"));
+        for command in TRY_IT {
+            assert!(
+                readme.lines().any(|l| l.trim() == command),
+                "README.md does not show `{command}`, which `server-binder dev` prints"
+            );
+        }
+        let examples = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/manifests/examples/claims.yaml"
+        ));
+        let described = TRY_IT[2].rsplit(' ').next().unwrap();
+        assert!(
+            examples
+                .lines()
+                .any(|l| l.trim() == format!("name: {described}")),
+            "manifests/examples/claims.yaml has no claim {described}"
+        );
+    }
 }

@@ -53,11 +53,10 @@ pub async fn bind(
 }
 
 async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
-    // The caches' lock order: servers, then claims (see `Caches`).
-    let servers = e.caches.servers.read();
-    let claims = e.caches.claims.read();
-    e.metrics.refresh_inventory(&claims, &servers);
-    drop((claims, servers));
+    let catalogs = e.caches.read();
+    e.metrics
+        .refresh_inventory(&catalogs.claims, &catalogs.servers);
+    drop(catalogs);
     (
         [(
             header::CONTENT_TYPE,

@@ -1,11 +1,17 @@
 //! The process around the controllers: command line, HTTP endpoints, signals, logging
-//! and, with `--leader-elect`, leader election.
+//! and, with `--leader-elect`, leader election. With the `embedded-apiserver` feature
+//! (the default) also what runs the embedded API server: `dev`, `apiserver` and `bench`.
 
+#[cfg(feature = "embedded-apiserver")]
+pub mod bench;
 pub mod cli;
 pub mod client;
+#[cfg(feature = "embedded-apiserver")]
 mod dev;
 mod http;
 pub mod leader;
 pub mod logging;
 pub mod operator;
 pub mod signals;
+#[cfg(feature = "embedded-apiserver")]
+mod standalone;

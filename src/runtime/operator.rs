@@ -67,6 +67,7 @@ pub async fn start(
     check_crds(&client).await?;
     let (caches, writers) = Caches::new();
     let metrics = Metrics::new();
+    let leadership = Leadership::new(&client, config.leader_election, &config.identity, &metrics);
     let ctx = Arc::new(Context::new(
         client,
         caches.clone(),
@@ -74,23 +75,6 @@ pub async fn start(
         config.identity.clone(),
     ));
     let shutdown = CancellationToken::new();
-    let (elector, leading, election, always_leading) = match config.leader_election {
-        Some(lease) => {
-            let (elector, leading, status) = Elector::new(
-                ctx.client.clone(),
-                lease,
-                config.identity.clone(),
-                metrics.clone(),
-            );
-            (Some(elector), leading, Some(status), None)
-        }
-        None => {
-            // Without leader election this process always leads.
-            let (tx, leading) = watch::channel(true);
-            metrics.set_leader(true);
-            (None, leading, None, Some(tx))
-        }
-    };
 
     // The endpoint outlives the controllers and the lease by a little: it stops last.
     let http_stop = CancellationToken::new();
@@ -101,7 +85,7 @@ pub async fn start(
             addr,
             metrics.clone(),
             caches.clone(),
-            election.clone(),
+            leadership.status.clone(),
             http_stop.clone(),
         )
         .await
@@ -109,41 +93,100 @@ pub async fn start(
         metrics_addr = Some(bound);
         endpoint = Some(serve);
     }
-    let controllers = controllers::run(ctx, writers, config.options, leading, shutdown.clone());
-    let task = tokio::spawn(async move {
-        // A graceful stop, in order: the controllers finish their reconciles in flight;
-        // then the Lease is released (no write of ours can follow it); then the endpoint
-        // stops.
-        let election_stop = CancellationToken::new();
-        let controllers = async {
-            controllers.await;
-            election_stop.cancel();
-        };
-        let election = async {
-            if let Some(elector) = elector {
-                elector.run(election_stop.clone()).await;
-            }
-            election_stop.cancelled().await;
-            http_stop.cancel();
-        };
-        let http = async {
-            if let Some(serve) = endpoint
-                && let Err(error) = serve.await
-            {
-                tracing::error!(%error, "the metrics endpoint failed");
-            }
-        };
-        futures::join!(controllers, election, http);
-    });
+    let controllers = controllers::run(
+        ctx,
+        writers,
+        config.options,
+        leadership.leading,
+        shutdown.clone(),
+    );
+    let task = tokio::spawn(run_in_order(
+        controllers,
+        leadership.elector,
+        endpoint,
+        http_stop,
+    ));
     Ok(OperatorHandle {
         metrics,
         caches,
         metrics_addr,
-        election,
+        election: leadership.status,
         shutdown,
         task,
-        _leading: always_leading,
+        _leading: leadership.always_leading,
     })
+}
+
+/// Who says when this process leads: a Lease's elector, or nobody (it always leads).
+struct Leadership {
+    elector: Option<Elector>,
+    leading: watch::Receiver<bool>,
+    status: Option<ElectionStatus>,
+    /// Holds `leading` at true when no election runs.
+    always_leading: Option<watch::Sender<bool>>,
+}
+
+impl Leadership {
+    fn new(
+        client: &Client,
+        lease: Option<LeaderElection>,
+        identity: &str,
+        metrics: &Metrics,
+    ) -> Self {
+        match lease {
+            Some(lease) => {
+                let (elector, leading, status) =
+                    Elector::new(client.clone(), lease, identity.to_owned(), metrics.clone());
+                Self {
+                    elector: Some(elector),
+                    leading,
+                    status: Some(status),
+                    always_leading: None,
+                }
+            }
+            None => {
+                let (tx, leading) = watch::channel(true);
+                metrics.set_leader(true);
+                Self {
+                    elector: None,
+                    leading,
+                    status: None,
+                    always_leading: Some(tx),
+                }
+            }
+        }
+    }
+}
+
+/// Runs everything until the controllers stop, then stops the rest in order: the
+/// controllers finish their reconciles in flight; then the Lease is released (no write
+/// of ours can follow it); then the endpoint stops.
+async fn run_in_order(
+    controllers: impl Future<Output = ()>,
+    elector: Option<Elector>,
+    endpoint: Option<impl Future<Output = std::io::Result<()>>>,
+    http_stop: CancellationToken,
+) {
+    let election_stop = CancellationToken::new();
+    let controllers = async {
+        controllers.await;
+        election_stop.cancel();
+    };
+    let election = async {
+        if let Some(elector) = elector {
+            elector.run(election_stop.clone()).await;
+        }
+        election_stop.cancelled().await;
+        http_stop.cancel();
+    };
+    let http = async {
+        if let Some(serve) = endpoint
+            && let Err(error) = serve.await
+        {
+            tracing::error!(%error, "the metrics endpoint failed");
+        }
+    };
+    futures::join!(controllers, election, http);
 }
 
 impl OperatorHandle {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use server_binder::apiserver::bench::{BenchConfig, run};
+use server_binder::runtime::bench::apiserver::{BenchConfig, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bench_runs_and_every_watcher_sees_every_write() {

@@ -5,9 +5,12 @@ mod common;
 
 mod bench;
 mod builtins;
+mod content_types;
 mod crd;
 mod errors;
 mod faults;
+mod managed_fields;
+mod metadata;
 mod objects;
 mod patches;
 mod perf;

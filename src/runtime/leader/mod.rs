@@ -98,6 +98,45 @@ pub struct Elector {
 }
 
 type Pending<T> = Option<Pin<Box<dyn Future<Output = T> + Send>>>;
+/// A lease manager's construction: built, failed, or timed out.
+type Built = Result<kube_lease_manager::Result<LeaseManager>, tokio::time::error::Elapsed>;
+
+/// What [`Elector::run`]'s loop remembers between wake-ups.
+struct Contention {
+    /// The running lease manager, and since when.
+    manager: Option<(Arc<LeaseManager>, Instant)>,
+    /// A manager being built.
+    building: Pending<Built>,
+    /// The manager's next change of view.
+    changed: Pending<kube_lease_manager::Result<bool>>,
+    /// When to build a manager next (after a failure: a backoff later).
+    build_at: Instant,
+    backoff: Backoff,
+    /// What the manager last said: this process holds the Lease.
+    believes: bool,
+    /// The Lease as last read.
+    observed: Option<Observed>,
+    /// Whether the last read succeeded.
+    read_ok: bool,
+    next_read: Instant,
+}
+
+impl Contention {
+    fn new(retry: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            manager: None,
+            building: None,
+            changed: None,
+            build_at: now,
+            backoff: Backoff::new(retry),
+            believes: false,
+            observed: None,
+            read_ok: false,
+            next_read: now,
+        }
+    }
+}
 
 impl Elector {
     /// The elector, the channel the controllers follow (false until the Lease is
@@ -172,124 +211,141 @@ impl Elector {
             duration_secs = t.duration.as_secs(),
             "contending for the Lease"
         );
-        let mut manager: Option<(Arc<LeaseManager>, Instant)> = None;
-        let mut building: Pending<
-            Result<kube_lease_manager::Result<LeaseManager>, tokio::time::error::Elapsed>,
-        > = None;
-        let mut changed: Pending<kube_lease_manager::Result<bool>> = None;
-        let mut build_at = Instant::now();
-        let mut backoff = Backoff::new(t.retry);
-        let mut believes = false;
-        let mut observed: Option<Observed> = None;
-        let mut read_ok = false;
-        let mut next_read = Instant::now();
-
+        let mut c = Contention::new(t.retry);
         loop {
-            let verdict = verdict(
-                observed.as_ref(),
-                &self.identity,
-                t.margin,
-                SystemTime::now(),
-            );
-            self.set_leading(verdict.is_ok(), verdict.as_ref().err());
-            self.healthy
-                .store(manager.is_some() && read_ok, Ordering::Relaxed);
-            // Wake up when the leadership would end unconfirmed, to stop leading then.
-            let lead_until = verdict.ok().map(|until| {
-                Instant::now() + until.duration_since(SystemTime::now()).unwrap_or_default()
-            });
-            if manager.is_none() && building.is_none() && Instant::now() >= build_at {
-                building = Some(Box::pin(timeout(
-                    t.request_timeout * 2,
-                    self.builder().build(),
-                )));
+            let lead_until = self.publish(&c);
+            if c.manager.is_none() && c.building.is_none() && Instant::now() >= c.build_at {
+                let build = timeout(t.request_timeout * 2, self.builder().build());
+                c.building = Some(Box::pin(build));
             }
+            let waiting_to_build = c.manager.is_none() && c.building.is_none();
             tokio::select! {
                 biased;
                 _ = stop.cancelled() => break,
-                built = poll_pending(&mut building) => {
-                    building = None;
-                    match built {
-                        Ok(Ok(m)) => {
-                            let m = Arc::new(m);
-                            manager = Some((m.clone(), Instant::now()));
-                            changed = Some(Box::pin(async move { m.changed().await }));
-                            believes = false;
-                        }
-                        failed => {
-                            let error = match failed {
-                                Ok(Err(error)) => error.to_string(),
-                                _ => "timed out".to_string(),
-                            };
-                            tracing::warn!(%error, lease = %self.lease(), "cannot start the lease manager; retrying");
-                            build_at = backoff.next_attempt();
-                        }
-                    }
-                }
-                result = poll_pending(&mut changed) => {
-                    match result {
-                        Ok(holds) => {
-                            tracing::debug!(holds, "the lease manager's view changed");
-                            believes = holds;
-                            backoff.reset();
-                            let m = manager.as_ref().expect("a manager runs").0.clone();
-                            changed = Some(Box::pin(async move { m.changed().await }));
-                            // Confirm with a read of our own, at once.
-                            next_read = Instant::now();
-                        }
-                        Err(error) => {
-                            // Leadership, if any, lasts until its confirmed term ends;
-                            // a fresh manager carries on meanwhile.
-                            tracing::warn!(%error, lease = %self.lease(), "the lease manager failed; restarting it");
-                            changed = None;
-                            manager = None;
-                            build_at = backoff.next_attempt();
-                        }
-                    }
-                }
-                _ = sleep_until(next_read.into()) => {
-                    match timeout(t.request_timeout, api.get_opt(&self.config.name)).await {
-                        Ok(Ok(lease)) => {
-                            if !read_ok {
-                                tracing::debug!(lease = %self.lease(), "read the Lease");
-                            }
-                            read_ok = true;
-                            observed = lease.as_ref().map(Observed::from_lease);
-                        }
-                        Ok(Err(error)) => {
-                            if read_ok {
-                                tracing::warn!(%error, lease = %self.lease(), "cannot read the Lease");
-                            }
-                            read_ok = false;
-                        }
-                        Err(_) => {
-                            if read_ok {
-                                tracing::warn!(lease = %self.lease(), "reading the Lease timed out");
-                            }
-                            read_ok = false;
-                        }
-                    }
-                    next_read = self.next_read(observed.as_ref());
-                    if read_ok
-                        && let Some((_, since)) = &manager
-                        && since.elapsed() >= t.retry
-                        && needs_fresh_manager(observed.as_ref(), &self.identity, believes, SystemTime::now())
-                    {
-                        tracing::debug!(?observed, believes, "restarting the lease manager to act on the Lease now");
-                        changed = None;
-                        manager = None;
-                        build_at = Instant::now();
-                    }
-                }
+                built = poll_pending(&mut c.building) => self.on_built(&mut c, built),
+                changed = poll_pending(&mut c.changed) => self.on_changed(&mut c, changed),
+                _ = sleep_until(c.next_read.into()) => self.read_lease(&mut c, &api).await,
                 // Disabled (never polled) while this process does not lead.
                 _ = sleep_until(lead_until.unwrap_or_else(Instant::now).into()), if lead_until.is_some() => {}
-                _ = sleep_until(build_at.into()), if manager.is_none() && building.is_none() => {}
+                _ = sleep_until(c.build_at.into()), if waiting_to_build => {}
             }
         }
+        self.step_down(c).await;
+    }
 
-        // Graceful stop: the controllers have stopped; give the Lease up.
-        drop(changed);
-        drop(building);
+    /// Leads or not, as the Lease last read says; returns when that leadership ends
+    /// unless a renewal is seen first, so the loop wakes up to stop leading then.
+    fn publish(&self, c: &Contention) -> Option<Instant> {
+        let now = SystemTime::now();
+        let verdict = verdict(
+            c.observed.as_ref(),
+            &self.identity,
+            self.timings.margin,
+            now,
+        );
+        self.set_leading(verdict.is_ok(), verdict.as_ref().err());
+        self.healthy
+            .store(c.manager.is_some() && c.read_ok, Ordering::Relaxed);
+        verdict
+            .ok()
+            .map(|until| Instant::now() + until.duration_since(now).unwrap_or_default())
+    }
+
+    /// A lease manager was built, or could not be: follow it, or retry after a backoff.
+    fn on_built(&self, c: &mut Contention, built: Built) {
+        c.building = None;
+        match built {
+            Ok(Ok(m)) => {
+                let m = Arc::new(m);
+                c.manager = Some((m.clone(), Instant::now()));
+                c.changed = Some(Box::pin(async move { m.changed().await }));
+                c.believes = false;
+            }
+            failed => {
+                let error = match failed {
+                    Ok(Err(error)) => error.to_string(),
+                    _ => "timed out".to_string(),
+                };
+                tracing::warn!(%error, lease = %self.lease(), "cannot start the lease manager; retrying");
+                c.build_at = c.backoff.next_attempt();
+            }
+        }
+    }
+
+    /// The manager's view changed (confirm it with a read of our own at once), or the
+    /// manager failed (replace it after a backoff).
+    fn on_changed(&self, c: &mut Contention, changed: kube_lease_manager::Result<bool>) {
+        match changed {
+            Ok(holds) => {
+                tracing::debug!(holds, "the lease manager's view changed");
+                c.believes = holds;
+                c.backoff.reset();
+                if let Some((m, _)) = &c.manager {
+                    let m = m.clone();
+                    c.changed = Some(Box::pin(async move { m.changed().await }));
+                }
+                c.next_read = Instant::now();
+            }
+            Err(error) => {
+                // Leadership, if any, lasts until its confirmed term ends; a fresh
+                // manager carries on meanwhile.
+                tracing::warn!(%error, lease = %self.lease(), "the lease manager failed; restarting it");
+                c.changed = None;
+                c.manager = None;
+                c.build_at = c.backoff.next_attempt();
+            }
+        }
+    }
+
+    /// Reads the Lease (what leadership is decided on), and replaces a manager that
+    /// would otherwise sleep through a Lease it should act on now.
+    async fn read_lease(&self, c: &mut Contention, api: &Api<Lease>) {
+        let t = self.timings;
+        let read = timeout(t.request_timeout, api.get_opt(&self.config.name)).await;
+        let failure = match read {
+            Ok(Ok(lease)) => {
+                if !c.read_ok {
+                    tracing::debug!(lease = %self.lease(), "read the Lease");
+                }
+                c.observed = lease.as_ref().map(Observed::from_lease);
+                None
+            }
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(_) => Some("timed out".to_string()),
+        };
+        if let Some(error) = &failure
+            && c.read_ok
+        {
+            tracing::warn!(%error, lease = %self.lease(), "cannot read the Lease");
+        }
+        c.read_ok = failure.is_none();
+        c.next_read = self.next_read(c.observed.as_ref());
+        let now = SystemTime::now();
+        if c.read_ok
+            && let Some((_, since)) = &c.manager
+            && since.elapsed() >= t.retry
+            && needs_fresh_manager(c.observed.as_ref(), &self.identity, c.believes, now)
+        {
+            tracing::debug!(observed = ?c.observed, believes = c.believes, "restarting the lease manager to act on the Lease now");
+            c.changed = None;
+            c.manager = None;
+            c.build_at = Instant::now();
+        }
+    }
+
+    /// Graceful stop (the controllers have stopped): stop leading and give the Lease up
+    /// if this process holds it, so a standby takes over within `retry`.
+    async fn step_down(&self, c: Contention) {
+        let Contention {
+            manager,
+            building,
+            changed,
+            observed,
+            believes,
+            ..
+        } = c;
+        // The manager's pending change first: it may hold state that `release` needs.
+        drop((changed, building));
         self.set_leading(false, Some(&NotLeading::ShuttingDown));
         self.healthy.store(false, Ordering::Relaxed);
         let holds = observed.as_ref().is_some_and(|o| o.held_by(&self.identity)) || believes;
@@ -304,7 +360,7 @@ impl Elector {
             m.release().await
         };
         // Within the pod's termination grace period (30 s in deployment.yaml).
-        match timeout(t.duration.min(RELEASE_TIMEOUT), release).await {
+        match timeout(self.timings.duration.min(RELEASE_TIMEOUT), release).await {
             Ok(Ok(())) => {
                 tracing::info!(identity = %self.identity, lease = %self.lease(), "released the Lease");
             }

@@ -21,14 +21,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use super::{ApiServer, Config, Error};
+use super::BenchError as Error;
+use crate::apiserver::{ApiServer, ApiServerHandle, Config};
 
 /// The benchmark's kind: small, cluster-scoped, with a status subresource.
 #[derive(CustomResource, Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -224,6 +227,18 @@ impl fmt::Display for BenchReport {
             f,
             "  (server and all clients share this process: the figures include the clients' work)"
         )?;
+        self.fmt_writes(f)?;
+        self.fmt_watchers(f)?;
+        write!(
+            f,
+            "store: {} objects (expected {}), resourceVersion {}",
+            self.store_size, c.objects, self.final_rv
+        )
+    }
+}
+
+impl BenchReport {
+    fn fmt_writes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (what, w) in [("create", &self.create), ("update", &self.update)] {
             writeln!(
                 f,
@@ -244,6 +259,10 @@ impl fmt::Display for BenchReport {
                 s.store_size, s.create_per_sec, s.update_per_sec
             )?;
         }
+        Ok(())
+    }
+
+    fn fmt_watchers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let delivered = self.events_delivered();
         writeln!(
             f,
@@ -282,16 +301,12 @@ impl fmt::Display for BenchReport {
                 )?;
             }
         }
-        write!(
-            f,
-            "store: {} objects (expected {}), resourceVersion {}",
-            self.store_size, c.objects, self.final_rv
-        )
+        Ok(())
     }
 }
 
 fn fail(what: &str, e: impl fmt::Display) -> Error {
-    Error::Bench(format!("{what}: {e}"))
+    Error::Failed(format!("{what}: {e}"))
 }
 
 /// A resourceVersion's contribution to a fingerprint (order-independent: summed).
@@ -323,16 +338,12 @@ struct Op {
 
 /// Runs `writers` tasks, writer `w` doing `job(i)` for its share of `range` (creates), or
 /// until `until` round-robin over `0..range.end` (updates).
-async fn run_writers<F, Fut>(
+async fn run_writers(
     writers: usize,
     range: std::ops::Range<usize>,
     until: Option<Instant>,
-    job: F,
-) -> Result<(Vec<Op>, Duration), Error>
-where
-    F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<Probe, kube::Error>> + Send,
-{
+    job: Job,
+) -> Result<(Vec<Op>, Duration), Error> {
     let start = Instant::now();
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
@@ -491,7 +502,7 @@ async fn watch_one(
 /// every write is in the report ([`BenchReport::all_seen`]).
 pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
     if config.objects == 0 || config.writers == 0 {
-        return Err(Error::Bench(
+        return Err(Error::Failed(
             "objects and writers must be at least 1".into(),
         ));
     }
@@ -503,138 +514,17 @@ pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
     let server = ApiServer::start(Config::default()).await?;
     let result = tokio::time::timeout(bound, run_on(&server, config)).await;
     server.shutdown().await;
-    result.map_err(|_| Error::Bench(format!("did not finish within {bound:?}")))?
+    result.map_err(|_| Error::Failed(format!("did not finish within {bound:?}")))?
 }
 
-async fn run_on(
-    server: &super::ApiServerHandle,
-    config: BenchConfig,
-) -> Result<BenchReport, Error> {
+async fn run_on(server: &ApiServerHandle, config: BenchConfig) -> Result<BenchReport, Error> {
     server.install_crd(&Probe::crd()).await?;
-    let client = server.try_client()?;
-    let api: Api<Probe> = Api::all(client);
-    let start_rv = api
-        .list(&ListParams::default().limit(1))
-        .await
-        .map_err(|e| fail("listing probes", e))?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-
-    // Every watch is open (subscribed, server side) before the first write.
-    let wp = WatchParams::default().timeout(290);
-    let streams =
-        futures::future::try_join_all((0..config.watchers).map(|_| api.watch(&wp, &start_rv)))
-            .await
-            .map_err(|e| fail("starting a watch", e))?;
-    let (target_tx, target_rx) = watch::channel(None);
-    let watchers: Vec<_> = streams
-        .into_iter()
-        .map(|s| tokio::spawn(watch_one(s.boxed(), target_rx.clone())))
-        .collect();
-    drop(target_rx);
-
-    let payload = "x".repeat(128);
-    let create = {
-        let api = api.clone();
-        move |i: usize| {
-            let api = api.clone();
-            let mut p = Probe::new(
-                &probe_name(i),
-                ProbeSpec {
-                    seq: 0,
-                    payload: payload.clone(),
-                },
-            );
-            p.metadata.labels = Some([("bench".to_owned(), "apiserver".to_owned())].into());
-            async move { api.create(&PostParams::default(), &p).await }
-        }
-    };
-    // One sequence across all updates: every update changes its object.
-    let seq = Arc::new(AtomicU64::new(0));
-    let update = {
-        let api = api.clone();
-        move |i: usize| {
-            let api = api.clone();
-            let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
-            async move {
-                let name = probe_name(i);
-                let pp = PatchParams::default();
-                if n.is_multiple_of(2) {
-                    api.patch(&name, &pp, &Patch::Merge(json!({"spec": {"seq": n}})))
-                        .await
-                } else {
-                    let body = json!({"status": {"seq": n, "phase": "Busy"}});
-                    api.patch_status(&name, &pp, &Patch::Merge(body)).await
-                }
-            }
-        }
-    };
-
-    let checkpoint = config.checkpoint.min(config.objects / 2);
-    let short = (config.duration / 4).min(Duration::from_secs(5));
+    let api: Api<Probe> = Api::all(server.try_client()?);
+    let (target_tx, watchers) = open_watches(&api, config.watchers).await?;
     let first_write = Instant::now();
-    let mut by_size = Vec::new();
-    let mut phases: Vec<(Vec<Op>, Duration, bool)> = Vec::new();
-    if checkpoint > 0 {
-        let t = Instant::now();
-        let (c1, e1) = run_writers(config.writers, 0..checkpoint, None, create.clone()).await?;
-        let (u1, eu1) = run_writers(
-            config.writers,
-            0..checkpoint,
-            Some(Instant::now() + short),
-            update.clone(),
-        )
-        .await?;
-        by_size.push(AtSize {
-            store_size: checkpoint,
-            create_per_sec: tail_rate(&c1, 1000, t),
-            update_per_sec: rate(u1.len() as u64, eu1),
-        });
-        phases.push((c1, e1, true));
-        phases.push((u1, eu1, false));
-    }
-    let t = Instant::now();
-    let (c2, e2) = run_writers(config.writers, checkpoint..config.objects, None, create).await?;
-    let (u2, eu2) = run_writers(
-        config.writers,
-        0..config.objects,
-        Some(Instant::now() + config.duration),
-        update,
-    )
-    .await?;
-    by_size.push(AtSize {
-        store_size: config.objects,
-        create_per_sec: tail_rate(&c2, 1000, t),
-        update_per_sec: rate(u2.len() as u64, eu2),
-    });
-    phases.push((c2, e2, true));
-    phases.push((u2, eu2, false));
+    let (phases, by_size) = write_phases(&api, &config).await?;
     let last_write = Instant::now();
-
-    let mut rvs: Vec<u64> = phases
-        .iter()
-        .flat_map(|p| p.0.iter().map(|o| o.rv))
-        .collect();
-    rvs.sort_unstable();
-    rvs.dedup();
-    if rvs.len() != phases.iter().map(|p| p.0.len()).sum::<usize>() {
-        return Err(Error::Bench(
-            "two writes returned one resourceVersion (a write changed nothing)".into(),
-        ));
-    }
-    let mut expected = Expected::default();
-    for (ops, _, created) in &phases {
-        for o in ops {
-            if *created {
-                expected.added += 1;
-            } else {
-                expected.modified += 1;
-            }
-            expected.fingerprint = expected.fingerprint.wrapping_add(mix(o.rv));
-            expected.last_rv = expected.last_rv.max(o.rv);
-        }
-    }
+    let expected = expected_events(&phases)?;
     // Watchers stop once they have seen the last write, or at the drain deadline.
     let _ = target_tx.send(Some((expected.last_rv, last_write + config.drain_timeout)));
     let mut seen = Vec::new();
@@ -643,15 +533,6 @@ async fn run_on(
     }
     let all_caught_up = Instant::now();
 
-    let pick = |created: bool| -> (Vec<&[Op]>, Duration) {
-        let sel: Vec<_> = phases.iter().filter(|p| p.2 == created).collect();
-        (
-            sel.iter().map(|p| p.0.as_slice()).collect(),
-            sel.iter().map(|p| p.1).sum(),
-        )
-    };
-    let (c_ops, c_time) = pick(true);
-    let (u_ops, u_time) = pick(false);
     let list = api
         .list(&ListParams::default())
         .await
@@ -663,8 +544,8 @@ async fn run_on(
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     Ok(BenchReport {
-        create: figures(&c_ops, c_time),
-        update: figures(&u_ops, u_time),
+        create: Phase::figures(&phases, true),
+        update: Phase::figures(&phases, false),
         by_size,
         watchers: seen,
         watch_elapsed: all_caught_up - first_write,
@@ -673,5 +554,158 @@ async fn run_on(
         final_rv,
         expected,
         config,
+    })
+}
+
+/// Where the watchers learn the last write's resourceVersion and their deadline.
+type Target = watch::Sender<Option<(u64, Instant)>>;
+
+/// Opens `n` watches from the current resourceVersion, each counted by a task of its
+/// own. Every watch is open (subscribed, server side) before this returns.
+async fn open_watches(
+    api: &Api<Probe>,
+    n: usize,
+) -> Result<(Target, Vec<JoinHandle<WatcherFigures>>), Error> {
+    let start_rv = api
+        .list(&ListParams::default().limit(1))
+        .await
+        .map_err(|e| fail("listing probes", e))?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let wp = WatchParams::default().timeout(290);
+    let streams = futures::future::try_join_all((0..n).map(|_| api.watch(&wp, &start_rv)))
+        .await
+        .map_err(|e| fail("starting a watch", e))?;
+    let (target_tx, target_rx) = watch::channel(None);
+    let watchers = streams
+        .into_iter()
+        .map(|s| tokio::spawn(watch_one(s.boxed(), target_rx.clone())))
+        .collect();
+    Ok((target_tx, watchers))
+}
+
+/// One run of writers: its writes, how long it took, and whether they were creates.
+struct Phase {
+    ops: Vec<Op>,
+    elapsed: Duration,
+    creates: bool,
+}
+
+impl Phase {
+    /// The figures of all creates (`creates`) or all updates.
+    fn figures(phases: &[Phase], creates: bool) -> WriteFigures {
+        let chosen: Vec<&Phase> = phases.iter().filter(|p| p.creates == creates).collect();
+        let ops: Vec<&[Op]> = chosen.iter().map(|p| p.ops.as_slice()).collect();
+        figures(&ops, chosen.iter().map(|p| p.elapsed).sum())
+    }
+}
+
+/// Creates the first `checkpoint` objects and updates them briefly, then creates the
+/// rest and updates them all for `duration`; measures the write rate at both sizes.
+async fn write_phases(
+    api: &Api<Probe>,
+    config: &BenchConfig,
+) -> Result<(Vec<Phase>, Vec<AtSize>), Error> {
+    let (create, update) = (create_job(api), update_job(api));
+    let checkpoint = config.checkpoint.min(config.objects / 2);
+    let short = (config.duration / 4).min(Duration::from_secs(5));
+    let mut sizes = vec![(checkpoint, short), (config.objects, config.duration)];
+    if checkpoint == 0 {
+        sizes.remove(0);
+    }
+    let (mut phases, mut by_size, mut created) = (Vec::new(), Vec::new(), 0);
+    for (size, updating) in sizes {
+        let t = Instant::now();
+        let (c, ec) = run_writers(config.writers, created..size, None, create.clone()).await?;
+        let until = Some(Instant::now() + updating);
+        let (u, eu) = run_writers(config.writers, 0..size, until, update.clone()).await?;
+        by_size.push(AtSize {
+            store_size: size,
+            create_per_sec: tail_rate(&c, 1000, t),
+            update_per_sec: rate(u.len() as u64, eu),
+        });
+        phases.push(Phase {
+            ops: c,
+            elapsed: ec,
+            creates: true,
+        });
+        phases.push(Phase {
+            ops: u,
+            elapsed: eu,
+            creates: false,
+        });
+        created = size;
+    }
+    Ok((phases, by_size))
+}
+
+/// What every watcher must see: one event per write, ADDED for creates.
+fn expected_events(phases: &[Phase]) -> Result<Expected, Error> {
+    let mut rvs: Vec<u64> = phases
+        .iter()
+        .flat_map(|p| p.ops.iter().map(|o| o.rv))
+        .collect();
+    rvs.sort_unstable();
+    rvs.dedup();
+    if rvs.len() != phases.iter().map(|p| p.ops.len()).sum::<usize>() {
+        return Err(Error::Failed(
+            "two writes returned one resourceVersion (a write changed nothing)".into(),
+        ));
+    }
+    let mut expected = Expected::default();
+    for phase in phases {
+        for o in &phase.ops {
+            if phase.creates {
+                expected.added += 1;
+            } else {
+                expected.modified += 1;
+            }
+            expected.fingerprint = expected.fingerprint.wrapping_add(mix(o.rv));
+            expected.last_rv = expected.last_rv.max(o.rv);
+        }
+    }
+    Ok(expected)
+}
+
+/// A write a writer task does for object `i`.
+type Job = Arc<dyn Fn(usize) -> BoxFuture<'static, kube::Result<Probe>> + Send + Sync>;
+
+/// Creates object `i`, with a small payload.
+fn create_job(api: &Api<Probe>) -> Job {
+    let api = api.clone();
+    let payload = "x".repeat(128);
+    Arc::new(move |i| {
+        let api = api.clone();
+        let spec = ProbeSpec {
+            seq: 0,
+            payload: payload.clone(),
+        };
+        let mut p = Probe::new(&probe_name(i), spec);
+        p.metadata.labels = Some([("bench".to_owned(), "apiserver".to_owned())].into());
+        Box::pin(async move { api.create(&PostParams::default(), &p).await })
+    })
+}
+
+/// Updates object `i`: alternately a merge patch of its spec and of its status, each
+/// changing a counter, so that every update is a real write.
+fn update_job(api: &Api<Probe>) -> Job {
+    let api = api.clone();
+    // One sequence across all updates: every update changes its object.
+    let seq = Arc::new(AtomicU64::new(0));
+    Arc::new(move |i| {
+        let api = api.clone();
+        let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
+        Box::pin(async move {
+            let name = probe_name(i);
+            let pp = PatchParams::default();
+            if n.is_multiple_of(2) {
+                api.patch(&name, &pp, &Patch::Merge(json!({"spec": {"seq": n}})))
+                    .await
+            } else {
+                let body = json!({"status": {"seq": n, "phase": "Busy"}});
+                api.patch_status(&name, &pp, &Patch::Merge(body)).await
+            }
+        })
     })
 }
