@@ -1,10 +1,6 @@
-//! The well-known names of the protocol: API group, annotations, finalizer.
-//! docs/binding.md explains what each one means.
-
-/// The API group of both kinds.
-pub const GROUP: &str = "metal.binder.dev";
-/// The only served version.
-pub const VERSION: &str = "v1alpha1";
+//! The well-known names of the protocol: annotations, finalizer, condition.
+//! docs/binding.md explains what each one means. Each annotation and the finalizer is
+//! qualified by the kinds' API group (a test below holds them to it).
 
 /// On a claim: the claim controller chose `spec.serverRef` (tentative; it may withdraw it).
 /// Absent on a claim whose `serverRef` a user wrote.
@@ -21,3 +17,29 @@ pub const FINALIZER_SERVER_PROTECTION: &str = "metal.binder.dev/server-protectio
 
 /// The condition type both kinds carry about their binding.
 pub const CONDITION_BOUND: &str = "Bound";
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+
+    use super::*;
+    use crate::api::{Server, ServerClaim};
+
+    #[test]
+    fn every_protocol_name_is_qualified_by_the_api_group() {
+        let group = Server::group(&());
+        assert_eq!(ServerClaim::group(&()), group);
+        for name in [
+            ANNOTATION_PRE_BOUND,
+            ANNOTATION_BIND_COMPLETED,
+            ANNOTATION_BOUND_BY_CONTROLLER,
+            FINALIZER_SERVER_PROTECTION,
+        ] {
+            assert_eq!(
+                name.split_once('/').map(|(g, _)| g),
+                Some(&*group),
+                "{name}"
+            );
+        }
+    }
+}

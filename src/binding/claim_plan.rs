@@ -29,187 +29,189 @@ pub struct ClaimPlan {
 }
 
 impl ClaimPlan {
+    /// A plan that writes `object` and nothing else.
+    fn write(object: ServerClaim) -> Self {
+        Self {
+            object: Some(object),
+            ..Self::default()
+        }
+    }
+
     /// Whether the plan writes nothing.
     pub fn is_noop(&self) -> bool {
         self.object.is_none() && self.status.is_none() && self.confirm_server.is_none()
     }
 }
 
-/// The plan for `decision` on `claim`, at time `now`.
+/// The plan for `decision` on `claim`, at time `now`. One arm per decision, in the order
+/// of docs/binding.md's claim table: the bound path, then the unbound path.
 pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
-
-    let status = |phase, bound, reason, message: String| {
-        claim_status(
-            claim,
-            phase,
-            BoundCondition {
-                bound,
-                reason,
-                message,
-            },
-            now,
-        )
-    };
-    let pending = |reason, message: String| status(ClaimPhase::Pending, false, reason, message);
-
     match decision {
-        RestoreServerRef { server } => {
-            let mut object = claim.clone();
-            object.spec.server_ref = Some(ServerRef {
-                name: server.clone(),
-            });
-            ClaimPlan {
-                object: Some(object),
-                event: Some(BindingEvent::warning(
-                    "ServerRefRestored",
-                    "Binding",
-                    format!(
-                        "serverRef was cleared while the claim is bound to server {server}; restored it (delete the claim to release the server)"
-                    ),
-                )),
-                outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
-                ..ClaimPlan::default()
-            }
-        }
+        RestoreServerRef { server } => restore_server_ref(claim, server),
         ClearStaleBindCompleted => {
-            let mut object = claim.clone();
-            meta::remove_annotation(&mut object, ANNOTATION_BIND_COMPLETED);
-            ClaimPlan {
-                object: Some(object),
-                ..ClaimPlan::default()
-            }
+            ClaimPlan::write(without_annotation(claim, ANNOTATION_BIND_COMPLETED))
         }
-        BoundServerRefCleared => lost(
-            status(
-                ClaimPhase::Lost,
-                false,
-                "ServerRefCleared",
-                "the claim was bound but its serverRef was cleared".into(),
-            ),
-            BindingEvent::warning(
-                "ClaimLost",
-                "Binding",
-                "claim is lost: it was bound but its serverRef was cleared",
-            ),
-            LostReason::ServerRefCleared,
-        ),
+        BoundServerRefCleared => {
+            let what = "the claim was bound but its serverRef was cleared";
+            lost(claim, LostReason::ServerRefCleared, what.into(), now)
+        }
         ConfirmServerMissing { server } => ClaimPlan {
             confirm_server: Some(server.clone()),
             ..ClaimPlan::default()
         },
-        BoundServerMissing { server } => lost(
-            status(
-                ClaimPhase::Lost,
-                false,
-                "ServerMissing",
-                format!("bound server {server} no longer exists"),
-            ),
-            BindingEvent::warning(
-                "ClaimLost",
-                "Binding",
-                format!("claim is lost: bound server {server} no longer exists"),
-            ),
-            LostReason::ServerMissing,
-        ),
+        BoundServerMissing { server } => {
+            let what = format!("bound server {server} no longer exists");
+            lost(claim, LostReason::ServerMissing, what, now)
+        }
         // The server side is incomplete; the server controller restores it. Nothing here.
         BoundServerRefLost { .. } => ClaimPlan::default(),
         BoundConfirmed {
             server,
             selector_mismatch,
         } => bound_confirmed(claim, server, *selector_mismatch, now),
-        BoundMisbound { server, holder } => lost(
-            status(
-                ClaimPhase::Lost,
-                false,
-                "ServerMisbound",
-                format!("bound server {server} now serves {}", describe_ref(holder)),
-            ),
-            BindingEvent::warning(
-                "ClaimMisbound",
-                "Binding",
-                format!(
-                    "claim is lost: bound server {server} now serves {}",
-                    describe_ref(holder)
-                ),
-            ),
-            LostReason::ServerMisbound,
-        ),
+        BoundMisbound { server, holder } => {
+            let what = format!("bound server {server} now serves {}", describe_ref(holder));
+            lost(claim, LostReason::ServerMisbound, what, now)
+        }
         AdoptReservedServer { server } => ClaimPlan {
-            object: Some(choose(claim, server)),
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
-            ..ClaimPlan::default()
+            ..ClaimPlan::write(choose(claim, server))
         },
-        PickBestFit { server } => ClaimPlan {
-            object: Some(choose(claim, server)),
-            ..ClaimPlan::default()
-        },
-        NoMatchingServer => {
-            let message = "no available server matches the claim's selector and tolerations";
-            let mut plan = with_event(
-                pending("NoMatchingServer", message.into()),
-                BindingEvent::normal("FailedBinding", "Binding", message),
-            );
-            // A user cleared a controller-chosen serverRef: drop the stale `pre-bound` too,
-            // or a serverRef the user writes next would look controller-chosen.
-            if is_controller_chosen(claim) {
-                let mut object = claim.clone();
-                meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
-                plan.object = Some(object);
+        PickBestFit { server } => ClaimPlan::write(choose(claim, server)),
+        NoMatchingServer => no_matching_server(claim, now),
+        WithdrawMissingServer { server } => withdraw(claim, server, "no longer exists".into(), now),
+        ServerNotFound { server } => pending_with_warning(
+            claim,
+            ("ServerNotFound", "FailedBinding"),
+            format!("server {server} named by serverRef does not exist"),
+            now,
+        ),
+        WaitForServer { server } | WaitForUid { server } => {
+            let message = format!("waiting for server {server} to record this claim");
+            ClaimPlan {
+                status: pending(claim, "WaitingForServer", message, now),
+                ..ClaimPlan::default()
             }
-            plan
         }
-        WithdrawMissingServer { server } => withdraw(
+        WithdrawIneligibleServer { server, why } => {
+            let what = format!("can no longer serve this claim: {why}");
+            withdraw(claim, server, what, now)
+        }
+        ServerMismatch { server, why } => pending_with_warning(
             claim,
-            format!("chosen server {server} no longer exists; choosing again"),
+            ("ServerMismatch", "ServerMismatch"),
+            format!("server {server} cannot serve this claim: {why}"),
             now,
         ),
-        ServerNotFound { server } => {
-            let message = format!("server {server} named by serverRef does not exist");
-            with_event(
-                pending("ServerNotFound", message.clone()),
-                BindingEvent::warning("FailedBinding", "Binding", message),
-            )
-        }
-        WaitForServer { server } | WaitForUid { server } => ClaimPlan {
-            status: pending(
-                "WaitingForServer",
-                format!("waiting for server {server} to record this claim"),
-            ),
-            ..ClaimPlan::default()
-        },
-        WithdrawIneligibleServer { server, why } => withdraw(
-            claim,
-            format!("chosen server {server} can no longer serve this claim: {why}; choosing again"),
-            now,
-        ),
-        ServerMismatch { server, why } => {
-            let message = format!("server {server} cannot serve this claim: {why}");
-            with_event(
-                pending("ServerMismatch", message.clone()),
-                BindingEvent::warning("ServerMismatch", "Binding", message),
-            )
-        }
         CompleteBind { server } => complete_bind(claim, server, now),
-        WithdrawTakenServer { server, holder } => withdraw(
+        WithdrawTakenServer { server, holder } => {
+            let what = format!("was taken by {}", describe_ref(holder));
+            withdraw(claim, server, what, now)
+        }
+        ServerAlreadyClaimed { server, holder } => pending_with_warning(
             claim,
+            ("ServerAlreadyClaimed", "FailedBinding"),
             format!(
-                "chosen server {server} was taken by {}; choosing again",
-                describe_ref(holder)
-            ),
-            now,
-        ),
-        ServerAlreadyClaimed { server, holder } => {
-            let message = format!(
                 "server {server} named by serverRef is already claimed by {}",
                 describe_ref(holder)
-            );
-            with_event(
-                pending("ServerAlreadyClaimed", message.clone()),
-                BindingEvent::warning("FailedBinding", "Binding", message),
-            )
-        }
+            ),
+            now,
+        ),
     }
+}
+
+/// Writes `serverRef` back on a bound claim whose ref was cleared while a server still
+/// holds its uid (a bound claim never moves).
+fn restore_server_ref(claim: &ServerClaim, server: &str) -> ClaimPlan {
+    let mut object = claim.clone();
+    object.spec.server_ref = Some(ServerRef {
+        name: server.to_string(),
+    });
+    ClaimPlan {
+        object: Some(object),
+        event: Some(BindingEvent::warning(
+            "ServerRefRestored",
+            "Binding",
+            format!(
+                "serverRef was cleared while the claim is bound to server {server}; restored it (delete the claim to release the server)"
+            ),
+        )),
+        outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
+        ..ClaimPlan::default()
+    }
+}
+
+/// Pending `NoMatchingServer` with a Normal `FailedBinding`.
+fn no_matching_server(claim: &ServerClaim, now: &Time) -> ClaimPlan {
+    let message = "no available server matches the claim's selector and tolerations";
+    let mut plan = with_event(
+        pending(claim, "NoMatchingServer", message.into(), now),
+        BindingEvent::normal("FailedBinding", "Binding", message),
+    );
+    // A user cleared a controller-chosen serverRef: drop the stale `pre-bound` too, or a
+    // serverRef the user writes next would look controller-chosen.
+    if is_controller_chosen(claim) {
+        plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
+    }
+    plan
+}
+
+/// Phase Lost with a condition and a Warning event saying `what` happened.
+fn lost(claim: &ServerClaim, reason: LostReason, what: String, now: &Time) -> ClaimPlan {
+    let (condition_reason, event_reason) = match reason {
+        LostReason::ServerRefCleared => ("ServerRefCleared", "ClaimLost"),
+        LostReason::ServerMissing => ("ServerMissing", "ClaimLost"),
+        LostReason::ServerMisbound => ("ServerMisbound", "ClaimMisbound"),
+    };
+    let event = BindingEvent::warning(event_reason, "Binding", format!("claim is lost: {what}"));
+    let condition = BoundCondition {
+        bound: false,
+        reason: condition_reason,
+        message: what,
+    };
+    let status = claim_status(claim, ClaimPhase::Lost, condition, now);
+    ClaimPlan {
+        event: status.is_some().then_some(event),
+        outcome: status.is_some().then_some(Outcome::Lost(reason)),
+        status,
+        ..ClaimPlan::default()
+    }
+}
+
+/// Pending with the condition reason `reasons.0` and a Warning `reasons.1` with the same
+/// message.
+fn pending_with_warning(
+    claim: &ServerClaim,
+    (condition_reason, event_reason): (&'static str, &'static str),
+    message: String,
+    now: &Time,
+) -> ClaimPlan {
+    with_event(
+        pending(claim, condition_reason, message.clone(), now),
+        BindingEvent::warning(event_reason, "Binding", message),
+    )
+}
+
+/// Phase Pending with a false `Bound` condition, or `None` if unchanged.
+fn pending(
+    claim: &ServerClaim,
+    reason: &'static str,
+    message: String,
+    now: &Time,
+) -> Option<ServerClaimStatus> {
+    let condition = BoundCondition {
+        bound: false,
+        reason,
+        message,
+    };
+    claim_status(claim, ClaimPhase::Pending, condition, now)
+}
+
+fn without_annotation(claim: &ServerClaim, key: &str) -> ServerClaim {
+    let mut object = claim.clone();
+    meta::remove_annotation(&mut object, key);
+    object
 }
 
 /// The status of a claim whose server holds its uid, on the bound path.
@@ -336,7 +338,8 @@ fn choose(claim: &ServerClaim, server: &str) -> ServerClaim {
 /// A claim whose status still says `Bound` (its `bind-completed` was removed by hand)
 /// first gets a `Pending` status: admission refuses removing `serverRef` from a `Bound`
 /// claim, so the withdraw itself waits for the next pass.
-fn withdraw(claim: &ServerClaim, note: String, now: &Time) -> ClaimPlan {
+fn withdraw(claim: &ServerClaim, server: &str, what: String, now: &Time) -> ClaimPlan {
+    let note = format!("chosen server {server} {what}; choosing again");
     if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
         let condition = BoundCondition {
             bound: false,
@@ -355,15 +358,6 @@ fn withdraw(claim: &ServerClaim, note: String, now: &Time) -> ClaimPlan {
         object: Some(object),
         event: Some(BindingEvent::normal("Rebinding", "Binding", note)),
         outcome: Some(Outcome::Rebind),
-        ..ClaimPlan::default()
-    }
-}
-
-fn lost(status: Option<ServerClaimStatus>, event: BindingEvent, reason: LostReason) -> ClaimPlan {
-    ClaimPlan {
-        event: status.is_some().then_some(event),
-        outcome: status.is_some().then_some(Outcome::Lost(reason)),
-        status,
         ..ClaimPlan::default()
     }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
-use super::meta;
+use super::meta::{self, ClaimKey};
 use super::selector::{first_untolerated, selector_matches};
 
 /// Why a server cannot serve a claim, worded for an event or condition message.
@@ -57,8 +57,8 @@ pub fn ref_uid(r: &ServerClaimRef) -> Option<&str> {
 /// `namespace/name`, plus the uid when there is one.
 pub fn describe_ref(r: &ServerClaimRef) -> String {
     match ref_uid(r) {
-        Some(uid) => format!("{}/{} (uid {uid})", r.namespace, r.name),
-        None => format!("{}/{}", r.namespace, r.name),
+        Some(uid) => format!("{} (uid {uid})", ClaimKey::of_ref(r)),
+        None => ClaimKey::of_ref(r).to_string(),
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use kube::Resource;
 
+use crate::api::ServerClaimRef;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_YES};
 
 /// A claim's namespace and name: how the binding core keys claims.
@@ -19,6 +20,11 @@ impl ClaimKey {
             namespace: namespace.to_string(),
             name: name.to_string(),
         }
+    }
+
+    /// The claim a server's `serverClaimRef` names.
+    pub fn of_ref(r: &ServerClaimRef) -> Self {
+        Self::of(&r.namespace, &r.name)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatu
 
 use super::effects::{BindingEvent, Outcome, RepairCase};
 use super::eligibility::describe_ref;
-use super::meta;
+use super::meta::{self, ClaimKey};
 use super::server_decision::{RollBackCause, ServerDecision};
 use super::status::{BoundCondition, with_bound};
 
@@ -35,50 +35,10 @@ pub fn is_user_made_ref(server: &Server) -> bool {
     !meta::has_annotation(server, ANNOTATION_BOUND_BY_CONTROLLER)
 }
 
-/// The plan for `decision` on `server`, at time `now`.
+/// The plan for `decision` on `server`, at time `now`. One arm per decision, in the
+/// order of docs/binding.md's server table.
 pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
     use ServerDecision::*;
-
-    let claim_name = server
-        .spec
-        .server_claim_ref
-        .as_ref()
-        .map(|r| format!("{}/{}", r.namespace, r.name));
-    let reserved = || {
-        server_status(
-            server,
-            ServerPhase::Available,
-            claim_name.clone(),
-            BoundCondition {
-                bound: false,
-                reason: "Reserved",
-                message: format!(
-                    "reserved for claim {}",
-                    claim_name.as_deref().unwrap_or_default()
-                ),
-            },
-            now,
-        )
-    };
-    let bound = |server: &Server, reason, message: String| {
-        let claim = server
-            .spec
-            .server_claim_ref
-            .as_ref()
-            .map(|r| format!("{}/{}", r.namespace, r.name));
-        server_status(
-            server,
-            ServerPhase::Bound,
-            claim,
-            BoundCondition {
-                bound: true,
-                reason,
-                message,
-            },
-            now,
-        )
-    };
-
     match decision {
         Available => ServerPlan {
             // Also drop a `bound-by-controller` left behind when an admin cleared the ref
@@ -96,7 +56,7 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
             ..claim_for(server, winner, true, now)
         },
         ReservedClaimMissing | ReservedAwaitingAdoption | ReservedClaimElsewhere => ServerPlan {
-            status: reserved(),
+            status: after_unbind(server, now),
             ..ServerPlan::default()
         },
         FillUid { claim } => claim_for(server, claim, false, now),
@@ -105,80 +65,92 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
             ..ServerPlan::default()
         },
         Release { policy } => release(server, *policy, now),
-        BoundConfirmed | BoundAwaitingAdoption => {
-            let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
-            let (reason, message) = if matches!(decision, BoundConfirmed) {
-                ("Bound", format!("bound to claim {}", describe_ref(&holder)))
-            } else {
-                (
-                    "AwaitingClaim",
-                    format!(
-                        "bound to claim {}, which has yet to record this server",
-                        describe_ref(&holder)
-                    ),
-                )
-            };
-            let object = changed(server, |s| {
-                meta::add_finalizer(s, FINALIZER_SERVER_PROTECTION)
-            });
-            ServerPlan {
-                outcome: object
-                    .is_some()
-                    .then_some(Outcome::Repair(RepairCase::Finalizer)),
-                object,
-                status: bound(server, reason, message),
-                ..ServerPlan::default()
-            }
-        }
-        RollBack { cause } => {
-            let holder = describe_ref(&server.spec.server_claim_ref.clone().unwrap_or_default());
-            let note = match cause {
-                RollBackCause::NamesAnother(other) => {
-                    format!("claim {holder} names server {other} now; this server is free again")
-                }
-                RollBackCause::CannotAdopt(why) => format!(
-                    "claim {holder} names no server and cannot take this one ({why}); this server is free again"
-                ),
-            };
-            let object = unbind(server);
-            ServerPlan {
-                status: after_unbind(&object, now),
-                object: Some(object),
-                event: Some(BindingEvent::normal("RolledBack", "Binding", note)),
-                outcome: Some(Outcome::Repair(RepairCase::RolledBack)),
-                confirm_claim: None,
-            }
-        }
-        DeletionBlocked { holder } => {
-            let message = format!(
-                "server is being deleted but claim {} still holds it; delete the claim first",
-                describe_ref(holder)
-            );
-            let status = server_status(
-                server,
-                ServerPhase::Bound,
-                claim_name.clone(),
-                BoundCondition {
-                    bound: true,
-                    reason: "DeletionBlocked",
-                    message: message.clone(),
-                },
-                now,
-            );
-            ServerPlan {
-                event: status
-                    .is_some()
-                    .then(|| BindingEvent::warning("DeletionBlocked", "Deleting", message)),
-                status,
-                ..ServerPlan::default()
-            }
-        }
+        BoundConfirmed => bound(server, "Bound", "", now),
+        BoundAwaitingAdoption => bound(
+            server,
+            "AwaitingClaim",
+            ", which has yet to record this server",
+            now,
+        ),
+        RollBack { cause } => roll_back(server, cause, now),
+        DeletionBlocked { holder } => deletion_blocked(server, holder, now),
         DeletionAllowed => ServerPlan {
             object: changed(server, |s| {
                 meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
             }),
             ..ServerPlan::default()
         },
+    }
+}
+
+/// The ref `server` holds, or an empty one (a decision that reads it implies one).
+fn holder(server: &Server) -> ServerClaimRef {
+    server.spec.server_claim_ref.clone().unwrap_or_default()
+}
+
+/// Phase Bound to the claim the server holds (the condition says "bound to claim X" and
+/// then `more`), and the protection finalizer if it is missing.
+fn bound(server: &Server, reason: &'static str, more: &str, now: &Time) -> ServerPlan {
+    let holder = holder(server);
+    let condition = BoundCondition {
+        bound: true,
+        reason,
+        message: format!("bound to claim {}{more}", describe_ref(&holder)),
+    };
+    let status = server_status(server, ServerPhase::Bound, Some(&holder), condition, now);
+    let object = changed(server, |s| {
+        meta::add_finalizer(s, FINALIZER_SERVER_PROTECTION)
+    });
+    ServerPlan {
+        outcome: object
+            .is_some()
+            .then_some(Outcome::Repair(RepairCase::Finalizer)),
+        object,
+        status,
+        ..ServerPlan::default()
+    }
+}
+
+/// Undoes a server side whose claim will never complete it: the server is free again.
+fn roll_back(server: &Server, cause: &RollBackCause, now: &Time) -> ServerPlan {
+    let holder = describe_ref(&holder(server));
+    let note = match cause {
+        RollBackCause::NamesAnother(other) => {
+            format!("claim {holder} names server {other} now; this server is free again")
+        }
+        RollBackCause::CannotAdopt(why) => format!(
+            "claim {holder} names no server and cannot take this one ({why}); this server is free again"
+        ),
+    };
+    let object = unbind(server);
+    ServerPlan {
+        status: after_unbind(&object, now),
+        object: Some(object),
+        event: Some(BindingEvent::normal("RolledBack", "Binding", note)),
+        outcome: Some(Outcome::Repair(RepairCase::RolledBack)),
+        confirm_claim: None,
+    }
+}
+
+/// A server being deleted while a live claim holds it: it stays, and says why.
+fn deletion_blocked(server: &Server, holder: &ServerClaimRef, now: &Time) -> ServerPlan {
+    let message = format!(
+        "server is being deleted but claim {} still holds it; delete the claim first",
+        describe_ref(holder)
+    );
+    let condition = BoundCondition {
+        bound: true,
+        reason: "DeletionBlocked",
+        message: message.clone(),
+    };
+    let held = server.spec.server_claim_ref.as_ref();
+    let status = server_status(server, ServerPhase::Bound, held, condition, now);
+    ServerPlan {
+        event: status
+            .is_some()
+            .then(|| BindingEvent::warning("DeletionBlocked", "Deleting", message)),
+        status,
+        ..ServerPlan::default()
     }
 }
 
@@ -199,7 +171,7 @@ fn claim_for(
     let status = server_status(
         &object,
         ServerPhase::Bound,
-        Some(format!("{}/{}", claim.namespace, claim.name)),
+        Some(claim),
         BoundCondition {
             bound: true,
             reason: "Bound",
@@ -240,7 +212,7 @@ fn release(server: &Server, policy: ReclaimPolicy, now: &Time) -> ServerPlan {
             let status = server_status(
                 server,
                 ServerPhase::Released,
-                Some(format!("{}/{}", holder.namespace, holder.name)),
+                Some(&holder),
                 BoundCondition {
                     bound: false,
                     reason: "Released",
@@ -285,7 +257,7 @@ fn unbind(server: &Server) -> Server {
     object
 }
 
-/// The status of a server that was just unbound: Available, and reserved if a user's
+/// The status of a server that no claim holds: Available, and reserved if a user's
 /// reservation by name remains.
 fn after_unbind(server: &Server, now: &Time) -> Option<ServerStatus> {
     match &server.spec.server_claim_ref {
@@ -293,11 +265,11 @@ fn after_unbind(server: &Server, now: &Time) -> Option<ServerStatus> {
         Some(r) => server_status(
             server,
             ServerPhase::Available,
-            Some(format!("{}/{}", r.namespace, r.name)),
+            Some(r),
             BoundCondition {
                 bound: false,
                 reason: "Reserved",
-                message: format!("reserved for claim {}/{}", r.namespace, r.name),
+                message: format!("reserved for claim {}", ClaimKey::of_ref(r)),
             },
             now,
         ),
@@ -325,13 +297,16 @@ fn changed(server: &Server, edit: impl FnOnce(&mut Server)) -> Option<Server> {
     (object != *server).then_some(object)
 }
 
+/// The server's status with `phase`, the claim it shows and the `Bound` condition, or
+/// `None` if unchanged.
 fn server_status(
     server: &Server,
     phase: ServerPhase,
-    claim: Option<String>,
+    claim: Option<&ServerClaimRef>,
     condition: BoundCondition,
     now: &Time,
 ) -> Option<ServerStatus> {
+    let claim = claim.map(|r| ClaimKey::of_ref(r).to_string());
     let current = server.status.clone().unwrap_or_default();
     let generation = server.metadata.generation;
     let conditions = with_bound(&current.conditions, &condition, generation, now);

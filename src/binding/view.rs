@@ -102,11 +102,6 @@ impl ServerCatalog {
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()
     }
-
-    /// The free-server index (for metrics and benchmarks).
-    pub fn free_index(&self) -> &FreeServerIndex {
-        &self.free
-    }
 }
 
 impl ServerView for ServerCatalog {

@@ -8,12 +8,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
+use tracing::instrument;
 
+use super::RESYNC;
 use super::context::Context;
-use super::error::{Error, Result};
+use super::error::{Error, Result, requeue_after};
+use super::informer::CatalogsAndAssumed;
 use super::metrics::ControllerKind;
 use super::writes::{Part, record, replace, restamp};
-use super::{CONFLICT_RETRY, ERROR_RETRY, RESYNC};
 use crate::api::{Server, ServerClaim};
 use crate::binding::step::real_claim_decider;
 use crate::binding::{
@@ -22,25 +24,18 @@ use crate::binding::{
 
 const KIND: ControllerKind = ControllerKind::Claim;
 
+#[instrument(name = "reconcile_claim", skip_all, fields(claim = %claim_key(&claim)))]
 pub async fn reconcile(claim: Arc<ServerClaim>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let result = reconcile_claim(&claim, &ctx).await;
     ctx.metrics
         .reconciled(KIND, started.elapsed().as_secs_f64());
-    match result {
-        // The watch is bringing the newer version; decide again once it is here.
-        Err(Error::Conflict { .. }) => {
-            tracing::debug!(claim = %describe(&claim), "conflict; deciding again");
-            Ok(Action::requeue(CONFLICT_RETRY))
-        }
-        other => other,
-    }
+    result
 }
 
+#[instrument(name = "reconcile_claim", skip_all, fields(claim = %claim_key(&claim)))]
 pub fn error_policy(claim: Arc<ServerClaim>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_error(KIND, error.metric_label());
-    tracing::warn!(claim = %describe(&claim), %error, "claim reconcile failed; retrying");
-    Action::requeue(ERROR_RETRY)
+    requeue_after(KIND, error, &ctx.metrics)
 }
 
 async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
@@ -73,7 +68,7 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
                 let version = latest
                     .as_ref()
                     .and_then(|c| c.metadata.resource_version.clone());
-                ctx.caches.assumed.lock().written(server, &key, version);
+                ctx.caches.claim_write_landed(server, &key, version);
             }
             Err(_) => ctx.caches.claim_write_failed(server, &key),
         }
@@ -91,10 +86,11 @@ fn decide(
     live: Option<(&str, Option<&Server>)>,
 ) -> (ClaimDecision, ClaimPlan) {
     let key = claim_key(claim);
-    // Lock order: servers, then claims, then the assumed choices (see `Caches`).
-    let servers = ctx.caches.servers.read();
-    let claims = ctx.caches.claims.read();
-    let mut assumed = ctx.caches.assumed.lock();
+    let CatalogsAndAssumed {
+        servers,
+        claims,
+        mut assumed,
+    } = ctx.caches.read_with_assumed();
     let chosen_for_others = |server: &str| assumed.chosen_for_other(server, &key);
     let inputs = ClaimInputs {
         decide: real_claim_decider,
@@ -136,10 +132,10 @@ async fn execute(
     }
     if let Some(event) = &plan.event {
         tracing::info!(
-            claim = %describe(claim),
             server = decision_server(decision).unwrap_or_default(),
             reason = event.reason,
-            "{}", event.note
+            "{}",
+            event.note
         );
         record(ctx, claim, event).await;
     }
@@ -178,8 +174,4 @@ fn decision_server(decision: &ClaimDecision) -> Option<&str> {
         | ServerAlreadyClaimed { server, .. } => Some(server),
         BoundServerRefCleared | ClearStaleBindCompleted | NoMatchingServer => None,
     }
-}
-
-fn describe(claim: &ServerClaim) -> String {
-    format!("{}/{}", meta::namespace(claim), meta::name(claim))
 }

@@ -1,7 +1,12 @@
-//! The controllers' one error type. Each variant's [`Error::metric_label`] labels
-//! `server_binder_reconcile_errors_total{error}`.
+//! The controllers' one error type. [`Error::metric_label`] labels
+//! `server_binder_reconcile_errors_total{error}`; [`requeue_after`] is both controllers'
+//! error policy.
 
+use kube::runtime::controller::Action;
 use thiserror::Error;
+
+use super::metrics::{ControllerKind, Metrics};
+use super::{CONFLICT_RETRY, ERROR_RETRY};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -21,17 +26,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// A watch cache this controller depends on never became ready.
-    #[error("the {0} cache is not ready")]
-    CacheNotReady(&'static str),
 }
 
 impl Error {
-    pub fn metric_label(&self) -> &'static str {
+    /// The `error` label of `reconcile_errors_total`, or `None` for a conflict: the
+    /// optimistic lock at work, not a failure (`api_writes_total{result="conflict"}`
+    /// counts it, and no alert should fire on it).
+    pub fn metric_label(&self) -> Option<&'static str> {
         match self {
-            Error::Conflict { .. } => "conflict",
-            Error::Api { .. } => "api",
-            Error::CacheNotReady(_) => "cache_not_ready",
+            Error::Conflict { .. } => None,
+            Error::Api { .. } => Some("api"),
         }
     }
 
@@ -54,6 +58,23 @@ impl Error {
                 name: name.to_string(),
                 source,
             }
+        }
+    }
+}
+
+/// Both controllers' error policy: after a conflict, decide again soon (the watch is
+/// bringing the newer version, and its event usually re-triggers the object anyway);
+/// after any other failure, count it and retry later. Runs in the reconcile's span.
+pub(crate) fn requeue_after(kind: ControllerKind, error: &Error, metrics: &Metrics) -> Action {
+    match error.metric_label() {
+        None => {
+            tracing::debug!(%error, "conflict; deciding again");
+            Action::requeue(CONFLICT_RETRY)
+        }
+        Some(label) => {
+            metrics.reconcile_error(kind, label);
+            tracing::warn!(%error, "reconcile failed; retrying");
+            Action::requeue(ERROR_RETRY)
         }
     }
 }

@@ -18,7 +18,7 @@ use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
@@ -35,20 +35,34 @@ type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
 
 /// The watch caches both controllers share.
 ///
-/// Lock order, wherever more than one is held: `servers`, then `claims`, then the
-/// assumed-choice cache. The catalogs' locks are fair (a waiting writer blocks new
-/// readers), so two readers taking them in opposite orders could deadlock with the two
-/// watches' writers.
+/// The catalogs' locks are fair (a waiting writer blocks new readers), so two readers
+/// taking them in opposite orders could deadlock with the two watches' writers. They
+/// are private: the only way to hold more than one is [`Caches::read`] or
+/// [`Caches::read_with_assumed`], which take them in the one order (servers, claims,
+/// assumed choices). A watch's writer takes its own catalog's lock alone.
 pub struct Caches {
-    pub servers: RwLock<ServerCatalog>,
-    pub claims: RwLock<ClaimCatalog>,
+    servers: RwLock<ServerCatalog>,
+    claims: RwLock<ClaimCatalog>,
     pub server_store: Store<Server>,
     pub claim_store: Store<ServerClaim>,
-    pub assumed: Mutex<AssumedChoices>,
+    assumed: Mutex<AssumedChoices>,
     /// Whether servers and claims have each been listed into the catalogs once.
     synced: [watch::Sender<bool>; 2],
     claim_triggers: TriggerSlot<ServerClaim>,
     server_triggers: TriggerSlot<Server>,
+}
+
+/// Both catalogs, read-locked in the caches' lock order.
+pub struct CatalogsRead<'a> {
+    pub servers: RwLockReadGuard<'a, ServerCatalog>,
+    pub claims: RwLockReadGuard<'a, ClaimCatalog>,
+}
+
+/// The catalogs and the assumed choices, locked in the caches' lock order.
+pub struct CatalogsAndAssumed<'a> {
+    pub servers: RwLockReadGuard<'a, ServerCatalog>,
+    pub claims: RwLockReadGuard<'a, ClaimCatalog>,
+    pub assumed: MutexGuard<'a, AssumedChoices>,
 }
 
 /// The writer halves, consumed by [`Caches::run`].
@@ -72,6 +86,30 @@ impl Caches {
             server_triggers: Mutex::new(None),
         });
         (caches, CacheWriters { servers, claims })
+    }
+
+    /// Both catalogs, as one consistent view.
+    pub fn read(&self) -> CatalogsRead<'_> {
+        let servers = self.servers.read();
+        let claims = self.claims.read();
+        CatalogsRead { servers, claims }
+    }
+
+    /// Both catalogs and the assumed choices, for a decision that may assume a pick.
+    pub fn read_with_assumed(&self) -> CatalogsAndAssumed<'_> {
+        let CatalogsRead { servers, claims } = self.read();
+        let assumed = self.assumed.lock();
+        CatalogsAndAssumed {
+            servers,
+            claims,
+            assumed,
+        }
+    }
+
+    /// Records that the claim write carrying the pick of `server` for `claim` landed, at
+    /// `version`. The assumed choices' lock is taken alone.
+    pub fn claim_write_landed(&self, server: &str, claim: &ClaimKey, version: Option<String>) {
+        self.assumed.lock().written(server, claim, version);
     }
 
     /// Waits until both kinds have been listed into the catalogs once.
@@ -130,42 +168,46 @@ impl Caches {
     /// Ends the assumption on `server` for `claim` after its write failed, and wakes the
     /// pending claims that passed the server over.
     pub fn claim_write_failed(&self, server: &str, claim: &ClaimKey) {
-        let servers = self.servers.read();
-        let claims = self.claims.read();
-        let ended = self.assumed.lock().write_failed(server, claim);
+        let mut locked = self.read_with_assumed();
+        let ended = locked.assumed.write_failed(server, claim);
         let Some(server) = ended else {
             return;
         };
-        let wake = triggers::on_assumption_end(&server, &servers, &claims);
-        drop((claims, servers));
+        let wake = triggers::on_assumption_end(&server, &locked.servers, &locked.claims);
+        drop(locked);
         self.send(wake);
     }
 
     fn on_server_event(&self, event: Delta<Server>) {
-        let servers = self.servers.read();
-        let claims = self.claims.read();
+        let CatalogsAndAssumed {
+            servers,
+            claims,
+            mut assumed,
+        } = self.read_with_assumed();
         let wake = match event {
             Delta::Changed { old, new } => {
                 let Some(name) = new.as_ref().or(old.as_ref()).map(meta::name) else {
                     return;
                 };
-                self.assumed.lock().observe_server(name, new.as_ref());
+                assumed.observe_server(name, new.as_ref());
                 triggers::on_server_change(old.as_ref(), new.as_ref(), &claims)
             }
             Delta::Relisted => {
                 let latest = |name: &str| servers.server(name).cloned();
-                self.assumed.lock().relisted_servers(&latest);
+                assumed.relisted_servers(&latest);
                 triggers::on_relist(&servers, &claims)
             }
         };
-        drop((claims, servers));
+        drop((assumed, claims, servers));
         self.send(wake);
     }
 
     fn on_claim_event(&self, event: Delta<ServerClaim>) {
-        let servers = self.servers.read();
-        let claims = self.claims.read();
-        let mut assumed = self.assumed.lock();
+        let CatalogsAndAssumed {
+            servers,
+            claims,
+            mut assumed,
+        } = self.read_with_assumed();
         let (mut wake, ended) = match event {
             Delta::Changed { old, new } => {
                 let Some(key) = new.as_ref().or(old.as_ref()).map(claim_key) else {

@@ -83,131 +83,100 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("server_binder".into()), None)
             .expect("a valid metric prefix");
-        let claims = IntGaugeVec::new(
-            Opts::new(
+        let r = Registrar(&registry);
+        let metrics = Self {
+            claims: r.gauges(
                 "claims",
                 "ServerClaims in the controller's cache, by namespace and status.phase (Pending, Bound, Lost; a claim without status counts as Pending)",
+                &["namespace", "phase"],
             ),
-            &["namespace", "phase"],
-        )
-        .unwrap();
-        let servers = IntGaugeVec::new(
-            Opts::new(
+            servers: r.gauges(
                 "servers",
                 "Servers in the controller's cache, by status.phase (Available, Bound, Released; a server without status counts as Available)",
+                &["phase"],
             ),
-            &["phase"],
-        )
-        .unwrap();
-        // 10 ms to 10 min: a bind on an idle fleet takes a few round trips; a claim that
-        // waits for a server to be freed can take minutes.
-        let bind_duration = HistogramVec::new(
-            HistogramOpts::new(
+            // 10 ms to 10 min: a bind on an idle fleet takes a few round trips; a claim
+            // that waits for a server to be freed can take minutes.
+            bind_duration: r.histograms(
                 "bind_duration_seconds",
                 "Time from a ServerClaim's creation to its Bound status, in seconds",
-            )
-            .buckets(vec![
-                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-                600.0,
-            ]),
-            &[],
-        )
-        .unwrap();
-        let binds = IntCounter::new("binds_total", "ServerClaims that became Bound").unwrap();
-        let releases = IntCounterVec::new(
-            Opts::new(
+                &[],
+                &[
+                    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                    300.0, 600.0,
+                ],
+            ),
+            binds: r.counter("binds_total", "ServerClaims that became Bound"),
+            releases: r.counters(
                 "releases_total",
                 "Servers released from a deleted claim, by reclaimPolicy (Recycle: Available again; Retain: Released until an admin clears the ref)",
+                &["policy"],
             ),
-            &["policy"],
-        )
-        .unwrap();
-        let rebinds = IntCounter::new(
-            "rebinds_total",
-            "Controller-chosen servers a claim gave up (taken by another claim, gone, or no longer eligible) to choose again",
-        )
-        .unwrap();
-        let lost_claims = IntCounterVec::new(
-            Opts::new(
+            rebinds: r.counter(
+                "rebinds_total",
+                "Controller-chosen servers a claim gave up (taken by another claim, gone, or no longer eligible) to choose again",
+            ),
+            lost_claims: r.counters(
                 "lost_claims_total",
                 "Bound claims that became Lost, by reason (ServerRefCleared, ServerMissing, ServerMisbound)",
+                &["reason"],
             ),
-            &["reason"],
-        )
-        .unwrap();
-        let repairs = IntCounterVec::new(
-            Opts::new(
+            repairs: r.counters(
                 "repairs_total",
-                "Half-bound states repaired, by controller (claim, server) and case (claim_status, adopted, server_ref_restored, finalizer, rolled_back)",
+                "Half-bound states repaired, by controller (claim, server) and case (claim_status, adopted, claim_ref_restored, server_ref_restored, finalizer, rolled_back)",
+                &["controller", "case"],
             ),
-            &["controller", "case"],
-        )
-        .unwrap();
-        let api_writes = IntCounterVec::new(
-            Opts::new(
+            api_writes: r.counters(
                 "api_writes_total",
                 "Writes the controllers issued to the API server, by controller, resource (servers, servers/status, serverclaims, serverclaims/status) and result (ok, conflict, error)",
+                &["controller", "resource", "result"],
             ),
-            &["controller", "resource", "result"],
-        )
-        .unwrap();
-        let reconcile_duration = HistogramVec::new(
-            HistogramOpts::new(
+            reconcile_duration: r.histograms(
                 "reconcile_duration_seconds",
                 "Time one reconcile took, including its API calls, by controller",
-            )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
-            ]),
-            &["controller"],
-        )
-        .unwrap();
-        let reconcile_errors = IntCounterVec::new(
-            Opts::new(
-                "reconcile_errors_total",
-                "Reconciles that failed, by controller and error (api, cache_not_ready); write conflicts are counted in api_writes_total instead",
+                &["controller"],
+                &[
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+                ],
             ),
-            &["controller", "error"],
-        )
-        .unwrap();
-        let leader = IntGauge::new(
-            "leader",
-            "1 while this process leads and runs the controllers' writes, 0 while it is a standby",
-        )
-        .unwrap();
-        for c in [
-            Box::new(claims.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(servers.clone()),
-            Box::new(bind_duration.clone()),
-            Box::new(binds.clone()),
-            Box::new(releases.clone()),
-            Box::new(rebinds.clone()),
-            Box::new(lost_claims.clone()),
-            Box::new(repairs.clone()),
-            Box::new(api_writes.clone()),
-            Box::new(reconcile_duration.clone()),
-            Box::new(reconcile_errors.clone()),
-            Box::new(leader.clone()),
-        ] {
-            registry.register(c).expect("metric names are unique");
-        }
-        // Zero series for the known label values, so rate() and alerts see them from the
-        // first scrape rather than from the first occurrence.
+            reconcile_errors: r.counters(
+                "reconcile_errors_total",
+                "Reconciles that failed, by controller and error (api); write conflicts are counted in api_writes_total instead",
+                &["controller", "error"],
+            ),
+            leader: r.gauge(
+                "leader",
+                "1 while this process leads and runs the controllers' writes, 0 while it is a standby",
+            ),
+            registry,
+        };
+        metrics.zero_known_series();
+        metrics
+    }
+
+    /// Zero series for the known label values, so rate() and alerts see them from the
+    /// first scrape rather than from the first occurrence.
+    fn zero_known_series(&self) {
         for kind in [ControllerKind::Claim, ControllerKind::Server] {
-            reconcile_errors.with_label_values(&[kind.as_str(), "api"]);
+            self.reconcile_errors
+                .with_label_values(&[kind.as_str(), "api"]);
             for result in [WriteResult::Ok, WriteResult::Conflict, WriteResult::Error] {
-                api_writes.with_label_values(&[kind.as_str(), kind.resource(), result.as_str()]);
+                self.api_writes.with_label_values(&[
+                    kind.as_str(),
+                    kind.resource(),
+                    result.as_str(),
+                ]);
             }
         }
-        for policy in ["Recycle", "Retain"] {
-            releases.with_label_values(&[policy]);
+        for policy in [ReclaimPolicy::Recycle, ReclaimPolicy::Retain] {
+            self.releases.with_label_values(&[policy_label(policy)]);
         }
         for reason in [
             LostReason::ServerRefCleared,
             LostReason::ServerMissing,
             LostReason::ServerMisbound,
         ] {
-            lost_claims.with_label_values(&[reason.as_str()]);
+            self.lost_claims.with_label_values(&[reason.as_str()]);
         }
         let claim_repairs = [
             RepairCase::ClaimStatus,
@@ -224,23 +193,9 @@ impl Metrics {
             (ControllerKind::Server, &server_repairs[..]),
         ] {
             for case in cases {
-                repairs.with_label_values(&[kind.as_str(), case.as_str()]);
+                self.repairs
+                    .with_label_values(&[kind.as_str(), case.as_str()]);
             }
-        }
-        Self {
-            registry,
-            claims,
-            servers,
-            bind_duration,
-            binds,
-            releases,
-            rebinds,
-            lost_claims,
-            repairs,
-            api_writes,
-            reconcile_duration,
-            reconcile_errors,
-            leader,
         }
     }
 
@@ -358,5 +313,41 @@ fn policy_label(p: ReclaimPolicy) -> &'static str {
     match p {
         ReclaimPolicy::Recycle => "Recycle",
         ReclaimPolicy::Retain => "Retain",
+    }
+}
+
+/// Creates metrics and registers each in the registry as it is made. The names and
+/// labels are constants of this file: a failure is a bug, caught by any test.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn register<M: prometheus::core::Collector + Clone + 'static>(&self, metric: M) -> M {
+        self.0
+            .register(Box::new(metric.clone()))
+            .expect("metric names are unique");
+        metric
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.register(IntCounter::new(name, help).expect("a valid counter"))
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        let metric = IntCounterVec::new(Opts::new(name, help), labels);
+        self.register(metric.expect("a valid counter"))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.register(IntGauge::new(name, help).expect("a valid gauge"))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        let metric = IntGaugeVec::new(Opts::new(name, help), labels);
+        self.register(metric.expect("a valid gauge"))
+    }
+
+    fn histograms(&self, name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+        let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+        self.register(HistogramVec::new(opts, labels).expect("a valid histogram"))
     }
 }

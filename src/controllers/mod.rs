@@ -29,7 +29,7 @@ use crate::api::{Server, ServerClaim};
 
 pub use context::Context;
 pub use error::Error;
-pub use informer::{CacheWriters, Caches};
+pub use informer::{CacheWriters, Caches, CatalogsAndAssumed, CatalogsRead};
 pub use metrics::Metrics;
 
 /// Every object is looked at again this often even without a change: a safety net, as

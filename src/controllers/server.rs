@@ -8,37 +8,32 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
+use tracing::instrument;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 use crate::binding::step::real_server_decider;
-use crate::binding::{ServerDecision, ServerPlan, meta, server_step};
+use crate::binding::{ClaimKey, ServerDecision, ServerPlan, meta, server_step};
 
+use super::RESYNC;
 use super::context::Context;
-use super::error::{Error, Result};
+use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
 use super::writes::{Part, record, replace, restamp};
-use super::{CONFLICT_RETRY, ERROR_RETRY, RESYNC};
 
 const KIND: ControllerKind = ControllerKind::Server;
 
+#[instrument(name = "reconcile_server", skip_all, fields(server = meta::name(&*server)))]
 pub async fn reconcile(server: Arc<Server>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let result = reconcile_server(&server, &ctx).await;
     ctx.metrics
         .reconciled(KIND, started.elapsed().as_secs_f64());
-    match result {
-        Err(Error::Conflict { .. }) => {
-            tracing::debug!(server = meta::name(&*server), "conflict; deciding again");
-            Ok(Action::requeue(CONFLICT_RETRY))
-        }
-        other => other,
-    }
+    result
 }
 
+#[instrument(name = "reconcile_server", skip_all, fields(server = meta::name(&*server)))]
 pub fn error_policy(server: Arc<Server>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_error(KIND, error.metric_label());
-    tracing::warn!(server = meta::name(&*server), %error, "server reconcile failed; retrying");
-    Action::requeue(ERROR_RETRY)
+    requeue_after(KIND, error, &ctx.metrics)
 }
 
 async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
@@ -53,7 +48,7 @@ async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
             .map_err(|source| Error::Api {
                 verb: "get",
                 resource: "serverclaims",
-                name: format!("{}/{}", claim.namespace, claim.name),
+                name: ClaimKey::of_ref(&claim).to_string(),
                 source,
             })?;
         (decision, plan) = decide(server, ctx, Some((&claim, live.as_ref())));
@@ -69,9 +64,9 @@ fn decide(
     ctx: &Context,
     live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
 ) -> (ServerDecision, ServerPlan) {
-    let claims = ctx.caches.claims.read();
+    let catalogs = ctx.caches.read();
     let now = Time(Timestamp::now());
-    server_step(server, real_server_decider, &*claims, live, &now)
+    server_step(server, real_server_decider, &*catalogs.claims, live, &now)
 }
 
 /// Writes the plan (object, then status), then records its event and counts its outcome.
@@ -111,9 +106,8 @@ async fn execute(
                 ServerDecision::FillUid { claim } => Some(claim),
                 _ => None,
             })
-            .map(|r| format!("{}/{}", r.namespace, r.name));
+            .map(|r| ClaimKey::of_ref(r).to_string());
         tracing::info!(
-            server = meta::name(server),
             claim = claim.unwrap_or_default(),
             reason = event.reason,
             "{}",
