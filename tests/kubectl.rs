@@ -18,23 +18,14 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
-fn kubectl_present() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("SERVER_BINDER_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!("kubectl is required (SERVER_BINDER_REQUIRE_TOOLS=1) but was not found on PATH");
-        }
-        eprintln!(
-            "\n!!!!! SKIPPING kubectl test: kubectl not found on PATH (set SERVER_BINDER_REQUIRE_TOOLS=1 to fail instead) !!!!!\n"
-        );
-    }
-    found
-}
+#[path = "common/tools.rs"]
+mod tools;
+use tools::kubectl_present;
+
+#[path = "common/poll.rs"]
+mod poll;
+// The name this file's tests wait with; the helper is the shared one.
+use poll::eventually_blocking as wait_until;
 
 /// A `server-binder apiserver` process and a kubectl set up for it.
 struct Cluster {
@@ -47,17 +38,6 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 
@@ -494,4 +474,126 @@ fn a_rejected_cel_transition_shows_its_message() {
         "{err}"
     );
     assert!(err.contains("is invalid"), "{err}");
+}
+
+/// `kubectl create namespace` sends the Namespace as protobuf (client-go's typed
+/// clients do, for built-in kinds); the server decodes it, and delete works too.
+#[test]
+fn create_and_delete_a_namespace_with_kubectl_create() {
+    if !kubectl_present() {
+        return;
+    }
+    let c = Cluster::start();
+    let out = c.ok(&["create", "ns", "team-a"]);
+    assert!(out.contains("namespace/team-a created"), "{out}");
+    let listed = c.ok(&["get", "ns"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("team-a ") && l.contains("Active")),
+        "{listed}"
+    );
+    let labels = c.ok(&["get", "ns", "team-a", "-o", "jsonpath={.metadata.labels}"]);
+    assert!(labels.contains("kubernetes.io/metadata.name"), "{labels}");
+    let out = c.ok(&["delete", "ns", "team-a"]);
+    assert!(out.contains("namespace \"team-a\" deleted"), "{out}");
+    let gone = c.run(&["get", "ns", "team-a"]);
+    assert!(!gone.status.success());
+}
+
+/// `kubectl get crd` prints each CRD's creation time (the server's default table
+/// convertor sends it as an RFC 3339 string), not an age of 0s.
+#[test]
+fn get_crd_shows_the_creation_time() {
+    if !kubectl_present() {
+        return;
+    }
+    let c = Cluster::start();
+    c.fixtures();
+    let created = c.ok(&[
+        "get",
+        "crd",
+        "widgets.test.example.dev",
+        "-o",
+        "jsonpath={.metadata.creationTimestamp}",
+    ]);
+    assert!(created.ends_with('Z'), "{created}");
+    let table = c.ok(&["get", "crd"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "CREATED", "AT"], "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("widgets.test.example.dev "))
+        .unwrap_or_else(|| panic!("no widgets row in {table}"));
+    assert!(row.trim_end().ends_with(&created), "{row} vs {created}");
+}
+
+/// A bad label is refused by the server with Kubernetes' words, and nothing is stored.
+#[test]
+fn a_bad_label_is_refused_with_kubernetes_words() {
+    if !kubectl_present() {
+        return;
+    }
+    let c = Cluster::start();
+    c.fixtures();
+    let f = write(
+        c.dir.path(),
+        "w.yaml",
+        &format!(
+            "apiVersion: test.example.dev/v1\nkind: Widget\nmetadata:\n  name: w9\n  labels:\n    tier: {}\nspec:\n  color: blue\n",
+            "x".repeat(64)
+        ),
+    );
+    let out = c.run(&["apply", "-f", &f]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("metadata.labels: Invalid value")
+            && err.contains("must be no more than 63 characters"),
+        "{err}"
+    );
+    assert!(!c.run(&["get", "widget", "w9"]).status.success());
+}
+
+/// The issue's scenario with real `kubectl apply --server-side`: another manager sets a
+/// field the applied manifest leaves out; re-applying the manifest keeps that field,
+/// and managedFields shows who owns it.
+#[test]
+fn server_side_reapply_leaves_another_managers_field() {
+    if !kubectl_present() {
+        return;
+    }
+    let c = Cluster::start();
+    c.fixtures();
+    let f = write(
+        c.dir.path(),
+        "w.yaml",
+        "apiVersion: test.example.dev/v1\nkind: Widget\nmetadata:\n  name: w5\nspec:\n  color: blue\n",
+    );
+    c.ok(&["apply", "--server-side", "-f", &f]);
+    c.ok(&[
+        "patch",
+        "widget",
+        "w5",
+        "--type",
+        "merge",
+        "--field-manager",
+        "server-binder",
+        "-p",
+        r#"{"spec":{"replicas":3}}"#,
+    ]);
+    let out = c.ok(&["apply", "--server-side", "-f", &f]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    let replicas = c.ok(&["get", "widget", "w5", "-o", "jsonpath={.spec.replicas}"]);
+    assert_eq!(replicas, "3");
+    let owners = c.ok(&[
+        "get",
+        "widget",
+        "w5",
+        "--show-managed-fields",
+        "-o",
+        r#"jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation};{end}"#,
+    ]);
+    assert!(owners.contains("kubectl/Apply;"), "{owners}");
+    assert!(owners.contains("server-binder/Update;"), "{owners}");
 }

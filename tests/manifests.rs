@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -30,29 +30,9 @@ fn path(rel: &str) -> PathBuf {
     Path::new(ROOT).join(rel)
 }
 
-/// Whether `tool` runs (`tool args...` exits 0). Missing: a loud skip, or a failure
-/// under SERVER_BINDER_REQUIRE_TOOLS=1.
-fn tool_present(tool: &str, args: &[&str]) -> bool {
-    let found = Command::new(tool)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("SERVER_BINDER_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!("{tool} is required (SERVER_BINDER_REQUIRE_TOOLS=1) but was not found on PATH");
-        }
-        eprintln!(
-            "\n!!!!! SKIPPING manifests test: {tool} not found on PATH (set SERVER_BINDER_REQUIRE_TOOLS=1 to fail instead) !!!!!\n"
-        );
-    }
-    found
-}
-
-fn kubectl_present() -> bool {
-    tool_present("kubectl", &["version", "--client"])
-}
+#[path = "common/tools.rs"]
+mod tools;
+use tools::{kubectl_present, tool_present};
 
 fn ok(cmd: &mut Command) -> String {
     let out: Output = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -200,7 +180,7 @@ fn is_builtin(api_version: &str) -> bool {
 
 #[test]
 fn built_in_kinds_pass_kubernetes_validate_strict() {
-    if !kubectl_present() || !tool_present("kubernetes-validate", &["--version"]) {
+    if !kubectl_present() || !tool_present("kubernetes-validate") {
         return;
     }
     let objects = kustomize(WITH_MONITORING);
@@ -244,7 +224,7 @@ fn built_in_kinds_pass_kubernetes_validate_strict() {
 
 #[test]
 fn dockerfile_passes_hadolint() {
-    if !tool_present("hadolint", &["--version"]) {
+    if !tool_present("hadolint") {
         return;
     }
     ok(Command::new("hadolint").arg(path("Dockerfile")));
@@ -261,6 +241,8 @@ struct Dockerfile {
     cmd: Vec<String>,
     user: Option<String>,
     expose: Vec<u16>,
+    /// Every `cargo build` a `RUN` line of any stage runs.
+    cargo_builds: Vec<String>,
 }
 
 fn exec_form(rest: &str, what: &str) -> Vec<String> {
@@ -298,6 +280,12 @@ fn read_dockerfile() -> Dockerfile {
             "ENTRYPOINT" => d.entrypoint = exec_form(rest, "ENTRYPOINT"),
             "CMD" => d.cmd = exec_form(rest, "CMD"),
             "USER" => d.user = Some(rest.to_owned()),
+            "RUN" => d.cargo_builds.extend(
+                rest.split("&&")
+                    .map(str::trim)
+                    .filter(|c| c.starts_with("cargo build"))
+                    .map(str::to_owned),
+            ),
             "EXPOSE" => d.expose.extend(rest.split_whitespace().map(|p| {
                 p.trim_end_matches("/tcp")
                     .parse::<u16>()
@@ -384,6 +372,18 @@ fn deployment_matches_the_command_line_and_the_image() {
         docker.copied_to
     );
     assert_eq!(docker.cmd, ["run"], "CMD");
+    // The image is the in-cluster operator: no embedded API server (Cargo.toml's
+    // `embedded-apiserver` feature), so `dev`, `apiserver` and `bench` are not in it.
+    assert!(
+        !docker.cargo_builds.is_empty(),
+        "the builder runs cargo build"
+    );
+    for build in &docker.cargo_builds {
+        assert!(
+            build.contains("--no-default-features") && build.contains("--locked"),
+            "every build of the image is the operator alone, from the lock file: {build}"
+        );
+    }
     let user = docker.user.as_deref().expect("USER");
     assert!(
         ["nonroot", "65532", "65532:65532", "nonroot:nonroot"].contains(&user),
@@ -635,7 +635,7 @@ fn metric_names(expr: &str) -> Vec<&str> {
 
 #[test]
 fn prometheus_rules_pass_promtool() {
-    if !kubectl_present() || !tool_present("promtool", &["--version"]) {
+    if !kubectl_present() || !tool_present("promtool") {
         return;
     }
     let objects = kustomize(WITH_MONITORING);

@@ -30,7 +30,7 @@ fn event(plan: &ClaimPlan) -> (EventKind, &'static str) {
 fn bound_with_server_ref_cleared_is_lost() {
     // No server holds it any more (else the claim restores its ref: [j]).
     let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
     assert_eq!(d, ClaimDecision::BoundServerRefCleared);
     let p = plan(&c, &d);
     assert_eq!(
@@ -93,7 +93,7 @@ fn bound_with_server_naming_its_uid_ensures_bound_and_reverts_a_lost_phase() {
         .bind_completed()
         .phase(ClaimPhase::Lost);
     c.status.as_mut().expect("status").bound_time = Some(t(5));
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
     assert_eq!(
         d,
         ClaimDecision::BoundConfirmed {
@@ -119,7 +119,7 @@ fn bound_with_server_naming_another_claim_is_misbound() {
         .chose("s1")
         .bind_completed()
         .phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
     assert_eq!(
         d,
         ClaimDecision::BoundMisbound {
@@ -142,7 +142,7 @@ fn bound_with_server_naming_another_uid_is_misbound() {
         .chose("s1")
         .bind_completed()
         .phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-older-c")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-older-c")]);
     assert!(matches!(d, ClaimDecision::BoundMisbound { .. }), "{d:?}");
 }
 
@@ -167,13 +167,13 @@ fn unbound_adopts_a_server_reserved_for_it_by_name() {
 #[test]
 fn unbound_adopts_a_server_bound_to_its_uid_after_a_crash() {
     let c = claim("c");
-    let d = decide_c(&c, &[server("s0"), server("s1").bound_to("c", "uid-c")]);
+    let d = decide_c(&c, &[server("s0"), server("s1").claimed_for("c", "uid-c")]);
     assert_eq!(d, ClaimDecision::AdoptReservedServer { server: s("s1") });
 }
 
 #[test]
 fn unbound_does_not_adopt_an_ineligible_reservation() {
-    let c = claim("c").selector(&[("rack", "r1")]);
+    let c = claim("c").selects(&[("rack", "r1")]);
     let world = [
         server("s1").reserved_for("c").labels(&[("rack", "r2")]),
         server("s2").labels(&[("rack", "r1")]),
@@ -186,7 +186,7 @@ fn unbound_does_not_adopt_an_ineligible_reservation() {
 
 #[test]
 fn unbound_picks_the_best_fit_in_one_write() {
-    let c = claim("c").tolerate("gpu");
+    let c = claim("c").tolerates("gpu");
     let world = [server("a").taint("gpu"), server("c"), server("b")];
     let d = decide_c(&c, &world);
     assert_eq!(
@@ -224,7 +224,7 @@ fn pick_with_rivals(c: &ServerClaim, rivals: Vec<ServerClaim>) -> ClaimDecision 
 #[test]
 fn unbound_passes_over_a_server_a_users_claim_names() {
     let c = claim("c").created(1);
-    let d = pick_with_rivals(&c, vec![c.clone(), claim("u").wants("a").created(9)]);
+    let d = pick_with_rivals(&c, vec![c.clone(), claim("u").names("a").created(9)]);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
 }
 
@@ -253,7 +253,7 @@ fn unbound_still_picks_a_server_a_younger_chosen_claim_names() {
 #[test]
 fn unbound_still_picks_a_server_whose_naming_claim_it_cannot_serve() {
     let c = claim("c").created(1);
-    let u = claim("u").wants("a").selector(&[("rack", "r9")]).created(9);
+    let u = claim("u").names("a").selects(&[("rack", "r9")]).created(9);
     let d = pick_with_rivals(&c, vec![c.clone(), u]);
     assert_eq!(
         d,
@@ -264,7 +264,7 @@ fn unbound_still_picks_a_server_whose_naming_claim_it_cannot_serve() {
 
 #[test]
 fn unbound_with_nothing_eligible_is_pending_no_matching_server() {
-    let c = claim("c").selector(&[("size", "xl")]);
+    let c = claim("c").selects(&[("size", "xl")]);
     let world = [
         server("a").unclaimable(),
         server("b").labels(&[("size", "s")]),
@@ -302,7 +302,7 @@ fn controller_chosen_missing_server_is_withdrawn() {
 
 #[test]
 fn user_chosen_missing_server_is_pending_server_not_found() {
-    let c = claim("c").wants("gone");
+    let c = claim("c").names("gone");
     let d = decide_c(&c, &[server("s1")]);
     assert_eq!(d, ClaimDecision::ServerNotFound { server: s("gone") });
     let p = plan(&c, &d);
@@ -345,7 +345,7 @@ fn controller_chosen_ineligible_server_is_withdrawn() {
 
 #[test]
 fn user_chosen_ineligible_server_is_a_mismatch_with_the_reason() {
-    let c = claim("c").wants("s1").selector(&[("rack", "r1")]);
+    let c = claim("c").names("s1").selects(&[("rack", "r1")]);
     let d = decide_c(&c, &[server("s1").labels(&[("rack", "r9")])]);
     assert_eq!(
         d,
@@ -367,7 +367,7 @@ fn user_chosen_ineligible_server_is_a_mismatch_with_the_reason() {
 
 #[test]
 fn server_naming_the_claim_without_uid_waits_for_the_uid() {
-    let c = claim("c").wants("s1");
+    let c = claim("c").names("s1");
     let d = decide_c(&c, &[server("s1").reserved_for("c")]);
     assert_eq!(d, ClaimDecision::WaitForUid { server: s("s1") });
     assert!(plan(&c, &d).object.is_none());
@@ -376,7 +376,7 @@ fn server_naming_the_claim_without_uid_waits_for_the_uid() {
 #[test]
 fn server_naming_the_claim_uid_completes_the_bind() {
     let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
     assert_eq!(d, ClaimDecision::CompleteBind { server: s("s1") });
     let p = plan(&c, &d);
     let written = p.object.expect("bind-completed write");
@@ -394,7 +394,7 @@ fn server_naming_the_claim_uid_completes_the_bind() {
 #[test]
 fn controller_chosen_server_taken_by_another_claim_is_withdrawn_with_rebinding() {
     let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
     assert_eq!(
         d,
         ClaimDecision::WithdrawTakenServer {
@@ -410,8 +410,8 @@ fn controller_chosen_server_taken_by_another_claim_is_withdrawn_with_rebinding()
 
 #[test]
 fn user_chosen_server_taken_by_another_claim_is_already_claimed() {
-    let c = claim("c").wants("s1");
-    let d = decide_c(&c, &[server("s1").bound_to("other", "uid-other")]);
+    let c = claim("c").names("s1");
+    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
     assert!(
         matches!(d, ClaimDecision::ServerAlreadyClaimed { .. }),
         "{d:?}"
@@ -428,7 +428,7 @@ fn user_chosen_server_taken_by_another_claim_is_already_claimed() {
 #[test]
 fn a_crash_between_bind_completed_and_the_status_still_finishes_the_bind() {
     let c = claim("c").chose("s1").bind_completed();
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
     let p = plan(&c, &d);
     let status = p.status.as_ref().expect("status");
     assert_eq!(status.bound_time, Some(now()), "boundTime is not lost");
@@ -455,7 +455,7 @@ fn a_stale_pre_bound_annotation_goes_when_a_user_cleared_the_ref() {
 
 #[test]
 fn a_reservation_does_not_override_the_claims_selector() {
-    let c = claim("c").wants("s1").selector(&[("rack", "r1")]);
+    let c = claim("c").names("s1").selects(&[("rack", "r1")]);
     let d = decide_c(
         &c,
         &[server("s1").reserved_for("c").labels(&[("rack", "r2")])],
@@ -472,7 +472,7 @@ fn a_reservation_does_not_override_the_claims_selector() {
 #[test]
 fn a_bound_claim_whose_server_ref_was_cleared_restores_it_from_the_server_holding_it() {
     let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c"), server("s0")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c"), server("s0")]);
     assert_eq!(d, ClaimDecision::RestoreServerRef { server: s("s1") });
     let p = plan(&c, &d);
     assert_eq!(event(&p), (EventKind::Warning, "ServerRefRestored"));
@@ -498,7 +498,7 @@ fn a_copied_bind_completed_annotation_without_a_bind_is_dropped() {
     assert_eq!(annotation(&written, ANNOTATION_BIND_COMPLETED), None);
     // A copy of a bound claim's manifest: it names a server another claim holds.
     let copy = claim("c").chose("s1").bind_completed();
-    let held = server("s1").bound_to("orig", "uid-orig");
+    let held = server("s1").claimed_for("orig", "uid-orig");
     assert_eq!(
         decide_c(&copy, &[held]),
         ClaimDecision::ClearStaleBindCompleted
@@ -508,7 +508,7 @@ fn a_copied_bind_completed_annotation_without_a_bind_is_dropped() {
 #[test]
 fn a_bound_claim_that_lost_only_its_bind_completed_keeps_its_bound_time() {
     let c = claim("c").chose("s1").phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").bound_to("c", "uid-c")]);
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
     assert_eq!(d, ClaimDecision::CompleteBind { server: s("s1") });
     let p = plan(&c, &d);
     assert_eq!(p.status.expect("status").bound_time, Some(t(5)));
@@ -521,10 +521,10 @@ fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
         .chose("s1")
         .bind_completed()
         .phase(ClaimPhase::Bound)
-        .selector(&[("rack", "r2")]);
+        .selects(&[("rack", "r2")]);
     let srv = server("s1")
         .labels(&[("rack", "r1")])
-        .bound_to("c", "uid-c");
+        .claimed_for("c", "uid-c");
     let d = decide_c(&c, &[srv]);
     assert_eq!(
         d,
@@ -543,9 +543,9 @@ fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
 fn a_claim_naming_a_released_server_is_told_it_waits_for_an_admin() {
     let released = server("s1")
         .retain()
-        .user_bound_to("gone", "uid-gone")
+        .uid_filled_for("gone", "uid-gone")
         .phase(ServerPhase::Released);
-    let d = decide_c(&claim("c").wants("s1"), std::slice::from_ref(&released));
+    let d = decide_c(&claim("c").names("s1"), std::slice::from_ref(&released));
     assert_eq!(
         d,
         ClaimDecision::ServerMismatch {

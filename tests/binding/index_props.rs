@@ -36,7 +36,7 @@ fn arb_server() -> impl Strategy<Value = Server> {
                     s = s.unclaimable();
                 }
                 if claimed {
-                    s = s.bound_to("someone", "uid-someone");
+                    s = s.claimed_for("someone", "uid-someone");
                 }
                 if released {
                     s = s.phase(ServerPhase::Released);
@@ -69,7 +69,7 @@ fn arb_claim() -> impl Strategy<Value = ServerClaim> {
         .prop_map(|(rack, sizes, not_in, tolerations)| {
             let mut c = claim("c");
             if let Some(rack) = rack {
-                c = c.selector(&[("rack", rack)]);
+                c = c.selects(&[("rack", rack)]);
             }
             if let Some(sizes) = sizes {
                 let op = if not_in {
@@ -80,7 +80,7 @@ fn arb_claim() -> impl Strategy<Value = ServerClaim> {
                 c = c.expression("size", op, &sizes);
             }
             for t in tolerations {
-                c = c.tolerate(t);
+                c = c.tolerates(t);
             }
             c
         })
@@ -142,6 +142,6 @@ fn one_pick_visits_groups_not_servers() {
     }
     assert_eq!(index.len(), 10_000);
     assert_eq!(index.group_count(), 20, "10k servers, 20 shapes");
-    let c = claim("c").selector(&[("rack", "r7")]);
+    let c = claim("c").selects(&[("rack", "r7")]);
     assert_eq!(index.pick(&c, &|_| false), Some("srv-00007"));
 }

@@ -7,6 +7,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod claim_table;
+mod decision_rows;
 mod index_props;
 mod model;
 mod pv_scenarios;

@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::assumed::{Assumption, EndRule, ends_on_claim_event};
@@ -797,7 +797,7 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
         }
         UserOp::AddSelector(name, key, value) => {
             if let Some(c) = state.truth.claims.get(*name).cloned() {
-                state.truth.put_claim(c.selector(&[(*key, *value)]));
+                state.truth.put_claim(c.selects(&[(*key, *value)]));
                 state.claim_changed(name);
             }
         }
@@ -1043,168 +1043,333 @@ fn check_converged(truth: &Truth) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // Fingerprints: what distinguishes two states, with resourceVersions renamed by rank
 // (only their equality matters, and every new one is fresh).
+//
+// Every struct that feeds a fingerprint is destructured in full, without `..`: a field
+// added to a state, a controller, an object or a status is a compile error here until
+// someone decides whether it tells states apart, instead of two states silently merging.
+// A field bound to `_` was decided not to.
 
 fn fingerprint(state: &State) -> u64 {
-    // A resourceVersion is only ever compared with other copies of the same object, so
-    // each object's versions are renamed by their rank among that object's copies.
-    let mut versions: HashMap<(bool, &str), BTreeSet<u64>> = HashMap::default();
-    let parse = |rv: &Option<String>| rv.as_deref().and_then(|r| r.parse::<u64>().ok());
-    for c in state_claims(state) {
-        if let Some(rv) = parse(&c.metadata.resource_version) {
-            versions
-                .entry((true, meta::name(c)))
-                .or_default()
-                .insert(rv);
-        }
+    let State {
+        truth,
+        claim_ctl,
+        server_ctl,
+        crashes,
+        faults,
+        resyncs,
+        next_user_op,
+        // Fixed for a whole exploration.
+        protocol: _,
+    } = state;
+    // Versions are renamed by rank, so the counter behind them does not count.
+    let Truth {
+        servers,
+        claims,
+        next_rv: _,
+    } = truth;
+    let ranks = Ranks::of(state);
+    let mut h = FxHasher::default();
+    claims.len().hash(&mut h);
+    for c in claims.values() {
+        claim_fp(c, &ranks, &mut h);
     }
-    for s in state_servers(state) {
-        if let Some(rv) = parse(&s.metadata.resource_version) {
-            versions
-                .entry((false, meta::name(s)))
-                .or_default()
-                .insert(rv);
-        }
+    servers.len().hash(&mut h);
+    for s in servers.values() {
+        server_fp(s, &ranks, &mut h);
     }
-    let local_rank = |is_claim: bool, name: &str, rv: &Option<String>| {
-        let rv = parse(rv)?;
-        versions
+    for ctl in [claim_ctl, server_ctl] {
+        ctl_fp(ctl, &ranks, &mut h);
+    }
+    ((*crashes, *faults, *resyncs), *next_user_op).hash(&mut h);
+    h.finish()
+}
+
+/// A resourceVersion is only ever compared with other copies of the same object, so each
+/// object's versions are renamed by their rank among that object's copies in the state.
+struct Ranks<'a> {
+    versions: HashMap<(bool, &'a str), BTreeSet<u64>>,
+}
+
+impl<'a> Ranks<'a> {
+    fn of(state: &'a State) -> Self {
+        let mut versions: HashMap<(bool, &str), BTreeSet<u64>> = HashMap::default();
+        for c in state_claims(state) {
+            if let Some(rv) = parse_rv(&c.metadata.resource_version) {
+                versions
+                    .entry((true, meta::name(c)))
+                    .or_default()
+                    .insert(rv);
+            }
+        }
+        for s in state_servers(state) {
+            if let Some(rv) = parse_rv(&s.metadata.resource_version) {
+                versions
+                    .entry((false, meta::name(s)))
+                    .or_default()
+                    .insert(rv);
+            }
+        }
+        Self { versions }
+    }
+
+    fn rank(&self, is_claim: bool, name: &str, rv: &Option<String>) -> Option<usize> {
+        let rv = parse_rv(rv)?;
+        self.versions
             .get(&(is_claim, name))
             .and_then(|set| set.iter().position(|v| *v == rv))
-    };
-    let rv = |obj: &dyn Fn() -> Option<usize>| obj();
-    let mut h = FxHasher::default();
-    let claim_fp = |c: &ServerClaim, h: &mut FxHasher| {
-        meta::name(c).hash(h);
-        meta::uid(c).hash(h);
-        rv(&|| local_rank(true, meta::name(c), &c.metadata.resource_version)).hash(h);
-        c.metadata.annotations.hash(h);
-        let spec = &c.spec;
-        (&spec.server_ref, &spec.server_selector, &spec.tolerations).hash(h);
-        let status = c.status.as_ref();
-        status.and_then(|s| s.phase).hash(h);
-        status.is_some_and(|s| s.bound_time.is_some()).hash(h);
-        status
-            .and_then(|s| find_bound(&s.conditions))
-            .map(|b| (&b.reason, &b.message))
-            .hash(h);
-    };
-    let server_fp = |s: &Server, h: &mut FxHasher| {
-        meta::name(s).hash(h);
-        rv(&|| local_rank(false, meta::name(s), &s.metadata.resource_version)).hash(h);
-        s.metadata.annotations.hash(h);
-        s.metadata.finalizers.hash(h);
-        s.metadata.deletion_timestamp.is_some().hash(h);
-        let spec = &s.spec;
-        (&spec.server_claim_ref, spec.unclaimable, &spec.taints).hash(h);
-        spec.reclaim_policy.hash(h);
-        meta::labels(s).hash(h);
-        let status = s.status.as_ref();
-        status.and_then(|st| st.phase).hash(h);
-        status.and_then(|st| st.claim.as_deref()).hash(h);
-        status
-            .and_then(|st| find_bound(&st.conditions))
-            .map(|b| (&b.reason, &b.message))
-            .hash(h);
-    };
-    let claims = |m: &BTreeMap<String, ServerClaim>, h: &mut FxHasher| {
-        m.len().hash(h);
-        for c in m.values() {
-            claim_fp(c, h);
-        }
-    };
-    let servers = |m: &BTreeMap<String, Server>, h: &mut FxHasher| {
-        m.len().hash(h);
-        for s in m.values() {
-            server_fp(s, h);
-        }
-    };
-    claims(&state.truth.claims, &mut h);
-    servers(&state.truth.servers, &mut h);
-    for ctl in [&state.claim_ctl, &state.server_ctl] {
-        ctl.claims.len().hash(&mut h);
-        for c in ctl.claims.iter() {
-            claim_fp(c, &mut h);
-        }
-        ctl.servers.len().hash(&mut h);
-        for s in ctl.servers.iter() {
-            server_fp(s, &mut h);
-        }
-        ctl.claim_events.len().hash(&mut h);
-        for (n, c) in &ctl.claim_events {
-            n.hash(&mut h);
-            match c {
-                Some(c) => claim_fp(c, &mut h),
-                None => 0u8.hash(&mut h),
-            }
-        }
-        ctl.server_events.len().hash(&mut h);
-        for (n, s) in &ctl.server_events {
-            n.hash(&mut h);
-            match s {
-                Some(s) => server_fp(s, &mut h),
-                None => 0u8.hash(&mut h),
-            }
-        }
-        ctl.woken.hash(&mut h);
-        for (server, a) in ctl.assumed.iter() {
-            server.hash(&mut h);
-            a.claim.hash(&mut h);
-            local_rank(true, &a.claim.name, &a.based_on).hash(&mut h);
-            local_rank(true, &a.claim.name, &a.written).hash(&mut h);
-            a.seen.hash(&mut h);
-        }
-        match &ctl.in_flight {
-            None => 0u8.hash(&mut h),
-            Some(InFlight::Claim {
-                base,
-                object,
-                status,
-                assumed,
-            }) => {
-                1u8.hash(&mut h);
-                assumed.hash(&mut h);
-                claim_fp(base, &mut h);
-                if let Some(o) = object {
-                    claim_fp(o, &mut h);
-                }
-                status
-                    .as_ref()
-                    .map(|s| {
-                        (
-                            s.phase,
-                            s.bound_time.is_some(),
-                            conditions_fp(&s.conditions),
-                        )
-                    })
-                    .hash(&mut h);
-            }
-            Some(InFlight::Server {
-                base,
-                object,
-                status,
-            }) => {
-                2u8.hash(&mut h);
-                server_fp(base, &mut h);
-                if let Some(o) = object {
-                    server_fp(o, &mut h);
-                }
-                status
-                    .as_ref()
-                    .map(|s| {
-                        (
-                            s.phase,
-                            &s.claim,
-                            s.observed_generation,
-                            conditions_fp(&s.conditions),
-                        )
-                    })
-                    .hash(&mut h);
-            }
+    }
+}
+
+fn parse_rv(rv: &Option<String>) -> Option<u64> {
+    rv.as_deref().and_then(|r| r.parse::<u64>().ok())
+}
+
+/// One controller: its caches, its undelivered events, what it woke, its assumed choices
+/// and the plan it is carrying out.
+fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
+    let Ctl {
+        claims,
+        servers,
+        claim_events,
+        server_events,
+        assumed,
+        woken,
+        in_flight,
+    } = ctl;
+    claims.len().hash(h);
+    for c in claims.iter() {
+        claim_fp(c, ranks, h);
+    }
+    servers.len().hash(h);
+    for s in servers.iter() {
+        server_fp(s, ranks, h);
+    }
+    claim_events.len().hash(h);
+    for (n, c) in claim_events {
+        n.hash(h);
+        match c {
+            Some(c) => claim_fp(c, ranks, h),
+            None => 0u8.hash(h),
         }
     }
-    let budgets = (state.crashes, state.faults, state.resyncs);
-    (budgets, state.next_user_op).hash(&mut h);
-    h.finish()
+    server_events.len().hash(h);
+    for (n, s) in server_events {
+        n.hash(h);
+        match s {
+            Some(s) => server_fp(s, ranks, h),
+            None => 0u8.hash(h),
+        }
+    }
+    woken.hash(h);
+    for (server, a) in assumed.iter() {
+        let Assumption {
+            claim,
+            based_on,
+            written,
+            seen,
+        } = a;
+        server.hash(h);
+        claim.hash(h);
+        ranks.rank(true, &claim.name, based_on).hash(h);
+        ranks.rank(true, &claim.name, written).hash(h);
+        seen.hash(h);
+    }
+    in_flight_fp(in_flight.as_ref(), ranks, h);
+}
+
+/// The rest of a plan: the object read, the object and status still to write, and the
+/// server a pick assumed.
+fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
+    match in_flight {
+        None => 0u8.hash(h),
+        Some(InFlight::Claim {
+            base,
+            object,
+            status,
+            assumed,
+        }) => {
+            1u8.hash(h);
+            assumed.hash(h);
+            claim_fp(base, ranks, h);
+            if let Some(o) = object {
+                claim_fp(o, ranks, h);
+            }
+            status
+                .as_ref()
+                .map(|status| {
+                    let ServerClaimStatus {
+                        phase,
+                        conditions,
+                        bound_time,
+                    } = status;
+                    (*phase, bound_time.is_some(), conditions_fp(conditions))
+                })
+                .hash(h);
+        }
+        Some(InFlight::Server {
+            base,
+            object,
+            status,
+        }) => {
+            2u8.hash(h);
+            server_fp(base, ranks, h);
+            if let Some(o) = object {
+                server_fp(o, ranks, h);
+            }
+            status
+                .as_ref()
+                .map(|status| {
+                    let ServerStatus {
+                        phase,
+                        claim,
+                        observed_generation,
+                        conditions,
+                    } = status;
+                    (phase, claim, observed_generation, conditions_fp(conditions))
+                })
+                .hash(h);
+        }
+    }
+}
+
+/// What of a claim the decisions read. Its status is kept as the decisions see it: the
+/// phase, whether `boundTime` is set, and the `Bound` condition's reason and message.
+fn claim_fp(c: &ServerClaim, ranks: &Ranks, h: &mut FxHasher) {
+    let ServerClaim {
+        metadata,
+        spec,
+        status,
+    } = c;
+    let ObjectMeta {
+        name,
+        uid,
+        resource_version,
+        annotations,
+        // Claims carry no finalizer of ours and are deleted at once, so they are never
+        // seen deleting.
+        deletion_timestamp: _,
+        deletion_grace_period_seconds: _,
+        finalizers: _,
+        // Set once per incarnation by the scenario; the uid tells incarnations apart.
+        creation_timestamp: _,
+        // Its value follows the spec's history; what the decisions read is whether the
+        // `Bound` condition was written for it (`bound_fp`).
+        generation,
+        // The decisions read no labels, owners or bookkeeping of a claim.
+        labels: _,
+        generate_name: _,
+        managed_fields: _,
+        namespace: _,
+        owner_references: _,
+        self_link: _,
+    } = metadata;
+    let name = name.as_deref().unwrap_or("");
+    name.hash(h);
+    uid.as_deref().hash(h);
+    ranks.rank(true, name, resource_version).hash(h);
+    annotations.hash(h);
+    let ServerClaimSpec {
+        server_ref,
+        server_selector,
+        tolerations,
+    } = spec;
+    (server_ref, server_selector, tolerations).hash(h);
+    let (phase, bound_time, bound) = match status {
+        None => (None, false, None),
+        Some(ServerClaimStatus {
+            phase,
+            conditions,
+            bound_time,
+        }) => (
+            *phase,
+            bound_time.is_some(),
+            bound_fp(conditions, *generation),
+        ),
+    };
+    phase.hash(h);
+    bound_time.hash(h);
+    bound.hash(h);
+}
+
+/// No labels and an empty label map are the same to the decisions (`meta::labels`).
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+/// What of a server the decisions read.
+fn server_fp(s: &Server, ranks: &Ranks, h: &mut FxHasher) {
+    let Server {
+        metadata,
+        spec,
+        status,
+    } = s;
+    let ObjectMeta {
+        name,
+        resource_version,
+        annotations,
+        finalizers,
+        deletion_timestamp,
+        labels,
+        // One incarnation per server name in every scenario.
+        uid: _,
+        creation_timestamp: _,
+        // Follows the spec's history (see `claim_fp`).
+        generation,
+        deletion_grace_period_seconds: _,
+        generate_name: _,
+        managed_fields: _,
+        namespace: _,
+        owner_references: _,
+        self_link: _,
+    } = metadata;
+    let name = name.as_deref().unwrap_or("");
+    name.hash(h);
+    ranks.rank(false, name, resource_version).hash(h);
+    annotations.hash(h);
+    finalizers.hash(h);
+    deletion_timestamp.is_some().hash(h);
+    let ServerSpec {
+        server_claim_ref,
+        unclaimable,
+        taints,
+        reclaim_policy,
+    } = spec;
+    (server_claim_ref, *unclaimable, taints).hash(h);
+    reclaim_policy.hash(h);
+    labels.as_ref().unwrap_or(&NO_LABELS).hash(h);
+    let (phase, claim, bound) = match status {
+        None => (None, None, (false, None)),
+        Some(ServerStatus {
+            phase,
+            claim,
+            conditions,
+            observed_generation,
+        }) => (
+            *phase,
+            claim.as_deref(),
+            (
+                *observed_generation == *generation,
+                bound_fp(conditions, *generation),
+            ),
+        ),
+    };
+    phase.hash(h);
+    claim.hash(h);
+    bound.hash(h);
+}
+
+/// The `Bound` condition as the decisions read it: its reason and message, and whether
+/// it was written for the object's current `generation` (the status rules compare the
+/// two, never their values).
+fn bound_fp(conditions: &[Condition], generation: Option<i64>) -> Option<(&String, &String, bool)> {
+    let Condition {
+        reason,
+        message,
+        // Follow from the phase and the generation; the model's clock never moves.
+        type_: _,
+        status: _,
+        observed_generation,
+        last_transition_time: _,
+    } = find_bound(conditions)?;
+    Some((reason, message, *observed_generation == generation))
 }
 
 /// What of a plan's conditions a later write depends on (the transition time is the
@@ -1213,12 +1378,20 @@ fn conditions_fp(conditions: &[Condition]) -> Vec<(&str, &str, &str, &str, Optio
     conditions
         .iter()
         .map(|c| {
+            let Condition {
+                type_,
+                status,
+                reason,
+                message,
+                observed_generation,
+                last_transition_time: _,
+            } = c;
             (
-                c.type_.as_str(),
-                c.status.as_str(),
-                c.reason.as_str(),
-                c.message.as_str(),
-                c.observed_generation,
+                type_.as_str(),
+                status.as_str(),
+                reason.as_str(),
+                message.as_str(),
+                *observed_generation,
             )
         })
         .collect()
@@ -1265,8 +1438,8 @@ pub fn contention() -> Scenario {
         ],
         claims: vec![
             claim("a").created(1),
-            claim("b").selector(&[("rack", "r1")]).created(2),
-            claim("u").wants("s1").created(3),
+            claim("b").selects(&[("rack", "r1")]).created(2),
+            claim("u").names("s1").created(3),
         ],
         user_ops: vec![],
         crashes: 1,
@@ -1301,7 +1474,7 @@ pub fn lost_ref_and_release() -> Scenario {
         name: "lost-ref-and-release",
         servers: vec![
             server("s1")
-                .bound_to("b", "uid-b")
+                .claimed_for("b", "uid-b")
                 .phase(ServerPhase::Bound),
             server("s2").retain(),
         ],
@@ -1335,7 +1508,7 @@ pub fn eligibility_churn() -> Scenario {
         claims: vec![claim("a").created(1)],
         user_ops: vec![
             UserOp::EditServer("s1", ServerEdit::Taint("gpu")),
-            UserOp::CreateClaim(Box::new(claim("b").tolerate("gpu").created(2))),
+            UserOp::CreateClaim(Box::new(claim("b").tolerates("gpu").created(2))),
         ],
         crashes: 0,
         faults: 1,
@@ -1355,7 +1528,7 @@ pub fn orphan_and_cordon() -> Scenario {
         servers: vec![
             server("s1")
                 .labels(&[("rack", "r1")])
-                .bound_to("a", "uid-a")
+                .claimed_for("a", "uid-a")
                 .phase(ServerPhase::Bound),
             server("s2").labels(&[("rack", "r2")]).taint("maint"),
         ],
@@ -1631,7 +1804,7 @@ fn the_model_check_catches_the_old_orphan_behaviour() {
 fn user_annotations_are_the_protocol_names() {
     // Guards the model's notion of "user-chosen" against a rename.
     assert!(is_controller_chosen(&claim("c").chose("s")));
-    assert!(!is_controller_chosen(&claim("c").wants("s")));
+    assert!(!is_controller_chosen(&claim("c").names("s")));
     assert_eq!(ANNOTATION_PRE_BOUND, "metal.binder.dev/pre-bound");
 }
 

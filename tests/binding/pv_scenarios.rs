@@ -66,7 +66,7 @@ fn simple_bind() {
 fn no_match() {
     let mut w = Truth::new(
         vec![server("s1").labels(&[("size", "s")])],
-        vec![claim("c").selector(&[("size", "xl")])],
+        vec![claim("c").selects(&[("size", "xl")])],
     );
     let events = settle(&mut w);
     assert_eq!(phase(&w, "c"), Some(ClaimPhase::Pending));
@@ -79,7 +79,7 @@ fn no_match() {
 fn best_fit_prefers_untainted_then_the_lowest_name() {
     let mut w = Truth::new(
         vec![server("a").taint("gpu"), server("c"), server("b")],
-        vec![claim("x").tolerate("gpu")],
+        vec![claim("x").tolerates("gpu")],
     );
     settle(&mut w);
     assert_bound(&w, "x", "b");
@@ -103,7 +103,7 @@ fn server_pre_bound_by_name() {
 #[test]
 fn server_pre_bound_by_uid_after_a_crash_after_the_server_write() {
     let mut w = Truth::new(
-        vec![server("a"), server("s1").bound_to("c", "uid-c")],
+        vec![server("a"), server("s1").claimed_for("c", "uid-c")],
         vec![claim("c")],
     );
     settle(&mut w);
@@ -122,7 +122,7 @@ fn server_pre_bound_to_a_claim_of_the_same_name_but_another_uid() {
     let mut w = Truth::new(
         vec![
             server("s1")
-                .bound_to("c", "uid-old")
+                .claimed_for("c", "uid-old")
                 .phase(ServerPhase::Bound),
             server("s2"),
         ],
@@ -147,7 +147,7 @@ fn crash_after_bind_completed_before_the_status() {
     let mut w = Truth::new(
         vec![
             server("s1")
-                .bound_to("c", "uid-c")
+                .claimed_for("c", "uid-c")
                 .phase(ServerPhase::Bound),
         ],
         vec![claim("c").chose("s1").bind_completed()],
@@ -165,7 +165,7 @@ fn selector_match_and_mismatch() {
         ],
         vec![
             claim("xl").expression("size", SelectorOperator::In, &["l", "xl"]),
-            claim("nope").selector(&[("rack", "r9")]),
+            claim("nope").selects(&[("rack", "r9")]),
         ],
     );
     settle(&mut w);
@@ -178,7 +178,7 @@ fn selector_match_and_mismatch() {
 fn user_pre_bound_claim() {
     let mut w = Truth::new(
         vec![server("a"), server("s9")],
-        vec![claim("c").wants("s9")],
+        vec![claim("c").names("s9")],
     );
     settle(&mut w);
     assert_bound(&w, "c", "s9");
@@ -195,7 +195,7 @@ fn released_server_is_skipped() {
         vec![
             server("a")
                 .retain()
-                .bound_to("gone", "uid-gone")
+                .claimed_for("gone", "uid-gone")
                 .phase(ServerPhase::Released),
             server("b"),
         ],
@@ -208,7 +208,7 @@ fn released_server_is_skipped() {
 
 #[test]
 fn claim_pre_bound_to_a_missing_server() {
-    let mut w = Truth::new(vec![server("s1")], vec![claim("c").wants("missing")]);
+    let mut w = Truth::new(vec![server("s1")], vec![claim("c").names("missing")]);
     let events = settle(&mut w);
     assert_eq!(phase(&w, "c"), Some(ClaimPhase::Pending));
     assert_eq!(reason(&w, "c").as_deref(), Some("ServerNotFound"));
@@ -228,8 +228,8 @@ fn user_chosen_claim_to_a_taken_server() {
     let mut w = Truth::new(
         vec![server("s1"), server("s2")],
         vec![
-            claim("first").wants("s1").created(1),
-            claim("second").wants("s1").created(2),
+            claim("first").names("s1").created(1),
+            claim("second").names("s1").created(2),
         ],
     );
     let events = settle(&mut w);
@@ -249,7 +249,7 @@ fn user_chosen_claim_to_a_taken_server() {
 #[test]
 fn controller_chosen_claim_to_a_taken_server_withdraws_and_picks_again() {
     let mut w = Truth::new(
-        vec![server("s1").bound_to("other", "uid-other"), server("s2")],
+        vec![server("s1").claimed_for("other", "uid-other"), server("s2")],
         vec![
             claim("other").chose("s1").bind_completed(),
             claim("c").chose("s1"),
@@ -266,7 +266,7 @@ fn bound_claim_whose_ref_was_cleared_gets_it_back() {
     // Unlike a PVC's volumeName, serverRef can be cleared where admission does not
     // refuse it; the bound claim never moves: the claim writes the ref back ([j]).
     let mut w = Truth::new(
-        vec![server("s1").bound_to("c", "uid-c"), server("s2")],
+        vec![server("s1").claimed_for("c", "uid-c"), server("s2")],
         vec![
             claim("c").bind_completed().phase(ClaimPhase::Bound),
             claim("d").created(20),
@@ -318,7 +318,7 @@ fn bound_claim_whose_server_lost_its_ref_gets_it_back() {
 #[test]
 fn bound_claim_whose_server_names_another_claim_is_misbound() {
     let mut w = Truth::new(
-        vec![server("s1").bound_to("other", "uid-other")],
+        vec![server("s1").claimed_for("other", "uid-other")],
         vec![
             claim("c")
                 .chose("s1")
@@ -339,7 +339,7 @@ fn server_bound_to_a_missing_claim_is_recycled() {
     let mut w = Truth::new(
         vec![
             server("s1")
-                .bound_to("gone", "uid-gone")
+                .claimed_for("gone", "uid-gone")
                 .phase(ServerPhase::Bound),
         ],
         vec![],
@@ -358,7 +358,7 @@ fn server_bound_to_a_missing_claim_is_retained() {
         vec![
             server("s1")
                 .retain()
-                .bound_to("gone", "uid-gone")
+                .claimed_for("gone", "uid-gone")
                 .phase(ServerPhase::Bound),
         ],
         vec![claim("c")],
@@ -379,7 +379,7 @@ fn server_bound_to_a_missing_claim_is_retained() {
 #[test]
 fn server_bound_to_a_claim_that_names_another_server_controller_made_ref() {
     let mut w = Truth::new(
-        vec![server("s1").bound_to("c", "uid-c"), server("s2")],
+        vec![server("s1").claimed_for("c", "uid-c"), server("s2")],
         vec![claim("c").chose("s2")],
     );
     let events = settle(&mut w);
@@ -391,8 +391,8 @@ fn server_bound_to_a_claim_that_names_another_server_controller_made_ref() {
 #[test]
 fn server_bound_to_a_claim_that_names_another_server_user_made_ref() {
     let mut w = Truth::new(
-        vec![server("s1").user_bound_to("c", "uid-c"), server("s2")],
-        vec![claim("c").wants("s2")],
+        vec![server("s1").uid_filled_for("c", "uid-c"), server("s2")],
+        vec![claim("c").names("s2")],
     );
     settle(&mut w);
     assert_eq!(

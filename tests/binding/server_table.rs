@@ -21,7 +21,7 @@ fn written(plan: &ServerPlan) -> &Server {
 #[test]
 fn no_ref_and_no_claim_is_available_and_drops_the_finalizer() {
     let srv = server("s1").finalizer();
-    let d = decide_s(&srv, &[claim("other").wants("s2")]);
+    let d = decide_s(&srv, &[claim("other").names("s2")]);
     assert_eq!(d, ServerDecision::Available);
     let p = plan(&srv, &d);
     assert!(!has_protection(written(&p)));
@@ -59,7 +59,7 @@ fn no_ref_with_a_claim_naming_it_claims_it_in_one_write_then_bound() {
 fn winner_is_the_bind_completed_claim_restoring_its_lost_ref() {
     let srv = server("s1");
     let world = [
-        claim("a").wants("s1").created(1),
+        claim("a").names("s1").created(1),
         claim("b").chose("s1").bind_completed().created(50),
     ];
     assert_eq!(
@@ -76,7 +76,7 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
     let srv = server("s1");
     let world = [
         claim("a").chose("s1").created(1),
-        claim("b").wants("s1").created(50),
+        claim("b").names("s1").created(50),
     ];
     assert!(matches!(
         decide_s(&srv, &world),
@@ -108,7 +108,7 @@ fn winner_then_prefers_the_oldest_then_the_name() {
 #[test]
 fn winner_is_only_among_claims_the_server_is_eligible_for() {
     let srv = server("s1").labels(&[("rack", "r1")]);
-    let world = [claim("a").wants("s1").selector(&[("rack", "r2")])];
+    let world = [claim("a").names("s1").selects(&[("rack", "r2")])];
     assert_eq!(decide_s(&srv, &world), ServerDecision::Available);
 }
 
@@ -168,7 +168,7 @@ fn name_only_ref_with_the_claim_elsewhere_stays_reserved() {
 
 #[test]
 fn uid_ref_with_the_claim_missing_from_cache_reads_it_live_first() {
-    let srv = server("s1").bound_to("c", "uid-c");
+    let srv = server("s1").claimed_for("c", "uid-c");
     let d = decide_s(&srv, &[]);
     assert_eq!(
         d,
@@ -182,7 +182,7 @@ fn uid_ref_with_the_claim_missing_from_cache_reads_it_live_first() {
 #[test]
 fn uid_ref_with_the_claim_gone_is_recycled() {
     let srv = server("s1")
-        .bound_to("c", "uid-c")
+        .claimed_for("c", "uid-c")
         .phase(ServerPhase::Bound);
     let d = decide_s_live(&srv, &[]);
     assert_eq!(
@@ -203,7 +203,7 @@ fn uid_ref_with_the_claim_gone_is_recycled() {
 
 #[test]
 fn recycling_a_user_made_ref_clears_only_the_uid() {
-    let srv = server("s1").user_bound_to("c", "uid-c");
+    let srv = server("s1").uid_filled_for("c", "uid-c");
     let d = decide_s_live(&srv, &[]);
     let p = plan(&srv, &d);
     assert_eq!(written(&p).spec.server_claim_ref, Some(holder("c", None)));
@@ -213,7 +213,7 @@ fn recycling_a_user_made_ref_clears_only_the_uid() {
 #[test]
 fn uid_ref_with_the_claim_gone_is_retained_as_released() {
     let srv = server("s1")
-        .bound_to("c", "uid-c")
+        .claimed_for("c", "uid-c")
         .retain()
         .phase(ServerPhase::Bound);
     let d = decide_s_live(&srv, &[]);
@@ -235,7 +235,7 @@ fn uid_ref_with_the_claim_gone_is_retained_as_released() {
 
 #[test]
 fn uid_ref_to_an_older_incarnation_is_released_once_confirmed() {
-    let srv = server("s1").bound_to("c", "uid-old");
+    let srv = server("s1").claimed_for("c", "uid-old");
     let recreated = [claim("c")];
     assert!(matches!(
         decide_s(&srv, &recreated),
@@ -251,7 +251,7 @@ fn uid_ref_to_an_older_incarnation_is_released_once_confirmed() {
 
 #[test]
 fn uid_ref_with_the_claim_naming_it_ensures_bound_and_the_finalizer() {
-    let mut srv = server("s1").bound_to("c", "uid-c");
+    let mut srv = server("s1").claimed_for("c", "uid-c");
     srv.metadata.finalizers = None;
     let d = decide_s(&srv, &[claim("c").chose("s1")]);
     assert_eq!(d, ServerDecision::BoundConfirmed);
@@ -266,7 +266,7 @@ fn uid_ref_with_the_claim_naming_it_ensures_bound_and_the_finalizer() {
 
 #[test]
 fn uid_ref_with_the_claim_unchosen_waits_for_adoption() {
-    let srv = server("s1").bound_to("c", "uid-c");
+    let srv = server("s1").claimed_for("c", "uid-c");
     let d = decide_s(&srv, &[claim("c")]);
     assert_eq!(d, ServerDecision::BoundAwaitingAdoption);
     let p = plan(&srv, &d);
@@ -275,7 +275,7 @@ fn uid_ref_with_the_claim_unchosen_waits_for_adoption() {
 
 #[test]
 fn uid_ref_with_the_claim_elsewhere_rolls_a_controller_made_ref_back() {
-    let srv = server("s1").bound_to("c", "uid-c");
+    let srv = server("s1").claimed_for("c", "uid-c");
     let d = decide_s(&srv, &[claim("c").chose("s2")]);
     assert_eq!(
         d,
@@ -292,8 +292,8 @@ fn uid_ref_with_the_claim_elsewhere_rolls_a_controller_made_ref_back() {
 
 #[test]
 fn rolling_back_a_user_made_ref_keeps_the_name() {
-    let srv = server("s1").user_bound_to("c", "uid-c");
-    let d = decide_s(&srv, &[claim("c").wants("s2")]);
+    let srv = server("s1").uid_filled_for("c", "uid-c");
+    let d = decide_s(&srv, &[claim("c").names("s2")]);
     assert!(matches!(d, ServerDecision::RollBack { .. }), "{d:?}");
     assert_eq!(
         written(&plan(&srv, &d)).spec.server_claim_ref,
@@ -303,7 +303,7 @@ fn rolling_back_a_user_made_ref_keeps_the_name() {
 
 #[test]
 fn deleting_while_a_live_claim_holds_it_is_blocked_once() {
-    let srv = server("s1").bound_to("c", "uid-c").deleting();
+    let srv = server("s1").claimed_for("c", "uid-c").deleting();
     let d = decide_s(&srv, &[claim("c").chose("s1").bind_completed()]);
     assert_eq!(
         d,
@@ -322,7 +322,7 @@ fn deleting_while_a_live_claim_holds_it_is_blocked_once() {
 
 #[test]
 fn deleting_with_no_live_claim_drops_the_finalizer() {
-    let srv = server("s1").bound_to("c", "uid-c").deleting();
+    let srv = server("s1").claimed_for("c", "uid-c").deleting();
     assert!(matches!(
         decide_s(&srv, &[]),
         ServerDecision::ConfirmClaimGone { .. }
@@ -336,7 +336,7 @@ fn deleting_with_no_live_claim_drops_the_finalizer() {
 fn uid_ref_with_a_bound_claim_that_cleared_its_ref_waits_for_it_to_restore_it() {
     // A bound claim never moves: a mistaken edit of its serverRef must not hand the
     // server to another claim. The claim side writes the ref back (RestoreServerRef).
-    let srv = server("s1").bound_to("c", "uid-c").unclaimable();
+    let srv = server("s1").claimed_for("c", "uid-c").unclaimable();
     let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
     assert_eq!(decide_s(&srv, &lost), ServerDecision::BoundAwaitingAdoption);
     let deleting = srv.deleting();
@@ -359,8 +359,8 @@ fn uid_ref_with_an_unbound_claim_that_cannot_adopt_the_server_rolls_back() {
             Ineligible::SelectorMismatch,
         ),
     ] {
-        let srv = srv.bound_to("c", "uid-c");
-        let c = [claim("c").selector(&[("rack", "r1")])];
+        let srv = srv.claimed_for("c", "uid-c");
+        let c = [claim("c").selects(&[("rack", "r1")])];
         let d = decide_s(&srv, &c);
         assert_eq!(
             d,
@@ -398,7 +398,7 @@ fn an_empty_uid_is_a_reservation_by_name() {
 
 #[test]
 fn a_stale_bound_by_controller_annotation_goes_once_the_ref_is_cleared() {
-    let mut srv = server("s1").bound_to("gone", "uid-gone");
+    let mut srv = server("s1").claimed_for("gone", "uid-gone");
     srv.spec.server_claim_ref = None;
     let d = decide_s(&srv, &[]);
     assert_eq!(d, ServerDecision::Available);
@@ -412,14 +412,14 @@ fn a_stale_bound_by_controller_annotation_goes_once_the_ref_is_cleared() {
 #[test]
 fn a_reservation_fills_the_uid_only_for_a_claim_it_can_serve() {
     let srv = server("s1").reserved_for("c").labels(&[("rack", "r2")]);
-    let d = decide_s(&srv, &[claim("c").wants("s1").selector(&[("rack", "r1")])]);
+    let d = decide_s(&srv, &[claim("c").names("s1").selects(&[("rack", "r1")])]);
     assert_eq!(d, ServerDecision::ReservedClaimElsewhere);
 }
 
 #[test]
 fn deleting_is_not_blocked_by_an_unbound_claim_that_names_nothing() {
     // It can never adopt a deleting server ([c]).
-    let srv = server("s1").bound_to("c", "uid-c").deleting();
+    let srv = server("s1").claimed_for("c", "uid-c").deleting();
     assert_eq!(
         decide_s(&srv, &[claim("c")]),
         ServerDecision::DeletionAllowed

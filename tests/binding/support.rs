@@ -8,7 +8,10 @@ use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
-pub const NS: &str = "team-a";
+// The vocabulary the builders share with tests/controllers/stage.rs, and the namespace.
+#[path = "../common/names.rs"]
+mod names;
+pub use names::NS;
 
 pub fn t(seconds: i64) -> Time {
     Time(Timestamp::from_second(1_700_000_000 + seconds).expect("valid timestamp"))
@@ -55,7 +58,9 @@ pub fn claim(name: &str) -> ServerClaim {
     }
 }
 
+/// Builders in the vocabulary of tests/common/names.rs.
 pub trait ServerExt: Sized {
+    /// The server's labels are exactly these.
     fn labels(self, pairs: &[(&str, &str)]) -> Self;
     fn taint(self, key: &str) -> Self;
     fn unclaimable(self) -> Self;
@@ -64,10 +69,13 @@ pub trait ServerExt: Sized {
     fn phase(self, phase: ServerPhase) -> Self;
     /// A user's reservation by name (no uid, no controller annotation).
     fn reserved_for(self, claim: &str) -> Self;
-    /// Bound by the server controller to the claim with this name and uid.
-    fn bound_to(self, claim: &str, uid: &str) -> Self;
-    /// A user-made ref with a uid (the controller filled the uid in).
-    fn user_bound_to(self, claim: &str, uid: &str) -> Self;
+    /// The ref as the server controller's `ClaimForWinner` writes it: this claim's name
+    /// and uid, `bound-by-controller`, the finalizer (the status is the caller's).
+    fn claimed_for(self, claim: &str, uid: &str) -> Self;
+    /// A user-made ref with a uid, as `FillUid` leaves it: the uid and the finalizer, no
+    /// `bound-by-controller`.
+    fn uid_filled_for(self, claim: &str, uid: &str) -> Self;
+    /// The `server-protection` finalizer.
     fn finalizer(self) -> Self;
     /// Sets the uid of the server's ref as written (`""` included).
     fn uid_ref(self, uid: &str) -> Self;
@@ -121,15 +129,15 @@ impl ServerExt for Server {
         });
         self
     }
-    fn bound_to(self, claim: &str, uid: &str) -> Self {
-        let mut s = self.user_bound_to(claim, uid);
+    fn claimed_for(self, claim: &str, uid: &str) -> Self {
+        let mut s = self.uid_filled_for(claim, uid);
         s.metadata
             .annotations
             .get_or_insert_with(BTreeMap::new)
             .insert(ANNOTATION_BOUND_BY_CONTROLLER.into(), yes());
         s
     }
-    fn user_bound_to(mut self, claim: &str, uid: &str) -> Self {
+    fn uid_filled_for(mut self, claim: &str, uid: &str) -> Self {
         self.spec.server_claim_ref = Some(ServerClaimRef {
             namespace: NS.into(),
             name: claim.into(),
@@ -146,14 +154,16 @@ impl ServerExt for Server {
     }
 }
 
+/// Builders in the vocabulary of tests/common/names.rs.
 pub trait ClaimExt: Sized {
     fn uid(self, uid: &str) -> Self;
     fn created(self, seconds: i64) -> Self;
-    fn selector(self, pairs: &[(&str, &str)]) -> Self;
+    /// Adds these to `serverSelector.matchLabels`.
+    fn selects(self, pairs: &[(&str, &str)]) -> Self;
     fn expression(self, key: &str, operator: SelectorOperator, values: &[&str]) -> Self;
-    fn tolerate(self, key: &str) -> Self;
+    fn tolerates(self, key: &str) -> Self;
     /// A user-written serverRef (no pre-bound annotation).
-    fn wants(self, server: &str) -> Self;
+    fn names(self, server: &str) -> Self;
     /// A controller-chosen serverRef (with the pre-bound annotation).
     fn chose(self, server: &str) -> Self;
     fn bind_completed(self) -> Self;
@@ -169,7 +179,7 @@ impl ClaimExt for ServerClaim {
         self.metadata.creation_timestamp = Some(t(seconds));
         self
     }
-    fn selector(mut self, pairs: &[(&str, &str)]) -> Self {
+    fn selects(mut self, pairs: &[(&str, &str)]) -> Self {
         let selector = self
             .spec
             .server_selector
@@ -191,7 +201,7 @@ impl ClaimExt for ServerClaim {
         });
         self
     }
-    fn tolerate(mut self, key: &str) -> Self {
+    fn tolerates(mut self, key: &str) -> Self {
         self.spec.tolerations.push(Toleration {
             key: key.into(),
             operator: TolerationOperator::Exists,
@@ -200,14 +210,14 @@ impl ClaimExt for ServerClaim {
         });
         self
     }
-    fn wants(mut self, server: &str) -> Self {
+    fn names(mut self, server: &str) -> Self {
         self.spec.server_ref = Some(ServerRef {
             name: server.into(),
         });
         self
     }
     fn chose(self, server: &str) -> Self {
-        let mut c = self.wants(server);
+        let mut c = self.names(server);
         c.metadata
             .annotations
             .get_or_insert_with(BTreeMap::new)

@@ -20,7 +20,8 @@ pub struct Conflict;
 pub struct Truth {
     pub servers: BTreeMap<String, Server>,
     pub claims: BTreeMap<String, ServerClaim>,
-    next_rv: u64,
+    // Visible to the model check, whose fingerprint destructures every field.
+    pub(crate) next_rv: u64,
 }
 
 fn rv_of<K: Resource>(obj: &K) -> Option<&str> {

@@ -215,7 +215,7 @@ async fn kubectl_patch_and_apply_cannot_remove_a_bound_claims_server_ref() {
     let manifest = |path: &str, spec: &str| {
         let file = dir.path().join(path);
         let yaml = format!(
-            "apiVersion: metal.binder.dev/v1alpha1\nkind: ServerClaim\nmetadata:\n  name: c\n  namespace: default\nspec:\n{spec}"
+            "apiVersion: metal.binder.dev/v1alpha1\nkind: ServerClaim\nmetadata:\n  name: c\n  namespace: {NS}\nspec:\n{spec}"
         );
         std::fs::write(&file, yaml).unwrap();
         file.display().to_string()
@@ -225,7 +225,7 @@ async fn kubectl_patch_and_apply_cannot_remove_a_bound_claims_server_ref() {
     kubectl(&kubeconfig, &["apply", "-f", &with_ref]);
     set_phase(&env, "c", "Bound").await;
 
-    let patch = ["patch", "serverclaim", "c", "--type", "merge"];
+    let patch = ["patch", "serverclaim", "c", "-n", NS, "--type", "merge"];
     let err = kubectl_fails(
         &kubeconfig,
         &[&patch[..], &["-p", r#"{"spec":{"serverRef":null}}"#]].concat(),

@@ -241,7 +241,7 @@ impl World {
     async fn create_server(&mut self, name: &str) {
         let rack = format!("r{}", self.rng.random_range(1..=3));
         let size = ["small", "large"][self.rng.random_range(0..2)];
-        let mut draft = server(name).label("rack", &rack).label("size", size);
+        let mut draft = server(name).labels(&[("rack", &rack), ("size", size)]);
         let mut what = format!("create server {name} rack={rack} size={size}");
         if self.rng.random_bool(0.25) {
             let key = TAINTS[self.rng.random_range(0..2)];
@@ -286,7 +286,7 @@ impl World {
                     ["small", "large"][self.rng.random_range(0..2)].into(),
                 )
             };
-            draft = draft.selects(key, &value);
+            draft = draft.selects(&[(key, &value)]);
             write!(what, " selects {key}={value}").unwrap();
         }
         for key in TAINTS {

@@ -12,7 +12,7 @@ use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
 use crate::stage::*;
-use crate::support::{Env, assert_invariants};
+use crate::support::{Env, NS, assert_invariants};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";
@@ -141,7 +141,7 @@ async fn bound_claim_whose_server_serves_another_claim_is_misbound() {
     env.wait_claim_phase("c", ClaimPhase::Lost, "ServerMisbound")
         .await;
     let note = env.wait_event(CLAIM, "c", "Warning", "ClaimMisbound").await;
-    assert!(note.contains("default/d"), "{note}");
+    assert!(note.contains(&format!("{NS}/d")), "{note}");
     assert_eq!(
         env.metric(
             "server_binder_lost_claims_total",
@@ -236,19 +236,22 @@ async fn unbound_claim_adopts_a_server_that_recorded_it_before_a_crash() {
 async fn unbound_claim_picks_the_best_fit() {
     let mut env = Env::new().await;
     // s-a is tainted (tolerated), s-0 does not match the selector.
-    env.put_server(server("s-a").taint("gpu").label("rack", "r1"))
+    env.put_server(server("s-a").taint("gpu").labels(&[("rack", "r1")]))
         .await;
-    env.put_server(server("s-c").label("rack", "r1")).await;
-    env.put_server(server("s-b").label("rack", "r1")).await;
-    env.put_server(server("s-0").label("rack", "r2")).await;
-    env.put_claim(claim("c").tolerates("gpu").selects("rack", "r1"))
+    env.put_server(server("s-c").labels(&[("rack", "r1")]))
+        .await;
+    env.put_server(server("s-b").labels(&[("rack", "r1")]))
+        .await;
+    env.put_server(server("s-0").labels(&[("rack", "r2")]))
+        .await;
+    env.put_claim(claim("c").tolerates("gpu").selects(&[("rack", "r1")]))
         .await;
     env.start(2).await;
 
     let (c, _) = wait_bound(&env, "c", "s-b").await;
     assert!(has_annotation(&c, ANNOTATION_PRE_BOUND));
     let note = env.wait_event(SERVER, "s-b", "Normal", "Claimed").await;
-    assert!(note.contains("default/c"), "{note}");
+    assert!(note.contains(&format!("{NS}/c")), "{note}");
     assert_eq!(env.metric("server_binder_rebinds_total", &[]), 0.0);
 }
 
@@ -274,8 +277,8 @@ async fn unbound_claim_passes_over_a_server_a_users_claim_names() {
 #[tokio::test]
 async fn unbound_claim_with_nothing_eligible_waits_and_binds_when_a_server_fits() {
     let mut env = Env::new().await;
-    env.put_server(server("s1").label("rack", "r1")).await;
-    env.put_claim(claim("c").selects("rack", "r9")).await;
+    env.put_server(server("s1").labels(&[("rack", "r1")])).await;
+    env.put_claim(claim("c").selects(&[("rack", "r9")])).await;
     env.start(2).await;
 
     env.wait_claim_phase("c", ClaimPhase::Pending, "NoMatchingServer")
@@ -465,7 +468,7 @@ async fn unbound_claim_withdraws_a_chosen_server_that_was_taken() {
 
     wait_bound(&env, "c", "s2").await;
     let note = env.wait_event(CLAIM, "c", "Normal", "Rebinding").await;
-    assert!(note.contains("taken by default/d"), "{note}");
+    assert!(note.contains(&format!("taken by {NS}/d")), "{note}");
     assert_eq!(env.metric("server_binder_rebinds_total", &[]), 1.0);
     wait_bound(&env, "d", "s1").await;
 }
@@ -486,7 +489,10 @@ async fn unbound_claim_naming_a_taken_server_waits_with_already_claimed() {
         .await;
     assert_eq!(server_ref(&c), Some("s1"));
     let note = env.wait_event(CLAIM, "c", "Warning", "FailedBinding").await;
-    assert!(note.contains("already claimed by default/d"), "{note}");
+    assert!(
+        note.contains(&format!("already claimed by {NS}/d")),
+        "{note}"
+    );
     wait_bound(&env, "d", "s1").await;
     assert_eq!(claim_ref(&env.server("s2").await.unwrap()), None);
 }

@@ -14,7 +14,7 @@ use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, Server, ServerClaim, ServerPhase};
 
 use crate::stage::*;
-use crate::support::{DEADLINE, Env, assert_invariants, phase, wait_until};
+use crate::support::{DEADLINE, Env, assert_invariants, eventually, phase};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";
@@ -128,13 +128,13 @@ impl Unservable {
         match self {
             Unservable::Cordoned => server(name).unclaimable(),
             Unservable::Tainted => server(name).taint("maintenance"),
-            Unservable::Unmatched => server(name).label("rack", "r1"),
+            Unservable::Unmatched => server(name).labels(&[("rack", "r1")]),
         }
     }
 
     fn claim(self, name: &str) -> ClaimDraft {
         match self {
-            Unservable::Unmatched => claim(name).selects("rack", "r2"),
+            Unservable::Unmatched => claim(name).selects(&[("rack", "r2")]),
             Unservable::Cordoned | Unservable::Tainted => claim(name),
         }
     }
@@ -142,7 +142,7 @@ impl Unservable {
     /// A free server c1 can use.
     fn eligible_server(self, name: &str) -> ServerDraft {
         match self {
-            Unservable::Unmatched => server(name).label("rack", "r2"),
+            Unservable::Unmatched => server(name).labels(&[("rack", "r2")]),
             Unservable::Cordoned | Unservable::Tainted => server(name),
         }
     }
@@ -161,7 +161,7 @@ async fn stage_orphan(env: &Env, why: Unservable) {
 fn rolled_back(s: &Server) -> bool {
     claim_ref(s).is_none()
         && !has_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER)
-        && !protected(s)
+        && !has_finalizer(s)
         && server_phase_reason(s).0 == Some(ServerPhase::Available)
 }
 
@@ -273,7 +273,7 @@ async fn deleting_a_cordoned_server_with_an_orphaned_reservation_completes() {
 async fn selector_added_to_a_bound_claim_its_server_does_not_match_keeps_the_binding_and_warns() {
     let mut env = Env::new().await;
     let c1 = env.put_claim(claim("c1").bound("s1")).await;
-    env.put_server(server("s1").label("rack", "r1").bound_to(&c1))
+    env.put_server(server("s1").labels(&[("rack", "r1")]).bound_to(&c1))
         .await;
     env.start(4).await;
     wait_bound(&env, "c1", "s1").await;
@@ -326,7 +326,7 @@ async fn claim_naming_a_released_server_is_told_it_waits_for_an_admin() {
     env.put_server(
         server("s1")
             .retain()
-            .bound_to_uid("gone", DELETED_UID)
+            .ref_with_uid("gone", DELETED_UID)
             .by_controller()
             .phase(ServerPhase::Released),
     )
@@ -352,7 +352,7 @@ async fn claim_naming_a_released_server_is_told_it_waits_for_an_admin() {
     );
     assert!(
         !message.contains("already claimed"),
-        "c1's Bound condition must not say that s1 is already claimed (by default/gone, a \
+        "c1's Bound condition must not say that s1 is already claimed (by the gone \
          claim that no longer exists); message: {message:?}"
     );
     let note = env
@@ -680,7 +680,7 @@ async fn dump(env: &Env, w: &World) -> String {
             claim_ref(s),
             server_phase_reason(s),
             has_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER),
-            protected(s),
+            has_finalizer(s),
             s.spec.unclaimable,
             s.spec.taints.iter().map(|t| &t.key).collect::<Vec<_>>(),
             s.labels(),
@@ -758,8 +758,9 @@ async fn settle_claim(env: &Env, claim: &str) {
         let before = claim_reconciles(env);
         env.annotate_claim(claim, POKE, &format!("{before}-{round}"))
             .await;
-        wait_until(
+        eventually(
             &format!("a claim reconcile of {claim} after poke {round}"),
+            DEADLINE,
             || async { claim_reconciles(env) > before },
         )
         .await;

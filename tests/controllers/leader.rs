@@ -109,15 +109,15 @@ impl Replica {
     }
 
     async fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                self.exited = Some(status);
-                return status;
-            }
-            assert!(Instant::now() < deadline, "{} did not exit", self.name);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{} to exit", self.name);
+        let child = &mut self.child;
+        let status = eventually(&what, DEADLINE, || {
+            let exited = child.try_wait().expect("the child can be waited on");
+            async move { exited }
+        })
+        .await;
+        self.exited = Some(status);
+        status
     }
 }
 
@@ -213,7 +213,7 @@ impl Bed {
     /// Waits until `leader` leads (its gauge 1, the Lease names it) and every one of
     /// `standbys` is a ready standby (gauge 0, /readyz 200).
     async fn wait_leads(&self, what: &str, leader: &Replica, standbys: &[&Replica]) {
-        wait_until(what, || async {
+        eventually(what, DEADLINE, || async {
             if self.holder().await.as_deref() != Some(&leader.identity)
                 || leader.leader().await != Some(1)
                 || leader.readyz().await.map(|r| r.0) != Some(200)
@@ -235,27 +235,31 @@ impl Bed {
 /// returns the leader's index.
 async fn wait_one_leads(bed: &Bed, replicas: &[&Replica]) -> usize {
     let leader = std::cell::Cell::new(None);
-    wait_until("exactly one replica leads, named by the Lease", || async {
-        let holder = bed.holder().await;
-        let mut gauges = Vec::new();
-        for r in replicas {
-            let ready = r.readyz().await.map(|r| r.0) == Some(200);
-            gauges.push(if ready { r.leader().await } else { None });
-        }
-        let leaders: Vec<usize> = (0..replicas.len())
-            .filter(|&i| gauges[i] == Some(1))
-            .collect();
-        let standbys = gauges.iter().filter(|g| **g == Some(0)).count();
-        match leaders[..] {
-            [i] if standbys == replicas.len() - 1
-                && holder.as_deref() == Some(&replicas[i].identity) =>
-            {
-                leader.set(Some(i));
-                true
+    eventually(
+        "exactly one replica leads, named by the Lease",
+        DEADLINE,
+        || async {
+            let holder = bed.holder().await;
+            let mut gauges = Vec::new();
+            for r in replicas {
+                let ready = r.readyz().await.map(|r| r.0) == Some(200);
+                gauges.push(if ready { r.leader().await } else { None });
             }
-            _ => false,
-        }
-    })
+            let leaders: Vec<usize> = (0..replicas.len())
+                .filter(|&i| gauges[i] == Some(1))
+                .collect();
+            let standbys = gauges.iter().filter(|g| **g == Some(0)).count();
+            match leaders[..] {
+                [i] if standbys == replicas.len() - 1
+                    && holder.as_deref() == Some(&replicas[i].identity) =>
+                {
+                    leader.set(Some(i));
+                    true
+                }
+                _ => false,
+            }
+        },
+    )
     .await;
     leader.get().unwrap()
 }
@@ -319,7 +323,10 @@ async fn the_standby_takes_over_when_the_leader_is_killed_mid_binding() {
     for i in 0..50 {
         bed.env.create_claim(&format!("c{i:02}")).await;
     }
-    wait_until("some claims Bound", || async { bed.bound().await >= 5 }).await;
+    eventually("some claims Bound", DEADLINE, || async {
+        bed.bound().await >= 5
+    })
+    .await;
     let bound_at_kill = bed.bound().await;
     replicas[i].kill9();
     let killed = Instant::now();
@@ -340,15 +347,19 @@ async fn the_standby_takes_over_when_the_leader_is_killed_mid_binding() {
     );
     assert_ne!(dead.identity, standby.identity);
 
-    wait_until("all 50 claims Bound, never two on one server", || async {
-        let (servers, claims) = bed.env.all().await;
-        assert_invariants(&servers, &claims);
-        claims
-            .iter()
-            .filter(|c| phase(c) == Some(ClaimPhase::Bound))
-            .count()
-            == 50
-    })
+    eventually(
+        "all 50 claims Bound, never two on one server",
+        DEADLINE,
+        || async {
+            let (servers, claims) = bed.env.all().await;
+            assert_invariants(&servers, &claims);
+            claims
+                .iter()
+                .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+                .count()
+                == 50
+        },
+    )
     .await;
     let (servers, claims) = bed.env.all().await;
     assert_invariants(&servers, &claims);
@@ -375,7 +386,10 @@ async fn on_sigterm_the_leader_releases_the_lease_and_exits_0_and_the_standby_ta
     let b = bed.spawn("b", LEASE_SECS, None);
     bed.wait_leads("a leads, b stands by", &a, &[&b]).await;
     bed.env.create_claim("before").await;
-    wait_until("a binds a claim", || async { bed.bound().await == 1 }).await;
+    eventually("a binds a claim", DEADLINE, || async {
+        bed.bound().await == 1
+    })
+    .await;
 
     let (_, old_term_ends) = bed.term().await;
     a.sigterm();
@@ -406,7 +420,10 @@ async fn on_sigterm_the_leader_releases_the_lease_and_exits_0_and_the_standby_ta
         "handover {handover:?}, well under the {LEASE_SECS} s term"
     );
     bed.env.create_claim("after").await;
-    wait_until("b binds a claim", || async { bed.bound().await == 2 }).await;
+    eventually("b binds a claim", DEADLINE, || async {
+        bed.bound().await == 2
+    })
+    .await;
     let (servers, claims) = bed.env.all().await;
     assert_invariants(&servers, &claims);
     eprintln!("SIGTERM: a exited 0 after {exited:?}; b led {handover:?} after the signal");
@@ -468,7 +485,7 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_term_ends() {
         .faults()
         .fail(lease_writes, 1_000_000, 500);
     let failing = Instant::now();
-    wait_until("the leader stops leading", || async {
+    eventually("the leader stops leading", DEADLINE, || async {
         leader.leader().await == Some(0)
     })
     .await;
@@ -505,7 +522,10 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_term_ends() {
     // The API server recovers: someone leads again and binds the claim.
     bed.env.apiserver.faults().clear();
     wait_one_leads(&bed, &[&replicas[0], &replicas[1]]).await;
-    wait_until("the claim Bound", || async { bed.bound().await == 1 }).await;
+    eventually("the claim Bound", DEADLINE, || async {
+        bed.bound().await == 1
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -516,7 +536,7 @@ async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
     const ELSEWHERE: &str = "not-there-yet";
     bed.env.create_server("s1", &[]).await;
     let a = bed.spawn_in(ELSEWHERE, "a", 4, None);
-    wait_until("a alive, not ready, not leading", || async {
+    eventually("a alive, not ready, not leading", DEADLINE, || async {
         try_http_get(a.metrics, "/healthz").await.map(|r| r.0) == Some(200)
             && a.readyz().await
                 == Some((
@@ -527,7 +547,7 @@ async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
     })
     .await;
     // Its caches are synced meanwhile (they hold s1): the Lease keeps it unready.
-    wait_until("a's cache holds s1", || async {
+    eventually("a's cache holds s1", DEADLINE, || async {
         try_http_get(a.metrics, "/metrics")
             .await
             .is_some_and(|(_, body)| body.contains("server_binder_servers{phase=\"Available\"} 1"))
@@ -536,15 +556,19 @@ async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
     assert_eq!(a.readyz().await.unwrap().0, 503);
 
     bed.env.create_namespace(ELSEWHERE).await;
-    wait_until("a creates the Lease, leads and is ready", || async {
-        let holder = Api::<Lease>::namespaced(bed.env.client.clone(), ELSEWHERE)
-            .get_opt(LEASE)
-            .await
-            .unwrap()
-            .and_then(|l| l.spec?.holder_identity);
-        holder.as_deref() == Some(a.identity.as_str())
-            && a.leader().await == Some(1)
-            && a.readyz().await.map(|r| r.0) == Some(200)
-    })
+    eventually(
+        "a creates the Lease, leads and is ready",
+        DEADLINE,
+        || async {
+            let holder = Api::<Lease>::namespaced(bed.env.client.clone(), ELSEWHERE)
+                .get_opt(LEASE)
+                .await
+                .unwrap()
+                .and_then(|l| l.spec?.holder_identity);
+            holder.as_deref() == Some(a.identity.as_str())
+                && a.leader().await == Some(1)
+                && a.readyz().await.map(|r| r.0) == Some(200)
+        },
+    )
     .await;
 }

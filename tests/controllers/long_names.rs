@@ -63,8 +63,7 @@ async fn a_claim_and_a_server_with_253_character_names_bind_and_get_their_events
     let bound = event_about(&env, "ServerClaim", &c, "Bound").await;
     let claimed = event_about(&env, "Server", &s, "Claimed").await;
     // The claim's events live in its namespace; a cluster-scoped server's in `default`.
-    for (event, namespace, object) in [(&bound, "default", &claim), (&claimed, "default", &server)]
-    {
+    for (event, namespace, object) in [(&bound, NS, &claim), (&claimed, "default", &server)] {
         let name = event.metadata.name.clone().unwrap();
         assert_eq!(event.metadata.namespace.as_deref(), Some(namespace));
         assert!(name.len() <= 253, "{name}");

@@ -9,10 +9,16 @@ mod half_bound;
 mod leader;
 mod long_names;
 mod metrics;
+#[path = "../common/names.rs"]
+mod names;
+#[path = "../common/poll.rs"]
+mod poll;
 mod rbac;
 mod server_rows;
 mod stage;
 mod support;
+#[path = "../common/tools.rs"]
+mod tools;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -39,21 +45,25 @@ async fn forty_claims_for_ten_servers_bind_ten_and_more_when_freed() {
         env.create_claim(&format!("c{i:02}")).await;
     }
     env.start(8).await;
-    wait_until("10 Bound and 30 Pending NoMatchingServer", || async {
-        let (_, claims) = env.all().await;
-        let bound = claims
-            .iter()
-            .filter(|c| phase(c) == Some(ClaimPhase::Bound))
-            .count();
-        let pending = claims
-            .iter()
-            .filter(|c| {
-                phase(c) == Some(ClaimPhase::Pending)
-                    && bound_reason(c).as_deref() == Some("NoMatchingServer")
-            })
-            .count();
-        bound == 10 && pending == 30
-    })
+    eventually(
+        "10 Bound and 30 Pending NoMatchingServer",
+        DEADLINE,
+        || async {
+            let (_, claims) = env.all().await;
+            let bound = claims
+                .iter()
+                .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+                .count();
+            let pending = claims
+                .iter()
+                .filter(|c| {
+                    phase(c) == Some(ClaimPhase::Pending)
+                        && bound_reason(c).as_deref() == Some("NoMatchingServer")
+                })
+                .count();
+            bound == 10 && pending == 30
+        },
+    )
     .await;
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
@@ -73,15 +83,19 @@ async fn forty_claims_for_ten_servers_bind_ten_and_more_when_freed() {
     for name in &freed {
         env.delete_claim(name).await;
     }
-    wait_until("5 more claims bind on the freed servers", || async {
-        let (_, claims) = env.all().await;
-        claims.len() == 35
-            && claims
-                .iter()
-                .filter(|c| phase(c) == Some(ClaimPhase::Bound))
-                .count()
-                == 10
-    })
+    eventually(
+        "5 more claims bind on the freed servers",
+        DEADLINE,
+        || async {
+            let (_, claims) = env.all().await;
+            claims.len() == 35
+                && claims
+                    .iter()
+                    .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+                    .count()
+                    == 10
+        },
+    )
     .await;
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
@@ -102,7 +116,7 @@ async fn a_recreated_claim_gets_the_server_released_and_binds_afresh() {
     env.create_server("s1", &[]).await;
     let old = env.create_claim("c").await;
     env.start(2).await;
-    wait_until("c Bound", || async {
+    eventually("c Bound", DEADLINE, || async {
         count_phase(&env, ClaimPhase::Bound).await == 1
     })
     .await;
@@ -110,7 +124,7 @@ async fn a_recreated_claim_gets_the_server_released_and_binds_afresh() {
     env.delete_claim("c").await;
     let new = env.create_claim("c").await;
     assert_ne!(old.uid(), new.uid());
-    wait_until("the new c Bound to s1 by its own uid", || async {
+    eventually("the new c Bound to s1 by its own uid", DEADLINE, || async {
         let s = env.servers().get("s1").await.unwrap();
         let c = env.claims().get("c").await.unwrap();
         phase(&c) == Some(ClaimPhase::Bound)
@@ -135,7 +149,7 @@ async fn a_crash_after_any_write_of_a_bind_converges() {
             .faults()
             .fail_after(Env::write_matcher(), k, 100_000, 500);
         env.start(2).await;
-        wait_until("a failed write or a completed bind", || async {
+        eventually("a failed write or a completed bind", DEADLINE, || async {
             env.writes().1 > 0 || count_phase(&env, ClaimPhase::Bound).await == 1
         })
         .await;
@@ -146,8 +160,9 @@ async fn a_crash_after_any_write_of_a_bind_converges() {
         env.kill().await;
         env.apiserver.faults().clear();
         env.start(2).await;
-        wait_until(
+        eventually(
             &format!("convergence after a crash after write {k}"),
+            DEADLINE,
             || async {
                 let s = env.servers().get("s1").await.unwrap();
                 count_phase(&env, ClaimPhase::Bound).await == 1
@@ -172,7 +187,7 @@ async fn a_crash_after_any_write_of_a_release_converges() {
         env.create_server("s1", &[]).await;
         env.create_claim("c").await;
         env.start(2).await;
-        wait_until("c Bound", || async {
+        eventually("c Bound", DEADLINE, || async {
             count_phase(&env, ClaimPhase::Bound).await == 1
         })
         .await;
@@ -181,14 +196,18 @@ async fn a_crash_after_any_write_of_a_release_converges() {
             .faults()
             .fail_after(Env::write_matcher(), k, 100_000, 500);
         env.delete_claim("c").await;
-        wait_until("a failed write or a completed release", || async {
-            if env.writes().1 > 0 {
-                return true;
-            }
-            let s = env.servers().get("s1").await.unwrap();
-            s.spec.server_claim_ref.is_none()
-                && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
-        })
+        eventually(
+            "a failed write or a completed release",
+            DEADLINE,
+            || async {
+                if env.writes().1 > 0 {
+                    return true;
+                }
+                let s = env.servers().get("s1").await.unwrap();
+                s.spec.server_claim_ref.is_none()
+                    && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
+            },
+        )
         .await;
         if env.writes().1 == 0 {
             break;
@@ -198,8 +217,9 @@ async fn a_crash_after_any_write_of_a_release_converges() {
         env.kill().await;
         env.apiserver.faults().clear();
         env.start(2).await;
-        wait_until(
+        eventually(
             &format!("release after a crash after write {k}"),
+            DEADLINE,
             || async {
                 let s = env.servers().get("s1").await.unwrap();
                 s.spec.server_claim_ref.is_none()
@@ -254,7 +274,7 @@ async fn two_independent_run_processes_never_bind_two_claims_to_one_server() {
             .await
             .unwrap();
     }
-    wait_until("30 claims Bound", || async {
+    eventually("30 claims Bound", DEADLINE, || async {
         let (servers, claims) = env.all().await;
         assert_invariants(&servers, &claims);
         count_phase(&env, ClaimPhase::Bound).await == 30
@@ -273,10 +293,12 @@ async fn two_independent_run_processes_never_bind_two_claims_to_one_server() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
     for i in 0..30 {
-        let claim = format!("default/c{i:02}");
+        let claim = format!("{NS}/c{i:02}");
         let bound = records.iter().any(|r| {
+            // The claim is the reconcile's span field (`#[instrument]`), the server a field.
             r["fields"]["reason"] == "Bound"
-                && r["fields"]["claim"] == claim.as_str()
+                && r["span"]["name"] == "reconcile_claim"
+                && r["span"]["claim"] == claim.as_str()
                 && r["fields"]["server"]
                     .as_str()
                     .is_some_and(|s| s.starts_with('s'))
@@ -317,7 +339,7 @@ async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
     env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
     let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
     kubectl(&["apply", "-f", EXAMPLES]);
-    wait_until("the four example claims Bound", || async {
+    eventually("the four example claims Bound", DEADLINE, || async {
         count_phase(&env, ClaimPhase::Bound).await == 4
     })
     .await;

@@ -43,13 +43,13 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
     }
     let addr = env.start_with_endpoint(2).await;
 
-    let bound_to = |claims: &[server_binder::api::ServerClaim], server: &str| {
+    let claim_bound_to = |claims: &[server_binder::api::ServerClaim], server: &str| {
         claims
             .iter()
             .find(|c| phase(c) == Some(ClaimPhase::Bound) && server_ref(c) == Some(server))
             .map(|c| c.name_any())
     };
-    wait_until("6 Bound and 2 Pending", || async {
+    eventually("6 Bound and 2 Pending", DEADLINE, || async {
         let (_, claims) = env.all().await;
         let bound = claims
             .iter()
@@ -61,12 +61,13 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
     })
     .await;
     let (_, claims) = env.all().await;
-    let on_retain = bound_to(&claims, "s5").expect("a claim on s5");
-    let on_recycle = bound_to(&claims, "s0").expect("a claim on s0");
+    let on_retain = claim_bound_to(&claims, "s5").expect("a claim on s5");
+    let on_recycle = claim_bound_to(&claims, "s0").expect("a claim on s0");
     env.delete_claim(&on_retain).await;
     env.delete_claim(&on_recycle).await;
-    wait_until(
+    eventually(
         "s5 Released, s0 re-bound, 5 Bound and 1 Pending",
+        DEADLINE,
         || async {
             let (servers, claims) = env.all().await;
             let s5 = servers.iter().find(|s| s.name_any() == "s5");
@@ -74,7 +75,10 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
             let bound = claims
                 .iter()
                 .filter(|c| phase(c) == Some(ClaimPhase::Bound));
-            released && bound_to(&claims, "s0").is_some() && bound.count() == 5 && claims.len() == 6
+            released
+                && claim_bound_to(&claims, "s0").is_some()
+                && bound.count() == 5
+                && claims.len() == 6
         },
     )
     .await;
@@ -87,18 +91,19 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
         let sample = |name: &str, labels: &[(&str, &str)]| sample(text, name, labels);
         sample(
             "server_binder_claims",
-            &[("namespace", "default"), ("phase", "Bound")],
+            &[("namespace", NS), ("phase", "Bound")],
         ) == 5.0
             && sample(
                 "server_binder_claims",
-                &[("namespace", "default"), ("phase", "Pending")],
+                &[("namespace", NS), ("phase", "Pending")],
             ) == 1.0
             && sample("server_binder_servers", &[("phase", "Bound")]) == 5.0
             && sample("server_binder_servers", &[("phase", "Released")]) == 1.0
             && sample("server_binder_servers", &[("phase", "Available")]) == 0.0
     };
-    wait_until(
+    eventually(
         "the claims and servers gauges match the objects",
+        DEADLINE,
         || async { gauges_match(&http_get(addr, "/metrics").await.1) },
     )
     .await;
@@ -231,7 +236,7 @@ async fn prometheus_scrapes_dev_and_answers_for_binds() {
     let (_dev, kubeconfig, metrics) = start_dev(dir.path());
 
     kubectl(&kubeconfig, &["apply", "-f", EXAMPLES]);
-    wait_until("the 4 examples bound (per /metrics)", || async {
+    eventually("the 4 examples bound (per /metrics)", DEADLINE, || async {
         http_get(metrics, "/metrics")
             .await
             .1

@@ -99,14 +99,14 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
     env.wait_claim_phase("waits", ClaimPhase::Pending, "ServerMismatch")
         .await;
     env.delete_server("s9").await;
-    wait_until("FailedBinding twice on waits", || async {
+    eventually("FailedBinding twice on waits", DEADLINE, || async {
         env.count_events("ServerClaim", "waits", "FailedBinding")
             .await
             >= 2
     })
     .await;
     // The Lease is taken (a patch), and released on a graceful stop (a patch).
-    wait_until("the Lease taken", || async {
+    eventually("the Lease taken", DEADLINE, || async {
         let patches = env
             .apiserver
             .request_log()

@@ -16,7 +16,7 @@ use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
 use crate::stage::*;
-use crate::support::{Env, assert_invariants};
+use crate::support::{Env, NS, assert_invariants};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";
@@ -36,11 +36,11 @@ async fn deleting_server_held_by_a_live_claim_is_blocked_until_the_claim_goes() 
     let s = env
         .wait_server_phase("s1", ServerPhase::Bound, "DeletionBlocked")
         .await;
-    assert!(protected(&s) && s.metadata.deletion_timestamp.is_some());
+    assert!(has_finalizer(&s) && s.metadata.deletion_timestamp.is_some());
     let note = env
         .wait_event(SERVER, "s1", "Warning", "DeletionBlocked")
         .await;
-    assert!(note.contains("default/c"), "{note}");
+    assert!(note.contains(&format!("{NS}/c")), "{note}");
     assert_eq!(
         env.count_events(SERVER, "s1", "DeletionBlocked").await,
         1,
@@ -60,7 +60,7 @@ async fn deleting_server_held_by_a_live_claim_is_blocked_until_the_claim_goes() 
 #[tokio::test]
 async fn deleting_server_without_a_claim_goes() {
     let mut env = Env::new().await;
-    env.put_server(server("s1").protected()).await;
+    env.put_server(server("s1").finalizer()).await;
     env.delete_server("s1").await;
     env.start(2).await;
     env.wait_server_gone("s1").await;
@@ -72,9 +72,9 @@ async fn deleting_server_whose_claim_is_gone_goes_after_a_live_read() {
     let mut env = Env::new().await;
     env.put_server(
         server("s1")
-            .bound_to_uid("c", DELETED_UID)
+            .ref_with_uid("c", DELETED_UID)
             .by_controller()
-            .protected(),
+            .finalizer(),
     )
     .await;
     env.delete_server("s1").await;
@@ -114,12 +114,12 @@ async fn free_server_named_by_claims_goes_to_the_winner() {
     assert!(has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
     assert_eq!(
         s.status.as_ref().and_then(|s| s.claim.as_deref()),
-        Some("default/user-chosen"),
+        Some(format!("{NS}/user-chosen").as_str()),
         "the Claim column"
     );
     let note = env.wait_event(SERVER, "s1", "Normal", "Claimed").await;
     assert!(
-        note.starts_with("server is claimed by default/user-chosen (uid "),
+        note.starts_with(&format!("server is claimed by {NS}/user-chosen (uid ")),
         "{note}"
     );
     // The loser withdraws and, with no other server, waits.
@@ -139,7 +139,7 @@ async fn free_server_nobody_names_is_available_and_tidied() {
     env.put_server(
         server("s1")
             .by_controller()
-            .protected()
+            .finalizer()
             .phase(ServerPhase::Bound),
     )
     .await;
@@ -147,7 +147,7 @@ async fn free_server_nobody_names_is_available_and_tidied() {
 
     let s = env
         .wait_server("s1", "Available without finalizer", |s| {
-            server_is(s, ServerPhase::Available, "Available") && !protected(s)
+            server_is(s, ServerPhase::Available, "Available") && !has_finalizer(s)
         })
         .await;
     assert!(!has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
@@ -174,7 +174,7 @@ async fn server_reserved_for_a_missing_claim_stays_reserved() {
     );
     assert_eq!(
         s.status.as_ref().unwrap().claim.as_deref(),
-        Some("default/ghost")
+        Some(format!("{NS}/ghost").as_str())
     );
     // Another claim cannot take it.
     env.wait_claim_phase("other", ClaimPhase::Pending, "NoMatchingServer")
@@ -229,9 +229,9 @@ async fn server_whose_claim_is_gone_is_recycled() {
         .wait_server_phase("s1", ServerPhase::Available, "Available")
         .await;
     assert_eq!(claim_ref(&s), None);
-    assert!(!protected(&s) && !has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
+    assert!(!has_finalizer(&s) && !has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER));
     let note = env.wait_event(SERVER, "s1", "Normal", "Released").await;
-    assert!(note.contains("default/c"), "{note}");
+    assert!(note.contains(&format!("{NS}/c")), "{note}");
     assert!(
         env.read_live("serverclaims", "c"),
         "confirmed by a live GET of c"
@@ -248,8 +248,8 @@ async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
     let mut env = Env::new().await;
     env.put_server(
         server("s1")
-            .bound_to_uid("c", DELETED_UID)
-            .protected()
+            .ref_with_uid("c", DELETED_UID)
+            .finalizer()
             .phase(ServerPhase::Bound),
     )
     .await;
@@ -259,7 +259,7 @@ async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
         .wait_server_phase("s1", ServerPhase::Available, "Reserved")
         .await;
     assert_eq!(claim_ref(&s), Some(("c", None)));
-    assert!(!protected(&s));
+    assert!(!has_finalizer(&s));
     env.wait_event(SERVER, "s1", "Normal", "Released").await;
     // A new claim of that name gets it.
     env.put_claim(claim("c")).await;
@@ -279,7 +279,7 @@ async fn server_whose_claim_is_gone_is_retained_for_an_admin() {
         .wait_server_phase("s1", ServerPhase::Released, "Released")
         .await;
     assert_eq!(claim_ref(&s), Some(("c", Some(DELETED_UID))));
-    assert!(!protected(&s));
+    assert!(!has_finalizer(&s));
     env.wait_event(SERVER, "s1", "Normal", "Released").await;
     assert_eq!(
         env.metric("server_binder_releases_total", &[("policy", "Retain")]),
@@ -296,7 +296,7 @@ async fn bound_server_missing_its_finalizer_gets_it_back() {
     let c = env.put_claim(claim("c").bound("s1")).await;
     env.put_server(
         server("s1")
-            .bound_to_uid("c", &c.uid().unwrap())
+            .ref_with_uid("c", &c.uid().unwrap())
             .by_controller(),
     )
     .await;
@@ -327,7 +327,7 @@ async fn server_whose_claim_went_elsewhere_rolls_back() {
         .wait_server_phase("s1", ServerPhase::Available, "Available")
         .await;
     assert_eq!(claim_ref(&s1), None);
-    assert!(!protected(&s1) && !has_annotation(&s1, ANNOTATION_BOUND_BY_CONTROLLER));
+    assert!(!has_finalizer(&s1) && !has_annotation(&s1, ANNOTATION_BOUND_BY_CONTROLLER));
     env.wait_event(SERVER, "s1", "Normal", "RolledBack").await;
     assert_eq!(
         env.metric(
@@ -347,8 +347,8 @@ async fn server_whose_claim_went_elsewhere_keeps_a_users_reservation() {
     let c = env.put_claim(claim("c").names("s2")).await;
     env.put_server(
         server("s1")
-            .bound_to_uid("c", &c.uid().unwrap())
-            .protected()
+            .ref_with_uid("c", &c.uid().unwrap())
+            .finalizer()
             .phase(ServerPhase::Bound),
     )
     .await;

@@ -12,12 +12,12 @@ use serde_json::json;
 use server_binder::api::names::*;
 use server_binder::api::*;
 
-use crate::support::{Env, wait_until};
+use crate::support::{DEADLINE, Env, NS, wait_for};
 
 /// The uid of a claim incarnation that no longer exists.
 pub const DELETED_UID: &str = "uid-of-a-deleted-claim";
 
-/// A `Server` to stage.
+/// A `Server` to stage. The builders speak the vocabulary of tests/common/names.rs.
 pub struct ServerDraft {
     server: Server,
     status: Option<ServerStatus>,
@@ -31,17 +31,21 @@ pub fn server(name: &str) -> ServerDraft {
 }
 
 impl ServerDraft {
-    pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.server
-            .labels_mut()
-            .insert(key.to_string(), value.to_string());
+    /// The server's labels are exactly these.
+    pub fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.server.metadata.labels = Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
         self
     }
 
     /// A user's reservation by name (no uid).
     pub fn reserved_for(mut self, claim: &str) -> Self {
         self.server.spec.server_claim_ref = Some(ServerClaimRef {
-            namespace: "default".into(),
+            namespace: NS.into(),
             name: claim.into(),
             uid: None,
         });
@@ -52,39 +56,40 @@ impl ServerDraft {
     /// that serialise Go structs write it. The draft serialises it as `"uid": ""`.
     pub fn reserved_with_empty_uid(mut self, claim: &str) -> Self {
         self.server.spec.server_claim_ref = Some(ServerClaimRef {
-            namespace: "default".into(),
+            namespace: NS.into(),
             name: claim.into(),
             uid: Some(String::new()),
         });
         self
     }
 
-    /// A ref with a uid: bound to that incarnation of the claim (`uid` of a claim that
+    /// A ref with a uid and nothing else: bound to that incarnation of the claim (`uid` of a claim that
     /// does not exist stands for one that was deleted).
-    pub fn bound_to_uid(mut self, claim: &str, uid: &str) -> Self {
+    pub fn ref_with_uid(mut self, claim: &str, uid: &str) -> Self {
         self.server.spec.server_claim_ref = Some(ServerClaimRef {
-            namespace: "default".into(),
+            namespace: NS.into(),
             name: claim.into(),
             uid: Some(uid.into()),
         });
         self
     }
 
-    /// Bound to `claim`, as the server controller writes it: ref with uid,
-    /// `bound-by-controller`, the finalizer and phase Bound.
+    /// Bound to a stored `claim`, as the server controller leaves it: ref with uid,
+    /// `bound-by-controller`, the finalizer and phase Bound (status included, unlike the
+    /// pure tests' `claimed_for`).
     pub fn bound_to(self, claim: &ServerClaim) -> Self {
-        self.bound_to_uid(&claim.name_any(), &claim.uid().expect("a stored claim"))
+        self.ref_with_uid(&claim.name_any(), &claim.uid().expect("a stored claim"))
             .by_controller()
-            .protected()
+            .finalizer()
             .phase(ServerPhase::Bound)
     }
 
     /// Bound, as the server controller writes it, to a claim `claim` that has since been
     /// deleted (its uid is gone).
     pub fn bound_to_deleted(self, claim: &str) -> Self {
-        self.bound_to_uid(claim, DELETED_UID)
+        self.ref_with_uid(claim, DELETED_UID)
             .by_controller()
-            .protected()
+            .finalizer()
             .phase(ServerPhase::Bound)
     }
 
@@ -95,7 +100,8 @@ impl ServerDraft {
         self
     }
 
-    pub fn protected(mut self) -> Self {
+    /// The `server-protection` finalizer.
+    pub fn finalizer(mut self) -> Self {
         self.server
             .finalizers_mut()
             .push(FINALIZER_SERVER_PROTECTION.into());
@@ -136,7 +142,7 @@ impl ServerDraft {
     }
 }
 
-/// A `ServerClaim` to stage, in namespace `default`.
+/// A `ServerClaim` to stage, in namespace [`NS`].
 pub struct ClaimDraft {
     claim: ServerClaim,
     status: Option<ServerClaimStatus>,
@@ -177,13 +183,16 @@ impl ClaimDraft {
         self
     }
 
-    pub fn selects(mut self, key: &str, value: &str) -> Self {
-        self.claim
+    /// Adds these to `serverSelector.matchLabels`.
+    pub fn selects(mut self, pairs: &[(&str, &str)]) -> Self {
+        let selector = self
+            .claim
             .spec
             .server_selector
-            .get_or_insert_with(Default::default)
-            .match_labels
-            .insert(key.into(), value.into());
+            .get_or_insert_with(Default::default);
+        for (k, v) in pairs {
+            selector.match_labels.insert(k.to_string(), v.to_string());
+        }
         self
     }
 
@@ -279,11 +288,15 @@ impl Env {
         what: &str,
         check: impl Fn(&Server) -> bool,
     ) -> Server {
-        wait_until(&format!("server {name}: {what}"), || async {
-            self.server(name).await.is_some_and(|s| check(&s))
-        })
+        let what = format!("server {name}: {what}");
+        let found = wait_for(
+            &what,
+            DEADLINE,
+            || self.server(name),
+            |s| s.as_ref().is_some_and(&check),
+        )
         .await;
-        self.server(name).await.expect("still there")
+        found.expect("the server that satisfied the check")
     }
 
     /// Waits until the claim satisfies `check`, and returns it.
@@ -293,11 +306,15 @@ impl Env {
         what: &str,
         check: impl Fn(&ServerClaim) -> bool,
     ) -> ServerClaim {
-        wait_until(&format!("claim {name}: {what}"), || async {
-            self.claim(name).await.is_some_and(|c| check(&c))
-        })
+        let what = format!("claim {name}: {what}");
+        let found = wait_for(
+            &what,
+            DEADLINE,
+            || self.claim(name),
+            |c| c.as_ref().is_some_and(&check),
+        )
         .await;
-        self.claim(name).await.expect("still there")
+        found.expect("the claim that satisfied the check")
     }
 
     /// Waits until the claim is in this phase with this `Bound` condition reason.
@@ -345,17 +362,20 @@ impl Env {
 
     /// Waits for an event of this type and reason on the object and returns its note.
     pub async fn wait_event(&self, kind: &str, name: &str, type_: &str, reason: &str) -> String {
-        let find = || async {
-            self.events(kind, name)
-                .await
-                .into_iter()
-                .find(|e| e.type_ == type_ && e.reason == reason)
-        };
-        wait_until(&format!("{type_} {reason} on {kind} {name}"), || async {
-            find().await.is_some()
-        })
+        let wanted = |e: &Recorded| e.type_ == type_ && e.reason == reason;
+        let what = format!("{type_} {reason} on {kind} {name}");
+        let events = wait_for(
+            &what,
+            DEADLINE,
+            || self.events(kind, name),
+            |events| events.iter().any(wanted),
+        )
         .await;
-        find().await.expect("found").note
+        events
+            .into_iter()
+            .find(wanted)
+            .expect("the awaited event")
+            .note
     }
 
     /// How often an event of this reason happened to the object, repeats included.
@@ -399,10 +419,8 @@ impl Env {
 
     /// Waits until the server is gone from the API.
     pub async fn wait_server_gone(&self, name: &str) {
-        wait_until(&format!("server {name} gone"), || async {
-            self.server(name).await.is_none()
-        })
-        .await;
+        let what = format!("server {name} gone");
+        wait_for(&what, DEADLINE, || self.server(name), Option::is_none).await;
     }
 
     /// The value of one sample of the operator's metrics (see [`sample`]).
@@ -505,7 +523,7 @@ pub fn has_annotation(obj: &impl ResourceExt, key: &str) -> bool {
     obj.annotations().contains_key(key)
 }
 
-pub fn protected(s: &Server) -> bool {
+pub fn has_finalizer(s: &Server) -> bool {
     s.finalizers()
         .iter()
         .any(|f| f == FINALIZER_SERVER_PROTECTION)
@@ -518,18 +536,23 @@ pub fn bound_pair(c: &ServerClaim, s: &Server) -> bool {
         && server_ref(c) == Some(s.name_any().as_str())
         && has_annotation(c, ANNOTATION_BIND_COMPLETED)
         && claim_ref(s) == Some((c.name_any().as_str(), c.uid().as_deref()))
-        && protected(s)
+        && has_finalizer(s)
         && server_is(s, ServerPhase::Bound, "Bound")
 }
 
 /// Waits until claim `c` and server `s` are bound to each other, and returns both.
 pub async fn wait_bound(env: &Env, c: &str, s: &str) -> (ServerClaim, Server) {
-    wait_until(&format!("{c} and {s} bound to each other"), || async {
-        match (env.claim(c).await, env.server(s).await) {
-            (Some(claim), Some(server)) => bound_pair(&claim, &server),
-            _ => false,
-        }
-    })
+    let what = format!("{c} and {s} bound to each other");
+    let read = || async { (env.claim(c).await, env.server(s).await) };
+    let pair = wait_for(
+        &what,
+        DEADLINE,
+        read,
+        |pair| matches!(pair, (Some(claim), Some(server)) if bound_pair(claim, server)),
+    )
     .await;
-    (env.claim(c).await.unwrap(), env.server(s).await.unwrap())
+    match pair {
+        (Some(claim), Some(server)) => (claim, server),
+        _ => unreachable!("wait_for returns the pair it checked"),
+    }
 }

@@ -2,10 +2,9 @@
 //! controllers) started and killed in-process, and the protocol's invariants.
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -19,6 +18,11 @@ use server_binder::controllers::Options;
 use server_binder::runtime::leader::LeaderElection;
 use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
+pub use crate::names::NS;
+pub use crate::poll::{eventually, wait_for};
+pub use crate::tools::{kubectl_present, tool_present};
+
+/// How long a test waits for the controllers to do something.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
 pub struct Env {
@@ -36,11 +40,14 @@ impl Env {
             apiserver.install_crd(&crd).await.expect("CRD installs");
         }
         let client = apiserver.client();
-        Self {
+        let env = Self {
             apiserver,
             client,
             operator: None,
-        }
+        };
+        // The fixtures' claims live in NS, which a cluster must have, as any namespace.
+        env.create_namespace(NS).await;
+        env
     }
 
     pub async fn start(&mut self, concurrency: u16) {
@@ -58,7 +65,7 @@ impl Env {
         };
         self.start_operator(concurrency, None, Some(election)).await;
         let metrics = self.operator.as_ref().unwrap().metrics.clone();
-        wait_until("the operator leads", || {
+        eventually("the operator leads", DEADLINE, || {
             let leads = metrics.encode().contains("server_binder_leader 1");
             async move { leads }
         })
@@ -131,7 +138,7 @@ impl Env {
     }
 
     pub fn claims(&self) -> Api<ServerClaim> {
-        Api::namespaced(self.client.clone(), "default")
+        Api::namespaced(self.client.clone(), NS)
     }
 
     pub async fn create_server(&self, name: &str, labels: &[(&str, &str)]) -> Server {
@@ -163,15 +170,25 @@ impl Env {
             .expect("claim deleted");
     }
 
+    /// Every server and claim, as of one moment: the two lists are two requests, so a
+    /// write between them would show a claim Bound to a server not yet holding it (or
+    /// the reverse). They are taken again until both carry the same resourceVersion
+    /// (the embedded API server's is one counter for all kinds): nothing was written
+    /// in between.
     pub async fn all(&self) -> (Vec<Server>, Vec<ServerClaim>) {
         let lp = ListParams::default();
-        let servers = self.servers().list(&lp).await.expect("list servers").items;
-        let claims = Api::<ServerClaim>::all(self.client.clone())
-            .list(&lp)
-            .await
-            .expect("list claims")
-            .items;
-        (servers, claims)
+        let claims_api = Api::<ServerClaim>::all(self.client.clone());
+        let mut last = None;
+        for _ in 0..200 {
+            let servers = self.servers().list(&lp).await.expect("list servers");
+            let claims = claims_api.list(&lp).await.expect("list claims");
+            let consistent = servers.metadata.resource_version == claims.metadata.resource_version;
+            last = Some((servers.items, claims.items));
+            if consistent {
+                break;
+            }
+        }
+        last.expect("listed at least once")
     }
 
     /// Writes the controllers issued to servers and claims (and their status) so far,
@@ -192,19 +209,6 @@ impl Env {
         RequestMatcher::any()
             .verb("update")
             .group("metal.binder.dev")
-    }
-}
-
-/// Polls `check` until it returns true, failing after `DEADLINE`.
-pub async fn wait_until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -304,11 +308,6 @@ pub fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-/// kubectl on PATH, or a loud skip (a failure with SERVER_BINDER_REQUIRE_TOOLS=1).
-pub fn kubectl_present() -> bool {
-    tool_answers("kubectl", &["version", "--client"])
-}
-
 /// GET `http://addr{path}`: the status code and the body, or `None` if nothing
 /// answers within 2 s.
 pub async fn try_http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
@@ -346,24 +345,20 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A tool beyond the Rust toolchain on PATH (`--version` succeeds), or a loud skip
-/// (a failure with SERVER_BINDER_REQUIRE_TOOLS=1).
-pub fn tool_present(tool: &str) -> bool {
-    tool_answers(tool, &["--version"])
+/// The poll helper every wait here goes through returns the value that satisfied the
+/// check, not a later read.
+#[tokio::test]
+async fn wait_for_returns_the_value_that_satisfied_the_check() {
+    let reads = std::sync::atomic::AtomicU32::new(0);
+    let read = || async { reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) };
+    let seen = wait_for("the third read", DEADLINE, read, |n| *n == 2).await;
+    assert_eq!(seen, 2);
 }
 
-fn tool_answers(tool: &str, args: &[&str]) -> bool {
-    let found = Command::new(tool)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        if std::env::var("SERVER_BINDER_REQUIRE_TOOLS").as_deref() == Ok("1") {
-            panic!("{tool} is required (SERVER_BINDER_REQUIRE_TOOLS=1) but was not found");
-        }
-        eprintln!("\n!!!!! SKIPPING: {tool} not found on PATH !!!!!\n");
-    }
-    found
+/// A wait that times out says what it waited for and the last value it saw.
+#[tokio::test]
+#[should_panic(expected = "timed out after 50ms waiting for the answer; last seen: 41")]
+async fn a_timed_out_wait_names_what_it_waited_for_and_the_last_value() {
+    let timeout = Duration::from_millis(50);
+    wait_for("the answer", timeout, || async { 41 }, |n| *n == 42).await;
 }
