@@ -5,10 +5,11 @@
 //! the API server ("confirmed by a live GET") without copying the whole cache.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::api::{Server, ServerClaim};
 
-use super::index::FreeServerIndex;
+use super::index::{FreeServerIndex, selector_keys};
 use super::meta::{self, ClaimKey};
 
 /// What the claim controller may know about servers.
@@ -36,7 +37,7 @@ fn claim_key(namespace: &str, name: &str) -> ClaimKey {
 /// Every server, indexed for the claim controller's questions.
 #[derive(Clone, Debug, Default)]
 pub struct ServerCatalog {
-    servers: BTreeMap<String, Server>,
+    servers: BTreeMap<String, Arc<Server>>,
     free: FreeServerIndex,
     reserved: HashMap<ClaimKey, BTreeSet<String>>,
 }
@@ -47,7 +48,7 @@ impl ServerCatalog {
     }
 
     /// Builds a catalog from a list (a relist, or a test's world).
-    pub fn from_servers(servers: impl IntoIterator<Item = Server>) -> Self {
+    pub fn from_servers(servers: impl IntoIterator<Item = impl Into<Arc<Server>>>) -> Self {
         let mut catalog = Self::new();
         for server in servers {
             catalog.upsert(server);
@@ -55,9 +56,22 @@ impl ServerCatalog {
         catalog
     }
 
+    /// Replaces every server (a relist), keeping the label keys the index tracks.
+    pub fn replace_all(&mut self, servers: impl IntoIterator<Item = impl Into<Arc<Server>>>) {
+        let mut fresh = Self {
+            free: self.free.emptied(),
+            ..Self::default()
+        };
+        for server in servers {
+            fresh.upsert(server);
+        }
+        *self = fresh;
+    }
+
     /// Records a server's latest state (a watch ADDED or MODIFIED event).
-    pub fn upsert(&mut self, server: Server) {
-        let name = meta::name(&server).to_string();
+    pub fn upsert(&mut self, server: impl Into<Arc<Server>>) {
+        let server = server.into();
+        let name = meta::name(&*server).to_string();
         self.forget_reservation(&name);
         self.free.upsert(&server);
         if let Some(r) = &server.spec.server_claim_ref {
@@ -91,8 +105,46 @@ impl ServerCatalog {
         }
     }
 
+    /// Whether the free-server index already tracks every label key `claim`'s selector
+    /// reads (so [`ServerCatalog::track_selectors`] would change nothing).
+    pub fn tracks_selector_of(&self, claim: &ServerClaim) -> bool {
+        claim
+            .spec
+            .server_selector
+            .as_ref()
+            .is_none_or(|s| self.free.tracks(s))
+    }
+
+    /// Has the free-server index split its classes by every label key these claims'
+    /// selectors read, so their picks take the fast path (see [`FreeServerIndex`]).
+    pub fn track_selectors<'a>(&mut self, claims: impl IntoIterator<Item = &'a ServerClaim>) {
+        let keys: Vec<&str> = claims
+            .into_iter()
+            .filter_map(|c| c.spec.server_selector.as_ref())
+            .flat_map(selector_keys)
+            .collect();
+        self.free
+            .track_keys(keys, self.servers.values().map(Arc::as_ref));
+    }
+
+    /// This catalog, tracking the selector keys of `claims` (for worlds built by hand).
+    pub fn tracking<'a>(mut self, claims: impl IntoIterator<Item = &'a ServerClaim>) -> Self {
+        self.track_selectors(claims);
+        self
+    }
+
+    /// The free-server index (for its figures).
+    pub fn free_index(&self) -> &FreeServerIndex {
+        &self.free
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Server> {
-        self.servers.values()
+        self.servers.values().map(Arc::as_ref)
+    }
+
+    /// The server of this name as shared with the watch cache.
+    pub fn shared(&self, name: &str) -> Option<&Arc<Server>> {
+        self.servers.get(name)
     }
 
     pub fn len(&self) -> usize {
@@ -106,7 +158,7 @@ impl ServerCatalog {
 
 impl ServerView for ServerCatalog {
     fn server(&self, name: &str) -> Option<&Server> {
-        self.servers.get(name)
+        self.servers.get(name).map(Arc::as_ref)
     }
 
     fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server> {
@@ -114,21 +166,22 @@ impl ServerView for ServerCatalog {
             .get(&claim_key(namespace, name))
             .into_iter()
             .flatten()
-            .filter_map(|n| self.servers.get(n))
+            .filter_map(|n| self.server(n))
             .collect()
     }
 
     fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server> {
+        let labels_of = |name: &str| self.server(name).map(meta::labels);
         self.free
-            .pick(claim, skip)
-            .and_then(|n| self.servers.get(n))
+            .pick(claim, skip, &labels_of)
+            .and_then(|n| self.server(n))
     }
 }
 
 /// Every claim, indexed for the server controller's questions.
 #[derive(Clone, Debug, Default)]
 pub struct ClaimCatalog {
-    claims: BTreeMap<ClaimKey, ServerClaim>,
+    claims: BTreeMap<ClaimKey, Arc<ServerClaim>>,
     naming: HashMap<String, BTreeSet<ClaimKey>>,
 }
 
@@ -137,7 +190,7 @@ impl ClaimCatalog {
         Self::default()
     }
 
-    pub fn from_claims(claims: impl IntoIterator<Item = ServerClaim>) -> Self {
+    pub fn from_claims(claims: impl IntoIterator<Item = impl Into<Arc<ServerClaim>>>) -> Self {
         let mut catalog = Self::new();
         for claim in claims {
             catalog.upsert(claim);
@@ -146,8 +199,9 @@ impl ClaimCatalog {
     }
 
     /// Records a claim's latest state (a watch ADDED or MODIFIED event).
-    pub fn upsert(&mut self, claim: ServerClaim) {
-        let key = claim_key(meta::namespace(&claim), meta::name(&claim));
+    pub fn upsert(&mut self, claim: impl Into<Arc<ServerClaim>>) {
+        let claim = claim.into();
+        let key = claim_key(meta::namespace(&*claim), meta::name(&*claim));
         self.forget_naming(&key);
         if let Some(server) = &claim.spec.server_ref {
             self.naming
@@ -180,13 +234,19 @@ impl ClaimCatalog {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &ServerClaim> {
-        self.claims.values()
+        self.claims.values().map(Arc::as_ref)
+    }
+
+    /// The claim as shared with the watch cache.
+    pub fn shared(&self, namespace: &str, name: &str) -> Option<&Arc<ServerClaim>> {
+        self.claims.get(&claim_key(namespace, name))
     }
 
     /// Claims that wait for a server to pick: no `serverRef`, not on the bound path.
     pub fn pending(&self) -> impl Iterator<Item = &ServerClaim> {
         self.claims
             .values()
+            .map(Arc::as_ref)
             .filter(|c| c.spec.server_ref.is_none() && !meta::is_bind_completed(*c))
     }
 
@@ -201,7 +261,9 @@ impl ClaimCatalog {
 
 impl ClaimView for ClaimCatalog {
     fn claim(&self, namespace: &str, name: &str) -> Option<&ServerClaim> {
-        self.claims.get(&claim_key(namespace, name))
+        self.claims
+            .get(&claim_key(namespace, name))
+            .map(Arc::as_ref)
     }
 
     fn claims_naming(&self, server: &str) -> Vec<&ServerClaim> {
@@ -209,7 +271,7 @@ impl ClaimView for ClaimCatalog {
             .get(server)
             .into_iter()
             .flatten()
-            .filter_map(|k| self.claims.get(k))
+            .filter_map(|k| self.claims.get(k).map(Arc::as_ref))
             .collect()
     }
 }

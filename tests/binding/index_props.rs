@@ -1,5 +1,7 @@
 //! The free-server index always picks what a brute-force scan of every server picks,
-//! under random sequences of inserts, updates and removals.
+//! under random sequences of inserts, updates and removals, whether or not it tracks the
+//! label keys the claims select on (the fast and the slow path), and whether the keys
+//! were tracked before or after the servers arrived.
 
 use std::collections::BTreeMap;
 
@@ -28,7 +30,13 @@ fn arb_server() -> impl Strategy<Value = Server> {
     )
         .prop_map(
             |(n, rack, size, taints, unclaimable, claimed, released, deleting)| {
-                let mut s = server(&format!("srv-{n}")).labels(&[("rack", rack), ("size", size)]);
+                // A unique serial, as real fleets carry: it must not split classes.
+                let serial = format!("sn-{n}");
+                let mut s = server(&format!("srv-{n}")).labels(&[
+                    ("rack", rack),
+                    ("size", size),
+                    ("serial", serial.as_str()),
+                ]);
                 for t in taints {
                     s = s.taint(t);
                 }
@@ -65,8 +73,13 @@ fn arb_claim() -> impl Strategy<Value = ServerClaim> {
         )),
         prop::bool::ANY,
         prop::collection::vec(prop::sample::select(vec!["gpu", "old", "maint"]), 0..3),
+        prop::option::of(prop::sample::select(vec![
+            SelectorOperator::Exists,
+            SelectorOperator::DoesNotExist,
+            SelectorOperator::In,
+        ])),
     )
-        .prop_map(|(rack, sizes, not_in, tolerations)| {
+        .prop_map(|(rack, sizes, not_in, tolerations, serial)| {
             let mut c = claim("c");
             if let Some(rack) = rack {
                 c = c.selects(&[("rack", rack)]);
@@ -81,6 +94,13 @@ fn arb_claim() -> impl Strategy<Value = ServerClaim> {
             }
             for t in tolerations {
                 c = c.tolerates(t);
+            }
+            match serial {
+                Some(SelectorOperator::In) => {
+                    c = c.expression("serial", SelectorOperator::In, &["sn-3", "sn-7"])
+                }
+                Some(op) => c = c.expression("serial", op, &[]),
+                None => {}
             }
             c
         })
@@ -100,6 +120,17 @@ fn brute_force<'a>(
         .map(meta::name)
 }
 
+/// How a catalog learns the claims' selector keys in one run of the property.
+#[derive(Clone, Copy, Debug)]
+enum Tracking {
+    /// Never: every pick with a selector takes the slow path.
+    None,
+    /// Before the servers arrive.
+    First,
+    /// After them (the index regroups).
+    Last,
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -108,40 +139,83 @@ proptest! {
         ops in prop::collection::vec(arb_op(), 1..40),
         claims in prop::collection::vec(arb_claim(), 1..6),
         skipped in prop::collection::btree_set(0..10u8, 0..3),
+        tracking in prop::sample::select(vec![Tracking::None, Tracking::First, Tracking::Last]),
     ) {
-        let mut index = FreeServerIndex::new();
+        let mut catalog = ServerCatalog::new();
+        if let Tracking::First = tracking {
+            catalog.track_selectors(&claims);
+        }
         let mut all = BTreeMap::new();
         for op in ops {
             match op {
                 Op::Upsert(s) => {
-                    index.upsert(&s);
+                    catalog.upsert((*s).clone());
                     all.insert(meta::name(&*s).to_string(), *s);
                 }
                 Op::Remove(name) => {
-                    index.remove(&name);
+                    catalog.remove(&name);
                     all.remove(&name);
                 }
             }
-            prop_assert_eq!(index.len(), all.values().filter(|s| is_free(s)).count());
+            let free = all.values().filter(|s| is_free(s)).count();
+            prop_assert_eq!(catalog.free_index().len(), free);
+        }
+        if let Tracking::Last = tracking {
+            catalog.track_selectors(&claims);
         }
         let skipped: Vec<String> = skipped.iter().map(|n| format!("srv-{n}")).collect();
         let skip = |n: &str| skipped.iter().any(|s| s == n);
+        let none = |_: &str| false;
         for claim in &claims {
-            prop_assert_eq!(index.pick(claim, &skip), brute_force(&all, claim, &skip));
-            prop_assert_eq!(index.pick(claim, &|_| false), brute_force(&all, claim, &|_| false));
+            let picked = catalog.best_fit(claim, &skip).map(meta::name);
+            prop_assert_eq!(picked, brute_force(&all, claim, &skip));
+            let picked = catalog.best_fit(claim, &none).map(meta::name);
+            prop_assert_eq!(picked, brute_force(&all, claim, &none));
         }
     }
 }
 
 #[test]
-fn one_pick_visits_groups_not_servers() {
-    let mut index = FreeServerIndex::new();
-    for i in 0..10_000 {
-        let rack = format!("r{}", i % 20);
-        index.upsert(&server(&format!("srv-{i:05}")).labels(&[("rack", rack.as_str())]));
-    }
-    assert_eq!(index.len(), 10_000);
-    assert_eq!(index.group_count(), 20, "10k servers, 20 shapes");
+fn one_pick_visits_classes_not_servers_whatever_labels_servers_carry() {
     let c = claim("c").selects(&[("rack", "r7")]);
-    assert_eq!(index.pick(&c, &|_| false), Some("srv-00007"));
+    let mut catalog = ServerCatalog::new();
+    catalog.track_selectors([&c]);
+    for i in 0..10_000 {
+        let (rack, serial) = (format!("r{}", i % 20), format!("sn-{i}"));
+        let labels = [("rack", rack.as_str()), ("serial", serial.as_str())];
+        catalog.upsert(server(&format!("srv-{i:05}")).labels(&labels));
+    }
+    let index = catalog.free_index();
+    assert_eq!(index.len(), 10_000);
+    assert_eq!(
+        index.class_count(),
+        20,
+        "10k servers with unique serials fall into one class per rack"
+    );
+    assert_eq!(
+        catalog.best_fit(&c, &|_| false).map(meta::name),
+        Some("srv-00007")
+    );
+}
+
+#[test]
+fn a_new_selector_key_regroups_the_free_servers() {
+    let mut catalog = ServerCatalog::new();
+    for (name, size) in [("a", "s"), ("b", "m"), ("c", "s")] {
+        catalog.upsert(server(name).labels(&[("size", size), ("serial", name)]));
+    }
+    assert_eq!(catalog.free_index().class_count(), 1, "no key tracked yet");
+    let medium = claim("c").selects(&[("size", "m")]);
+    assert!(!catalog.tracks_selector_of(&medium));
+    assert_eq!(
+        catalog.best_fit(&medium, &|_| false).map(meta::name),
+        Some("b")
+    );
+    catalog.track_selectors([&medium]);
+    assert!(catalog.tracks_selector_of(&medium));
+    assert_eq!(catalog.free_index().class_count(), 2);
+    assert_eq!(
+        catalog.best_fit(&medium, &|_| false).map(meta::name),
+        Some("b")
+    );
 }

@@ -153,7 +153,8 @@ impl Ctl {
         let woken = everything(truth, who);
         Self {
             claims: ClaimCatalog::from_claims(truth.claims.values().cloned()),
-            servers: ServerCatalog::from_servers(truth.servers.values().cloned()),
+            servers: ServerCatalog::from_servers(truth.servers.values().cloned())
+                .tracking(truth.claims.values()),
             woken,
             ..Self::default()
         }
@@ -172,7 +173,11 @@ impl Ctl {
     fn see_claim(&mut self, who: Who, p: &Protocol, name: &str, new: Option<ServerClaim>) {
         let old = self.claims.claim(NS, name).cloned();
         match &new {
-            Some(c) => self.claims.upsert(c.clone()),
+            Some(c) => {
+                // As the controllers' claim watch does: the index tracks its selector keys.
+                self.servers.track_selectors([c]);
+                self.claims.upsert(c.clone());
+            }
             None => self.claims.remove(NS, name),
         }
         let key = ClaimKey::of(NS, name);

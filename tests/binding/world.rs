@@ -159,7 +159,7 @@ impl Truth {
     }
 
     pub fn server_catalog(&self) -> ServerCatalog {
-        ServerCatalog::from_servers(self.servers.values().cloned())
+        ServerCatalog::from_servers(self.servers.values().cloned()).tracking(self.claims.values())
     }
 
     pub fn claim_catalog(&self) -> ClaimCatalog {
