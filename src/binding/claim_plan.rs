@@ -87,13 +87,7 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
             format!("server {server} named by serverRef does not exist"),
             now,
         ),
-        WaitForServer { server } | WaitForUid { server } => {
-            let message = format!("waiting for server {server} to record this claim");
-            ClaimPlan {
-                status: pending(claim, "WaitingForServer", message, now),
-                ..ClaimPlan::default()
-            }
-        }
+        WaitForServer { server } | WaitForUid { server } => waiting_for_server(claim, server, now),
         WithdrawIneligibleServer { server, why } => {
             let what = format!("can no longer serve this claim: {why}");
             withdraw(claim, server, what, now)
@@ -138,6 +132,22 @@ fn restore_server_ref(claim: &ServerClaim, server: &str) -> ClaimPlan {
             ),
         )),
         outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
+        ..ClaimPlan::default()
+    }
+}
+
+/// Pending `WaitingForServer`, but only over an earlier status. A claim that shows none
+/// yet (a new claim, just picked) keeps none: its server side completes within moments,
+/// and a Pending written now would be overwritten by Bound at once, one write per bind
+/// for nothing. A claim that shows an earlier status (it waited for a match, or lost its
+/// server) is told what it waits for now.
+fn waiting_for_server(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
+    if claim.status.as_ref().is_none_or(|s| s.phase.is_none()) {
+        return ClaimPlan::default();
+    }
+    let message = format!("waiting for server {server} to record this claim");
+    ClaimPlan {
+        status: pending(claim, "WaitingForServer", message, now),
         ..ClaimPlan::default()
     }
 }

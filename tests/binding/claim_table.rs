@@ -319,6 +319,11 @@ fn eligible_server_without_ref_waits_for_the_server_controller() {
     let c = claim("c").chose("s1");
     let d = decide_c(&c, &[server("s1")]);
     assert_eq!(d, ClaimDecision::WaitForServer { server: s("s1") });
+    // A new claim shows no status until its bind completes: no write for a Pending that
+    // Bound would overwrite at once.
+    assert!(plan(&c, &d).is_noop(), "{:?}", plan(&c, &d));
+    // One that showed an earlier status is told what it waits for now.
+    let c = c.phase(ClaimPhase::Pending);
     let p = plan(&c, &d);
     assert_eq!(
         status_reason(&p),
