@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
+
+use super::events::EventRecorder;
 
 use super::informer::Caches;
 use super::metrics::Metrics;
@@ -15,9 +17,7 @@ pub const REPORTING_CONTROLLER: &str = "server-binder";
 pub struct Context {
     pub client: Client,
     pub caches: Arc<Caches>,
-    pub recorder: Recorder,
-    /// What `recorder` reports as; events it cannot name are written with the same.
-    pub reporter: Reporter,
+    pub recorder: EventRecorder,
     pub metrics: Metrics,
 }
 
@@ -29,12 +29,11 @@ impl Context {
             controller: REPORTING_CONTROLLER.into(),
             instance: Some(instance),
         };
-        let recorder = Recorder::new(client.clone(), reporter.clone());
+        let recorder = EventRecorder::new(client.clone(), reporter);
         Self {
             client,
             caches,
             recorder,
-            reporter,
             metrics,
         }
     }

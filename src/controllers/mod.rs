@@ -8,9 +8,10 @@
 pub mod claim;
 pub mod context;
 pub mod error;
-mod events;
+pub mod events;
 pub mod informer;
 pub mod metrics;
+pub mod own_writes;
 pub mod server;
 mod writes;
 

@@ -34,7 +34,7 @@ pub async fn replace<K>(
     part: Part,
 ) -> Result<K>
 where
-    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
     let name = obj.name_any();
     let pp = PostParams {
@@ -59,6 +59,9 @@ where
         Err(_) => WriteResult::Error,
     };
     ctx.metrics.write(controller, &resource, outcome);
+    if let Ok(written) = &result {
+        ctx.caches.wrote(written);
+    }
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
 }
 
@@ -89,7 +92,7 @@ where
         action: event.action.into(),
         secondary: None,
     };
-    if let Err(error) = super::events::publish(ctx, &ev, &reference).await {
+    if let Err(error) = ctx.recorder.publish(&ev, &reference).await {
         tracing::warn!(%error, reason = event.reason, "could not record an event");
     }
 }
