@@ -15,6 +15,7 @@ use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::informer::CatalogsAndAssumed;
 use super::metrics::ControllerKind;
+use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace, restamp};
 use crate::api::{Server, ServerClaim};
 use crate::binding::step::real_claim_decider;
@@ -43,6 +44,10 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
     // its server is released once it is gone.
     if meta::is_deleting(claim) {
         return Ok(Action::await_change());
+    }
+    if ctx.caches.behind_own_write(claim) {
+        // The watch is about to deliver this process's last write, and wake it again.
+        return Ok(Action::requeue(OWN_WRITE_WAIT));
     }
     let (mut decision, mut plan) = decide(claim, ctx, None);
     if let Some(server) = plan.confirm_server.clone() {

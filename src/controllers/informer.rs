@@ -20,7 +20,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use serde::de::DeserializeOwned;
+use std::time::Instant;
+
 use tokio::sync::watch;
+
+use super::own_writes::OwnWrites;
 
 use crate::api::{Server, ServerClaim};
 use crate::binding::assumed::ends_on_claim_event;
@@ -50,6 +54,8 @@ pub struct Caches {
     synced: [watch::Sender<bool>; 2],
     claim_triggers: TriggerSlot<ServerClaim>,
     server_triggers: TriggerSlot<Server>,
+    /// Writes of this process the watches have not delivered yet (locked alone).
+    own_writes: Mutex<OwnWrites>,
 }
 
 /// Both catalogs, read-locked in the caches' lock order.
@@ -84,6 +90,7 @@ impl Caches {
             synced: [watch::channel(false).0, watch::channel(false).0],
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
+            own_writes: Mutex::default(),
         });
         (caches, CacheWriters { servers, claims })
     }
@@ -110,6 +117,24 @@ impl Caches {
     /// `version`. The assumed choices' lock is taken alone.
     pub fn claim_write_landed(&self, server: &str, claim: &ClaimKey, version: Option<String>) {
         self.assumed.lock().written(server, claim, version);
+    }
+
+    /// Records a write this process made (the object as the API server returned it), so
+    /// that reconciles of older versions wait for the watch to deliver it.
+    pub fn wrote<K: kube::Resource<DynamicType = ()>>(&self, written: &K) {
+        if let Some(version) = written.meta().resource_version.clone() {
+            let key = own_write_key(written);
+            self.own_writes.lock().wrote(key, version, Instant::now());
+        }
+    }
+
+    /// Whether `obj`, as the cache shows it, is older than a write of this process that
+    /// the watch has yet to deliver (see [`OwnWrites`]).
+    pub fn behind_own_write<K: kube::Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        let version = obj.meta().resource_version.as_deref();
+        self.own_writes
+            .lock()
+            .behind(&own_write_key(obj), version, Instant::now())
     }
 
     /// Waits until both kinds have been listed into the catalogs once.
@@ -186,11 +211,11 @@ impl Caches {
         } = self.read_with_assumed();
         let wake = match event {
             Delta::Changed { old, new } => {
-                let Some(name) = new.as_ref().or(old.as_ref()).map(meta::name) else {
+                let Some(name) = new.as_deref().or(old.as_deref()).map(meta::name) else {
                     return;
                 };
-                assumed.observe_server(name, new.as_ref());
-                triggers::on_server_change(old.as_ref(), new.as_ref(), &claims)
+                assumed.observe_server(name, new.as_deref());
+                triggers::on_server_change(old.as_deref(), new.as_deref(), &claims)
             }
             Delta::Relisted => {
                 let latest = |name: &str| servers.server(name).cloned();
@@ -210,11 +235,12 @@ impl Caches {
         } = self.read_with_assumed();
         let (mut wake, ended) = match event {
             Delta::Changed { old, new } => {
-                let Some(key) = new.as_ref().or(old.as_ref()).map(claim_key) else {
+                let Some(key) = new.as_deref().or(old.as_deref()).map(claim_key) else {
                     return;
                 };
-                let ended = assumed.observe_claim(&key, new.as_ref());
-                let wake = triggers::on_claim_change(old.as_ref(), new.as_ref(), &servers, &claims);
+                let ended = assumed.observe_claim(&key, new.as_deref());
+                let wake =
+                    triggers::on_claim_change(old.as_deref(), new.as_deref(), &servers, &claims);
                 (wake, ended.into_iter().collect())
             }
             Delta::Relisted => {
@@ -247,12 +273,24 @@ impl Caches {
     }
 }
 
-/// A watch event reduced to what the triggers need.
+/// A watch event reduced to what the triggers need. Objects are the watch cache's own
+/// copies, shared.
 enum Delta<K> {
     /// One object changed (`new: None`: deleted); `old` is the catalog's previous copy.
-    Changed { old: Option<K>, new: Option<K> },
+    Changed {
+        old: Option<Arc<K>>,
+        new: Option<Arc<K>>,
+    },
     /// A relist replaced the whole catalog.
     Relisted,
+}
+
+/// An object's key among [`Caches::own_writes`]: kind, namespace and name.
+fn own_write_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
+    let meta = obj.meta();
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let name = meta.name.as_deref().unwrap_or_default();
+    format!("{}/{namespace}/{name}", K::kind(&()))
 }
 
 #[derive(Clone, Copy)]
@@ -261,14 +299,22 @@ enum Kind {
     Claims,
 }
 
-/// Feeds one kind's watch into its store and catalog, then wakes the controllers.
+/// Drops what no decision reads before the object is cached: `managedFields` are most of
+/// a written object's size. (The `last-applied-configuration` annotation stays: the
+/// controllers write whole objects, and a write without it would erase it.)
+fn strip_unread<K: kube::Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+/// Feeds one kind's watch into its store and catalog, then wakes the controllers. The
+/// catalog holds the store's copy of each object (one copy per object, shared).
 async fn watch<K>(api: Api<K>, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
 where
     K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     Caches: Routes<K>,
 {
-    let mut relist: Vec<K> = Vec::new();
     let mut events = watcher(api, watcher::Config::default())
+        .modify(strip_unread)
         .default_backoff()
         .boxed();
     while let Some(event) = events.next().await {
@@ -281,31 +327,34 @@ where
             }
         };
         writer.apply_watcher_event(&event);
+        caches.own_writes.lock().delivered_by(&event);
+        let store = caches.store();
         let catalog = caches.catalog();
         let delta = match event {
             Event::Apply(obj) => {
+                let Some(new) = store.get(&ObjectRef::from_obj(&obj)) else {
+                    continue;
+                };
+                caches.before_put(&new);
                 let old = catalog.get(&obj);
-                catalog.put(obj.clone());
+                catalog.put(new.clone());
                 Delta::Changed {
                     old,
-                    new: Some(obj),
+                    new: Some(new),
                 }
             }
             Event::Delete(obj) => {
-                let old = catalog.get(&obj).or_else(|| Some(obj.clone()));
+                let old = catalog.get(&obj).or_else(|| Some(Arc::new(obj.clone())));
                 catalog.delete(&obj);
                 Delta::Changed { old, new: None }
             }
-            Event::Init => {
-                relist.clear();
-                continue;
-            }
-            Event::InitApply(obj) => {
-                relist.push(obj);
-                continue;
-            }
+            Event::Init | Event::InitApply(_) => continue,
             Event::InitDone => {
-                catalog.replace(std::mem::take(&mut relist));
+                let all = store.state();
+                for obj in &all {
+                    caches.before_put(obj);
+                }
+                catalog.replace(all);
                 caches.synced[kind as usize].send_replace(true);
                 Delta::Relisted
             }
@@ -314,13 +363,19 @@ where
     }
 }
 
-/// How `watch` reaches one kind's catalog and trigger routing.
-trait Routes<K> {
+/// How `watch` reaches one kind's store, catalog and trigger routing.
+trait Routes<K: kube::Resource<DynamicType = ()> + Clone> {
+    fn store(&self) -> &Store<K>;
     fn catalog(&self) -> &dyn Catalog<K>;
+    /// Runs before `obj` enters its catalog, with no catalog lock held.
+    fn before_put(&self, _obj: &K) {}
     fn route(&self, delta: Delta<K>);
 }
 
 impl Routes<Server> for Caches {
+    fn store(&self) -> &Store<Server> {
+        &self.server_store
+    }
     fn catalog(&self) -> &dyn Catalog<Server> {
         &self.servers
     }
@@ -330,8 +385,18 @@ impl Routes<Server> for Caches {
 }
 
 impl Routes<ServerClaim> for Caches {
+    fn store(&self) -> &Store<ServerClaim> {
+        &self.claim_store
+    }
     fn catalog(&self) -> &dyn Catalog<ServerClaim> {
         &self.claims
+    }
+    /// The free-server index splits its classes by the label keys claims select on; a
+    /// claim with a new key regroups it before the claim can be reconciled.
+    fn before_put(&self, claim: &ServerClaim) {
+        if !self.servers.read().tracks_selector_of(claim) {
+            self.servers.write().track_selectors([claim]);
+        }
     }
     fn route(&self, delta: Delta<ServerClaim>) {
         self.on_claim_event(delta);
@@ -340,40 +405,55 @@ impl Routes<ServerClaim> for Caches {
 
 /// The catalog operations `watch` needs, for either kind.
 trait Catalog<K>: Send + Sync {
-    fn get(&self, obj: &K) -> Option<K>;
-    fn put(&self, obj: K);
+    fn get(&self, obj: &K) -> Option<Arc<K>>;
+    fn put(&self, obj: Arc<K>);
     fn delete(&self, obj: &K);
-    fn replace(&self, all: Vec<K>);
+    fn replace(&self, all: Vec<Arc<K>>);
 }
 
 impl Catalog<Server> for RwLock<ServerCatalog> {
-    fn get(&self, obj: &Server) -> Option<Server> {
-        self.read().server(meta::name(obj)).cloned()
+    fn get(&self, obj: &Server) -> Option<Arc<Server>> {
+        self.read().shared(meta::name(obj)).cloned()
     }
-    fn put(&self, obj: Server) {
+    fn put(&self, obj: Arc<Server>) {
         self.write().upsert(obj);
     }
     fn delete(&self, obj: &Server) {
         self.write().remove(meta::name(obj));
     }
-    fn replace(&self, all: Vec<Server>) {
-        *self.write() = ServerCatalog::from_servers(all);
+    fn replace(&self, all: Vec<Arc<Server>>) {
+        self.write().replace_all(all);
     }
 }
 
 impl Catalog<ServerClaim> for RwLock<ClaimCatalog> {
-    fn get(&self, obj: &ServerClaim) -> Option<ServerClaim> {
+    fn get(&self, obj: &ServerClaim) -> Option<Arc<ServerClaim>> {
         self.read()
-            .claim(meta::namespace(obj), meta::name(obj))
+            .shared(meta::namespace(obj), meta::name(obj))
             .cloned()
     }
-    fn put(&self, obj: ServerClaim) {
+    fn put(&self, obj: Arc<ServerClaim>) {
         self.write().upsert(obj);
     }
     fn delete(&self, obj: &ServerClaim) {
         self.write().remove(meta::namespace(obj), meta::name(obj));
     }
-    fn replace(&self, all: Vec<ServerClaim>) {
+    fn replace(&self, all: Vec<Arc<ServerClaim>>) {
         *self.write() = ClaimCatalog::from_claims(all);
+    }
+}
+
+impl OwnWrites {
+    /// Feeds one watch event: an object delivered at a version, or a relist.
+    fn delivered_by<K: kube::Resource<DynamicType = ()>>(&mut self, event: &Event<K>) {
+        match event {
+            Event::Apply(obj) => {
+                let version = obj.meta().resource_version.as_deref().unwrap_or_default();
+                self.delivered(&own_write_key(obj), Some(version));
+            }
+            Event::Delete(obj) => self.delivered(&own_write_key(obj), None),
+            Event::InitDone => self.clear(),
+            Event::Init | Event::InitApply(_) => {}
+        }
     }
 }

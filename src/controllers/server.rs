@@ -18,6 +18,7 @@ use super::RESYNC;
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
+use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace, restamp};
 
 const KIND: ControllerKind = ControllerKind::Server;
@@ -37,6 +38,10 @@ pub fn error_policy(server: Arc<Server>, error: &Error, ctx: Arc<Context>) -> Ac
 }
 
 async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
+    if ctx.caches.behind_own_write(server) {
+        // The watch is about to deliver this process's last write, and wake it again.
+        return Ok(Action::requeue(OWN_WRITE_WAIT));
+    }
     let (mut decision, mut plan) = decide(server, ctx, None);
     if let Some(claim) = plan.confirm_claim.clone() {
         // Releasing on a stale cache would free a server whose claim still exists (the
