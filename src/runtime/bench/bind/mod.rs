@@ -58,7 +58,15 @@ pub async fn run(config: BindConfig) -> Result<BindReport, Error> {
         return Err(Error::Failed("--rate must be a positive number".into()));
     }
     let server = ApiServer::start(Config::default()).await?;
-    let result = run_on(&server, &config).await;
+    // On SIGINT or SIGTERM the run is dropped, and with it the operator's guard, so that
+    // no operator outlives the bench.
+    let result = tokio::select! {
+        result = run_on(&server, &config) => result,
+        signalled = crate::runtime::signals::terminated() => Err(Error::Failed(match signalled {
+            Ok(()) => "interrupted".into(),
+            Err(e) => format!("cannot wait for signals: {e}"),
+        })),
+    };
     server.shutdown().await;
     result
 }
@@ -78,6 +86,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
         config.ceiling.as_secs()
     );
     let ceiling = ceiling::measure(server, config.ceiling).await?;
+    eprintln!("bench bind: write ceiling {ceiling:.0} updates/s");
     let client = server.try_client()?;
     crate::runtime::dev::install_crds(&client)
         .await
