@@ -124,6 +124,8 @@ fn batch_over_three_namespaces_with_unique_labels_adds_up() {
     assert_eq!(report["mix"], "unique-labels");
     assert_eq!(report["namespaces"], 3);
     assert!(report["rate"].is_null());
+    assert!(report["operator_settle_secs"].is_null());
+    assert_eq!(report["writes_before_claims"], 0);
 }
 
 /// Fewer claims than untainted servers: every claim binds whichever servers the
@@ -144,4 +146,7 @@ fn paced_claims_on_a_tainted_fleet_add_up() {
     assert_adds_up(&report, 60, 40);
     assert_eq!(report["mix"], "tainted");
     assert_eq!(report["rate"], 50.0);
+    // Claims came once the operator had settled; its startup writes are apart.
+    assert!(num(&report, "operator_settle_secs") >= 0.0);
+    assert!(report["writes_before_claims"].is_u64());
 }

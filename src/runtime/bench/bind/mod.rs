@@ -5,7 +5,7 @@
 //! ([`ceiling`]); install the CRDs, create the namespaces and the servers ([`setup`]);
 //! open the claims watch ([`observe`]); then either create every claim and start the
 //! operator (batch), or start the operator, wait until it is ready and create claims at
-//! `--rate` per second. The operator is this binary's `run` in a child process
+//! `--rate` per second once it has settled. The operator is this binary's `run` in a child process
 //! ([`operator`]); the bench samples its RSS and prints progress ([`progress`]) until
 //! every claim is Bound or nothing happens for the stall timeout, scrapes its
 //! `/metrics` once ([`scrape`]), kills it and reports ([`report`]).
@@ -28,6 +28,7 @@ use fleet::Mix;
 use observe::Observer;
 use operator::{Operator, WorkDir};
 use report::{BindReport, Measured};
+use scrape::WriteSample;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -76,6 +77,10 @@ struct Started {
     operator: Operator,
     ready: Instant,
     clock_start: Instant,
+    /// The operator's write counters when claims began to arrive (`--rate`), and how
+    /// long after readiness its startup writes took to stop.
+    baseline: Vec<WriteSample>,
+    settle: Option<Duration>,
     /// The paced claim creator, with `--rate`.
     creator: progress::Creator,
 }
@@ -106,7 +111,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
         &mut started.creator,
         config.claims,
         config.stall,
-        started.ready,
+        started.ready.max(started.clock_start),
     )
     .await?;
     // Still creating after a stall cannot be (each create is progress); stop it anyway.
@@ -128,6 +133,8 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
             operator_ready: started.ready,
             clock_start: started.clock_start,
             writes: scrape::api_writes(&metrics),
+            baseline: started.baseline,
+            settle: started.settle,
             peak_rss_kib: hwm.max(waited.peak_rss_kib),
             ceiling,
         },
@@ -148,11 +155,15 @@ async fn batch(
         clock_start: operator.started,
         operator,
         ready,
+        baseline: Vec::new(),
+        settle: None,
         creator: None,
     })
 }
 
-/// The operator first, ready, then claims at `rate`: time counts from the first claim.
+/// The operator first, ready and settled (done with the first status of every fresh
+/// server), then claims at `rate`: time counts from the first claim, and the writes the
+/// operator made before it are not counted per bind.
 async fn paced(
     client: &kube::Client,
     config: &BindConfig,
@@ -162,10 +173,9 @@ async fn paced(
     eprintln!("bench bind: starting the operator");
     let mut operator = Operator::spawn(dir, config.concurrency)?;
     let ready = operator.wait_ready().await?;
-    eprintln!(
-        "bench bind: operator ready; creating {} claims at {rate}/s",
-        config.claims
-    );
+    let (baseline, settled) = operator.settle().await?;
+    let settle = Some(settled.saturating_duration_since(ready));
+    eprintln!("bench bind: creating {} claims at {rate}/s", config.claims);
     let clock_start = Instant::now();
     let (client, c) = (client.clone(), config.clone());
     let creator = tokio::spawn(async move {
@@ -175,6 +185,8 @@ async fn paced(
         operator,
         ready,
         clock_start,
+        baseline,
+        settle,
         creator: Some(creator),
     })
 }

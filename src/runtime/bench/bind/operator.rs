@@ -10,13 +10,17 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::super::BenchError as Error;
-use super::scrape;
+use super::scrape::{self, WriteSample};
 
 /// How long the operator may take to list everything and report ready: 100k servers
 /// and 100k claims take a while on two cores.
 const READY_TIMEOUT: Duration = Duration::from_secs(600);
 /// How much of the operator's log an error shows.
 const LOG_TAIL_LINES: usize = 20;
+/// The operator has settled when its write counters have not moved for this long.
+const SETTLED_AFTER: Duration = Duration::from_secs(1);
+/// How long settling may take before the bench goes on regardless.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A scratch directory in the system's temp dir, removed on drop.
 pub struct WorkDir(PathBuf);
@@ -122,6 +126,37 @@ impl Operator {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Err(self.died(&format!("was not ready within {READY_TIMEOUT:?}")))
+    }
+
+    /// Waits until the operator's writes stop (it writes a first status on every fresh
+    /// server after it starts) and returns its write counters then, and when they last
+    /// moved, so that `--rate` claims meet an idle operator and their writes can be told
+    /// from the startup's.
+    pub async fn settle(&mut self) -> Result<(Vec<WriteSample>, Instant), Error> {
+        let start = Instant::now();
+        let total = |w: &[WriteSample]| w.iter().map(|s| s.value).sum::<f64>();
+        let mut last = scrape::api_writes(&self.metrics().await?);
+        let mut unchanged_since = Instant::now();
+        while unchanged_since.elapsed() < SETTLED_AFTER {
+            if start.elapsed() > SETTLE_TIMEOUT {
+                eprintln!(
+                    "bench bind: the operator still writes after {SETTLE_TIMEOUT:?}; going on"
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = scrape::api_writes(&self.metrics().await?);
+            if total(&now) != total(&last) {
+                unchanged_since = Instant::now();
+            }
+            last = now;
+        }
+        eprintln!(
+            "bench bind: operator settled: {} writes in {:.1}s before the first claim",
+            total(&last),
+            (unchanged_since - start).as_secs_f64()
+        );
+        Ok((last, unchanged_since))
     }
 
     /// The operator's `/metrics` text.

@@ -8,13 +8,16 @@
 //! - *binds/s*: claims Bound ÷ time to all Bound.
 //! - *writes per bind*: `server_binder_api_writes_total` ÷ claims Bound, by resource and
 //!   result; the total counts ok and conflict writes (both cost the API server a
-//!   request), errors are reported apart.
+//!   request), errors are reported apart. In batch mode this includes the operator's
+//!   startup writes (the first status of every fresh server it does not bind first);
+//!   with `--rate` those are made before the first claim and left out.
 //! - *bind latency* of a claim: Bound seen − max(claim ADDED seen, operator ready), all
 //!   on the bench's watch and clock. With `--rate` the operator is ready before any
 //!   claim exists, so this is creation to Bound; in batch mode it is dominated by the
 //!   claim's wait in the operator's queue.
 //! - *RSS per cached object*: the operator's peak RSS (VmHWM) ÷ (servers + claims).
 //! - *efficiency*: binds/s ÷ (write ceiling ÷ 5), 5 being the protocol's writes per bind.
+//!   A capacity figure in batch mode; with `--rate`, binds/s is at most the rate.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -52,6 +55,11 @@ pub struct BindReport {
     pub unbound: usize,
     /// The operator's start to its first 200 on /readyz.
     pub operator_ready_secs: f64,
+    /// With `--rate`: readiness to the operator's last startup write (the first claim
+    /// comes a quiet second later).
+    pub operator_settle_secs: Option<f64>,
+    /// With `--rate`: the startup writes, not counted per bind.
+    pub writes_before_claims: u64,
     pub time_to_all_bound_secs: f64,
     pub binds_per_sec: f64,
     /// Writes by resource and result, as counted by the operator.
@@ -82,6 +90,9 @@ pub struct Measured {
     /// Where time to all Bound is counted from.
     pub clock_start: Instant,
     pub writes: Vec<WriteSample>,
+    /// The write counters when the first claim was created (`--rate`), else none.
+    pub baseline: Vec<WriteSample>,
+    pub settle: Option<Duration>,
     pub peak_rss_kib: u64,
     pub ceiling: f64,
 }
@@ -138,6 +149,22 @@ fn writes_by_resource(samples: &[WriteSample]) -> BTreeMap<String, BTreeMap<Stri
     by
 }
 
+/// `end` minus `start`, by resource and result.
+fn writes_since(
+    end: &[WriteSample],
+    start: &[WriteSample],
+) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let before = writes_by_resource(start);
+    let mut writes = writes_by_resource(end);
+    for (resource, by) in &mut writes {
+        for (result, n) in by {
+            let was = before.get(resource).and_then(|b| b.get(result));
+            *n = n.saturating_sub(was.copied().unwrap_or(0));
+        }
+    }
+    writes
+}
+
 fn total(writes: &BTreeMap<String, BTreeMap<String, u64>>, result: &str) -> u64 {
     writes.values().filter_map(|r| r.get(result)).sum()
 }
@@ -156,7 +183,8 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
     };
     // Per bind: over at least one, so that a run that bound nothing still prints.
     let per_bind = |n: u64| n as f64 / bound.max(1) as f64;
-    let writes = writes_by_resource(&m.writes);
+    let writes = writes_since(&m.writes, &m.baseline);
+    let before = writes_by_resource(&m.baseline);
     let per_resource = writes
         .iter()
         .map(|(res, by)| {
@@ -175,6 +203,11 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         bound,
         unbound: config.claims - bound.min(config.claims),
         operator_ready_secs: (m.operator_ready - m.operator_started).as_secs_f64(),
+        operator_settle_secs: m.settle.map(|d| d.as_secs_f64()),
+        writes_before_claims: ["ok", "conflict", "error"]
+            .iter()
+            .map(|r| total(&before, r))
+            .sum(),
         time_to_all_bound_secs: elapsed.as_secs_f64(),
         binds_per_sec,
         writes_per_bind: per_bind(total(&writes, "ok") + total(&writes, "conflict")),
@@ -220,8 +253,13 @@ impl fmt::Display for BindReport {
         )?;
         write!(
             f,
-            "efficiency         {:.2}  (binds/s ÷ (ceiling ÷ {FLOOR_WRITES_PER_BIND}))",
-            self.efficiency
+            "efficiency         {:.2}  (binds/s ÷ (ceiling ÷ {FLOOR_WRITES_PER_BIND})){}",
+            self.efficiency,
+            if self.rate.is_some() {
+                "; binds/s follows --rate here"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -258,6 +296,13 @@ impl BindReport {
             "operator ready     {:.2} s after its start",
             self.operator_ready_secs
         )?;
+        if let Some(settle) = self.operator_settle_secs {
+            writeln!(
+                f,
+                "operator settled   {settle:.2} s after ready, {} startup writes (not counted per bind)",
+                self.writes_before_claims
+            )?;
+        }
         writeln!(
             f,
             "time to all Bound  {:.2} s from {from}{}",
@@ -347,5 +392,21 @@ mod tests {
         assert_eq!(by["serverclaims"]["ok"], 5);
         assert_eq!(total(&by, "ok"), 5);
         assert_eq!(total(&by, "conflict"), 2);
+    }
+
+    #[test]
+    fn writes_since_a_baseline() {
+        let s = |res: &str, r: &str, v: f64| WriteSample {
+            controller: "server".into(),
+            resource: res.into(),
+            result: r.into(),
+            value: v,
+        };
+        let end = [s("servers/status", "ok", 1010.0), s("servers", "ok", 10.0)];
+        let start = [s("servers/status", "ok", 1000.0)];
+        let since = writes_since(&end, &start);
+        assert_eq!(since["servers/status"]["ok"], 10);
+        assert_eq!(since["servers"]["ok"], 10);
+        assert_eq!(writes_since(&end, &[]), writes_by_resource(&end));
     }
 }
