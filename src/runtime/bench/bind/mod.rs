@@ -4,10 +4,10 @@
 //! In order: start the embedded API server on loopback and measure its write ceiling
 //! ([`ceiling`]); install the CRDs, create the namespaces and the servers ([`setup`]);
 //! open the claims watch ([`observe`]); then either create every claim and start the
-//! operator (batch), or start the operator, wait until it is ready and create claims at
-//! `--rate` per second once it has settled. The operator is this binary's `run` in a child process
-//! ([`operator`]); the bench samples its RSS and prints progress ([`progress`]) until
-//! every claim is Bound or nothing happens for the stall timeout, scrapes its
+//! operator (batch), or start the operator, wait until it is ready and settled and
+//! create claims at `--rate` per second. The operator is this binary's `run` in a child
+//! process ([`operator`]); the bench samples its RSS and prints progress ([`progress`])
+//! until every claim is Bound or nothing happens for the stall timeout, scrapes its
 //! `/metrics` once ([`scrape`]), kills it and reports ([`report`]).
 
 mod ceiling;

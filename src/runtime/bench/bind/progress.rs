@@ -15,21 +15,19 @@ use super::rss;
 const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 const LINE_EVERY: Duration = Duration::from_secs(1);
 
-/// What a wait ends with.
+/// What a wait ends with (whether it stalled shows in the claims left unbound).
 #[derive(Debug, Clone, Copy)]
 pub struct Waited {
     /// The highest VmRSS sampled, in KiB (VmHWM, read at the end, is the true peak).
     pub peak_rss_kib: u64,
-    /// It ended because nothing happened for the stall timeout.
-    pub stalled: bool,
 }
 
 /// The paced claim creator, if one runs; taken once it has finished.
 pub type Creator = Option<JoinHandle<Result<(), Error>>>;
 
 /// Waits until `claims` are Bound or `stall` passes without a change; `since` is when
-/// the stall clock starts at the latest (the operator's readiness: it cannot bind
-/// before).
+/// the stall clock starts at the latest (the operator's readiness, as it cannot bind
+/// before; with `--rate`, the first claim).
 pub async fn wait(
     observer: &Observer,
     operator: &mut Operator,
@@ -38,10 +36,7 @@ pub async fn wait(
     stall: Duration,
     since: Instant,
 ) -> Result<Waited, Error> {
-    let mut waited = Waited {
-        peak_rss_kib: 0,
-        stalled: false,
-    };
+    let mut waited = Waited { peak_rss_kib: 0 };
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     let (mut last_line, mut bound_at_line) = (Instant::now(), 0);
     loop {
@@ -66,7 +61,6 @@ pub async fn wait(
                 stall.as_secs(),
                 claims - bound
             );
-            waited.stalled = true;
             return Ok(waited);
         }
         if last_line.elapsed() >= LINE_EVERY {

@@ -313,7 +313,15 @@ impl BindReport {
                 ""
             }
         )?;
-        writeln!(f, "binds/s            {:.0}", self.binds_per_sec)
+        writeln!(f, "binds/s            {:.0}", self.binds_per_sec)?;
+        if self.watch_errors > 0 {
+            writeln!(
+                f,
+                "claims watch       {} failures retried: some Bound times may be late",
+                self.watch_errors
+            )?;
+        }
+        Ok(())
     }
 
     fn fmt_writes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
