@@ -157,8 +157,9 @@ pub struct BindArgs {
     /// The operator's --concurrency (reconciles each controller runs at once).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
-    /// Create claims at this many per second once the operator is ready (for latency);
-    /// without it, every claim exists before the operator starts (for throughput).
+    /// Create claims at this many per second once the operator is ready and idle (for
+    /// latency); without it, every claim exists before the operator starts (for
+    /// throughput).
     #[arg(long, value_parser = positive_rate)]
     pub rate: Option<f64>,
     /// Namespaces the claims are spread over, round-robin (tenant-0, tenant-1, ...).
