@@ -116,6 +116,7 @@ pub struct DevArgs {
     pub servers: u16,
 }
 
+#[cfg(feature = "embedded-apiserver")]
 #[derive(Debug, Subcommand)]
 pub enum BenchTarget {
     /// The embedded API server, in-process on loopback: concurrent creates and updates
@@ -134,6 +135,56 @@ pub enum BenchTarget {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
         duration_secs: u64,
     },
+    /// The operator binding a generated fleet: the embedded API server in-process on
+    /// loopback, `server-binder run` as a child process. Prints time to all Bound,
+    /// binds/s, writes per bind, bind latency, the operator's peak RSS and efficiency
+    /// against the API server's write ceiling. Build with --release.
+    Bind(BindArgs),
+}
+
+#[cfg(feature = "embedded-apiserver")]
+#[derive(Debug, Clone, clap::Args)]
+pub struct BindArgs {
+    /// Servers to create.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub servers: u64,
+    /// Claims to create.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub claims: u64,
+    /// How servers are labelled and what claims ask for.
+    #[arg(long, value_enum, default_value_t = super::bench::bind::fleet::Mix::Any)]
+    pub mix: super::bench::bind::fleet::Mix,
+    /// The operator's --concurrency (reconciles each controller runs at once).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// Create claims at this many per second once the operator is ready and idle (for
+    /// latency); without it, every claim exists before the operator starts (for
+    /// throughput).
+    #[arg(long, value_parser = positive_rate)]
+    pub rate: Option<f64>,
+    /// Namespaces the claims are spread over, round-robin (tenant-0, tenant-1, ...).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub namespaces: u64,
+    /// Stop when no claim was created or bound for this many seconds; claims still
+    /// unbound are reported (not an error).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub stall_secs: u64,
+    /// How long to measure the API server's write ceiling.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub ceiling_secs: u64,
+    /// Print the figures as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(feature = "embedded-apiserver")]
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "`{s}` is not a positive number of claims per second"
+        )),
+    }
 }
 
 /// Parses the command line and runs it; the binary's whole `main`.

@@ -88,8 +88,9 @@ Ctrl-C stops everything (nothing is kept).",
     Ok(())
 }
 
-/// Installs the CRDs through the API, as `kubectl apply -f manifests/crds/` would.
-async fn install_crds(client: &kube::Client) -> Result<(), String> {
+/// Installs the CRDs through the API, as `kubectl apply -f manifests/crds/` would
+/// (`bench bind` installs them the same way).
+pub(super) async fn install_crds(client: &kube::Client) -> Result<(), String> {
     let api = Api::<CustomResourceDefinition>::all(client.clone());
     for crd in crate::api::crds() {
         api.create(&PostParams::default(), &crd)

@@ -501,11 +501,7 @@ async fn watch_one(
 /// cannot run (a write fails, the server does not start); whether every watcher saw
 /// every write is in the report ([`BenchReport::all_seen`]).
 pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
-    if config.objects == 0 || config.writers == 0 {
-        return Err(Error::Failed(
-            "objects and writers must be at least 1".into(),
-        ));
-    }
+    validate(&config)?;
     // A generous bound on the whole run, so that it always stops by itself.
     let bound = Duration::from_secs(120)
         + config.duration * 2
@@ -517,7 +513,20 @@ pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
     result.map_err(|_| Error::Failed(format!("did not finish within {bound:?}")))?
 }
 
-async fn run_on(server: &ApiServerHandle, config: BenchConfig) -> Result<BenchReport, Error> {
+fn validate(config: &BenchConfig) -> Result<(), Error> {
+    if config.objects == 0 || config.writers == 0 {
+        return Err(Error::Failed(
+            "objects and writers must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the benchmark on a server the caller started and stops (`bench bind` measures
+/// its write ceiling this way, on the server it then loads). Installs the Probe CRD, so
+/// it runs once per server; the probes stay. Unbounded in time: the caller bounds it.
+pub async fn run_on(server: &ApiServerHandle, config: BenchConfig) -> Result<BenchReport, Error> {
+    validate(&config)?;
     server.install_crd(&Probe::crd()).await?;
     let api: Api<Probe> = Api::all(server.try_client()?);
     let (target_tx, watchers) = open_watches(&api, config.watchers).await?;

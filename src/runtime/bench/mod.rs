@@ -4,8 +4,9 @@
 //! `embedded-apiserver` feature.
 
 pub mod apiserver;
+pub mod bind;
 
-use super::cli::BenchTarget;
+use super::cli::{BenchTarget, BindArgs};
 
 /// A benchmark that could not run (as opposed to one that ran and measured badly).
 #[derive(Debug, thiserror::Error)]
@@ -18,12 +19,23 @@ pub enum BenchError {
 
 /// Runs the benchmark the command line chose and prints its report.
 pub async fn run(target: BenchTarget) -> Result<(), String> {
-    let BenchTarget::Apiserver {
-        objects,
-        writers,
-        watchers,
-        duration_secs,
-    } = target;
+    match target {
+        BenchTarget::Apiserver {
+            objects,
+            writers,
+            watchers,
+            duration_secs,
+        } => run_apiserver(objects, writers, watchers, duration_secs).await,
+        BenchTarget::Bind(args) => run_bind(args).await,
+    }
+}
+
+async fn run_apiserver(
+    objects: u64,
+    writers: u64,
+    watchers: u64,
+    duration_secs: u64,
+) -> Result<(), String> {
     let config = apiserver::BenchConfig {
         objects: objects as usize,
         writers: writers as usize,
@@ -38,4 +50,27 @@ pub async fn run(target: BenchTarget) -> Result<(), String> {
     } else {
         Err("the benchmark's watchers did not all see every write (see above)".into())
     }
+}
+
+/// Prints the report as a table, or as JSON with `--json`. Claims left unbound are a
+/// figure, not a failure.
+async fn run_bind(args: BindArgs) -> Result<(), String> {
+    let config = bind::BindConfig {
+        servers: args.servers as usize,
+        claims: args.claims as usize,
+        mix: args.mix,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        namespaces: args.namespaces as usize,
+        stall: std::time::Duration::from_secs(args.stall_secs),
+        ceiling: std::time::Duration::from_secs(args.ceiling_secs),
+    };
+    let report = bind::run(config).await.map_err(|e| e.to_string())?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        println!("{json}");
+    } else {
+        println!("{report}");
+    }
+    Ok(())
 }

@@ -1,0 +1,192 @@
+//! `server-binder bench bind`: the real operator binding a generated fleet on the
+//! embedded API server, measured from outside.
+//!
+//! In order: start the embedded API server on loopback and measure its write ceiling
+//! ([`ceiling`]); install the CRDs, create the namespaces and the servers ([`setup`]);
+//! open the claims watch ([`observe`]); then either create every claim and start the
+//! operator (batch), or start the operator, wait until it is ready and settled and
+//! create claims at `--rate` per second. The operator is this binary's `run` in a child
+//! process ([`operator`]); the bench samples its RSS and prints progress ([`progress`])
+//! until every claim is Bound or nothing happens for the stall timeout, scrapes its
+//! `/metrics` once ([`scrape`]), kills it and reports ([`report`]).
+
+mod ceiling;
+pub mod fleet;
+mod observe;
+mod operator;
+mod progress;
+pub mod report;
+mod rss;
+mod scrape;
+mod setup;
+
+use std::time::{Duration, Instant};
+
+use super::BenchError as Error;
+use crate::apiserver::{ApiServer, ApiServerHandle, Config};
+use fleet::Mix;
+use observe::Observer;
+use operator::{Operator, WorkDir};
+use report::{BindReport, Measured};
+use scrape::WriteSample;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BindConfig {
+    pub servers: usize,
+    pub claims: usize,
+    pub mix: Mix,
+    /// The operator's `--concurrency`.
+    pub concurrency: u16,
+    /// Claims per second, created while the operator runs; `None`: all claims first.
+    pub rate: Option<f64>,
+    pub namespaces: usize,
+    /// Stop when no claim was created or bound for this long.
+    pub stall: Duration,
+    /// How long the write ceiling is measured.
+    pub ceiling: Duration,
+}
+
+/// Runs the benchmark. Fails only if it cannot run (the API server, a create, the
+/// operator fails); claims left unbound are a figure of the report.
+pub async fn run(config: BindConfig) -> Result<BindReport, Error> {
+    if config.namespaces == 0 || config.concurrency == 0 {
+        return Err(Error::Failed(
+            "namespaces and concurrency must be at least 1".into(),
+        ));
+    }
+    if config.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(Error::Failed("--rate must be a positive number".into()));
+    }
+    let server = ApiServer::start(Config::default()).await?;
+    // On SIGINT or SIGTERM the run is dropped, and with it the operator's guard, so that
+    // no operator outlives the bench.
+    let result = tokio::select! {
+        result = run_on(&server, &config) => result,
+        signalled = crate::runtime::signals::terminated() => Err(Error::Failed(match signalled {
+            Ok(()) => "interrupted".into(),
+            Err(e) => format!("cannot wait for signals: {e}"),
+        })),
+    };
+    server.shutdown().await;
+    result
+}
+
+/// The operator, and the instants the figures count from.
+struct Started {
+    operator: Operator,
+    ready: Instant,
+    clock_start: Instant,
+    /// The operator's write counters when claims began to arrive (`--rate`), and how
+    /// long after readiness its startup writes took to stop.
+    baseline: Vec<WriteSample>,
+    settle: Option<Duration>,
+    /// The paced claim creator, with `--rate`.
+    creator: progress::Creator,
+}
+
+async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindReport, Error> {
+    eprintln!(
+        "bench bind: measuring the API server's write ceiling for {}s",
+        config.ceiling.as_secs()
+    );
+    let ceiling = ceiling::measure(server, config.ceiling).await?;
+    eprintln!("bench bind: write ceiling {ceiling:.0} updates/s");
+    let client = server.try_client()?;
+    crate::runtime::dev::install_crds(&client)
+        .await
+        .map_err(Error::Failed)?;
+    setup::namespaces(&client, config.namespaces).await?;
+    setup::servers(&client, config.servers, config.mix).await?;
+    let dir = WorkDir::create()?;
+    server.write_kubeconfig(&dir.kubeconfig())?;
+    let observer = Observer::start(&client, config.claims).await?;
+    let mut started = match config.rate {
+        None => batch(&client, config, &dir).await?,
+        Some(rate) => paced(&client, config, &dir, rate).await?,
+    };
+    let waited = progress::wait(
+        &observer,
+        &mut started.operator,
+        &mut started.creator,
+        config.claims,
+        config.stall,
+        started.ready.max(started.clock_start),
+    )
+    .await?;
+    // Still creating after a stall cannot be (each create is progress); stop it anyway.
+    if let Some(creator) = started.creator.take() {
+        creator.abort();
+    }
+    let metrics = started.operator.metrics().await?;
+    // The high-water mark must be read while the process lives.
+    let hwm = rss::read(started.operator.pid())
+        .unwrap_or_default()
+        .hwm_kib;
+    let operator_started = started.operator.started;
+    drop(started.operator);
+    Ok(report::build(
+        config,
+        Measured {
+            seen: observer.finish(),
+            operator_started,
+            operator_ready: started.ready,
+            clock_start: started.clock_start,
+            writes: scrape::api_writes(&metrics),
+            baseline: started.baseline,
+            settle: started.settle,
+            peak_rss_kib: hwm.max(waited.peak_rss_kib),
+            ceiling,
+        },
+    ))
+}
+
+/// Every claim first, then the operator: time counts from its start.
+async fn batch(
+    client: &kube::Client,
+    config: &BindConfig,
+    dir: &WorkDir,
+) -> Result<Started, Error> {
+    setup::claims(client, config.claims, config.mix, config.namespaces).await?;
+    eprintln!("bench bind: starting the operator");
+    let mut operator = Operator::spawn(dir, config.concurrency)?;
+    let ready = operator.wait_ready().await?;
+    Ok(Started {
+        clock_start: operator.started,
+        operator,
+        ready,
+        baseline: Vec::new(),
+        settle: None,
+        creator: None,
+    })
+}
+
+/// The operator first, ready and settled (done with the first status of every fresh
+/// server), then claims at `rate`: time counts from the first claim, and the writes the
+/// operator made before it are not counted per bind.
+async fn paced(
+    client: &kube::Client,
+    config: &BindConfig,
+    dir: &WorkDir,
+    rate: f64,
+) -> Result<Started, Error> {
+    eprintln!("bench bind: starting the operator");
+    let mut operator = Operator::spawn(dir, config.concurrency)?;
+    let ready = operator.wait_ready().await?;
+    let (baseline, settled) = operator.settle().await?;
+    let settle = Some(settled.saturating_duration_since(ready));
+    eprintln!("bench bind: creating {} claims at {rate}/s", config.claims);
+    let clock_start = Instant::now();
+    let (client, c) = (client.clone(), config.clone());
+    let creator = tokio::spawn(async move {
+        setup::paced_claims(&client, c.claims, c.mix, c.namespaces, rate, clock_start).await
+    });
+    Ok(Started {
+        operator,
+        ready,
+        clock_start,
+        baseline,
+        settle,
+        creator: Some(creator),
+    })
+}

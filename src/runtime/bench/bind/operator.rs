@@ -1,0 +1,187 @@
+//! The operator under test, as a child process: this very binary's `run`, so that its
+//! memory is its own and it reaches the API server over HTTP as it would in a cluster.
+//! A guard kills it whatever way the bench ends, and removes the scratch directory
+//! (kubeconfig and the operator's log) with it.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::super::BenchError as Error;
+use super::scrape::{self, WriteSample};
+
+/// How long the operator may take to list everything and report ready: 100k servers
+/// and 100k claims take a while on two cores.
+const READY_TIMEOUT: Duration = Duration::from_secs(600);
+/// How much of the operator's log an error shows.
+const LOG_TAIL_LINES: usize = 20;
+/// The operator has settled when its write counters have not moved for this long.
+const SETTLED_AFTER: Duration = Duration::from_secs(1);
+/// How long settling may take before the bench goes on regardless.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A scratch directory in the system's temp dir, removed on drop.
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    pub fn create() -> Result<Self, Error> {
+        let dir = std::env::temp_dir().join(format!("server-binder-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::Failed(format!("creating {}: {e}", dir.display())))?;
+        Ok(Self(dir))
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.0.join("kubeconfig")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.0.join("operator.log")
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The running operator; killed when dropped.
+pub struct Operator {
+    child: Child,
+    log: PathBuf,
+    pub metrics_addr: SocketAddr,
+    /// When the process was started.
+    pub started: Instant,
+}
+
+impl Operator {
+    /// Starts `server-binder run --concurrency C` on the kubeconfig in `dir`, logging
+    /// JSON lines into `dir`.
+    pub fn spawn(dir: &WorkDir, concurrency: u16) -> Result<Self, Error> {
+        let metrics_addr = free_port()?;
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Failed(format!("finding this binary: {e}")))?;
+        let log = dir.log();
+        let out = File::create(&log)
+            .map_err(|e| Error::Failed(format!("creating {}: {e}", log.display())))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| Error::Failed(format!("opening {}: {e}", log.display())))?;
+        let child = Command::new(exe)
+            .args(["run", "--log-format", "json", "--concurrency"])
+            .arg(concurrency.to_string())
+            .arg("--metrics-addr")
+            .arg(metrics_addr.to_string())
+            .env("KUBECONFIG", dir.kubeconfig())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| Error::Failed(format!("starting the operator: {e}")))?;
+        Ok(Self {
+            child,
+            log,
+            metrics_addr,
+            started: Instant::now(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error if the operator has exited, with the end of its log.
+    pub fn check_alive(&mut self) -> Result<(), Error> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(self.died(&format!("exited ({status})"))),
+            Err(e) => Err(self.died(&format!("cannot be waited on ({e})"))),
+        }
+    }
+
+    fn died(&self, how: &str) -> Error {
+        Error::Failed(format!(
+            "the operator {how}; the end of its log:\n{}",
+            self.log_tail()
+        ))
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+    }
+
+    /// Polls `/readyz` every 10 ms until it answers 200 (the operator's caches are
+    /// synced) and returns when it first did.
+    pub async fn wait_ready(&mut self) -> Result<Instant, Error> {
+        while self.started.elapsed() < READY_TIMEOUT {
+            self.check_alive()?;
+            if let Ok((200, _)) = scrape::get(self.metrics_addr, "/readyz").await {
+                return Ok(Instant::now());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(self.died(&format!("was not ready within {READY_TIMEOUT:?}")))
+    }
+
+    /// Waits until the operator's writes stop (it writes a first status on every fresh
+    /// server after it starts) and returns its write counters then, and when they last
+    /// moved, so that `--rate` claims meet an idle operator and their writes can be told
+    /// from the startup's.
+    pub async fn settle(&mut self) -> Result<(Vec<WriteSample>, Instant), Error> {
+        let start = Instant::now();
+        let total = |w: &[WriteSample]| w.iter().map(|s| s.value).sum::<f64>();
+        let mut last = scrape::api_writes(&self.metrics().await?);
+        let mut unchanged_since = Instant::now();
+        while unchanged_since.elapsed() < SETTLED_AFTER {
+            if start.elapsed() > SETTLE_TIMEOUT {
+                eprintln!(
+                    "bench bind: the operator still writes after {SETTLE_TIMEOUT:?}; going on"
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = scrape::api_writes(&self.metrics().await?);
+            if total(&now) != total(&last) {
+                unchanged_since = Instant::now();
+            }
+            last = now;
+        }
+        eprintln!(
+            "bench bind: operator settled: {} writes in {:.1}s before the first claim",
+            total(&last),
+            (unchanged_since - start).as_secs_f64()
+        );
+        Ok((last, unchanged_since))
+    }
+
+    /// The operator's `/metrics` text.
+    pub async fn metrics(&mut self) -> Result<String, Error> {
+        self.check_alive()?;
+        match scrape::get(self.metrics_addr, "/metrics").await {
+            Ok((200, body)) => Ok(body),
+            Ok((code, body)) => Err(Error::Failed(format!("/metrics answered {code}: {body}"))),
+            Err(e) => Err(Error::Failed(format!("scraping /metrics: {e}"))),
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        // SIGKILL: the bench has what it wanted, and a clean shutdown only adds time.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port free at the moment. Another process could take it before the
+/// operator binds it; the operator then exits saying so and the bench reports it.
+fn free_port() -> Result<SocketAddr, Error> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| Error::Failed(format!("finding a free port: {e}")))
+}

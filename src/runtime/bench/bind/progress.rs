@@ -1,0 +1,75 @@
+//! Waiting for the binds: every 200 ms the operator's RSS is sampled and the watch's
+//! counts are read; every second a progress line goes to stderr. The wait ends when
+//! every claim is Bound, or when nothing happened (no claim created or bound) for the
+//! stall timeout, or with an error if the operator dies or a paced create fails.
+
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+
+use super::super::BenchError as Error;
+use super::observe::Observer;
+use super::operator::Operator;
+use super::rss;
+
+const SAMPLE_EVERY: Duration = Duration::from_millis(200);
+const LINE_EVERY: Duration = Duration::from_secs(1);
+
+/// What a wait ends with (whether it stalled shows in the claims left unbound).
+#[derive(Debug, Clone, Copy)]
+pub struct Waited {
+    /// The highest VmRSS sampled, in KiB (VmHWM, read at the end, is the true peak).
+    pub peak_rss_kib: u64,
+}
+
+/// The paced claim creator, if one runs; taken once it has finished.
+pub type Creator = Option<JoinHandle<Result<(), Error>>>;
+
+/// Waits until `claims` are Bound or `stall` passes without a change; `since` is when
+/// the stall clock starts at the latest (the operator's readiness, as it cannot bind
+/// before; with `--rate`, the first claim).
+pub async fn wait(
+    observer: &Observer,
+    operator: &mut Operator,
+    creator: &mut Creator,
+    claims: usize,
+    stall: Duration,
+    since: Instant,
+) -> Result<Waited, Error> {
+    let mut waited = Waited { peak_rss_kib: 0 };
+    let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    let (mut last_line, mut bound_at_line) = (Instant::now(), 0);
+    loop {
+        tick.tick().await;
+        operator.check_alive()?;
+        if creator.as_ref().is_some_and(JoinHandle::is_finished)
+            && let Some(done) = creator.take()
+        {
+            done.await
+                .map_err(|e| Error::Failed(format!("the claim creator: {e}")))??;
+        }
+        let rss = rss::read(operator.pid()).unwrap_or_default().rss_kib;
+        waited.peak_rss_kib = waited.peak_rss_kib.max(rss);
+        let (added, bound, last_change) = observer.counts();
+        if bound >= claims {
+            return Ok(waited);
+        }
+        let quiet_since = last_change.map_or(since, |t| t.max(since));
+        if quiet_since.elapsed() >= stall {
+            eprintln!(
+                "bench bind: nothing happened for {}s; stopping with {} of {claims} claims unbound",
+                stall.as_secs(),
+                claims - bound
+            );
+            return Ok(waited);
+        }
+        if last_line.elapsed() >= LINE_EVERY {
+            let rate = (bound - bound_at_line) as f64 / last_line.elapsed().as_secs_f64();
+            eprintln!(
+                "bench bind: {bound}/{claims} Bound ({added} created), {rate:.0} binds/s, operator RSS {:.0} MiB",
+                rss as f64 / 1024.0
+            );
+            (last_line, bound_at_line) = (Instant::now(), bound);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `server-binder bench bind` from the real binary, at small sizes: it runs, every claim
+//! binds, and its figures add up. Never a speed: the figures' values depend on the
+//! machine; only their relations are checked.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A bound on the whole run, so that a hung bench fails the test instead of the suite
+/// (the bench itself stops after its stall timeout).
+const HANG_GUARD: Duration = Duration::from_secs(600);
+
+/// Runs `server-binder bench bind <args> --json` to its end and returns its report.
+fn bench_bind(args: &[&str]) -> Value {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_server-binder"))
+        .args(["bench", "bind", "--json", "--ceiling-secs", "1"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let start = Instant::now();
+    while child.try_wait().expect("waitable").is_none() {
+        if start.elapsed() > HANG_GUARD {
+            let _ = child.kill();
+            panic!("bench bind {args:?} did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out: Output = child.wait_with_output().expect("its output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bench bind {args:?} failed:\n{stderr}"
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn num(report: &Value, key: &str) -> f64 {
+    report[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {report:#}"))
+}
+
+/// What holds of every complete run.
+fn assert_adds_up(report: &Value, servers: u64, claims: u64) {
+    assert_eq!(report["servers"], servers, "{report:#}");
+    assert_eq!(report["claims"], claims, "{report:#}");
+    assert_eq!(report["bound"], claims, "{report:#}");
+    assert_eq!(report["unbound"], 0, "{report:#}");
+
+    // Writes per bind: at least the protocol's 5, and the per-resource figures sum to it.
+    let per_bind = num(report, "writes_per_bind");
+    assert!(per_bind >= 5.0, "{report:#}");
+    let by_resource = report["writes_per_bind_by_resource"]
+        .as_object()
+        .expect("writes by resource");
+    let (mut ok_and_conflict, mut conflicts) = (0.0, 0.0);
+    for (resource, results) in by_resource {
+        for (result, figure) in results.as_object().expect("by result") {
+            let figure = figure.as_f64().expect("a number");
+            let count = report["writes"][resource][result]
+                .as_f64()
+                .expect("a count");
+            assert!(
+                (figure - count / claims as f64).abs() < 1e-9,
+                "{resource} {result}"
+            );
+            match result.as_str() {
+                "ok" => ok_and_conflict += figure,
+                "conflict" => {
+                    ok_and_conflict += figure;
+                    conflicts += figure;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!((ok_and_conflict - per_bind).abs() < 1e-9, "{report:#}");
+    assert!((conflicts - num(report, "conflicts_per_bind")).abs() < 1e-9);
+
+    let latency = &report["latency_ms"];
+    let (p50, p90, p99) = (
+        num(latency, "p50"),
+        num(latency, "p90"),
+        num(latency, "p99"),
+    );
+    assert!(0.0 <= p50 && p50 <= p90 && p90 <= p99 && p99 <= num(latency, "max"));
+
+    let rss = num(report, "operator_peak_rss_mib");
+    assert!(rss > 0.0, "{report:#}");
+    let per_object = num(report, "rss_per_object_kib");
+    let expected = rss * 1024.0 / (servers + claims) as f64;
+    assert!((per_object - expected).abs() < 1e-6, "{report:#}");
+
+    let binds_per_sec = num(report, "binds_per_sec");
+    assert!(binds_per_sec > 0.0 && num(report, "time_to_all_bound_secs") > 0.0);
+    let ceiling = num(report, "write_ceiling_per_sec");
+    let efficiency = num(report, "efficiency");
+    assert!(ceiling > 0.0 && efficiency.is_finite() && efficiency > 0.0);
+    assert!((efficiency - binds_per_sec / (ceiling / 5.0)).abs() < 1e-9);
+}
+
+#[test]
+fn batch_over_three_namespaces_with_unique_labels_adds_up() {
+    let report = bench_bind(&[
+        "--servers",
+        "60",
+        "--claims",
+        "50",
+        "--mix",
+        "unique-labels",
+        "--namespaces",
+        "3",
+    ]);
+    assert_adds_up(&report, 60, 50);
+    assert_eq!(report["mix"], "unique-labels");
+    assert_eq!(report["namespaces"], 3);
+    assert!(report["rate"].is_null());
+    assert!(report["operator_settle_secs"].is_null());
+    assert_eq!(report["writes_before_claims"], 0);
+}
+
+/// Fewer claims than untainted servers: every claim binds whichever servers the
+/// operator prefers for claims that tolerate the taint (with as many claims as servers,
+/// preferring untainted ones for them, as the operator does, strands some others).
+#[test]
+fn paced_claims_on_a_tainted_fleet_add_up() {
+    let report = bench_bind(&[
+        "--servers",
+        "60",
+        "--claims",
+        "40",
+        "--rate",
+        "50",
+        "--mix",
+        "tainted",
+    ]);
+    assert_adds_up(&report, 60, 40);
+    assert_eq!(report["mix"], "tainted");
+    assert_eq!(report["rate"], 50.0);
+    // Claims came once the operator had settled; its startup writes are apart.
+    assert!(num(&report, "operator_settle_secs") >= 0.0);
+    assert!(report["writes_before_claims"].is_u64());
+}
