@@ -172,6 +172,12 @@ pub struct BindArgs {
     /// How long to measure the API server's write ceiling.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub ceiling_secs: u64,
+    /// Servers the operator has never seen: its first status on each is written while
+    /// it binds, and counted. Without it, a first operator registers the fleet (every
+    /// server Available) and is stopped before the claims are created, as in a fleet
+    /// whose servers exist before its claims.
+    #[arg(long)]
+    pub fresh_servers: bool,
     /// Print the figures as JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -64,6 +64,7 @@ async fn run_bind(args: BindArgs) -> Result<(), String> {
         namespaces: args.namespaces as usize,
         stall: std::time::Duration::from_secs(args.stall_secs),
         ceiling: std::time::Duration::from_secs(args.ceiling_secs),
+        fresh_servers: args.fresh_servers,
     };
     let report = bind::run(config).await.map_err(|e| e.to_string())?;
     if args.json {

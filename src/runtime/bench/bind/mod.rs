@@ -45,6 +45,8 @@ pub struct BindConfig {
     pub stall: Duration,
     /// How long the write ceiling is measured.
     pub ceiling: Duration,
+    /// Batch mode: leave the servers unregistered (see `--fresh-servers`).
+    pub fresh_servers: bool,
 }
 
 /// Runs the benchmark. Fails only if it cannot run (the API server, a create, the
@@ -147,6 +149,9 @@ async fn batch(
     config: &BindConfig,
     dir: &WorkDir,
 ) -> Result<Started, Error> {
+    if !config.fresh_servers {
+        register_fleet(dir, config).await?;
+    }
     setup::claims(client, config.claims, config.mix, config.namespaces).await?;
     eprintln!("bench bind: starting the operator");
     let mut operator = Operator::spawn(dir, config.concurrency)?;
@@ -159,6 +164,16 @@ async fn batch(
         settle: None,
         creator: None,
     })
+}
+
+/// Has a first operator write every server's first status (Available), then stops it:
+/// the measured operator meets a registered fleet, as it would in a cluster.
+async fn register_fleet(dir: &WorkDir, config: &BindConfig) -> Result<(), Error> {
+    eprintln!("bench bind: registering the fleet (a first operator makes every server Available)");
+    let mut operator = Operator::spawn(dir, config.concurrency)?;
+    operator.wait_ready().await?;
+    operator.settle().await?;
+    Ok(())
 }
 
 /// The operator first, ready and settled (done with the first status of every fresh

@@ -51,6 +51,8 @@ pub struct BindReport {
     /// Claims per second, or none: all claims created before the operator started.
     pub rate: Option<f64>,
     pub namespaces: usize,
+    /// Batch mode: the servers were never registered by an operator (`--fresh-servers`).
+    pub fresh_servers: bool,
     pub bound: usize,
     pub unbound: usize,
     /// The operator's start to its first 200 on /readyz.
@@ -200,6 +202,7 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         concurrency: config.concurrency,
         rate: config.rate,
         namespaces: config.namespaces,
+        fresh_servers: config.fresh_servers && config.rate.is_none(),
         bound,
         unbound: config.claims - bound.min(config.claims),
         operator_ready_secs: (m.operator_ready - m.operator_started).as_secs_f64(),
@@ -268,7 +271,14 @@ impl BindReport {
     fn fmt_header(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (mode, from) = match self.rate {
             Some(r) => (format!("claims at {r}/s"), "first claim created"),
-            None => ("claims before operator".to_owned(), "operator start"),
+            None if self.fresh_servers => (
+                "claims before operator, fresh servers".to_owned(),
+                "operator start",
+            ),
+            None => (
+                "claims before operator, fleet registered".to_owned(),
+                "operator start",
+            ),
         };
         writeln!(
             f,
