@@ -156,11 +156,6 @@ impl FreeServerIndex {
         self.classes.len()
     }
 
-    /// The label keys that split classes.
-    pub fn tracked_keys(&self) -> impl Iterator<Item = &str> {
-        self.keys.iter().map(String::as_str)
-    }
-
     /// The best free server for `claim`: untainted before tolerated-tainted, then the lowest
     /// name, skipping any server for which `skip` is true (servers the controller already
     /// chose for another claim). Deterministic: the same index and claim give the same pick.

@@ -218,4 +218,9 @@ fn a_new_selector_key_regroups_the_free_servers() {
         catalog.best_fit(&medium, &|_| false).map(meta::name),
         Some("b")
     );
+    // A relist keeps the keys the claims taught the index.
+    let all: Vec<Server> = catalog.iter().cloned().collect();
+    catalog.replace_all(all);
+    assert!(catalog.tracks_selector_of(&medium));
+    assert_eq!(catalog.free_index().class_count(), 2);
 }
