@@ -7,6 +7,7 @@ use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::meta;
+use super::placement::{PickInputs, Placement};
 use super::server_decision::outranked_on;
 use super::view::{ClaimView, ServerView};
 
@@ -58,6 +59,10 @@ pub enum ClaimDecision {
     AdoptReservedServer { server: String },
     /// No `serverRef`, an eligible free server exists: choose the best fit.
     PickBestFit { server: String },
+    /// No `serverRef`, eligible free servers exist, but every maximum matching of the
+    /// waiting claims needs them for claims ahead of this one in the fair order: Pending
+    /// `WaitingForTurn`, Normal `WaitingForTurn`.
+    WaitForTurn,
     /// No `serverRef`, nothing eligible: Pending `NoMatchingServer`, Normal `FailedBinding`.
     NoMatchingServer,
     /// The controller-chosen server is missing: withdraw and pick again.
@@ -110,20 +115,19 @@ pub fn is_controller_chosen(claim: &ServerClaim) -> bool {
     meta::has_annotation(claim, ANNOTATION_PRE_BOUND)
 }
 
-/// Decides what to do with `claim`.
-///
-/// `chosen_for_others(name)` is true for servers this controller chose for another claim
-/// and has not yet seen confirmed in its cache (the assumed-choice cache).
+/// Decides what to do with `claim`. `pick` is what a pick weighs besides the servers:
+/// the servers it passes over ([`pass_over`]), the other waiting claims, and the picks
+/// still in flight (the assumed-choice cache).
 pub fn decide_claim(
     claim: &ServerClaim,
     servers: &(impl ServerView + ?Sized),
-    chosen_for_others: &dyn Fn(&str) -> bool,
+    pick: &PickInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
     if meta::is_bind_completed(claim) {
         decide_bound(claim, servers, liveness)
     } else {
-        decide_unbound(claim, servers, chosen_for_others)
+        decide_unbound(claim, servers, pick)
     }
 }
 
@@ -173,7 +177,7 @@ fn decide_bound(
 fn decide_unbound(
     claim: &ServerClaim,
     servers: &(impl ServerView + ?Sized),
-    chosen_for_others: &dyn Fn(&str) -> bool,
+    pick: &PickInputs<'_>,
 ) -> ClaimDecision {
     use ClaimDecision::*;
     let controller_chosen = is_controller_chosen(claim);
@@ -181,11 +185,12 @@ fn decide_unbound(
         if let Some(reserved) = adoptable_reservation(claim, servers) {
             return AdoptReservedServer { server: reserved };
         }
-        return match servers.best_fit(claim, chosen_for_others) {
-            Some(s) => PickBestFit {
-                server: meta::name(s).to_string(),
+        return match servers.place(claim, pick) {
+            Placement::Pick(server) => PickBestFit {
+                server: server.to_string(),
             },
-            None => NoMatchingServer,
+            Placement::WaitForTurn => WaitForTurn,
+            Placement::NoMatch => NoMatchingServer,
         };
     };
 

@@ -11,6 +11,7 @@ use super::claim_decision::{ClaimDecision, is_controller_chosen};
 use super::effects::{BindingEvent, LostReason, Outcome, RepairCase};
 use super::eligibility::describe_ref;
 use super::meta;
+use super::placement::WAITING_FOR_TURN;
 use super::status::{BoundCondition, with_bound};
 
 /// The writes and side effects of one claim decision.
@@ -79,6 +80,7 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
             ..ClaimPlan::write(choose(claim, server))
         },
         PickBestFit { server } => ClaimPlan::write(choose(claim, server)),
+        WaitForTurn => wait_for_turn(claim, now),
         NoMatchingServer => no_matching_server(claim, now),
         WithdrawMissingServer { server } => withdraw(claim, server, "no longer exists".into(), now),
         ServerNotFound { server } => pending_with_warning(
@@ -150,6 +152,17 @@ fn waiting_for_server(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPla
         status: pending(claim, "WaitingForServer", message, now),
         ..ClaimPlan::default()
     }
+}
+
+/// Pending `WaitingForTurn` with a Normal event of that reason. The condition also wakes
+/// the claim when a claim ahead of it stops waiting (see `triggers`).
+fn wait_for_turn(claim: &ServerClaim, now: &Time) -> ClaimPlan {
+    let message = "servers match, but each is needed by a claim ahead of this one \
+        (served oldest first, namespaces in turn) or by a claim no other server can serve";
+    with_event(
+        pending(claim, WAITING_FOR_TURN, message.into(), now),
+        BindingEvent::normal(WAITING_FOR_TURN, "Binding", message),
+    )
 }
 
 /// Pending `NoMatchingServer` with a Normal `FailedBinding`.

@@ -40,11 +40,11 @@ pub fn selector_keys(selector: &ServerSelector) -> impl Iterator<Item = &str> {
 
 /// What every claim with tracked selector keys sees of a server.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Class {
+pub(super) struct Class {
     /// The server's labels restricted to the tracked keys.
-    labels: BTreeMap<String, String>,
+    pub(super) labels: BTreeMap<String, String>,
     /// Sorted and deduplicated, so two servers with the same taints share a class.
-    taints: Vec<Taint>,
+    pub(super) taints: Vec<Taint>,
 }
 
 impl Class {
@@ -154,6 +154,19 @@ impl FreeServerIndex {
     /// How many classes the free servers fall into (the cost of one pick).
     pub fn class_count(&self) -> usize {
         self.classes.len()
+    }
+
+    /// The classes with their members, in a fixed order (by lowest member name), so
+    /// that everything computed over them is deterministic.
+    pub(super) fn class_list(&self) -> Vec<(&Class, &BTreeSet<String>)> {
+        let mut list: Vec<_> = self.classes.iter().map(|(c, m)| (&**c, m)).collect();
+        list.sort_by(|a, b| a.1.first().cmp(&b.1.first()));
+        list
+    }
+
+    /// The class of a free server (`None`: not in the index).
+    pub(super) fn class_of(&self, name: &str) -> Option<&Class> {
+        self.class_of.get(name).map(|c| &**c)
     }
 
     /// The best free server for `claim`: untainted before tolerated-tainted, then the lowest

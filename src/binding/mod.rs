@@ -11,6 +11,7 @@ mod effects;
 mod eligibility;
 mod index;
 pub mod meta;
+pub mod placement;
 mod selector;
 mod server_decision;
 mod server_plan;
@@ -28,6 +29,7 @@ pub use eligibility::{
 };
 pub use index::{FreeServerIndex, is_free};
 pub use meta::ClaimKey;
+pub use placement::{ClaimShape, PickInputs, Placement, WAITING_FOR_TURN, WaitingClaims};
 pub use selector::{first_untolerated, selector_matches, tolerates};
 pub use server_decision::{
     RollBackCause, ServerDecision, can_take_back, claim_ref_of, decide_server, has_protection,

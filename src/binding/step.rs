@@ -11,15 +11,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 
+use super::assumed::{AssumedChoices, claim_key};
 use super::claim_decision::{ClaimDecision, Liveness, decide_claim, pass_over};
 use super::claim_plan::{ClaimPlan, plan_claim};
+use super::placement::{PickInputs, WaitingClaims};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::view::{ClaimView, ServerView, WithLiveClaim, WithLiveServer};
 
 /// The claim controller's decision function (swappable for the model check's mutants).
 pub type ClaimDecider =
-    fn(&ServerClaim, &dyn ServerView, &dyn Fn(&str) -> bool, Liveness) -> ClaimDecision;
+    fn(&ServerClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
 /// The server controller's decision function.
 pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision;
 
@@ -27,10 +29,10 @@ pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision
 pub fn real_claim_decider(
     claim: &ServerClaim,
     servers: &dyn ServerView,
-    chosen_for_others: &dyn Fn(&str) -> bool,
+    pick: &PickInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
-    decide_claim(claim, servers, chosen_for_others, liveness)
+    decide_claim(claim, servers, pick, liveness)
 }
 
 pub fn real_server_decider(
@@ -48,8 +50,10 @@ pub struct ClaimInputs<'a> {
     pub servers: &'a dyn ServerView,
     /// The claim cache, for the claims a pick passes over ([`pass_over`]).
     pub claims: &'a dyn ClaimView,
-    /// The assumed-choice cache: servers chosen for another claim.
-    pub chosen_for_others: &'a dyn Fn(&str) -> bool,
+    /// The claim cache's waiting claims, which a pick leaves servers for.
+    pub waiting: &'a WaitingClaims,
+    /// The assumed-choice cache: servers chosen for claims whose writes may not show yet.
+    pub assumed: &'a AssumedChoices,
 }
 
 /// Decides and plans for `claim`; `live` is the server named by the previous step's
@@ -60,21 +64,23 @@ pub fn claim_step(
     live: Option<(&str, Option<&Server>)>,
     now: &Time,
 ) -> (ClaimDecision, ClaimPlan) {
-    let skip = pass_over(
-        claim,
-        inputs.servers,
-        inputs.claims,
-        inputs.chosen_for_others,
-    );
+    let key = claim_key(claim);
+    let chosen_for_others = |server: &str| inputs.assumed.chosen_for_other(server, &key);
+    let skip = pass_over(claim, inputs.servers, inputs.claims, &chosen_for_others);
+    let pick = PickInputs {
+        skip: &skip,
+        waiting: inputs.waiting,
+        assumed: inputs.assumed,
+    };
     let decision = match live {
-        None => (inputs.decide)(claim, inputs.servers, &skip, Liveness::Cached),
+        None => (inputs.decide)(claim, inputs.servers, &pick, Liveness::Cached),
         Some((name, live)) => {
             let view = WithLiveServer {
                 base: inputs.servers,
                 name,
                 live,
             };
-            (inputs.decide)(claim, &view, &skip, Liveness::Confirmed)
+            (inputs.decide)(claim, &view, &pick, Liveness::Confirmed)
         }
     };
     let plan = plan_claim(claim, &decision, now);

@@ -8,7 +8,7 @@
 //! | change | wakes |
 //! |---|---|
 //! | a server changes | the server; the claims naming it; the claims its old and new ref name; every pending claim if it is free now and was not, or changed while free |
-//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over |
+//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; the claims waiting their turn if it stopped waiting or changed shape: the servers the matching kept for it may now be theirs |
 //! | an assumed choice ends | every pending claim, if its server is free: they passed it over |
 //! | a relist | everything |
 //!
@@ -23,6 +23,7 @@ use crate::api::{Server, ServerClaim};
 use super::assumed::claim_key;
 use super::index::is_free;
 use super::meta::{self, ClaimKey};
+use super::placement::{ClaimShape, is_waiting};
 use super::server_decision::can_take_back;
 use super::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
@@ -126,7 +127,20 @@ pub fn on_claim_change(
     if stopped_contending.is_some() {
         wake.pending_claims(claims);
     }
+    if left_the_queue(old, new) {
+        wake.claims.extend(claims.waiting().waiting_turn().cloned());
+    }
     wake
+}
+
+/// Whether a waiting claim stopped waiting (picked, named a server, bound, deleted) or
+/// now asks for something else (another shape).
+fn left_the_queue(old: Option<&ServerClaim>, new: Option<&ServerClaim>) -> bool {
+    let waiting_shape = |c: &ServerClaim| is_waiting(c).then(|| ClaimShape::of(c));
+    match old.and_then(waiting_shape) {
+        Some(shape) => new.and_then(waiting_shape) != Some(shape),
+        None => false,
+    }
 }
 
 /// An assumed choice of `server` ended: pending claims passed it over.

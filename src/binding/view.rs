@@ -11,6 +11,7 @@ use crate::api::{Server, ServerClaim};
 
 use super::index::{FreeServerIndex, selector_keys};
 use super::meta::{self, ClaimKey};
+use super::placement::{PickInputs, Placement, WaitingClaims, place};
 
 /// What the claim controller may know about servers.
 pub trait ServerView {
@@ -18,8 +19,8 @@ pub trait ServerView {
     fn server(&self, name: &str) -> Option<&Server>;
     /// Servers whose `serverClaimRef` names this claim's namespace and name (any uid).
     fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server>;
-    /// The best free server for `claim`, skipping servers for which `skip` is true.
-    fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server>;
+    /// Where `claim` goes among the free servers ([`place`]).
+    fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_>;
 }
 
 /// What the server controller may know about claims.
@@ -170,11 +171,8 @@ impl ServerView for ServerCatalog {
             .collect()
     }
 
-    fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server> {
-        let labels_of = |name: &str| self.server(name).map(meta::labels);
-        self.free
-            .pick(claim, skip, &labels_of)
-            .and_then(|n| self.server(n))
+    fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
+        place(claim, &self.free, &|name| self.server(name), inputs)
     }
 }
 
@@ -183,6 +181,7 @@ impl ServerView for ServerCatalog {
 pub struct ClaimCatalog {
     claims: BTreeMap<ClaimKey, Arc<ServerClaim>>,
     naming: HashMap<String, BTreeSet<ClaimKey>>,
+    waiting: WaitingClaims,
 }
 
 impl ClaimCatalog {
@@ -209,6 +208,7 @@ impl ClaimCatalog {
                 .or_default()
                 .insert(key.clone());
         }
+        self.waiting.put(&key, Some(&claim));
         self.claims.insert(key, claim);
     }
 
@@ -216,6 +216,7 @@ impl ClaimCatalog {
     pub fn remove(&mut self, namespace: &str, name: &str) {
         let key = claim_key(namespace, name);
         self.forget_naming(&key);
+        self.waiting.put(&key, None);
         self.claims.remove(&key);
     }
 
@@ -248,6 +249,11 @@ impl ClaimCatalog {
             .values()
             .map(Arc::as_ref)
             .filter(|c| c.spec.server_ref.is_none() && !meta::is_bind_completed(*c))
+    }
+
+    /// The waiting claims by shape, as the matching and the fair order read them.
+    pub fn waiting(&self) -> &WaitingClaims {
+        &self.waiting
     }
 
     pub fn len(&self) -> usize {
@@ -312,10 +318,15 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
         servers
     }
 
-    fn best_fit(&self, claim: &ServerClaim, skip: &dyn Fn(&str) -> bool) -> Option<&Server> {
+    fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
         // The live server is never a candidate here: overlays are only used to confirm
         // that a named server is gone, never to pick one.
-        self.base.best_fit(claim, &|n| n == self.name || skip(n))
+        let skip = |n: &str| n == self.name || (inputs.skip)(n);
+        let inputs = PickInputs {
+            skip: &skip,
+            ..*inputs
+        };
+        self.base.place(claim, &inputs)
     }
 }
 

@@ -96,12 +96,12 @@ fn decide(
         claims,
         mut assumed,
     } = ctx.caches.read_with_assumed();
-    let chosen_for_others = |server: &str| assumed.chosen_for_other(server, &key);
     let inputs = ClaimInputs {
         decide: real_claim_decider,
         servers: &*servers,
         claims: &*claims,
-        chosen_for_others: &chosen_for_others,
+        waiting: claims.waiting(),
+        assumed: &assumed,
     };
     let (decision, plan) = claim_step(claim, &inputs, live, &Time(Timestamp::now()));
     if let Some(server) = assumption_for(&decision) {
@@ -177,6 +177,6 @@ fn decision_server(decision: &ClaimDecision) -> Option<&str> {
         | CompleteBind { server }
         | WithdrawTakenServer { server, .. }
         | ServerAlreadyClaimed { server, .. } => Some(server),
-        BoundServerRefCleared | ClearStaleBindCompleted | NoMatchingServer => None,
+        BoundServerRefCleared | ClearStaleBindCompleted | WaitForTurn | NoMatchingServer => None,
     }
 }

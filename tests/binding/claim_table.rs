@@ -208,7 +208,7 @@ fn unbound_picks_the_best_fit_in_one_write() {
 fn unbound_skips_servers_already_chosen_for_other_claims() {
     let c = claim("c");
     let world = servers(vec![server("a"), server("b")]);
-    let d = decide_claim(&c, &world, &|n| n == "a", Liveness::Cached);
+    let d = decide_claim(&c, &world, &alone(&|n| n == "a"), Liveness::Cached);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("b") });
 }
 
@@ -218,7 +218,7 @@ fn pick_with_rivals(c: &ServerClaim, rivals: Vec<ServerClaim>) -> ClaimDecision 
     let world = servers(vec![server("a"), server("b").unclaimable(), server("c")]);
     let others = claims(rivals);
     let skip = pass_over(c, &world, &others, &|_| false);
-    decide_claim(c, &world, &skip, Liveness::Cached)
+    decide_claim(c, &world, &alone(&skip), Liveness::Cached)
 }
 
 #[test]
@@ -572,4 +572,25 @@ fn an_empty_uid_reservation_is_adopted() {
         decide_c(&claim("c"), &[srv, server("s0")]),
         ClaimDecision::AdoptReservedServer { server: s("s1") }
     );
+}
+
+/// [q] A claim that takes any server leaves a selective claim the only server it can use.
+#[test]
+fn unbound_pick_leaves_a_selective_claim_its_only_server() {
+    let a = claim("a").created(1);
+    let b = claim("b").selects(&[("rack", "r1")]).created(2);
+    let world = servers(vec![
+        server("s1").labels(&[("rack", "r1")]),
+        server("s2").labels(&[("rack", "r2")]),
+    ])
+    .tracking([&a, &b]);
+    let waiting = claims(vec![a.clone(), b.clone()]);
+    let pick = PickInputs {
+        waiting: waiting.waiting(),
+        ..alone(&|_| false)
+    };
+    let d = decide_claim(&a, &world, &pick, Liveness::Cached);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("s2") });
+    let d = decide_claim(&b, &world, &pick, Liveness::Cached);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("s1") });
 }

@@ -99,6 +99,8 @@ pub struct Scenario {
     pub resyncs: u8,
     /// How many watch events a cache may lag behind (see [`MAX_LAG`]).
     pub max_lag: usize,
+    /// Every claim ends Bound: a full assignment exists and no pick may strand a claim.
+    pub all_bind: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -332,6 +334,9 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         if violation.is_none() && state.is_quiescent(scenario) {
             report.quiescent += 1;
             violation = check_quiescent(&state).err();
+            if violation.is_none() && scenario.all_bind {
+                violation = check_all_bound(&state.truth).err();
+            }
         }
         if let Some(v) = violation {
             report.violation = Some(format!("{v}\n{}", trace(&parents, id)));
@@ -510,15 +515,18 @@ fn nothing_to_do(state: &State, who: Who, name: &str) -> (String, State) {
 fn claim_plans(state: &State, claim: &ServerClaim) -> Vec<(ClaimDecision, ClaimPlan, bool)> {
     let ctl = &state.claim_ctl;
     let (servers, claims, nobody) = (&ctl.servers, &ctl.claims, ClaimCatalog::new());
-    let key = ClaimKey::of(NS, meta::name(claim));
-    let assumed = |s: &str| ctl.assumed.chosen_for_other(s, &key);
+    // Not seeing the rivals: neither their refs nor that they are being served (claims of
+    // another process this cache has not seen yet). Hiding them never makes a claim wait,
+    // so the blind branch adds no waiting the real cache would not later wake.
+    let waiting = [claims.waiting().clone(), claims.waiting().without_serving()];
     let mut out: Vec<(ClaimDecision, ClaimPlan, bool)> = Vec::new();
     for sees_rivals in [true, false] {
         let inputs = ClaimInputs {
             decide: state.protocol.claim,
             servers,
             claims: if sees_rivals { claims } else { &nobody },
-            chosen_for_others: &assumed,
+            waiting: &waiting[usize::from(!sees_rivals)],
+            assumed: &ctl.assumed,
         };
         let (mut decision, mut plan) = claim_step(claim, &inputs, None, &now());
         if let Some(server) = plan.confirm_server.clone() {
@@ -944,6 +952,20 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Where a full assignment exists, every claim ends Bound (issue: placement).
+fn check_all_bound(truth: &Truth) -> Result<(), String> {
+    match truth
+        .claims
+        .iter()
+        .find(|(_, c)| phase_of(c) != Some(ClaimPhase::Bound))
+    {
+        Some((name, _)) => Err(format!(
+            "placement: claim {name} is stranded though every claim could be bound"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Invariant 2 (and phase consistency), once nothing is left to do.
@@ -1431,6 +1453,32 @@ fn state_servers(state: &State) -> Vec<&Server> {
 // ---------------------------------------------------------------------------------------
 // The worlds
 
+/// Lowest-name-first strands a claim here: `a` takes any server and would take s1 first,
+/// the only server `b` can use. A pick that keeps a maximum matching gives `a` s2. One
+/// controller that neither crashes nor loses responses: the blind branch would turn the
+/// picks a restart or a lost response leaves behind into another process's unseen pick,
+/// and a pick that cannot see a rival's choice can strand it (known gap in
+/// docs/binding.md).
+pub fn stranding() -> Scenario {
+    Scenario {
+        name: "stranding",
+        servers: vec![
+            server("s1").labels(&[("rack", "r1")]),
+            server("s2").labels(&[("rack", "r2")]),
+        ],
+        claims: vec![
+            claim("a").created(1),
+            claim("b").selects(&[("rack", "r1")]).created(2),
+        ],
+        user_ops: vec![],
+        crashes: 0,
+        faults: 0,
+        resyncs: 0,
+        max_lag: MAX_LAG,
+        all_bind: true,
+    }
+}
+
 /// Three claims compete for two servers: one takes any server, one wants rack r1 by
 /// selector, and a user pre-bound one to s1 (rack r1), the server the controller would
 /// pick first for either of the others.
@@ -1451,6 +1499,7 @@ pub fn contention() -> Scenario {
         faults: 0,
         resyncs: 0,
         max_lag: 2,
+        all_bind: false,
     }
 }
 
@@ -1469,6 +1518,7 @@ pub fn reservation_and_recreate() -> Scenario {
         faults: 1,
         resyncs: 0,
         max_lag: 2,
+        all_bind: false,
     }
 }
 
@@ -1499,6 +1549,7 @@ pub fn lost_ref_and_release() -> Scenario {
         faults: 0,
         resyncs: 0,
         max_lag: MAX_LAG,
+        all_bind: false,
     }
 }
 
@@ -1519,6 +1570,7 @@ pub fn eligibility_churn() -> Scenario {
         faults: 1,
         resyncs: 1,
         max_lag: MAX_LAG,
+        all_bind: false,
     }
 }
 
@@ -1548,6 +1600,7 @@ pub fn orphan_and_cordon() -> Scenario {
         faults: 0,
         resyncs: 0,
         max_lag: MAX_LAG,
+        all_bind: false,
     }
 }
 
@@ -1571,6 +1624,7 @@ pub fn empty_uid_and_copies() -> Scenario {
         faults: 0,
         resyncs: 0,
         max_lag: MAX_LAG,
+        all_bind: false,
     }
 }
 
@@ -1596,6 +1650,11 @@ fn assert_holds(scenario: Scenario) {
         "{}: some run converges",
         scenario.name
     );
+}
+
+#[test]
+fn stranding_binds_every_claim_in_every_interleaving() {
+    assert_holds(stranding());
 }
 
 #[test]
@@ -1654,10 +1713,10 @@ fn without_winner_priority(
 fn without_withdraw(
     claim: &ServerClaim,
     servers: &dyn ServerView,
-    skip: &dyn Fn(&str) -> bool,
+    pick: &PickInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
-    match decide_claim(claim, servers, skip, liveness) {
+    match decide_claim(claim, servers, pick, liveness) {
         ClaimDecision::WithdrawTakenServer { server, .. } => {
             ClaimDecision::WaitForServer { server }
         }
@@ -1709,6 +1768,35 @@ fn caught(what: &str, scenario: Scenario, mutant: Protocol) -> String {
         started.elapsed()
     );
     violation
+}
+
+/// A claim controller that picks for each claim on its own, lowest name first, as the
+/// reference does: it sees no other waiting claim.
+fn lowest_name_first(
+    claim: &ServerClaim,
+    servers: &dyn ServerView,
+    pick: &PickInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    let nobody = WaitingClaims::default();
+    let alone = PickInputs {
+        waiting: &nobody,
+        ..*pick
+    };
+    decide_claim(claim, servers, &alone, liveness)
+}
+
+#[test]
+fn the_model_check_catches_lowest_name_first() {
+    let mutant = Protocol {
+        claim: lowest_name_first,
+        ..Protocol::real()
+    };
+    let violation = caught("lowest-name-first", stranding(), mutant);
+    assert!(
+        violation.contains("placement: claim b is stranded"),
+        "{violation}"
+    );
 }
 
 /// The wake-up rules without "an assumed choice that ends wakes the pending claims".

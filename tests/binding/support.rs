@@ -251,24 +251,42 @@ pub fn claims(list: Vec<ServerClaim>) -> ClaimCatalog {
     ClaimCatalog::from_claims(list)
 }
 
+static NO_WAITING: std::sync::LazyLock<WaitingClaims> = std::sync::LazyLock::new(Default::default);
+static NO_ASSUMED: std::sync::LazyLock<AssumedChoices> =
+    std::sync::LazyLock::new(AssumedChoices::new);
+
+/// What a pick weighs when no other claim waits and nothing is in flight: the claim is
+/// alone, so the matching changes nothing and the pick is the plain best fit.
+pub fn alone<'a>(skip: &'a dyn Fn(&str) -> bool) -> PickInputs<'a> {
+    PickInputs {
+        skip,
+        waiting: &NO_WAITING,
+        assumed: &NO_ASSUMED,
+    }
+}
+
+/// The server a lone claim would pick.
+pub fn pick_alone<'a>(
+    servers: &'a ServerCatalog,
+    claim: &ServerClaim,
+    skip: &dyn Fn(&str) -> bool,
+) -> Option<&'a str> {
+    match servers.place(claim, &alone(skip)) {
+        Placement::Pick(name) => Some(name),
+        Placement::WaitForTurn | Placement::NoMatch => None,
+    }
+}
+
 /// The claim controller's decision with an empty assumed cache, on the cache.
 pub fn decide_c(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
-    decide_claim(
-        claim,
-        &servers(world.to_vec()),
-        &|_| false,
-        Liveness::Cached,
-    )
+    let servers = servers(world.to_vec()).tracking([claim]);
+    decide_claim(claim, &servers, &alone(&|_| false), Liveness::Cached)
 }
 
 /// The same after a live read confirmed what the view says.
 pub fn decide_c_live(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
-    decide_claim(
-        claim,
-        &servers(world.to_vec()),
-        &|_| false,
-        Liveness::Confirmed,
-    )
+    let servers = servers(world.to_vec()).tracking([claim]);
+    decide_claim(claim, &servers, &alone(&|_| false), Liveness::Confirmed)
 }
 
 /// The server controller's decision, on the cache.

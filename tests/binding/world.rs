@@ -247,7 +247,8 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
         decide: step::real_claim_decider,
         servers: &servers,
         claims: &claims,
-        chosen_for_others: &|_| false,
+        waiting: claims.waiting(),
+        assumed: &AssumedChoices::new(),
     };
     let (_, mut plan) = claim_step(&claim, &inputs, None, &now());
     if let Some(server) = plan.confirm_server.clone() {

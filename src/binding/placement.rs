@@ -1,0 +1,547 @@
+//! Placement: which free server a pending claim takes, and when it waits its turn.
+//!
+//! Lowest-name-first strands claims: a claim that takes any server may take the last one a
+//! selective claim could use. So a pick keeps a *maximum matching* of the waiting claims to
+//! the free servers possible: it takes a server that some maximum matching gives it, and
+//! a claim no maximum matching can serve without leaving out a claim ahead of it in the
+//! fair order waits (`WaitForTurn`).
+//!
+//! The matching is computed over classes, not objects. Claims with the same selector and
+//! tolerations (a [`ClaimShape`]) are interchangeable, and so are free servers of one
+//! index class (same taints, same values for every label key a selector reads; see
+//! [`FreeServerIndex`]). The flow network is source → shape (capacity: its waiting
+//! claims) → class (an edge where the shape fits the class) → sink (capacity: the class's
+//! free servers), restricted to the connected component of the picker's shape. Its size is
+//! that of the fleet's shapes, not of the fleet. See docs/binding.md, "Picking a server".
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
+
+use crate::api::{ServerClaim, ServerSelector, Toleration};
+
+use super::assumed::AssumedChoices;
+use super::index::{Class, FreeServerIndex};
+use super::meta::{self, ClaimKey};
+use super::selector::{first_untolerated, selector_matches};
+
+/// What a claim asks of a server: its selector and tolerations. Claims of one shape are
+/// one class of the matching.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClaimShape {
+    pub selector: Option<ServerSelector>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl ClaimShape {
+    pub fn of(claim: &ServerClaim) -> Self {
+        Self {
+            selector: claim.spec.server_selector.clone(),
+            tolerations: claim.spec.tolerations.clone(),
+        }
+    }
+
+    /// Whether every server of `class` can serve claims of this shape. Exact when the
+    /// index tracks every key of the selector ([`FreeServerIndex::tracks`]).
+    fn fits(&self, class: &Class) -> bool {
+        first_untolerated(&class.taints, &self.tolerations).is_none()
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| selector_matches(s, &class.labels))
+    }
+}
+
+/// A waiting claim as the fair order sees it: oldest first, then by name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Waiter {
+    pub created: Option<Timestamp>,
+    pub key: ClaimKey,
+}
+
+impl Waiter {
+    fn of(claim: &ServerClaim) -> Self {
+        Self {
+            created: claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            key: ClaimKey::of(meta::namespace(claim), meta::name(claim)),
+        }
+    }
+}
+
+/// Whether a claim waits for a pick: no `serverRef`, not on the bound path, not being
+/// deleted (the claim controller leaves a deleting claim alone).
+pub fn is_waiting(claim: &ServerClaim) -> bool {
+    claim.spec.server_ref.is_none() && !meta::is_bind_completed(claim) && !meta::is_deleting(claim)
+}
+
+/// The claims the matching and the fair order read, kept up to date one claim at a time
+/// (O(log n) per watch event) by the claim cache.
+#[derive(Clone, Debug, Default)]
+pub struct WaitingClaims {
+    by_shape: HashMap<Arc<ClaimShape>, BTreeSet<Waiter>>,
+    shape_of: HashMap<ClaimKey, Arc<ClaimShape>>,
+    /// Claims on the unbound path naming a server (being served now), with their shape.
+    serving: BTreeMap<ClaimKey, (String, ClaimShape, Waiter)>,
+    /// Per namespace, when its bound claims were bound, for the turns of the fair order.
+    served: HashMap<String, BTreeSet<(Timestamp, String)>>,
+    /// Claims told to wait their turn, woken when a waiting claim leaves the queue.
+    waiting_turn: BTreeSet<ClaimKey>,
+}
+
+/// The condition reason of a claim that waits its turn (`WaitForTurn`).
+pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
+
+impl WaitingClaims {
+    /// Records the claim's current state (`None`: gone).
+    pub fn put(&mut self, key: &ClaimKey, claim: Option<&ServerClaim>) {
+        self.forget(key);
+        let Some(claim) = claim else {
+            return;
+        };
+        if is_waiting(claim) {
+            let shape = ClaimShape::of(claim);
+            let shape = match self.by_shape.get_key_value(&shape) {
+                Some((existing, _)) => existing.clone(),
+                None => Arc::new(shape),
+            };
+            let members = self.by_shape.entry(shape.clone()).or_default();
+            members.insert(Waiter::of(claim));
+            self.shape_of.insert(key.clone(), shape);
+        }
+        if let Some(r) = &claim.spec.server_ref
+            && !meta::is_bind_completed(claim)
+        {
+            let serving = (r.name.clone(), ClaimShape::of(claim), Waiter::of(claim));
+            self.serving.insert(key.clone(), serving);
+        }
+        if let Some(t) = bound_time(claim) {
+            let served = self.served.entry(key.namespace.clone()).or_default();
+            served.insert((t, key.name.clone()));
+        }
+        if is_waiting(claim) && waits_turn(claim) {
+            self.waiting_turn.insert(key.clone());
+        }
+    }
+
+    fn forget(&mut self, key: &ClaimKey) {
+        if let Some(shape) = self.shape_of.remove(key)
+            && let Some(members) = self.by_shape.get_mut(&shape)
+        {
+            members.retain(|w| &w.key != key);
+            if members.is_empty() {
+                self.by_shape.remove(&shape);
+            }
+        }
+        self.serving.remove(key);
+        if let Some(served) = self.served.get_mut(&key.namespace) {
+            served.retain(|(_, name)| name != &key.name);
+            if served.is_empty() {
+                self.served.remove(&key.namespace);
+            }
+        }
+        self.waiting_turn.remove(key);
+    }
+
+    /// The shape a waiting claim is queued under.
+    pub fn shape_of(&self, key: &ClaimKey) -> Option<&ClaimShape> {
+        self.shape_of.get(key).map(|s| &**s)
+    }
+
+    /// Claims whose status says they wait their turn.
+    pub fn waiting_turn(&self) -> impl Iterator<Item = &ClaimKey> {
+        self.waiting_turn.iter()
+    }
+
+    /// These claims as a cache that has not seen the claims naming servers would show
+    /// them (the model check's view of another process's claims).
+    pub fn without_serving(&self) -> Self {
+        Self {
+            serving: BTreeMap::new(),
+            ..self.clone()
+        }
+    }
+
+    /// How many distinct shapes wait (the claim side of the flow network).
+    pub fn shape_count(&self) -> usize {
+        self.by_shape.len()
+    }
+}
+
+fn bound_time(claim: &ServerClaim) -> Option<Timestamp> {
+    if !meta::is_bind_completed(claim) {
+        return None;
+    }
+    claim.status.as_ref()?.bound_time.as_ref().map(|t| t.0)
+}
+
+fn waits_turn(claim: &ServerClaim) -> bool {
+    let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());
+    conditions
+        .and_then(super::status::find_bound)
+        .is_some_and(|c| c.reason == WAITING_FOR_TURN)
+}
+
+/// What a pick weighs besides the servers.
+pub struct PickInputs<'a> {
+    /// Servers the pick passes over (`pass_over`: chosen for another claim, or named by a
+    /// claim that would win them).
+    pub skip: &'a dyn Fn(&str) -> bool,
+    /// The claim cache's waiting and serving claims.
+    pub waiting: &'a WaitingClaims,
+    /// Picks this controller made whose writes the caches may not show yet.
+    pub assumed: &'a AssumedChoices,
+}
+
+/// Where a waiting claim goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement<'a> {
+    /// Take this server.
+    Pick(&'a str),
+    /// Servers fit, but every maximum matching needs them for claims ahead of this one.
+    WaitForTurn,
+    /// No free server fits.
+    NoMatch,
+}
+
+/// Where `claim` goes; see the module docs. `server_of` reads a free server's object
+/// (for whether the claim naming it could take it).
+pub fn place<'a>(
+    claim: &ServerClaim,
+    index: &'a FreeServerIndex,
+    server_of: &dyn Fn(&str) -> Option<&'a crate::api::Server>,
+    inputs: &PickInputs<'_>,
+) -> Placement<'a> {
+    let shape = ClaimShape::of(claim);
+    let me = Waiter::of(claim);
+    if shape.selector.as_ref().is_some_and(|s| !index.tracks(s)) {
+        // A view built by hand whose index does not split by this selector's keys: the
+        // classes cannot say what fits, so fall back to the plain lowest name.
+        let labels_of = |n: &str| server_of(n).map(meta::labels);
+        return index
+            .pick(claim, inputs.skip, &labels_of)
+            .map_or(Placement::NoMatch, Placement::Pick);
+    }
+    let busy = Busy::of(&me.key, index, server_of, inputs);
+    let net = Network::around(&shape, &me.key, index, inputs.waiting, &busy);
+    let mine = net.usable_classes_of_mine(inputs.skip);
+    if mine.is_empty() {
+        return Placement::NoMatch;
+    }
+    let (demand, supply) = (net.demand(), net.supply());
+    let full = net.max_flow(&demand, &supply);
+    let scarce = full < demand.iter().sum::<i64>();
+    // When servers are scarce, only a claim the fair order reaches is served: one that a
+    // maximum matching of the claims ahead of it, plus it, covers.
+    let ahead = scarce.then(|| net.demand_ahead_of(&me, inputs.waiting));
+    let ahead_served = ahead.as_ref().map(|a| net.max_flow(a, &supply));
+    if let (Some(a), Some(served)) = (&ahead, ahead_served)
+        && net.max_flow(&changed(a, 0, 1), &supply) == served
+    {
+        return Placement::WaitForTurn;
+    }
+    // The first class (untainted first, then lowest name) from which a maximum matching
+    // of all waiting claims serves this one, and, when scarce, one of the claims ahead of
+    // it plus this one too: then no claim ahead is left out.
+    let after_pick = |j: usize| changed(&supply, j, -1);
+    let keeps_max = |j: usize| net.max_flow(&changed(&demand, 0, -1), &after_pick(j)) == full - 1;
+    let keeps_ahead = |j: usize| match (&ahead, ahead_served) {
+        (Some(a), Some(served)) => net.max_flow(a, &after_pick(j)) == served,
+        _ => true,
+    };
+    let chosen = mine
+        .iter()
+        .find(|(j, _)| keeps_max(*j) && keeps_ahead(*j))
+        .or_else(|| mine.iter().find(|(j, _)| keeps_max(*j)))
+        .or(mine.first());
+    chosen.map_or(Placement::NoMatch, |(_, name)| Placement::Pick(name))
+}
+
+/// `caps` with `delta` added at `i`.
+fn changed(caps: &[i64], i: usize, delta: i64) -> Vec<i64> {
+    let mut caps = caps.to_vec();
+    caps[i] += delta;
+    caps
+}
+
+/// Picks in flight: free servers already spoken for and waiting claims already placed,
+/// which the caches do not show yet.
+struct Busy {
+    taken: HashSet<String>,
+    placed: HashSet<ClaimKey>,
+}
+
+impl Busy {
+    fn of<'a>(
+        me: &ClaimKey,
+        index: &FreeServerIndex,
+        server_of: &dyn Fn(&str) -> Option<&'a crate::api::Server>,
+        inputs: &PickInputs<'_>,
+    ) -> Self {
+        let mut busy = Busy {
+            taken: HashSet::new(),
+            placed: HashSet::new(),
+        };
+        for (server, a) in inputs.assumed.iter().filter(|(_, a)| &a.claim != me) {
+            busy.placed.insert(a.claim.clone());
+            if index.class_of(server).is_some() {
+                busy.taken.insert(server.clone());
+            }
+        }
+        // A claim naming a free server it can take will take it (or win it).
+        for (key, (server, shape, _)) in inputs.waiting.serving.iter().filter(|(k, _)| *k != me) {
+            let fits = server_of(server).is_some_and(|s| {
+                first_untolerated(&s.spec.taints, &shape.tolerations).is_none()
+                    && shape
+                        .selector
+                        .as_ref()
+                        .is_none_or(|sel| selector_matches(sel, meta::labels(s)))
+            });
+            if fits && index.class_of(server).is_some() {
+                busy.taken.insert(server.clone());
+                busy.placed.insert(key.clone());
+            }
+        }
+        busy
+    }
+}
+
+/// The flow network around the picker's shape: node 0 on the claim side is the picker's
+/// shape; every shape and class reachable from it through fits is in, nothing else.
+/// `'i`: the index's classes and names; `'w`: the waiting claims and the picker.
+struct Network<'i, 'w> {
+    shapes: Vec<Shape<'w>>,
+    classes: Vec<FreeClass<'i>>,
+    edges: Vec<(usize, usize)>,
+    placed: &'w HashSet<ClaimKey>,
+    me: &'w ClaimKey,
+}
+
+/// A waiting shape: its demand and, if the cache queues claims of it, those claims.
+type Shape<'w> = (&'w ClaimShape, i64, Option<&'w BTreeSet<Waiter>>);
+/// A class of free servers: its members and its supply (members not spoken for).
+type FreeClass<'i> = (&'i Class, &'i BTreeSet<String>, i64);
+
+impl<'i, 'w> Network<'i, 'w> {
+    fn around(
+        mine: &'w ClaimShape,
+        me: &'w ClaimKey,
+        index: &'i FreeServerIndex,
+        waiting: &'w WaitingClaims,
+        busy: &'w Busy,
+    ) -> Self {
+        let shapes = waiting_shapes(mine, me, waiting, busy);
+        let classes = free_classes(index, busy);
+        let (shape_in, class_in, edges) = component(&shapes, &classes);
+        let shape_at: HashMap<usize, usize> =
+            shape_in.iter().enumerate().map(|(n, &i)| (i, n)).collect();
+        let class_at: HashMap<usize, usize> =
+            class_in.iter().enumerate().map(|(n, &j)| (j, n)).collect();
+        Network {
+            shapes: shape_in.iter().map(|&i| shapes[i]).collect(),
+            classes: class_in.iter().map(|&j| classes[j]).collect(),
+            edges: edges
+                .iter()
+                .map(|(i, j)| (shape_at[i], class_at[j]))
+                .collect(),
+            placed: &busy.placed,
+            me,
+        }
+    }
+
+    fn demand(&self) -> Vec<i64> {
+        self.shapes.iter().map(|s| s.1).collect()
+    }
+
+    fn supply(&self) -> Vec<i64> {
+        self.classes.iter().map(|c| c.2).collect()
+    }
+
+    /// The classes the picker's shape fits, each with its lowest server the pick does not
+    /// pass over: untainted first, then by that name.
+    fn usable_classes_of_mine(&self, skip: &dyn Fn(&str) -> bool) -> Vec<(usize, &'i str)> {
+        let mut usable: Vec<(bool, &'i str, usize)> = self
+            .edges
+            .iter()
+            .filter(|(i, _)| *i == 0)
+            .filter_map(|&(_, j)| {
+                let (class, members, _) = self.classes[j];
+                let name = members.iter().find(|n| !skip(n))?;
+                Some((!class.taints.is_empty(), name.as_str(), j))
+            })
+            .collect();
+        usable.sort();
+        usable.into_iter().map(|(_, name, j)| (j, name)).collect()
+    }
+
+    /// Per shape, the waiting claims ahead of `me` in the fair order ([`FairOrder`]).
+    fn demand_ahead_of(&self, me: &Waiter, waiting: &WaitingClaims) -> Vec<i64> {
+        let queued: Vec<(usize, &Waiter)> = self
+            .shapes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.2.into_iter().flatten().map(move |w| (i, w)))
+            .filter(|(_, w)| &w.key != self.me && !self.placed.contains(&w.key))
+            .collect();
+        let everyone = queued.iter().map(|(_, w)| *w).chain(std::iter::once(me));
+        let order = FairOrder::of(everyone, waiting);
+        let mine = order.key(me);
+        let mut ahead = vec![0; self.shapes.len()];
+        for (i, w) in &queued {
+            if order.key(w) < mine {
+                ahead[*i] += 1;
+            }
+        }
+        ahead
+    }
+
+    /// The size of a maximum matching with these capacities: max flow from the shapes
+    /// (`demand`) through their fits to the classes (`supply`).
+    fn max_flow(&self, demand: &[i64], supply: &[i64]) -> i64 {
+        let (source, sink, first_class) = (0, 1, 2 + demand.len());
+        let vertices: Vec<usize> = (0..first_class + supply.len()).collect();
+        let unbounded = demand.iter().sum::<i64>().max(1);
+        let sources = (0..demand.len()).map(|i| ((source, 2 + i), demand[i]));
+        let sinks = (0..supply.len()).map(|j| ((first_class + j, sink), supply[j]));
+        let fits = self
+            .edges
+            .iter()
+            .map(|&(i, j)| ((2 + i, first_class + j), unbounded));
+        let caps = sources.chain(sinks).filter(|(_, c)| *c > 0).chain(fits);
+        edmonds_karp_sparse(&vertices, &source, &sink, caps).1
+    }
+}
+
+/// Every waiting shape with its demand (waiting claims not yet placed); the picker's own
+/// shape first, counting the picker once whatever the cache shows of it.
+fn waiting_shapes<'w>(
+    mine: &'w ClaimShape,
+    me: &ClaimKey,
+    waiting: &'w WaitingClaims,
+    busy: &Busy,
+) -> Vec<Shape<'w>> {
+    let mut not_waiting: HashMap<*const ClaimShape, i64> = HashMap::new();
+    for key in busy.placed.iter().chain(std::iter::once(me)) {
+        if let Some(shape) = waiting.shape_of.get(key) {
+            *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
+        }
+    }
+    let mut shapes = vec![(mine, 1, None)];
+    for (shape, members) in &waiting.by_shape {
+        let gone = not_waiting.get(&Arc::as_ptr(shape)).copied().unwrap_or(0);
+        let demand = members.len() as i64 - gone;
+        if **shape == *mine {
+            shapes[0] = (&**shape, demand + 1, Some(members));
+        } else if demand > 0 {
+            shapes.push((&**shape, demand, Some(members)));
+        }
+    }
+    // Deterministic order: by each shape's oldest waiting claim.
+    shapes[1..].sort_by(|a, b| {
+        a.2.and_then(|m| m.first())
+            .cmp(&b.2.and_then(|m| m.first()))
+    });
+    shapes
+}
+
+/// Every class of free servers with its supply (members not yet spoken for).
+fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i>> {
+    let mut taken: HashMap<*const Class, i64> = HashMap::new();
+    for name in &busy.taken {
+        if let Some(class) = index.class_of(name) {
+            *taken.entry(class as *const Class).or_default() += 1;
+        }
+    }
+    index
+        .class_list()
+        .into_iter()
+        .map(|(class, members)| {
+            let gone = taken.get(&(class as *const Class)).copied().unwrap_or(0);
+            (class, members, members.len() as i64 - gone)
+        })
+        .filter(|c| c.2 > 0)
+        .collect()
+}
+
+type Component = (Vec<usize>, Vec<usize>, Vec<(usize, usize)>);
+
+/// The shapes and classes reachable from shape 0 through fits, and the fits among them.
+/// Costs one fit test per (reached shape, class) and (reached class, shape) pair.
+fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
+    let (mut shape_seen, mut class_seen) = (vec![false; shapes.len()], vec![false; classes.len()]);
+    let (mut shape_in, mut class_in, mut edges) = (vec![0], Vec::new(), Vec::new());
+    shape_seen[0] = true;
+    let mut next_shape = 0;
+    while next_shape < shape_in.len() {
+        let i = shape_in[next_shape];
+        next_shape += 1;
+        for (j, class) in classes.iter().enumerate() {
+            if !shapes[i].0.fits(class.0) {
+                continue;
+            }
+            edges.push((i, j));
+            if class_seen[j] {
+                continue;
+            }
+            class_seen[j] = true;
+            class_in.push(j);
+            for (k, shape) in shapes.iter().enumerate() {
+                if !shape_seen[k] && shape.0.fits(class.0) {
+                    shape_seen[k] = true;
+                    shape_in.push(k);
+                }
+            }
+        }
+    }
+    (shape_in, class_in, edges)
+}
+
+/// The fair order of waiting claims: by turn, then oldest first, then namespace and name.
+///
+/// A claim's turn is its rank among its namespace's waiting claims (oldest first), plus
+/// how many claims its namespace was served since the oldest waiting claim was created
+/// (bound since then, or being served now). So namespaces take turns: after a namespace
+/// is served once, every other namespace's next claim comes before its next one, however
+/// many it has waiting. The order is a function of the claim cache alone: a restarted
+/// controller, or a second one, computes the same.
+struct FairOrder<'w> {
+    turn: HashMap<&'w ClaimKey, usize>,
+}
+
+impl<'w> FairOrder<'w> {
+    fn of(waiters: impl Iterator<Item = &'w Waiter>, waiting: &WaitingClaims) -> Self {
+        let mut by_namespace: BTreeMap<&str, Vec<&Waiter>> = BTreeMap::new();
+        for w in waiters {
+            by_namespace.entry(&w.key.namespace).or_default().push(w);
+        }
+        let since = by_namespace
+            .values()
+            .flatten()
+            .map(|w| w.created)
+            .min()
+            .flatten();
+        let mut turn = HashMap::new();
+        for (namespace, mut queue) in by_namespace {
+            queue.sort();
+            let served = waiting.served.get(namespace).map_or(0, |set| match since {
+                Some(t) => set.range((t, String::new())..).count(),
+                None => set.len(),
+            });
+            let serving = waiting.serving.keys().filter(|k| k.namespace == namespace);
+            let offset = served + serving.count();
+            for (rank, w) in queue.into_iter().enumerate() {
+                turn.insert(&w.key, offset + rank);
+            }
+        }
+        FairOrder { turn }
+    }
+
+    fn key<'k>(&self, w: &'k Waiter) -> (usize, &'k Option<Timestamp>, &'k ClaimKey) {
+        (
+            self.turn.get(&w.key).copied().unwrap_or(0),
+            &w.created,
+            &w.key,
+        )
+    }
+}
