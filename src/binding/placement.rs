@@ -20,9 +20,10 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 
-use crate::api::{ServerClaim, ServerSelector, Toleration};
+use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
 
 use super::assumed::AssumedChoices;
+use super::eligibility::server_is_claimable;
 use super::index::{Class, FreeServerIndex};
 use super::meta::{self, ClaimKey};
 use super::selector::{first_untolerated, selector_matches};
@@ -41,6 +42,16 @@ impl ClaimShape {
             selector: claim.spec.server_selector.clone(),
             tolerations: claim.spec.tolerations.clone(),
         }
+    }
+
+    /// Whether this server, claimable, can serve claims of this shape (its full labels).
+    pub(super) fn fits_server(&self, server: &Server) -> bool {
+        server_is_claimable(server).is_ok()
+            && first_untolerated(&server.spec.taints, &self.tolerations).is_none()
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| selector_matches(s, meta::labels(server)))
     }
 
     /// Whether every server of `class` can serve claims of this shape. Exact when the
@@ -206,11 +217,13 @@ pub enum Placement<'a> {
 }
 
 /// Where `claim` goes; see the module docs. `server_of` reads a free server's object
-/// (for whether the claim naming it could take it).
+/// (for whether the claim naming it could take it); `adopting` are the waiting claims
+/// that a server reserved for them by name fits: they adopt it, not a free one.
 pub fn place<'a>(
     claim: &ServerClaim,
     index: &'a FreeServerIndex,
-    server_of: &dyn Fn(&str) -> Option<&'a crate::api::Server>,
+    server_of: &dyn Fn(&str) -> Option<&'a Server>,
+    adopting: &[&ClaimKey],
     inputs: &PickInputs<'_>,
 ) -> Placement<'a> {
     let shape = ClaimShape::of(claim);
@@ -223,7 +236,9 @@ pub fn place<'a>(
             .pick(claim, inputs.skip, &labels_of)
             .map_or(Placement::NoMatch, Placement::Pick);
     }
-    let busy = Busy::of(&me.key, index, server_of, inputs);
+    let mut busy = Busy::of(&me.key, index, server_of, inputs);
+    let others_adopting = adopting.iter().filter(|k| ***k != me.key);
+    busy.placed.extend(others_adopting.map(|k| (*k).clone()));
     let net = Network::around(&shape, &me.key, index, inputs.waiting, &busy);
     let mine = net.usable_classes_of_mine(inputs.skip);
     if mine.is_empty() {
@@ -276,7 +291,7 @@ impl Busy {
     fn of<'a>(
         me: &ClaimKey,
         index: &FreeServerIndex,
-        server_of: &dyn Fn(&str) -> Option<&'a crate::api::Server>,
+        server_of: &dyn Fn(&str) -> Option<&'a Server>,
         inputs: &PickInputs<'_>,
     ) -> Self {
         let mut busy = Busy {
@@ -291,13 +306,7 @@ impl Busy {
         }
         // A claim naming a free server it can take will take it (or win it).
         for (key, (server, shape, _)) in inputs.waiting.serving.iter().filter(|(k, _)| *k != me) {
-            let fits = server_of(server).is_some_and(|s| {
-                first_untolerated(&s.spec.taints, &shape.tolerations).is_none()
-                    && shape
-                        .selector
-                        .as_ref()
-                        .is_none_or(|sel| selector_matches(sel, meta::labels(s)))
-            });
+            let fits = server_of(server).is_some_and(|s| shape.fits_server(s));
             if fits && index.class_of(server).is_some() {
                 busy.taken.insert(server.clone());
                 busy.placed.insert(key.clone());

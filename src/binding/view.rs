@@ -41,6 +41,9 @@ pub struct ServerCatalog {
     servers: BTreeMap<String, Arc<Server>>,
     free: FreeServerIndex,
     reserved: HashMap<ClaimKey, BTreeSet<String>>,
+    /// Claims a server's ref names without a uid (reservations by name), with how many
+    /// servers do: such a claim adopts rather than picks.
+    reserved_by_name: BTreeMap<ClaimKey, usize>,
 }
 
 impl ServerCatalog {
@@ -76,10 +79,11 @@ impl ServerCatalog {
         self.forget_reservation(&name);
         self.free.upsert(&server);
         if let Some(r) = &server.spec.server_claim_ref {
-            self.reserved
-                .entry(claim_key(&r.namespace, &r.name))
-                .or_default()
-                .insert(name.clone());
+            let key = claim_key(&r.namespace, &r.name);
+            if r.uid.as_deref().is_none_or(str::is_empty) {
+                *self.reserved_by_name.entry(key.clone()).or_default() += 1;
+            }
+            self.reserved.entry(key).or_default().insert(name.clone());
         }
         self.servers.insert(name, server);
     }
@@ -97,6 +101,14 @@ impl ServerCatalog {
         };
         if let Some(r) = &old.spec.server_claim_ref {
             let key = claim_key(&r.namespace, &r.name);
+            if r.uid.as_deref().is_none_or(str::is_empty)
+                && let Some(count) = self.reserved_by_name.get_mut(&key)
+            {
+                *count -= 1;
+                if *count == 0 {
+                    self.reserved_by_name.remove(&key);
+                }
+            }
             if let Some(names) = self.reserved.get_mut(&key) {
                 names.remove(name);
                 if names.is_empty() {
@@ -172,7 +184,25 @@ impl ServerView for ServerCatalog {
     }
 
     fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
-        place(claim, &self.free, &|name| self.server(name), inputs)
+        let adopts = |key: &ClaimKey| {
+            let shape = inputs.waiting.shape_of(key);
+            let reserved = self.reserved_for(&key.namespace, &key.name).into_iter();
+            let by_name = |s: &&Server| {
+                s.spec
+                    .server_claim_ref
+                    .as_ref()
+                    .is_some_and(|r| r.uid.as_deref().is_none_or(str::is_empty))
+            };
+            shape.is_some_and(|shape| reserved.filter(by_name).any(|s| shape.fits_server(s)))
+        };
+        let adopting: Vec<&ClaimKey> = self.reserved_by_name.keys().filter(|k| adopts(k)).collect();
+        place(
+            claim,
+            &self.free,
+            &|name| self.server(name),
+            &adopting,
+            inputs,
+        )
     }
 }
 

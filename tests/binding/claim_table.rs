@@ -594,3 +594,43 @@ fn unbound_pick_leaves_a_selective_claim_its_only_server() {
     let d = decide_claim(&b, &world, &pick, Liveness::Cached);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s1") });
 }
+
+fn in_namespace(mut c: ServerClaim, namespace: &str) -> ServerClaim {
+    c.metadata.namespace = Some(namespace.into());
+    c
+}
+
+/// [q] When servers are scarce, the claim the fair order reaches picks and the others
+/// wait their turn: oldest first, namespaces in turn.
+#[test]
+fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
+    let a1 = in_namespace(claim("a1").created(1), "team-a");
+    let a2 = in_namespace(claim("a2").created(2), "team-a");
+    let b1 = in_namespace(claim("b1").created(3), "team-b");
+    let decide = |c: &ServerClaim, world: &ServerCatalog, waiting: &ClaimCatalog| {
+        let pick = PickInputs {
+            waiting: waiting.waiting(),
+            ..alone(&|_| false)
+        };
+        decide_claim(c, world, &pick, Liveness::Cached)
+    };
+    let world = servers(vec![server("s1")]);
+    let waiting = claims(vec![a1.clone(), a2.clone(), b1.clone()]);
+    assert_eq!(
+        decide(&a1, &world, &waiting),
+        ClaimDecision::PickBestFit { server: s("s1") }
+    );
+    assert_eq!(decide(&a2, &world, &waiting), ClaimDecision::WaitForTurn);
+    assert_eq!(decide(&b1, &world, &waiting), ClaimDecision::WaitForTurn);
+
+    // a1 was served (bound after a2 was created); one more server frees: team-b's turn,
+    // although a2 is older than b1.
+    let a1 = a1.chose("s1").bind_completed().phase(ClaimPhase::Bound);
+    let world = servers(vec![server("s1").claimed_for("a1", "uid-a1"), server("s2")]);
+    let waiting = claims(vec![a1, a2.clone(), b1.clone()]);
+    assert_eq!(
+        decide(&b1, &world, &waiting),
+        ClaimDecision::PickBestFit { server: s("s2") }
+    );
+    assert_eq!(decide(&a2, &world, &waiting), ClaimDecision::WaitForTurn);
+}

@@ -10,6 +10,7 @@ mod claim_table;
 mod decision_rows;
 mod index_props;
 mod model;
+mod placement_props;
 mod pv_scenarios;
 mod server_table;
 mod support;

@@ -265,7 +265,7 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
     true
 }
 
-fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
+pub fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
     let Some(server) = truth.servers.get(name).cloned() else {
         return false;
     };
