@@ -154,8 +154,7 @@ fn waiting_for_server(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPla
     }
 }
 
-/// Pending `WaitingForTurn` with a Normal event of that reason. The condition also wakes
-/// the claim when a claim ahead of it stops waiting (see `triggers`).
+/// Pending `WaitingForTurn` with a Normal event of that reason.
 fn wait_for_turn(claim: &ServerClaim, now: &Time) -> ClaimPlan {
     let message = "servers match, but each is needed by a claim ahead of this one \
         (served oldest first, namespaces in turn) or by a claim no other server can serve";

@@ -97,9 +97,15 @@ pub struct WaitingClaims {
     serving: BTreeMap<ClaimKey, (String, ClaimShape, Waiter)>,
     /// Per namespace, when its bound claims were bound, for the turns of the fair order.
     served: HashMap<String, BTreeSet<(Timestamp, String)>>,
-    /// Claims told to wait their turn, woken when a waiting claim leaves the queue.
-    waiting_turn: BTreeSet<ClaimKey>,
+    /// The shape of every claim in the cache, waiting or not, and how many claims have
+    /// it: what claims to come are likely to ask for.
+    known: HashMap<Arc<ClaimShape>, usize>,
+    known_of: HashMap<ClaimKey, Arc<ClaimShape>>,
 }
+
+/// Above this many known shapes, picks no longer weigh how contested a class is (the
+/// weighing costs one fit test per shape and candidate class).
+const MAX_WEIGHED_SHAPES: usize = 64;
 
 /// The condition reason of a claim that waits its turn (`WaitForTurn`).
 pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
@@ -111,12 +117,14 @@ impl WaitingClaims {
         let Some(claim) = claim else {
             return;
         };
+        let shape = ClaimShape::of(claim);
+        let shape = match self.known.get_key_value(&shape) {
+            Some((existing, _)) => existing.clone(),
+            None => Arc::new(shape),
+        };
+        *self.known.entry(shape.clone()).or_default() += 1;
+        self.known_of.insert(key.clone(), shape.clone());
         if is_waiting(claim) {
-            let shape = ClaimShape::of(claim);
-            let shape = match self.by_shape.get_key_value(&shape) {
-                Some((existing, _)) => existing.clone(),
-                None => Arc::new(shape),
-            };
             let members = self.by_shape.entry(shape.clone()).or_default();
             members.insert(Waiter::of(claim));
             self.shape_of.insert(key.clone(), shape);
@@ -131,12 +139,17 @@ impl WaitingClaims {
             let served = self.served.entry(key.namespace.clone()).or_default();
             served.insert((t, key.name.clone()));
         }
-        if is_waiting(claim) && waits_turn(claim) {
-            self.waiting_turn.insert(key.clone());
-        }
     }
 
     fn forget(&mut self, key: &ClaimKey) {
+        if let Some(shape) = self.known_of.remove(key)
+            && let Some(count) = self.known.get_mut(&shape)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.known.remove(&shape);
+            }
+        }
         if let Some(shape) = self.shape_of.remove(key)
             && let Some(members) = self.by_shape.get_mut(&shape)
         {
@@ -152,17 +165,11 @@ impl WaitingClaims {
                 self.served.remove(&key.namespace);
             }
         }
-        self.waiting_turn.remove(key);
     }
 
     /// The shape a waiting claim is queued under.
     pub fn shape_of(&self, key: &ClaimKey) -> Option<&ClaimShape> {
         self.shape_of.get(key).map(|s| &**s)
-    }
-
-    /// Claims whose status says they wait their turn.
-    pub fn waiting_turn(&self) -> impl Iterator<Item = &ClaimKey> {
-        self.waiting_turn.iter()
     }
 
     /// These claims as a cache that has not seen the claims naming servers would show
@@ -178,6 +185,17 @@ impl WaitingClaims {
     pub fn shape_count(&self) -> usize {
         self.by_shape.len()
     }
+
+    /// How many shapes of the cache's claims, other than `mine`, fit `class`: how
+    /// contested its servers are likely to be. Zero for every class when the cache
+    /// knows too many shapes to weigh them.
+    fn contest(&self, mine: &ClaimShape, class: &Class) -> usize {
+        if self.known.len() > MAX_WEIGHED_SHAPES {
+            return 0;
+        }
+        let others = self.known.keys().filter(|s| ***s != *mine);
+        others.filter(|s| s.fits(class)).count()
+    }
 }
 
 fn bound_time(claim: &ServerClaim) -> Option<Timestamp> {
@@ -185,13 +203,6 @@ fn bound_time(claim: &ServerClaim) -> Option<Timestamp> {
         return None;
     }
     claim.status.as_ref()?.bound_time.as_ref().map(|t| t.0)
-}
-
-fn waits_turn(claim: &ServerClaim) -> bool {
-    let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());
-    conditions
-        .and_then(super::status::find_bound)
-        .is_some_and(|c| c.reason == WAITING_FOR_TURN)
 }
 
 /// What a pick weighs besides the servers.
@@ -240,7 +251,7 @@ pub fn place<'a>(
     let others_adopting = adopting.iter().filter(|k| ***k != me.key);
     busy.placed.extend(others_adopting.map(|k| (*k).clone()));
     let net = Network::around(&shape, &me.key, index, inputs.waiting, &busy);
-    let mine = net.usable_classes_of_mine(inputs.skip);
+    let mine = net.usable_classes_of_mine(&shape, inputs);
     if mine.is_empty() {
         return Placement::NoMatch;
     }
@@ -368,20 +379,26 @@ impl<'i, 'w> Network<'i, 'w> {
     }
 
     /// The classes the picker's shape fits, each with its lowest server the pick does not
-    /// pass over: untainted first, then by that name.
-    fn usable_classes_of_mine(&self, skip: &dyn Fn(&str) -> bool) -> Vec<(usize, &'i str)> {
-        let mut usable: Vec<(bool, &'i str, usize)> = self
+    /// pass over: untainted first, then those the fewest other shapes of claims fit (the
+    /// claims still to come are likely to need the others), then by that name.
+    fn usable_classes_of_mine(
+        &self,
+        mine: &ClaimShape,
+        inputs: &PickInputs<'_>,
+    ) -> Vec<(usize, &'i str)> {
+        let mut usable: Vec<(bool, usize, &'i str, usize)> = self
             .edges
             .iter()
             .filter(|(i, _)| *i == 0)
             .filter_map(|&(_, j)| {
                 let (class, members, _) = self.classes[j];
-                let name = members.iter().find(|n| !skip(n))?;
-                Some((!class.taints.is_empty(), name.as_str(), j))
+                let name = members.iter().find(|n| !(inputs.skip)(n))?;
+                let contest = inputs.waiting.contest(mine, class);
+                Some((!class.taints.is_empty(), contest, name.as_str(), j))
             })
             .collect();
         usable.sort();
-        usable.into_iter().map(|(_, name, j)| (j, name)).collect()
+        usable.into_iter().map(|(.., name, j)| (j, name)).collect()
     }
 
     /// Per shape, the waiting claims ahead of `me` in the fair order ([`FairOrder`]).

@@ -8,7 +8,7 @@
 //! | change | wakes |
 //! |---|---|
 //! | a server changes | the server; the claims naming it; the claims its old and new ref name; every pending claim if it is free now and was not, or changed while free |
-//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; the claims waiting their turn if it stopped waiting or changed shape: the servers the matching kept for it may now be theirs |
+//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; every pending claim if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape: the matching may now give the others what it kept for it |
 //! | an assumed choice ends | every pending claim, if its server is free: they passed it over |
 //! | a relist | everything |
 //!
@@ -127,20 +127,37 @@ pub fn on_claim_change(
     if stopped_contending.is_some() {
         wake.pending_claims(claims);
     }
-    if left_the_queue(old, new) {
-        wake.claims.extend(claims.waiting().waiting_turn().cloned());
+    if left_without_a_server(old, new, servers) {
+        wake.pending_claims(claims);
     }
     wake
 }
 
-/// Whether a waiting claim stopped waiting (picked, named a server, bound, deleted) or
-/// now asks for something else (another shape).
-fn left_the_queue(old: Option<&ServerClaim>, new: Option<&ServerClaim>) -> bool {
+/// Whether a waiting claim stopped waiting without taking a free server (deleted, being
+/// deleted, naming a server that is not free) or now asks for something else (another
+/// shape): the matching may now give the others what it kept for it. A claim that took a
+/// free server (a pick) frees nothing, and wakes nobody.
+fn left_without_a_server(
+    old: Option<&ServerClaim>,
+    new: Option<&ServerClaim>,
+    servers: &ServerCatalog,
+) -> bool {
     let waiting_shape = |c: &ServerClaim| is_waiting(c).then(|| ClaimShape::of(c));
-    match old.and_then(waiting_shape) {
-        Some(shape) => new.and_then(waiting_shape) != Some(shape),
-        None => false,
+    let Some(shape) = old.and_then(waiting_shape) else {
+        return false;
+    };
+    let Some(new) = new else {
+        return true;
+    };
+    if let Some(now) = waiting_shape(new) {
+        return now != shape;
     }
+    let took = new
+        .spec
+        .server_ref
+        .as_ref()
+        .and_then(|r| servers.server(&r.name));
+    !took.is_some_and(is_free) || meta::is_deleting(new)
 }
 
 /// An assumed choice of `server` ended: pending claims passed it over.

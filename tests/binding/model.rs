@@ -1479,6 +1479,22 @@ pub fn stranding() -> Scenario {
     }
 }
 
+/// A user names s1 for `u` while `a`, not yet seeing `u`, may pick s1 too (both servers
+/// are alike, and s1 has the lowest name): `a` must withdraw and take s2.
+pub fn user_ref_race() -> Scenario {
+    Scenario {
+        name: "user-ref-race",
+        servers: vec![server("s1"), server("s2")],
+        claims: vec![claim("a").created(1), claim("u").names("s1").created(2)],
+        user_ops: vec![],
+        crashes: 1,
+        faults: 0,
+        resyncs: 0,
+        max_lag: 2,
+        all_bind: true,
+    }
+}
+
 /// Three claims compete for two servers: one takes any server, one wants rack r1 by
 /// selector, and a user pre-bound one to s1 (rack r1), the server the controller would
 /// pick first for either of the others.
@@ -1658,6 +1674,11 @@ fn stranding_binds_every_claim_in_every_interleaving() {
 }
 
 #[test]
+fn user_ref_race_binds_every_claim_in_every_interleaving() {
+    assert_holds(user_ref_race());
+}
+
+#[test]
 fn contention_holds_in_every_interleaving() {
     assert_holds(contention());
 }
@@ -1745,7 +1766,7 @@ fn the_model_check_catches_a_claim_that_never_withdraws() {
         claim: without_withdraw,
         ..Protocol::real()
     };
-    let report = explore(&contention(), mutant);
+    let report = explore(&user_ref_race(), mutant);
     let violation = report.violation.expect("the mutant breaks an invariant");
     println!(
         "withdraw mutant, after {} states: {violation}",

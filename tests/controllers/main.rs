@@ -11,6 +11,7 @@ mod long_names;
 mod metrics;
 #[path = "../common/names.rs"]
 mod names;
+mod placement;
 #[path = "../common/poll.rs"]
 mod poll;
 mod rbac;

@@ -1,0 +1,117 @@
+//! Placement end to end (docs/binding.md, "Picking a server"): the real controllers keep a
+//! full assignment possible while claims arrive, and serve scarce servers to namespaces in
+//! turn.
+
+use kube::api::{Api, PostParams};
+use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerSelector};
+
+use crate::support::*;
+
+const RACKS: usize = 10;
+
+fn claim_in(name: &str, rack: Option<usize>) -> ServerClaim {
+    let mut c = ServerClaim::new(name, ServerClaimSpec::default());
+    if let Some(rack) = rack {
+        let mut selector = ServerSelector::default();
+        selector
+            .match_labels
+            .insert("rack".into(), format!("r{rack}"));
+        c.spec.server_selector = Some(selector);
+    }
+    c
+}
+
+/// Ten racks of three servers, named so that the lowest names span every rack. Claims
+/// arrive one by one while the controllers run, every second one selecting an odd rack,
+/// so the selective claims need exactly the odd racks' servers. Lowest-name-first hands
+/// odd-rack servers to the claims that take any server and strands selective claims
+/// next to free even-rack servers; here every claim binds.
+#[tokio::test]
+async fn the_rack_example_binds_every_claim() {
+    let mut env = Env::new().await;
+    for i in 0..RACKS * 3 {
+        let rack = format!("r{}", i % RACKS);
+        env.create_server(&format!("srv-{i:02}"), &[("rack", &rack)])
+            .await;
+    }
+    env.start(4).await;
+    let odd_racks = [1, 3, 5, 7, 9];
+    for i in 0..RACKS * 3 {
+        let rack = (i % 2 == 1).then(|| odd_racks[(i / 2) % odd_racks.len()]);
+        let claim = claim_in(&format!("c{i:02}"), rack);
+        env.claims()
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("claim created");
+    }
+    eventually("all 30 claims Bound", DEADLINE, || async {
+        let (_, claims) = env.all().await;
+        let pending: Vec<String> = claims
+            .iter()
+            .filter(|c| phase(c) != Some(ClaimPhase::Bound))
+            .map(|c| format!("{:?}", c.metadata.name))
+            .collect();
+        pending.is_empty().then_some(()).ok_or(pending)
+    })
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// No server is free while team-a creates a burst of six claims and then team-b one.
+/// Servers then come one at a time: the claims bind in turn across the namespaces,
+/// team-b's second, not after team-a's burst.
+#[tokio::test]
+async fn scarce_servers_go_to_namespaces_in_turn() {
+    let mut env = Env::new().await;
+    // team-a is the fixtures' namespace, NS.
+    env.create_namespace("team-b").await;
+    env.start(4).await;
+    let create = |ns: &'static str, name: String| {
+        let api: Api<ServerClaim> = Api::namespaced(env.client.clone(), ns);
+        async move {
+            let c = ServerClaim::new(&name, ServerClaimSpec::default());
+            api.create(&PostParams::default(), &c).await.expect("claim");
+        }
+    };
+    for i in 1..=6 {
+        create(NS, format!("a{i}")).await;
+    }
+    create("team-b", "b1".into()).await;
+    let all_claims: Api<ServerClaim> = Api::all(env.client.clone());
+    eventually("seven claims Pending", DEADLINE, || async {
+        let claims = all_claims.list(&Default::default()).await.unwrap().items;
+        claims
+            .iter()
+            .filter(|c| phase(c) == Some(ClaimPhase::Pending))
+            .count()
+            == 7
+    })
+    .await;
+
+    let mut order = Vec::new();
+    for i in 0..4 {
+        env.create_server(&format!("s{i}"), &[]).await;
+        let bound = eventually("one more claim Bound", DEADLINE, || async {
+            let claims = all_claims.list(&Default::default()).await.unwrap().items;
+            let bound: Vec<String> = claims
+                .iter()
+                .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+                .map(|c| c.metadata.name.clone().unwrap_or_default())
+                .collect();
+            if bound.len() == i + 1 {
+                Ok(bound)
+            } else {
+                Err(bound)
+            }
+        })
+        .await;
+        let new = bound.into_iter().find(|n| !order.contains(n)).unwrap();
+        order.push(new);
+    }
+    assert_eq!(order, ["a1", "b1", "a2", "a3"], "the order of the binds");
+    let waiting = env
+        .wait_event("ServerClaim", "a4", "Normal", "WaitingForTurn")
+        .await;
+    assert!(waiting.contains("ahead of this one"), "{waiting}");
+}
