@@ -156,8 +156,8 @@ fn waiting_for_server(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPla
 
 /// Pending `WaitingForTurn` with a Normal event of that reason.
 fn wait_for_turn(claim: &ServerClaim, now: &Time) -> ClaimPlan {
-    let message = "servers match, but each is needed by a claim ahead of this one \
-        (served oldest first, namespaces in turn) or by a claim no other server can serve";
+    let message = "waiting its turn: the servers that match go to claims ahead of this one \
+        (served oldest first, namespaces in turn) or to claims no other server can serve";
     with_event(
         pending(claim, WAITING_FOR_TURN, message.into(), now),
         BindingEvent::normal(WAITING_FOR_TURN, "Binding", message),

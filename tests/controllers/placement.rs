@@ -113,5 +113,5 @@ async fn scarce_servers_go_to_namespaces_in_turn() {
     let waiting = env
         .wait_event("ServerClaim", "a4", "Normal", "WaitingForTurn")
         .await;
-    assert!(waiting.contains("ahead of this one"), "{waiting}");
+    assert!(waiting.contains("claims ahead of this one"), "{waiting}");
 }

@@ -34,6 +34,9 @@ pub enum Mix {
     /// As `any`; every fourth server carries a `NoBind` taint and every fourth claim
     /// (the same indexes) tolerates it.
     Tainted,
+    /// As `unique-labels`; every claim selects one server by its serial
+    /// (`serial In (SN…)`): as many distinct selectors as claims, the hostile case.
+    DistinctSelectors,
 }
 
 impl Mix {
@@ -43,6 +46,7 @@ impl Mix {
             Mix::Selectors => "selectors",
             Mix::UniqueLabels => "unique-labels",
             Mix::Tainted => "tainted",
+            Mix::DistinctSelectors => "distinct-selectors",
         }
     }
 }
@@ -82,13 +86,28 @@ fn rack(i: usize) -> String {
     format!("r{}", i % RACKS)
 }
 
+fn serial(i: usize) -> String {
+    format!("SN{:010X}", 0x5EED_0000 + i)
+}
+
+fn selecting(key: &str, value: String) -> ServerSelector {
+    ServerSelector {
+        match_expressions: vec![SelectorRequirement {
+            key: key.to_owned(),
+            operator: SelectorOperator::In,
+            values: vec![value],
+        }],
+        ..ServerSelector::default()
+    }
+}
+
 pub fn server(i: usize, mix: Mix) -> Server {
     let mut labels = BTreeMap::from([
         ("rack".to_owned(), rack(i)),
         ("size".to_owned(), SIZES[i / RACKS % SIZES.len()].to_owned()),
     ]);
-    if mix == Mix::UniqueLabels {
-        labels.insert("serial".to_owned(), format!("SN{:010X}", 0x5EED_0000 + i));
+    if matches!(mix, Mix::UniqueLabels | Mix::DistinctSelectors) {
+        labels.insert("serial".to_owned(), serial(i));
         labels.insert("hostname".to_owned(), format!("node-{i:07}"));
     }
     let mut spec = ServerSpec::default();
@@ -114,16 +133,8 @@ pub fn claim(j: usize, mix: Mix, namespaces: usize) -> ServerClaim {
     let mut spec = ServerClaimSpec::default();
     match mix {
         // Odd j lies in an odd rack (j % 10 is odd), which server j shares.
-        Mix::Selectors if j % 2 == 1 => {
-            spec.server_selector = Some(ServerSelector {
-                match_expressions: vec![SelectorRequirement {
-                    key: "rack".to_owned(),
-                    operator: SelectorOperator::In,
-                    values: vec![rack(j)],
-                }],
-                ..ServerSelector::default()
-            });
-        }
+        Mix::Selectors if j % 2 == 1 => spec.server_selector = Some(selecting("rack", rack(j))),
+        Mix::DistinctSelectors => spec.server_selector = Some(selecting("serial", serial(j))),
         Mix::Tainted if j.is_multiple_of(TAINT_EVERY) => spec.tolerations.push(Toleration {
             key: TAINT_KEY.to_owned(),
             operator: TolerationOperator::Equal,
@@ -143,7 +154,13 @@ mod tests {
 
     #[test]
     fn claim_j_may_always_take_server_j() {
-        for mix in [Mix::Any, Mix::Selectors, Mix::UniqueLabels, Mix::Tainted] {
+        for mix in [
+            Mix::Any,
+            Mix::Selectors,
+            Mix::UniqueLabels,
+            Mix::Tainted,
+            Mix::DistinctSelectors,
+        ] {
             for j in 0..40 {
                 let (s, c) = (server(j, mix), claim(j, mix, 3));
                 let labels = s.metadata.labels.clone().unwrap_or_default();
