@@ -85,6 +85,11 @@ impl AssumedChoices {
             .is_some_and(|a| &a.claim != claim)
     }
 
+    /// Whether `server` is assumed chosen for any claim.
+    pub fn is_assumed(&self, server: &str) -> bool {
+        self.by_server.contains_key(server)
+    }
+
     /// The assumptions, server by server (for tests and the model check).
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Assumption)> {
         self.by_server.iter()

@@ -156,12 +156,10 @@ impl FreeServerIndex {
         self.classes.len()
     }
 
-    /// The classes with their members, in a fixed order (by lowest member name), so
-    /// that everything computed over them is deterministic.
-    pub(super) fn class_list(&self) -> Vec<(&Class, &BTreeSet<String>)> {
-        let mut list: Vec<_> = self.classes.iter().map(|(c, m)| (&**c, m)).collect();
-        list.sort_by(|a, b| a.1.first().cmp(&b.1.first()));
-        list
+    /// The classes with their members, in no particular order: what placement computes
+    /// from them (flow values, candidates sorted by name) does not depend on it.
+    pub(super) fn class_list(&self) -> impl Iterator<Item = (&Class, &BTreeSet<String>)> {
+        self.classes.iter().map(|(c, m)| (&**c, m))
     }
 
     /// The class of a free server (`None`: not in the index).

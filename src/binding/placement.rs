@@ -23,6 +23,7 @@ use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
 
 use super::assumed::AssumedChoices;
+use super::claim_decision::is_controller_chosen;
 use super::eligibility::server_is_claimable;
 use super::index::{Class, FreeServerIndex};
 use super::meta::{self, ClaimKey};
@@ -92,11 +93,15 @@ pub fn is_waiting(claim: &ServerClaim) -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct WaitingClaims {
     by_shape: HashMap<Arc<ClaimShape>, BTreeSet<Waiter>>,
-    shape_of: HashMap<ClaimKey, Arc<ClaimShape>>,
-    /// Claims on the unbound path naming a server (being served now), with their shape.
+    shape_of: HashMap<ClaimKey, (Arc<ClaimShape>, Waiter)>,
+    /// User-chosen claims on the unbound path naming a server, with their shape: they
+    /// will take that server. (A controller's own picks in flight are its assumed
+    /// choices; scanning every controller-chosen claim in flight on every pick cost a
+    /// third of the throughput at 30k.)
     serving: BTreeMap<ClaimKey, (String, ClaimShape, Waiter)>,
     /// Per namespace, when its bound claims were bound, for the turns of the fair order.
     served: HashMap<String, BTreeSet<(Timestamp, String)>>,
+    served_at: HashMap<ClaimKey, Timestamp>,
     /// The shape of every claim in the cache, waiting or not, and how many claims have
     /// it: what claims to come are likely to ask for.
     known: HashMap<Arc<ClaimShape>, usize>,
@@ -125,12 +130,14 @@ impl WaitingClaims {
         *self.known.entry(shape.clone()).or_default() += 1;
         self.known_of.insert(key.clone(), shape.clone());
         if is_waiting(claim) {
+            let waiter = Waiter::of(claim);
             let members = self.by_shape.entry(shape.clone()).or_default();
-            members.insert(Waiter::of(claim));
-            self.shape_of.insert(key.clone(), shape);
+            members.insert(waiter.clone());
+            self.shape_of.insert(key.clone(), (shape, waiter));
         }
         if let Some(r) = &claim.spec.server_ref
             && !meta::is_bind_completed(claim)
+            && !is_controller_chosen(claim)
         {
             let serving = (r.name.clone(), ClaimShape::of(claim), Waiter::of(claim));
             self.serving.insert(key.clone(), serving);
@@ -138,6 +145,7 @@ impl WaitingClaims {
         if let Some(t) = bound_time(claim) {
             let served = self.served.entry(key.namespace.clone()).or_default();
             served.insert((t, key.name.clone()));
+            self.served_at.insert(key.clone(), t);
         }
     }
 
@@ -150,17 +158,19 @@ impl WaitingClaims {
                 self.known.remove(&shape);
             }
         }
-        if let Some(shape) = self.shape_of.remove(key)
+        if let Some((shape, waiter)) = self.shape_of.remove(key)
             && let Some(members) = self.by_shape.get_mut(&shape)
         {
-            members.retain(|w| &w.key != key);
+            members.remove(&waiter);
             if members.is_empty() {
                 self.by_shape.remove(&shape);
             }
         }
         self.serving.remove(key);
-        if let Some(served) = self.served.get_mut(&key.namespace) {
-            served.retain(|(_, name)| name != &key.name);
+        if let Some(t) = self.served_at.remove(key)
+            && let Some(served) = self.served.get_mut(&key.namespace)
+        {
+            served.remove(&(t, key.name.clone()));
             if served.is_empty() {
                 self.served.remove(&key.namespace);
             }
@@ -169,7 +179,7 @@ impl WaitingClaims {
 
     /// The shape a waiting claim is queued under.
     pub fn shape_of(&self, key: &ClaimKey) -> Option<&ClaimShape> {
-        self.shape_of.get(key).map(|s| &**s)
+        self.shape_of.get(key).map(|(s, _)| &**s)
     }
 
     /// These claims as a cache that has not seen the claims naming servers would show
@@ -179,6 +189,15 @@ impl WaitingClaims {
             serving: BTreeMap::new(),
             ..self.clone()
         }
+    }
+
+    /// How many claims wait.
+    pub fn len(&self) -> usize {
+        self.shape_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shape_of.is_empty()
     }
 
     /// How many distinct shapes wait (the claim side of the flow network).
@@ -249,7 +268,7 @@ pub fn place<'a>(
     }
     let mut busy = Busy::of(&me.key, index, server_of, inputs);
     let others_adopting = adopting.iter().filter(|k| ***k != me.key);
-    busy.placed.extend(others_adopting.map(|k| (*k).clone()));
+    busy.placed.extend(others_adopting.copied());
     let net = Network::around(&shape, &me.key, index, inputs.waiting, &busy);
     let mine = net.usable_classes_of_mine(&shape, inputs);
     if mine.is_empty() {
@@ -293,34 +312,39 @@ fn changed(caps: &[i64], i: usize, delta: i64) -> Vec<i64> {
 
 /// Picks in flight: free servers already spoken for and waiting claims already placed,
 /// which the caches do not show yet.
-struct Busy {
-    taken: HashSet<String>,
-    placed: HashSet<ClaimKey>,
+struct Busy<'p> {
+    taken: HashSet<&'p str>,
+    placed: HashSet<&'p ClaimKey>,
 }
 
-impl Busy {
+impl<'p> Busy<'p> {
+    /// One pass over the picks in flight: O(assumed choices + user-chosen claims in
+    /// flight), with no copies (this runs on every pick, and a burst keeps thousands of
+    /// picks in flight).
     fn of<'a>(
         me: &ClaimKey,
         index: &FreeServerIndex,
         server_of: &dyn Fn(&str) -> Option<&'a Server>,
-        inputs: &PickInputs<'_>,
+        inputs: &PickInputs<'p>,
     ) -> Self {
         let mut busy = Busy {
             taken: HashSet::new(),
             placed: HashSet::new(),
         };
         for (server, a) in inputs.assumed.iter().filter(|(_, a)| &a.claim != me) {
-            busy.placed.insert(a.claim.clone());
+            busy.placed.insert(&a.claim);
             if index.class_of(server).is_some() {
-                busy.taken.insert(server.clone());
+                busy.taken.insert(server);
             }
         }
-        // A claim naming a free server it can take will take it (or win it).
-        for (key, (server, shape, _)) in inputs.waiting.serving.iter().filter(|(k, _)| *k != me) {
-            let fits = server_of(server).is_some_and(|s| shape.fits_server(s));
-            if fits && index.class_of(server).is_some() {
-                busy.taken.insert(server.clone());
-                busy.placed.insert(key.clone());
+        // A user's claim naming a free server it can take will take it (or win it). It
+        // does not wait, so it takes a server but places no waiting claim.
+        for (key, (server, shape, _)) in &inputs.waiting.serving {
+            if key == me || inputs.assumed.is_assumed(server) || index.class_of(server).is_none() {
+                continue;
+            }
+            if server_of(server).is_some_and(|s| shape.fits_server(s)) {
+                busy.taken.insert(server);
             }
         }
         busy
@@ -334,7 +358,7 @@ struct Network<'i, 'w> {
     shapes: Vec<Shape<'w>>,
     classes: Vec<FreeClass<'i>>,
     edges: Vec<(usize, usize)>,
-    placed: &'w HashSet<ClaimKey>,
+    placed: &'w HashSet<&'w ClaimKey>,
     me: &'w ClaimKey,
 }
 
@@ -448,8 +472,8 @@ fn waiting_shapes<'w>(
     busy: &Busy,
 ) -> Vec<Shape<'w>> {
     let mut not_waiting: HashMap<*const ClaimShape, i64> = HashMap::new();
-    for key in busy.placed.iter().chain(std::iter::once(me)) {
-        if let Some(shape) = waiting.shape_of.get(key) {
+    for key in busy.placed.iter().copied().chain(std::iter::once(me)) {
+        if let Some((shape, _)) = waiting.shape_of.get(key) {
             *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
         }
     }
@@ -463,11 +487,6 @@ fn waiting_shapes<'w>(
             shapes.push((&**shape, demand, Some(members)));
         }
     }
-    // Deterministic order: by each shape's oldest waiting claim.
-    shapes[1..].sort_by(|a, b| {
-        a.2.and_then(|m| m.first())
-            .cmp(&b.2.and_then(|m| m.first()))
-    });
     shapes
 }
 
@@ -481,7 +500,6 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
     }
     index
         .class_list()
-        .into_iter()
         .map(|(class, members)| {
             let gone = taken.get(&(class as *const Class)).copied().unwrap_or(0);
             (class, members, members.len() as i64 - gone)
@@ -523,11 +541,31 @@ fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
     (shape_in, class_in, edges)
 }
 
+/// `keys` with the waiting ones first, in the fair order, then the rest by key: the
+/// order in which a wake-up hands claims to the claim controller, so that when a server
+/// frees, the claim the fair order reaches is reconciled first.
+pub fn in_fair_order(keys: &BTreeSet<ClaimKey>, waiting: &WaitingClaims) -> Vec<ClaimKey> {
+    let waiters: Vec<&Waiter> = keys
+        .iter()
+        .filter_map(|k| waiting.shape_of.get(k).map(|(_, w)| w))
+        .collect();
+    let order = FairOrder::of(waiters.iter().copied(), waiting);
+    let mut first = waiters.clone();
+    first.sort_by(|a, b| order.key(a).cmp(&order.key(b)));
+    let rest = keys.iter().filter(|k| !waiting.shape_of.contains_key(*k));
+    first
+        .into_iter()
+        .map(|w| &w.key)
+        .chain(rest)
+        .cloned()
+        .collect()
+}
+
 /// The fair order of waiting claims: by turn, then oldest first, then namespace and name.
 ///
 /// A claim's turn is its rank among its namespace's waiting claims (oldest first), plus
 /// how many claims its namespace was served since the oldest waiting claim was created
-/// (bound since then, or being served now). So namespaces take turns: after a namespace
+/// (bound since then, or a user's claim naming a server now). So namespaces take turns: after a namespace
 /// is served once, every other namespace's next claim comes before its next one, however
 /// many it has waiting. The order is a function of the claim cache alone: a restarted
 /// controller, or a second one, computes the same.

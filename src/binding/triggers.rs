@@ -23,7 +23,7 @@ use crate::api::{Server, ServerClaim};
 use super::assumed::claim_key;
 use super::index::is_free;
 use super::meta::{self, ClaimKey};
-use super::placement::{ClaimShape, is_waiting};
+use super::placement::{ClaimShape, in_fair_order, is_waiting};
 use super::server_decision::can_take_back;
 use super::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
@@ -42,6 +42,17 @@ impl Wake {
     pub fn extend(&mut self, other: Wake) {
         self.claims.extend(other.claims);
         self.servers.extend(other.servers);
+    }
+
+    /// The claims to wake, waiting ones first in the fair order ([`in_fair_order`])
+    /// when servers are scarce (fewer free servers than waiting claims: only the claims
+    /// the order reaches can pick, so they go first). Otherwise every waiting claim is
+    /// served and the order buys nothing: key order, without the O(w log w) sort.
+    pub fn claims_in_order(&self, servers: &ServerCatalog, claims: &ClaimCatalog) -> Vec<ClaimKey> {
+        if claims.waiting().len() <= servers.free_index().len() {
+            return self.claims.iter().cloned().collect();
+        }
+        in_fair_order(&self.claims, claims.waiting())
     }
 
     fn pending_claims(&mut self, claims: &ClaimCatalog) {
@@ -152,12 +163,20 @@ fn left_without_a_server(
     if let Some(now) = waiting_shape(new) {
         return now != shape;
     }
+    // It took its server if that server is free, or already records it (the server
+    // side's write can reach the cache first).
+    let records_it = |s: &Server| {
+        s.spec
+            .server_claim_ref
+            .as_ref()
+            .is_some_and(|r| r.namespace == meta::namespace(new) && r.name == meta::name(new))
+    };
     let took = new
         .spec
         .server_ref
         .as_ref()
         .and_then(|r| servers.server(&r.name));
-    !took.is_some_and(is_free) || meta::is_deleting(new)
+    !took.is_some_and(|s| is_free(s) || records_it(s)) || meta::is_deleting(new)
 }
 
 /// An assumed choice of `server` ended: pending claims passed it over.

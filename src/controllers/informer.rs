@@ -8,6 +8,7 @@
 //! because they need the object as it was before the event as well as after: a claim
 //! that stops naming a server, or is deleted, must wake the server it named.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedSender;
@@ -28,7 +29,7 @@ use super::own_writes::OwnWrites;
 
 use crate::api::{Server, ServerClaim};
 use crate::binding::assumed::ends_on_claim_event;
-use crate::binding::triggers::{self, Wake};
+use crate::binding::triggers;
 use crate::binding::{
     AssumedChoices, ClaimCatalog, ClaimKey, ClaimView, ServerCatalog, ServerView, claim_key, meta,
 };
@@ -199,8 +200,9 @@ impl Caches {
             return;
         };
         let wake = triggers::on_assumption_end(&server, &locked.servers, &locked.claims);
+        let order = wake.claims_in_order(&locked.servers, &locked.claims);
         drop(locked);
-        self.send(wake);
+        self.send(order, wake.servers);
     }
 
     fn on_server_event(&self, event: Delta<Server>) {
@@ -223,8 +225,9 @@ impl Caches {
                 triggers::on_relist(&servers, &claims)
             }
         };
+        let order = wake.claims_in_order(&servers, &claims);
         drop((assumed, claims, servers));
-        self.send(wake);
+        self.send(order, wake.servers);
     }
 
     fn on_claim_event(&self, event: Delta<ServerClaim>) {
@@ -253,20 +256,22 @@ impl Caches {
         for server in ended {
             wake.extend(triggers::on_assumption_end(&server, &servers, &claims));
         }
+        let order = wake.claims_in_order(&servers, &claims);
         drop((claims, servers));
-        self.send(wake);
+        self.send(order, wake.servers);
     }
 
-    /// Hands the woken objects to the running controllers. Called with no cache lock
-    /// held: `attach_*` takes a trigger slot and then a cache lock.
-    fn send(&self, wake: Wake) {
+    /// Hands the woken objects to the running controllers, claims in the order given
+    /// ([`triggers::Wake::claims_in_order`]). Called with no cache lock held: `attach_*` takes a
+    /// trigger slot and then a cache lock.
+    fn send(&self, claims: Vec<ClaimKey>, servers: BTreeSet<String>) {
         if let Some(tx) = self.claim_triggers.lock().as_ref() {
-            for key in wake.claims {
+            for key in claims {
                 let _ = tx.unbounded_send(ObjectRef::new(&key.name).within(&key.namespace));
             }
         }
         if let Some(tx) = self.server_triggers.lock().as_ref() {
-            for name in wake.servers {
+            for name in servers {
                 let _ = tx.unbounded_send(ObjectRef::new(&name));
             }
         }

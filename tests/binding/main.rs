@@ -14,4 +14,5 @@ mod placement_props;
 mod pv_scenarios;
 mod server_table;
 mod support;
+mod wake_rules;
 mod world;

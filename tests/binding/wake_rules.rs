@@ -1,0 +1,81 @@
+//! The wake-up rules that placement adds (docs/binding.md, "Wake-up rules"): a waiting
+//! claim that leaves without a free server wakes the other pending claims; one that took
+//! its server wakes nobody else, whichever of the two sides the cache shows first (a wake
+//! of every pending claim per pick is a storm at fleet scale).
+
+use server_binder::binding::triggers::on_claim_change;
+use server_binder::binding::*;
+
+use crate::support::*;
+
+fn others_woken(wake: &Wake, me: &str) -> bool {
+    wake.claims.iter().any(|k| k.name != me)
+}
+
+#[test]
+fn a_pick_wakes_no_other_claim_whichever_side_the_cache_shows_first() {
+    let a = claim("a").created(1);
+    let b = claim("b").created(2);
+    let picked = a.clone().chose("s1");
+    let claims_after = claims(vec![picked.clone(), b.clone()]);
+    // The server side not written yet: s1 is free.
+    let world = servers(vec![server("s1"), server("s2")]);
+    let wake = on_claim_change(Some(&a), Some(&picked), &world, &claims_after);
+    assert!(!others_woken(&wake, "a"), "{wake:?}");
+    // The server side already written: s1 records a.
+    let world = servers(vec![server("s1").claimed_for("a", "uid-a"), server("s2")]);
+    let wake = on_claim_change(Some(&a), Some(&picked), &world, &claims_after);
+    assert!(!others_woken(&wake, "a"), "{wake:?}");
+}
+
+#[test]
+fn a_waiting_claim_that_leaves_without_a_server_wakes_the_pending_claims() {
+    let a = claim("a").created(1);
+    let b = claim("b").created(2);
+    let world = servers(vec![server("s1")]);
+    let wake = on_claim_change(Some(&a), None, &world, &claims(vec![b.clone()]));
+    assert!(
+        wake.claims.iter().any(|k| k.name == "b"),
+        "deleted: {wake:?}"
+    );
+    let elsewhere = a.clone().names("gone");
+    let after = claims(vec![elsewhere.clone(), b.clone()]);
+    let wake = on_claim_change(Some(&a), Some(&elsewhere), &world, &after);
+    assert!(
+        wake.claims.iter().any(|k| k.name == "b"),
+        "named a missing server: {wake:?}"
+    );
+    let reshaped = a.clone().selects(&[("rack", "r1")]);
+    let after = claims(vec![reshaped.clone(), b]);
+    let wake = on_claim_change(Some(&a), Some(&reshaped), &world, &after);
+    assert!(
+        wake.claims.iter().any(|k| k.name == "b"),
+        "another shape: {wake:?}"
+    );
+}
+
+/// When servers are scarce, a wake hands the waiting claims over in the fair order, the
+/// others after them.
+#[test]
+fn a_wake_orders_the_waiting_claims_fairly() {
+    let mut b1 = claim("b1").created(3);
+    b1.metadata.namespace = Some("team-b".into());
+    let all = claims(vec![
+        claim("a1").created(1),
+        claim("a2").created(2),
+        b1,
+        claim("bound").chose("s9").bind_completed(),
+    ]);
+    let wake = Wake {
+        claims: all.iter().map(claim_key).collect(),
+        ..Wake::default()
+    };
+    // One free server for three waiting claims: scarce, so the order matters.
+    let world = servers(vec![server("s1")]);
+    let order: Vec<String> = wake
+        .claims_in_order(&world, &all)
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert_eq!(order, ["a1", "b1", "a2", "bound"]);
+}
