@@ -1791,22 +1791,6 @@ fn caught(what: &str, scenario: Scenario, mutant: Protocol) -> String {
     violation
 }
 
-/// A claim controller that picks for each claim on its own, lowest name first, as the
-/// reference does: it sees no other waiting claim.
-fn lowest_name_first(
-    claim: &ServerClaim,
-    servers: &dyn ServerView,
-    pick: &PickInputs<'_>,
-    liveness: Liveness,
-) -> ClaimDecision {
-    let nobody = WaitingClaims::default();
-    let alone = PickInputs {
-        waiting: &nobody,
-        ..*pick
-    };
-    decide_claim(claim, servers, &alone, liveness)
-}
-
 #[test]
 fn the_model_check_catches_lowest_name_first() {
     let mutant = Protocol {

@@ -351,21 +351,6 @@ fn serve(
     Ok((bound, maximum))
 }
 
-/// The reference's pick, claim by claim: it sees no other waiting claim.
-fn lowest_name_first(
-    claim: &ServerClaim,
-    servers: &dyn ServerView,
-    pick: &PickInputs<'_>,
-    liveness: Liveness,
-) -> ClaimDecision {
-    let nobody = WaitingClaims::default();
-    let alone = PickInputs {
-        waiting: &nobody,
-        ..*pick
-    };
-    decide_claim(claim, servers, &alone, liveness)
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 

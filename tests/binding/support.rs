@@ -313,3 +313,19 @@ pub fn s(name: &str) -> String {
 pub fn annotation(obj: &impl kube::Resource, key: &str) -> Option<String> {
     obj.meta().annotations.as_ref()?.get(key).cloned()
 }
+
+/// The mutant of the placement's properties: the reference's pick, claim by claim,
+/// lowest name first, seeing no other waiting claim.
+pub fn lowest_name_first(
+    claim: &ServerClaim,
+    servers: &dyn ServerView,
+    pick: &PickInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    let nobody = WaitingClaims::default();
+    let alone = PickInputs {
+        waiting: &nobody,
+        ..*pick
+    };
+    decide_claim(claim, servers, &alone, liveness)
+}
