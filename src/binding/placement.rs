@@ -98,7 +98,7 @@ pub struct WaitingClaims {
     /// will take that server. (A controller's own picks in flight are its assumed
     /// choices; scanning every controller-chosen claim in flight on every pick cost a
     /// third of the throughput at 30k.)
-    serving: BTreeMap<ClaimKey, (String, ClaimShape, Waiter)>,
+    serving: BTreeMap<ClaimKey, (String, ClaimShape)>,
     /// Per namespace, when its bound claims were bound, for the turns of the fair order.
     served: HashMap<String, BTreeSet<(Timestamp, String)>>,
     served_at: HashMap<ClaimKey, Timestamp>,
@@ -139,7 +139,7 @@ impl WaitingClaims {
             && !meta::is_bind_completed(claim)
             && !is_controller_chosen(claim)
         {
-            let serving = (r.name.clone(), ClaimShape::of(claim), Waiter::of(claim));
+            let serving = (r.name.clone(), ClaimShape::of(claim));
             self.serving.insert(key.clone(), serving);
         }
         if let Some(t) = bound_time(claim) {
@@ -286,8 +286,8 @@ pub fn place<'a>(
     {
         return Placement::WaitForTurn;
     }
-    // The first class (untainted first, then lowest name) from which a maximum matching
-    // of all waiting claims serves this one, and, when scarce, one of the claims ahead of
+    // The first class (in the order of `usable_classes_of_mine`) from which a maximum
+    // matching of all waiting claims serves this one, and, when scarce, one of the claims ahead of
     // it plus this one too: then no claim ahead is left out.
     let after_pick = |j: usize| changed(&supply, j, -1);
     let keeps_max = |j: usize| net.max_flow(&changed(&demand, 0, -1), &after_pick(j)) == full - 1;
@@ -339,7 +339,7 @@ impl<'p> Busy<'p> {
         }
         // A user's claim naming a free server it can take will take it (or win it). It
         // does not wait, so it takes a server but places no waiting claim.
-        for (key, (server, shape, _)) in &inputs.waiting.serving {
+        for (key, (server, shape)) in &inputs.waiting.serving {
             if key == me || inputs.assumed.is_assumed(server) || index.class_of(server).is_none() {
                 continue;
             }
