@@ -200,11 +200,6 @@ impl WaitingClaims {
         self.shape_of.is_empty()
     }
 
-    /// How many distinct shapes wait (the claim side of the flow network).
-    pub fn shape_count(&self) -> usize {
-        self.by_shape.len()
-    }
-
     /// How many shapes of the cache's claims, other than `mine`, fit `class`: how
     /// contested its servers are likely to be. Zero for every class when the cache
     /// knows too many shapes to weigh them.
