@@ -10,6 +10,7 @@ use super::meta;
 use super::placement::{PickInputs, Placement};
 use super::server_decision::outranked_on;
 use super::view::{ClaimView, ServerView};
+use super::why::{PickState, Unavailability};
 
 /// Whether absences in the view are confirmed by a live read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,10 +62,12 @@ pub enum ClaimDecision {
     PickBestFit { server: String },
     /// No `serverRef`, eligible free servers exist, but every maximum matching of the
     /// waiting claims needs them for claims ahead of this one in the fair order: Pending
-    /// `WaitingForTurn`, Normal `WaitingForTurn`.
-    WaitForTurn,
-    /// No `serverRef`, nothing eligible: Pending `NoMatchingServer`, Normal `FailedBinding`.
-    NoMatchingServer,
+    /// `WaitingForTurn`, Normal `WaitingForTurn`. `why` counts every server by its first
+    /// reason, as the message says.
+    WaitForTurn { why: Unavailability },
+    /// No `serverRef`, nothing eligible: Pending `NoMatchingServer`, Normal `FailedBinding`,
+    /// saying `why` server by server.
+    NoMatchingServer { why: Unavailability },
     /// The controller-chosen server is missing: withdraw and pick again.
     WithdrawMissingServer { server: String },
     /// The user-chosen server is missing: Pending `ServerNotFound`.
@@ -90,6 +93,36 @@ pub enum ClaimDecision {
         server: String,
         holder: ServerClaimRef,
     },
+}
+
+impl ClaimDecision {
+    /// The server the decision is about, if it names one.
+    pub fn server(&self) -> Option<&str> {
+        use ClaimDecision::*;
+        match self {
+            RestoreServerRef { server }
+            | ConfirmServerMissing { server }
+            | BoundServerMissing { server }
+            | BoundServerRefLost { server }
+            | BoundConfirmed { server, .. }
+            | BoundMisbound { server, .. }
+            | AdoptReservedServer { server }
+            | PickBestFit { server }
+            | WithdrawMissingServer { server }
+            | ServerNotFound { server }
+            | WaitForServer { server }
+            | WithdrawIneligibleServer { server, .. }
+            | ServerMismatch { server, .. }
+            | WaitForUid { server }
+            | CompleteBind { server }
+            | WithdrawTakenServer { server, .. }
+            | ServerAlreadyClaimed { server, .. } => Some(server),
+            BoundServerRefCleared
+            | ClearStaleBindCompleted
+            | WaitForTurn { .. }
+            | NoMatchingServer { .. } => None,
+        }
+    }
 }
 
 /// The servers a pick for `claim` passes over: those this controller chose for another
@@ -173,6 +206,20 @@ fn decide_bound(
     }
 }
 
+/// Why no server can take `claim` now, every server counted once.
+fn unavailability(
+    claim: &ServerClaim,
+    servers: &(impl ServerView + ?Sized),
+    pick: &PickInputs<'_>,
+    waits_turn: bool,
+) -> Unavailability {
+    let state = PickState {
+        skip: pick.skip,
+        waits_turn,
+    };
+    Unavailability::of(claim, servers.all(), state)
+}
+
 /// The unbound path, as the PV controller's `syncUnboundClaim`.
 fn decide_unbound(
     claim: &ServerClaim,
@@ -189,8 +236,12 @@ fn decide_unbound(
             Placement::Pick(server) => PickBestFit {
                 server: server.to_string(),
             },
-            Placement::WaitForTurn => WaitForTurn,
-            Placement::NoMatch => NoMatchingServer,
+            Placement::WaitForTurn => WaitForTurn {
+                why: unavailability(claim, servers, pick, true),
+            },
+            Placement::NoMatch => NoMatchingServer {
+                why: unavailability(claim, servers, pick, false),
+            },
         };
     };
 

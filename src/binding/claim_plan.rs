@@ -8,11 +8,12 @@ use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
 use super::claim_decision::{ClaimDecision, is_controller_chosen};
-use super::effects::{BindingEvent, LostReason, Outcome, RepairCase};
+use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
 use super::meta;
 use super::placement::WAITING_FOR_TURN;
 use super::status::{BoundCondition, with_bound};
+use super::why::Unavailability;
 
 /// The writes and side effects of one claim decision.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,9 +45,19 @@ impl ClaimPlan {
     }
 }
 
-/// The plan for `decision` on `claim`, at time `now`. One arm per decision, in the order
-/// of docs/binding.md's claim table: the bound path, then the unbound path.
+/// The plan for `decision` on `claim`, at time `now`; its event names the server the
+/// decision is about as `related`.
 pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
+    let mut plan = plan_row(claim, decision, now);
+    if let Some(event) = &mut plan.event {
+        event.related = decision.server().map(|s| Related::Server(s.to_string()));
+    }
+    plan
+}
+
+/// One arm per decision, in the order of docs/binding.md's claim table: the bound path,
+/// then the unbound path.
+fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
     match decision {
         RestoreServerRef { server } => restore_server_ref(claim, server),
@@ -80,8 +91,8 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
             ..ClaimPlan::write(choose(claim, server))
         },
         PickBestFit { server } => ClaimPlan::write(choose(claim, server)),
-        WaitForTurn => wait_for_turn(claim, now),
-        NoMatchingServer => no_matching_server(claim, now),
+        WaitForTurn { why } => wait_for_turn(claim, why, now),
+        NoMatchingServer { why } => no_matching_server(claim, why, now),
         WithdrawMissingServer { server } => withdraw(claim, server, "no longer exists".into(), now),
         ServerNotFound { server } => pending_with_warning(
             claim,
@@ -154,21 +165,21 @@ fn waiting_for_server(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPla
     }
 }
 
-/// Pending `WaitingForTurn` with a Normal event of that reason.
-fn wait_for_turn(claim: &ServerClaim, now: &Time) -> ClaimPlan {
-    let message = "waiting its turn: the servers that match go to claims ahead of this one \
-        (served oldest first, namespaces in turn) or to claims no other server can serve";
+/// Pending `WaitingForTurn` with a Normal event of that reason, saying why server by
+/// server (the servers it could take "are kept for claims ahead of it").
+fn wait_for_turn(claim: &ServerClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
+    let message = why.to_string();
     with_event(
-        pending(claim, WAITING_FOR_TURN, message.into(), now),
+        pending(claim, WAITING_FOR_TURN, message.clone(), now),
         BindingEvent::normal(WAITING_FOR_TURN, "Binding", message),
     )
 }
 
-/// Pending `NoMatchingServer` with a Normal `FailedBinding`.
-fn no_matching_server(claim: &ServerClaim, now: &Time) -> ClaimPlan {
-    let message = "no available server matches the claim's selector and tolerations";
+/// Pending `NoMatchingServer` with a Normal `FailedBinding`, saying why server by server.
+fn no_matching_server(claim: &ServerClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
+    let message = why.to_string();
     let mut plan = with_event(
-        pending(claim, "NoMatchingServer", message.into(), now),
+        pending(claim, "NoMatchingServer", message.clone(), now),
         BindingEvent::normal("FailedBinding", "Binding", message),
     );
     // A user cleared a controller-chosen serverRef: drop the stale `pre-bound` too, or a

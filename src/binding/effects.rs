@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::api::ReclaimPolicy;
+use crate::api::{ReclaimPolicy, ServerClaimRef};
 
 /// `Normal` or `Warning`, as in core/v1 Events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +23,19 @@ pub struct BindingEvent {
     pub action: &'static str,
     /// The human-readable note: which server, which claim, why.
     pub note: String,
+    /// The other object of the binding (events.k8s.io `related`): the claim on a server's
+    /// event, the server on a claim's. Part of the event's identity, so a series never
+    /// folds two tenants' events into one.
+    pub related: Option<Related>,
+}
+
+/// The other object an event is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Related {
+    /// A claim, with the uid when the ref has one.
+    Claim(ServerClaimRef),
+    /// A server, by name.
+    Server(String),
 }
 
 impl BindingEvent {
@@ -32,6 +45,7 @@ impl BindingEvent {
             reason,
             action,
             note: note.into(),
+            related: None,
         }
     }
 
@@ -41,6 +55,7 @@ impl BindingEvent {
             reason,
             action,
             note: note.into(),
+            related: None,
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod assumed;
 mod claim_decision;
 mod claim_plan;
+pub mod coalesce;
 mod effects;
 mod eligibility;
 mod index;
@@ -19,11 +20,12 @@ mod status;
 pub mod step;
 pub mod triggers;
 mod view;
+pub mod why;
 
 pub use assumed::{AssumedChoices, assumption_for, claim_key};
 pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
-pub use effects::{BindingEvent, EventKind, LostReason, Outcome, RepairCase};
+pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase};
 pub use eligibility::{
     Ineligible, RefMatch, describe_ref, eligibility, ref_match, ref_uid, server_is_claimable,
 };
@@ -35,8 +37,9 @@ pub use server_decision::{
     RollBackCause, ServerDecision, can_take_back, claim_ref_of, decide_server, has_protection,
     outranked_on,
 };
-pub use server_plan::{ServerPlan, is_user_made_ref, plan_server};
+pub use server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};
 pub use status::{BoundCondition, find_bound};
 pub use step::{ClaimInputs, claim_step, server_step};
 pub use triggers::{Triggers, Wake};
 pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};
+pub use why::{Cause, Hindrance, PickState, Unavailability, hindrance, selector_text};

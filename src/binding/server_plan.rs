@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BOUND_BY_CONTROLLER, FINALIZER_SERVER_PROTECTION};
 use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatus};
 
-use super::effects::{BindingEvent, Outcome, RepairCase};
+use super::effects::{BindingEvent, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
 use super::meta::{self, ClaimKey};
 use super::server_decision::{RollBackCause, ServerDecision};
@@ -35,9 +35,33 @@ pub fn is_user_made_ref(server: &Server) -> bool {
     !meta::has_annotation(server, ANNOTATION_BOUND_BY_CONTROLLER)
 }
 
-/// The plan for `decision` on `server`, at time `now`. One arm per decision, in the
-/// order of docs/binding.md's server table.
+/// The plan for `decision` on `server`, at time `now`; its event names the claim the
+/// decision is about as `related`.
 pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
+    let mut plan = plan_row(server, decision, now);
+    if let Some(event) = &mut plan.event {
+        event.related = claim_of(server, decision).cloned().map(Related::Claim);
+    }
+    plan
+}
+
+/// The claim a server decision is about: the one it binds or fills in, the one blocking
+/// a deletion, else the one the server's ref names (the claim it releases or rolls back).
+pub fn claim_of<'a>(
+    server: &'a Server,
+    decision: &'a ServerDecision,
+) -> Option<&'a ServerClaimRef> {
+    use ServerDecision::*;
+    match decision {
+        ClaimForWinner { winner, .. } => Some(winner),
+        FillUid { claim } | ConfirmClaimGone { claim } => Some(claim),
+        DeletionBlocked { holder } => Some(holder),
+        _ => server.spec.server_claim_ref.as_ref(),
+    }
+}
+
+/// One arm per decision, in the order of docs/binding.md's server table.
+fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
     use ServerDecision::*;
     match decision {
         Available => ServerPlan {

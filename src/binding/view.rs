@@ -21,6 +21,8 @@ pub trait ServerView {
     fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server>;
     /// Where `claim` goes among the free servers ([`place`]).
     fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_>;
+    /// Every server the view holds (for why a claim waits: [`super::why`]).
+    fn all(&self) -> Box<dyn Iterator<Item = &Server> + '_>;
 }
 
 /// What the server controller may know about claims.
@@ -204,6 +206,10 @@ impl ServerView for ServerCatalog {
             inputs,
         )
     }
+
+    fn all(&self) -> Box<dyn Iterator<Item = &Server> + '_> {
+        Box::new(self.iter())
+    }
 }
 
 /// Every claim, indexed for the server controller's questions.
@@ -357,6 +363,11 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
             ..*inputs
         };
         self.base.place(claim, &inputs)
+    }
+
+    fn all(&self) -> Box<dyn Iterator<Item = &Server> + '_> {
+        let others = self.base.all().filter(|s| meta::name(*s) != self.name);
+        Box::new(others.chain(self.live))
     }
 }
 

@@ -18,6 +18,7 @@ use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace, restamp};
 use crate::api::{Server, ServerClaim};
+use crate::binding::coalesce::is_summary_refresh;
 use crate::binding::step::real_claim_decider;
 use crate::binding::{
     ClaimDecision, ClaimInputs, ClaimPlan, assumption_for, claim_key, claim_step, meta,
@@ -64,6 +65,12 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
     }
 
     let key = claim_key(claim);
+    if is_summary_refresh(claim, &plan)
+        && let Some(wait) = ctx.summaries.delay(&key)
+    {
+        // At most one summary write per claim per interval (binding::coalesce).
+        return Ok(Action::requeue(wait));
+    }
     // `decide` already assumed the pick, under the lock it decided under.
     let picked = assumption_for(&decision).map(str::to_string);
     let written = execute(claim, &decision, &plan, ctx).await;
@@ -79,7 +86,20 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
         }
     }
     written?;
-    Ok(Action::requeue(RESYNC))
+    let waits = matches!(
+        decision,
+        ClaimDecision::NoMatchingServer { .. } | ClaimDecision::WaitForTurn { .. }
+    );
+    if waits && plan.status.is_some() {
+        ctx.summaries.wrote(&key);
+    }
+    // A claim that waits is looked at again once its summary may be rewritten, so the
+    // summary follows the servers within about one interval.
+    Ok(Action::requeue(if waits {
+        ctx.summaries.interval()
+    } else {
+        RESYNC
+    }))
 }
 
 /// One [`claim_step`] on the caches: with the cached servers, or with one server
@@ -137,7 +157,7 @@ async fn execute(
     }
     if let Some(event) = &plan.event {
         tracing::info!(
-            server = decision_server(decision).unwrap_or_default(),
+            server = decision.server().unwrap_or_default(),
             reason = event.reason,
             "{}",
             event.note
@@ -155,28 +175,4 @@ fn bind_seconds(claim: &ServerClaim) -> Option<f64> {
     let created = claim.metadata.creation_timestamp.as_ref()?.0;
     let elapsed = Timestamp::now().duration_since(created);
     Some(Duration::try_from(elapsed).ok()?.as_secs_f64())
-}
-
-fn decision_server(decision: &ClaimDecision) -> Option<&str> {
-    use ClaimDecision::*;
-    match decision {
-        RestoreServerRef { server }
-        | ConfirmServerMissing { server }
-        | BoundServerMissing { server }
-        | BoundServerRefLost { server }
-        | BoundConfirmed { server, .. }
-        | BoundMisbound { server, .. }
-        | AdoptReservedServer { server }
-        | PickBestFit { server }
-        | WithdrawMissingServer { server }
-        | ServerNotFound { server }
-        | WaitForServer { server }
-        | WithdrawIneligibleServer { server, .. }
-        | ServerMismatch { server, .. }
-        | WaitForUid { server }
-        | CompleteBind { server }
-        | WithdrawTakenServer { server, .. }
-        | ServerAlreadyClaimed { server, .. } => Some(server),
-        BoundServerRefCleared | ClearStaleBindCompleted | WaitForTurn | NoMatchingServer => None,
-    }
 }

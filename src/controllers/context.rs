@@ -2,6 +2,7 @@
 //! recorder and the metrics.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::events::Reporter;
@@ -10,6 +11,7 @@ use super::events::EventRecorder;
 
 use super::informer::Caches;
 use super::metrics::Metrics;
+use super::summaries::SummaryWrites;
 
 /// The name events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "server-binder";
@@ -19,12 +21,20 @@ pub struct Context {
     pub caches: Arc<Caches>,
     pub recorder: EventRecorder,
     pub metrics: Metrics,
+    pub summaries: SummaryWrites,
 }
 
 impl Context {
     /// `instance` names this process in events' `reportingInstance` (the pod name, or
-    /// host and pid), so two replicas' events can be told apart.
-    pub fn new(client: Client, caches: Arc<Caches>, metrics: Metrics, instance: String) -> Self {
+    /// host and pid), so two replicas' events can be told apart. `status_interval`: see
+    /// [`super::Options::status_interval`].
+    pub fn new(
+        client: Client,
+        caches: Arc<Caches>,
+        metrics: Metrics,
+        instance: String,
+        status_interval: Duration,
+    ) -> Self {
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
             instance: Some(instance),
@@ -35,6 +45,7 @@ impl Context {
             caches,
             recorder,
             metrics,
+            summaries: SummaryWrites::new(status_interval),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod informer;
 pub mod metrics;
 pub mod own_writes;
 pub mod server;
+pub mod summaries;
 mod writes;
 
 use std::sync::Arc;
@@ -42,15 +43,24 @@ pub const CONFLICT_RETRY: Duration = Duration::from_millis(100);
 /// After any other failure.
 pub const ERROR_RETRY: Duration = Duration::from_secs(5);
 
+/// How often a waiting claim's summary may be rewritten, by default.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(10);
+
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Reconciles each controller runs at once.
     pub concurrency: u16,
+    /// A waiting claim's summary is rewritten at most once per this interval
+    /// ([`crate::binding::coalesce`]).
+    pub status_interval: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { concurrency: 4 }
+        Self {
+            concurrency: 4,
+            status_interval: STATUS_INTERVAL,
+        }
     }
 }
 

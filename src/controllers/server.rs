@@ -12,7 +12,7 @@ use tracing::instrument;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 use crate::binding::step::real_server_decider;
-use crate::binding::{ClaimKey, ServerDecision, ServerPlan, meta, server_step};
+use crate::binding::{ClaimKey, ServerDecision, ServerPlan, claim_of, meta, server_step};
 
 use super::RESYNC;
 use super::context::Context;
@@ -102,16 +102,7 @@ async fn execute(
         replace(ctx, KIND, &api, &object, Part::Status).await?;
     }
     if let Some(event) = &plan.event {
-        let claim = server
-            .spec
-            .server_claim_ref
-            .as_ref()
-            .or(match decision {
-                ServerDecision::ClaimForWinner { winner, .. } => Some(winner),
-                ServerDecision::FillUid { claim } => Some(claim),
-                _ => None,
-            })
-            .map(|r| ClaimKey::of_ref(r).to_string());
+        let claim = claim_of(server, decision).map(|r| ClaimKey::of_ref(r).to_string());
         tracing::info!(
             claim = claim.unwrap_or_default(),
             reason = event.reason,

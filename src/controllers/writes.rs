@@ -9,7 +9,10 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::binding::{BindingEvent, EventKind};
+use k8s_openapi::api::core::v1::ObjectReference;
+
+use crate::api::{Server, ServerClaim};
+use crate::binding::{BindingEvent, EventKind, Related, ref_uid};
 
 use super::context::Context;
 use super::error::{Error, Result, is_conflict};
@@ -90,9 +93,29 @@ where
         reason: event.reason.into(),
         note: Some(event.note.clone()),
         action: event.action.into(),
-        secondary: None,
+        secondary: event.related.as_ref().map(related_ref),
     };
     if let Err(error) = ctx.recorder.publish(&ev, &reference).await {
         tracing::warn!(%error, reason = event.reason, "could not record an event");
+    }
+}
+
+/// The object reference events.k8s.io `related` carries for `related`.
+fn related_ref(related: &Related) -> ObjectReference {
+    match related {
+        Related::Claim(r) => ObjectReference {
+            api_version: Some(ServerClaim::api_version(&()).into()),
+            kind: Some(ServerClaim::kind(&()).into()),
+            namespace: Some(r.namespace.clone()),
+            name: Some(r.name.clone()),
+            uid: ref_uid(r).map(str::to_string),
+            ..ObjectReference::default()
+        },
+        Related::Server(name) => ObjectReference {
+            api_version: Some(Server::api_version(&()).into()),
+            kind: Some(Server::kind(&()).into()),
+            name: Some(name.clone()),
+            ..ObjectReference::default()
+        },
     }
 }

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -10,7 +11,7 @@ use super::leader::{self, LeaderElection};
 use super::logging::{self, LogFormat};
 use super::operator::{self, OperatorConfig};
 use super::signals;
-use crate::controllers::Options;
+use crate::controllers::{Options, STATUS_INTERVAL};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -67,6 +68,25 @@ pub struct ControllerArgs {
     /// Log line format (filter with RUST_LOG, e.g. RUST_LOG=server_binder=debug).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// A Pending claim's "0/N servers can serve this claim: …" status is rewritten at
+    /// most once per this many seconds, and refreshed about as often.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = STATUS_INTERVAL.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub status_interval: u64,
+}
+
+impl ControllerArgs {
+    /// The controllers' options these flags set.
+    pub fn options(&self) -> Options {
+        Options {
+            concurrency: self.concurrency,
+            status_interval: Duration::from_secs(self.status_interval),
+        }
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -238,9 +258,7 @@ async fn run_controllers(args: RunArgs) -> Result<(), String> {
         lease_duration_secs: args.lease_duration,
     });
     let config = OperatorConfig {
-        options: Options {
-            concurrency: args.controllers.concurrency,
-        },
+        options: args.controllers.options(),
         metrics_addr: Some(args.metrics_addr),
         identity: identity.clone(),
         leader_election,

@@ -12,7 +12,6 @@ use kube::api::{ObjectMeta, PostParams};
 
 use crate::api::{Server, ServerSpec};
 use crate::apiserver::{ApiServer, Config};
-use crate::controllers::Options;
 
 use super::cli::{DevArgs, identity};
 use super::logging;
@@ -45,9 +44,7 @@ pub async fn run(args: DevArgs) -> Result<(), String> {
     create_demo_servers(&client, args.servers).await?;
 
     let config = OperatorConfig {
-        options: Options {
-            concurrency: args.controllers.concurrency,
-        },
+        options: args.controllers.options(),
         metrics_addr: Some(args.metrics_addr),
         identity: identity(),
         // One process: nobody to elect.

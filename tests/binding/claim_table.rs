@@ -19,6 +19,14 @@ fn status_reason(plan: &ClaimPlan) -> (Option<ClaimPhase>, Option<String>) {
     )
 }
 
+fn bound_message(plan: &ClaimPlan) -> String {
+    let status = plan.status.as_ref().expect("a status write");
+    find_bound(&status.conditions)
+        .expect("a Bound condition")
+        .message
+        .clone()
+}
+
 fn event(plan: &ClaimPlan) -> (EventKind, &'static str) {
     let e = plan.event.as_ref().expect("an event");
     (e.kind, e.reason)
@@ -270,13 +278,18 @@ fn unbound_with_nothing_eligible_is_pending_no_matching_server() {
         server("b").labels(&[("size", "s")]),
     ];
     let d = decide_c(&c, &world);
-    assert_eq!(d, ClaimDecision::NoMatchingServer);
+    assert!(matches!(d, ClaimDecision::NoMatchingServer { .. }), "{d:?}");
     let p = plan(&c, &d);
     assert_eq!(
         status_reason(&p),
         (Some(ClaimPhase::Pending), Some(s("NoMatchingServer")))
     );
     assert_eq!(event(&p), (EventKind::Normal, "FailedBinding"));
+    // The scheduler's convention: every server counted by its first reason.
+    let why = "0/2 servers can serve this claim: 1 does not match the selector (size=xl), \
+        1 is unclaimable.";
+    assert_eq!(bound_message(&p), why);
+    assert_eq!(p.event.as_ref().map(|e| e.note.as_str()), Some(why));
     let mut pending = c.clone();
     pending.status = p.status.clone();
     assert!(
@@ -450,7 +463,7 @@ fn a_stale_pre_bound_annotation_goes_when_a_user_cleared_the_ref() {
     let mut c = claim("c").chose("s1");
     c.spec.server_ref = None;
     let d = decide_c(&c, &[]);
-    assert_eq!(d, ClaimDecision::NoMatchingServer);
+    assert!(matches!(d, ClaimDecision::NoMatchingServer { .. }), "{d:?}");
     let p = plan(&c, &d);
     assert_eq!(
         annotation(p.object.as_ref().expect("write"), ANNOTATION_PRE_BOUND),
@@ -620,8 +633,9 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
         decide(&a1, &world, &waiting),
         ClaimDecision::PickBestFit { server: s("s1") }
     );
-    assert_eq!(decide(&a2, &world, &waiting), ClaimDecision::WaitForTurn);
-    assert_eq!(decide(&b1, &world, &waiting), ClaimDecision::WaitForTurn);
+    let turn = "0/1 servers can serve this claim: 1 is kept for claims ahead of it.";
+    assert_eq!(waits_turn(&decide(&a2, &world, &waiting)), turn);
+    assert_eq!(waits_turn(&decide(&b1, &world, &waiting)), turn);
 
     // a1 was served (bound after a2 was created); one more server frees: team-b's turn,
     // although a2 is older than b1.
@@ -632,5 +646,15 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
         decide(&b1, &world, &waiting),
         ClaimDecision::PickBestFit { server: s("s2") }
     );
-    assert_eq!(decide(&a2, &world, &waiting), ClaimDecision::WaitForTurn);
+    let turn = "0/2 servers can serve this claim: 1 is held by another claim, \
+        1 is kept for claims ahead of it.";
+    assert_eq!(waits_turn(&decide(&a2, &world, &waiting)), turn);
+}
+
+/// The summary of a `WaitForTurn` decision, as its message reads.
+fn waits_turn(d: &ClaimDecision) -> String {
+    match d {
+        ClaimDecision::WaitForTurn { why } => why.to_string(),
+        other => panic!("expected WaitForTurn, got {other:?}"),
+    }
 }

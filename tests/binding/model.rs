@@ -33,6 +33,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::assumed::{Assumption, EndRule, ends_on_claim_event};
+use server_binder::binding::coalesce::is_summary_refresh;
 use server_binder::binding::step::{
     ClaimDecider, ServerDecider, real_claim_decider, real_server_decider,
 };
@@ -532,6 +533,12 @@ fn claim_plans(state: &State, claim: &ServerClaim) -> Vec<(ClaimDecision, ClaimP
         if let Some(server) = plan.confirm_server.clone() {
             let live = state.truth.servers.get(&server);
             (decision, plan) = claim_step(claim, &inputs, Some((&server, live)), &now());
+        }
+        if is_summary_refresh(claim, &plan) {
+            // A newer summary over a summary waits out the status interval, which is
+            // longer than any run here: the binary writes it later, on a timer, and it
+            // changes no binding.
+            plan = ClaimPlan::default();
         }
         if !out.iter().any(|(d, ..)| *d == decision) {
             out.push((decision, plan, sees_rivals));

@@ -111,7 +111,10 @@ impl Env {
         leader_election: Option<LeaderElection>,
     ) {
         let config = OperatorConfig {
-            options: Options { concurrency },
+            options: Options {
+                concurrency,
+                ..Options::default()
+            },
             metrics_addr,
             identity: "test".into(),
             leader_election,

@@ -1,0 +1,78 @@
+//! When a waiting claim's summary is written: a Pending claim's message counts every
+//! server ([`super::why`]), so nearly any server change changes it. Writing each change
+//! would cost a status write (and an event) per pending claim per server event; instead
+//! a summary replaces a summary at most once per interval, and a claim that waits is
+//! looked at again once the interval has passed, so its summary is never older than
+//! about one interval.
+//!
+//! Everything else is written at once: a claim's first Pending status, a pick, a bind, a
+//! loss, a user's ref that cannot be served.
+
+use std::time::Duration;
+
+use crate::api::{ClaimPhase, ServerClaim, ServerClaimStatus};
+
+use super::claim_plan::ClaimPlan;
+use super::placement::WAITING_FOR_TURN;
+use super::status::find_bound;
+
+/// The `Bound` condition reasons whose message is a summary of the servers.
+pub const SUMMARY_REASONS: [&str; 2] = ["NoMatchingServer", WAITING_FOR_TURN];
+
+/// Whether `status` shows a waiting claim's summary.
+pub fn shows_summary(status: Option<&ServerClaimStatus>) -> bool {
+    status.is_some_and(|s| {
+        s.phase == Some(ClaimPhase::Pending)
+            && find_bound(&s.conditions)
+                .is_some_and(|c| SUMMARY_REASONS.contains(&c.reason.as_str()))
+    })
+}
+
+/// Whether `plan` only replaces the summary `claim` shows with a newer one: a status
+/// write and nothing else, from a summary to a summary. Such a write may wait
+/// ([`summary_write_delay`]); the model check treats it as waiting for longer than it
+/// runs.
+pub fn is_summary_refresh(claim: &ServerClaim, plan: &ClaimPlan) -> bool {
+    plan.object.is_none()
+        && plan.confirm_server.is_none()
+        && shows_summary(plan.status.as_ref())
+        && shows_summary(claim.status.as_ref())
+}
+
+/// How long a summary refresh waits, given how long ago this process last wrote the
+/// claim's summary (`None`: not since it started): `None` to write now.
+pub fn summary_write_delay(since_last: Option<Duration>, interval: Duration) -> Option<Duration> {
+    let since_last = since_last?;
+    (since_last < interval).then(|| interval - since_last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEN: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn the_first_summary_and_a_late_one_are_written_at_once() {
+        assert_eq!(summary_write_delay(None, TEN), None);
+        assert_eq!(summary_write_delay(Some(TEN), TEN), None);
+        assert_eq!(
+            summary_write_delay(Some(Duration::from_secs(11)), TEN),
+            None
+        );
+    }
+
+    #[test]
+    fn an_early_refresh_waits_out_the_interval() {
+        let delay = summary_write_delay(Some(Duration::from_secs(3)), TEN);
+        assert_eq!(delay, Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn a_zero_interval_never_waits() {
+        assert_eq!(
+            summary_write_delay(Some(Duration::ZERO), Duration::ZERO),
+            None
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! Why a claim waits: every server's verdict for one claim, and the kube-scheduler style
+//! summary a Pending claim's condition and event carry ("0/48 servers can serve this
+//! claim: 30 are held by other claims, 9 do not match the selector (rack in (r1)), …").
+//!
+//! A server is counted once, by the first reason it cannot serve the claim, in the order
+//! [`eligibility`] checks them, and then the pick's own reasons (another claim's pick of
+//! it is in flight; the matching keeps it for claims ahead). The decision functions, the
+//! `explain` command and the tests all read this one function.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::api::{SelectorOperator, Server, ServerClaim, ServerSelector};
+
+use super::eligibility::{Ineligible, eligibility};
+use super::meta;
+
+/// Why a server cannot take a claim now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hindrance {
+    /// The server cannot serve the claim ([`eligibility`]).
+    Ineligible(Ineligible),
+    /// It could, but a pick passes it over: another claim's pick of it is in flight, or a
+    /// claim naming it would win it.
+    SpokenFor,
+    /// It could, but every maximum matching keeps it for claims ahead of this one in the
+    /// fair order.
+    KeptForOthers,
+}
+
+impl fmt::Display for Hindrance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ineligible(why) => why.fmt(f),
+            Self::SpokenFor => write!(f, "another claim is being bound to the server"),
+            Self::KeptForOthers => write!(
+                f,
+                "the server is kept for claims ahead of this one (served oldest first, namespaces in turn)"
+            ),
+        }
+    }
+}
+
+/// What a pick already knows besides the server and the claim.
+#[derive(Clone, Copy)]
+pub struct PickState<'a> {
+    /// Servers the pick passes over (`pass_over`).
+    pub skip: &'a dyn Fn(&str) -> bool,
+    /// The claim waits its turn: the servers it could take are kept for claims ahead.
+    pub waits_turn: bool,
+}
+
+/// Whether `server` can take `claim` now, and if not, the first reason why.
+pub fn hindrance(server: &Server, claim: &ServerClaim, pick: PickState<'_>) -> Option<Hindrance> {
+    if let Err(why) = eligibility(server, claim) {
+        return Some(Hindrance::Ineligible(why));
+    }
+    if (pick.skip)(meta::name(server)) {
+        return Some(Hindrance::SpokenFor);
+    }
+    if pick.waits_turn {
+        return Some(Hindrance::KeptForOthers);
+    }
+    None
+}
+
+/// The heading a hindrance is counted under, in the order the summary lists ties.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cause {
+    Held,
+    SpokenFor,
+    KeptForOthers,
+    Selector,
+    Taint,
+    Unclaimable,
+    Released,
+    Deleting,
+}
+
+impl Cause {
+    pub fn of(h: &Hindrance) -> Self {
+        match h {
+            Hindrance::Ineligible(why) => match why {
+                Ineligible::Deleting => Self::Deleting,
+                Ineligible::Unclaimable => Self::Unclaimable,
+                Ineligible::UntoleratedTaint { .. } => Self::Taint,
+                Ineligible::SelectorMismatch => Self::Selector,
+                Ineligible::ClaimedByOther(_) => Self::Held,
+                Ineligible::Released => Self::Released,
+            },
+            Hindrance::SpokenFor => Self::SpokenFor,
+            Hindrance::KeptForOthers => Self::KeptForOthers,
+        }
+    }
+
+    /// How close a server with this hindrance is to serving the claim (lower: closer),
+    /// for listing the best candidates first.
+    pub fn distance(self) -> u8 {
+        match self {
+            Self::KeptForOthers => 0,
+            Self::SpokenFor => 1,
+            Self::Held => 2,
+            Self::Released => 3,
+            Self::Unclaimable => 4,
+            Self::Taint => 5,
+            Self::Selector => 6,
+            Self::Deleting => 7,
+        }
+    }
+
+    /// "N servers …", with the verb agreeing with `n`.
+    fn phrase(self, n: usize) -> &'static str {
+        let one = n == 1;
+        match self {
+            Self::Held if one => "is held by another claim",
+            Self::Held => "are held by other claims",
+            Self::SpokenFor if one => "is being bound to another claim",
+            Self::SpokenFor => "are being bound to other claims",
+            Self::KeptForOthers if one => "is kept for claims ahead of it",
+            Self::KeptForOthers => "are kept for claims ahead of it",
+            Self::Selector if one => "does not match the selector",
+            Self::Selector => "do not match the selector",
+            Self::Taint if one => "has a taint it does not tolerate",
+            Self::Taint => "have a taint it does not tolerate",
+            Self::Unclaimable if one => "is unclaimable",
+            Self::Unclaimable => "are unclaimable",
+            Self::Released if one => "is released and waits for an admin",
+            Self::Released => "are released and wait for an admin",
+            Self::Deleting if one => "is being deleted",
+            Self::Deleting => "are being deleted",
+        }
+    }
+}
+
+/// Why no server can take a claim now: every server counted by its first hindrance.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unavailability {
+    /// Servers the view holds.
+    pub total: usize,
+    /// Servers that could take the claim (none, for a claim that waits).
+    pub usable: usize,
+    pub counts: BTreeMap<Cause, usize>,
+    /// The keys of the taints the claim does not tolerate, as counted.
+    pub taints: BTreeSet<String>,
+    /// The claim's selector, as kubectl prints one.
+    pub selector: Option<String>,
+}
+
+/// The taint keys the summary names before it says "…".
+const TAINTS_NAMED: usize = 3;
+
+impl Unavailability {
+    /// Counts `servers` for `claim`.
+    pub fn of<'s>(
+        claim: &ServerClaim,
+        servers: impl IntoIterator<Item = &'s Server>,
+        pick: PickState<'_>,
+    ) -> Self {
+        let mut out = Self {
+            selector: claim.spec.server_selector.as_ref().map(selector_text),
+            ..Self::default()
+        };
+        for server in servers {
+            out.total += 1;
+            match hindrance(server, claim, pick) {
+                None => out.usable += 1,
+                Some(h) => {
+                    if let Hindrance::Ineligible(Ineligible::UntoleratedTaint { key }) = &h {
+                        out.taints.insert(key.clone());
+                    }
+                    *out.counts.entry(Cause::of(&h)).or_default() += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// The causes, most servers first (ties in [`Cause`] order).
+    pub fn ranked(&self) -> Vec<(Cause, usize)> {
+        let mut ranked: Vec<(Cause, usize)> = self.counts.iter().map(|(c, n)| (*c, *n)).collect();
+        ranked.sort_by_key(|(c, n)| (std::cmp::Reverse(*n), *c));
+        ranked
+    }
+
+    fn detail(&self, cause: Cause) -> Option<String> {
+        match cause {
+            Cause::Selector => self.selector.clone(),
+            Cause::Taint => {
+                let mut keys: Vec<&str> = self.taints.iter().map(String::as_str).collect();
+                if keys.len() > TAINTS_NAMED {
+                    keys.truncate(TAINTS_NAMED);
+                    keys.push("…");
+                }
+                Some(keys.join(", "))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Unavailability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{} servers can serve this claim",
+            self.usable, self.total
+        )?;
+        if self.total == 0 {
+            return write!(f, ": no servers exist.");
+        }
+        let parts: Vec<String> = self
+            .ranked()
+            .into_iter()
+            .map(|(cause, n)| match self.detail(cause) {
+                Some(d) if !d.is_empty() => format!("{n} {} ({d})", cause.phrase(n)),
+                _ => format!("{n} {}", cause.phrase(n)),
+            })
+            .collect();
+        if parts.is_empty() {
+            return write!(f, ".");
+        }
+        write!(f, ": {}.", parts.join(", "))
+    }
+}
+
+/// A selector as kubectl prints one: `rack=r1,zone in (a,b),!spare`.
+pub fn selector_text(selector: &ServerSelector) -> String {
+    let labels = selector
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"));
+    let expressions = selector.match_expressions.iter().map(|r| match r.operator {
+        SelectorOperator::In => format!("{} in ({})", r.key, r.values.join(",")),
+        SelectorOperator::NotIn => format!("{} notin ({})", r.key, r.values.join(",")),
+        SelectorOperator::Exists => r.key.clone(),
+        SelectorOperator::DoesNotExist => format!("!{}", r.key),
+    });
+    labels.chain(expressions).collect::<Vec<_>>().join(",")
+}
