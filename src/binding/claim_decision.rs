@@ -8,6 +8,7 @@ use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::meta;
 use super::placement::{PickInputs, Placement};
+use super::selector::selector_matches;
 use super::server_decision::outranked_on;
 use super::view::{ClaimView, ServerView};
 use super::why::{PickState, Unavailability};
@@ -44,10 +45,13 @@ pub enum ClaimDecision {
     BoundServerRefLost { server: String },
     /// Bound claim, the server names this claim's uid: ensure phase Bound.
     /// `selector_mismatch`: the claim's selector (added after the bind) does not match
-    /// the server; the binding stays, and the condition says so.
+    /// the server; the binding stays, and the condition says so. `server_deleting`: the
+    /// server has a deletionTimestamp (its protection finalizer keeps it while the claim
+    /// lives); the condition and a Warning say so.
     BoundConfirmed {
         server: String,
         selector_mismatch: bool,
+        server_deleting: bool,
     },
     /// Bound claim, the server names another claim or uid: phase Lost, Warning `ClaimMisbound`.
     BoundMisbound {
@@ -194,7 +198,14 @@ fn decide_bound(
     };
     match ref_match(s, claim) {
         RefMatch::SameUid => BoundConfirmed {
-            selector_mismatch: eligibility(s, claim) == Err(Ineligible::SelectorMismatch),
+            // Read directly, not as eligibility's first reason: a server being deleted
+            // or cordoned may also have stopped matching.
+            selector_mismatch: claim
+                .spec
+                .server_selector
+                .as_ref()
+                .is_some_and(|sel| !selector_matches(sel, meta::labels(s))),
+            server_deleting: meta::is_deleting(s),
             server,
         },
         _ if !finished => ClearStaleBindCompleted,

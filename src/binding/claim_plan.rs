@@ -81,7 +81,14 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
         BoundConfirmed {
             server,
             selector_mismatch,
-        } => bound_confirmed(claim, server, *selector_mismatch, now),
+            server_deleting,
+        } => {
+            let notes = BoundNotes {
+                selector_mismatch: *selector_mismatch,
+                server_deleting: *server_deleting,
+            };
+            bound_confirmed(claim, server, notes, now)
+        }
         BoundMisbound { server, holder } => {
             let what = format!("bound server {server} now serves {}", describe_ref(holder));
             lost(claim, LostReason::ServerMisbound, what, now)
@@ -247,28 +254,53 @@ fn without_annotation(claim: &ServerClaim, key: &str) -> ServerClaim {
     object
 }
 
-/// The status of a claim whose server holds its uid, on the bound path.
-fn bound_confirmed(
-    claim: &ServerClaim,
-    server: &str,
+/// What a bound claim's condition adds about its server.
+#[derive(Clone, Copy)]
+struct BoundNotes {
     selector_mismatch: bool,
-    now: &Time,
-) -> ClaimPlan {
+    server_deleting: bool,
+}
+
+impl BoundNotes {
+    fn message(self, server: &str) -> String {
+        let mut message = format!("bound to server {server}");
+        if self.selector_mismatch {
+            message.push_str("; the server does not match the claim's serverSelector (added after the bind), and the binding stays");
+        }
+        if self.server_deleting {
+            message
+                .push_str("; the server is being deleted, and is kept until this claim is deleted");
+        }
+        message
+    }
+
+    /// The Warning for a note, the deletion first: it is what the tenant must act on.
+    fn warning(self, server: &str) -> Option<BindingEvent> {
+        if self.server_deleting {
+            let note = format!(
+                "server {server} is being deleted; it stays bound to this claim until the claim is deleted"
+            );
+            return Some(BindingEvent::warning("ServerDeleting", "Binding", note));
+        }
+        self.selector_mismatch.then(|| {
+            let note = format!(
+                "server {server} does not match the serverSelector added to this bound claim; the binding stays"
+            );
+            BindingEvent::warning("SelectorMismatch", "Binding", note)
+        })
+    }
+}
+
+/// The status of a claim whose server holds its uid, on the bound path.
+fn bound_confirmed(claim: &ServerClaim, server: &str, notes: BoundNotes, now: &Time) -> ClaimPlan {
     let current = claim.status.clone().unwrap_or_default();
     // No boundTime: the crash fell between CompleteBind's two writes, so this is the bind
     // itself finishing, not a repair of a status that was lost later.
     let finishing_bind = current.bound_time.is_none();
-    let message = if selector_mismatch {
-        format!(
-            "bound to server {server}; the server does not match the claim's serverSelector (added after the bind), and the binding stays"
-        )
-    } else {
-        format!("bound to server {server}")
-    };
     let condition = BoundCondition {
         bound: true,
         reason: "Bound",
-        message,
+        message: notes.message(server),
     };
     let mut new_status = claim_status(claim, ClaimPhase::Bound, condition, now);
     if finishing_bind {
@@ -281,22 +313,20 @@ fn bound_confirmed(
         let note = format!("claim is bound to server {server}");
         (
             Some(BindingEvent::normal("Bound", "Binding", note)),
-            Outcome::Bound,
+            Some(Outcome::Bound),
         )
-    } else if selector_mismatch {
-        let note = format!(
-            "server {server} does not match the serverSelector added to this bound claim; the binding stays"
-        );
-        let event = BindingEvent::warning("SelectorMismatch", "Binding", note);
-        (Some(event), Outcome::Repair(RepairCase::ClaimStatus))
+    } else if let Some(warning) = notes.warning(server) {
+        // A deletion under a bound claim is news, not a repair.
+        let repair = (!notes.server_deleting).then_some(Outcome::Repair(RepairCase::ClaimStatus));
+        (Some(warning), repair)
     } else {
         let note = format!("claim is bound to server {server} again");
         let event = (!was_bound).then(|| BindingEvent::normal("Bound", "Binding", note));
-        (event, Outcome::Repair(RepairCase::ClaimStatus))
+        (event, Some(Outcome::Repair(RepairCase::ClaimStatus)))
     };
     ClaimPlan {
         event: new_status.as_ref().and(event),
-        outcome: new_status.is_some().then_some(outcome),
+        outcome: new_status.as_ref().and(outcome),
         status: new_status,
         ..ClaimPlan::default()
     }

@@ -106,7 +106,8 @@ fn bound_with_server_naming_its_uid_ensures_bound_and_reverts_a_lost_phase() {
         d,
         ClaimDecision::BoundConfirmed {
             server: s("s1"),
-            selector_mismatch: false
+            selector_mismatch: false,
+            server_deleting: false,
         }
     );
     let p = plan(&c, &d);
@@ -548,13 +549,51 @@ fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
         d,
         ClaimDecision::BoundConfirmed {
             server: s("s1"),
-            selector_mismatch: true
+            selector_mismatch: true,
+            server_deleting: false,
         }
     );
     let p = plan(&c, &d);
     let status = p.status.as_ref().expect("the message changes");
     assert_eq!(status.phase, Some(ClaimPhase::Bound));
     assert_eq!(event(&p), (EventKind::Warning, "SelectorMismatch"));
+}
+
+/// A bound server being deleted (its finalizer keeps it) stays bound; the claim's
+/// condition and a Warning, once, tell the tenant.
+#[test]
+fn a_bound_server_being_deleted_is_reported_on_the_claim_once() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    let mut c = c;
+    c.status.as_mut().expect("status").bound_time = Some(t(5));
+    let srv = server("s1").claimed_for("c", "uid-c").deleting();
+    let d = decide_c(&c, &[srv]);
+    assert_eq!(
+        d,
+        ClaimDecision::BoundConfirmed {
+            server: s("s1"),
+            selector_mismatch: false,
+            server_deleting: true,
+        }
+    );
+    let p = plan(&c, &d);
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Bound), Some(s("Bound")))
+    );
+    assert!(
+        bound_message(&p).contains("being deleted"),
+        "{}",
+        bound_message(&p)
+    );
+    assert_eq!(event(&p), (EventKind::Warning, "ServerDeleting"));
+    assert_eq!(p.outcome, None, "news, not a repair");
+    let mut told = c.clone();
+    told.status = p.status.clone();
+    assert!(plan(&told, &d).is_noop(), "told once");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod stage;
 mod support;
 #[path = "../common/tools.rs"]
 mod tools;
+mod why;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};

@@ -17,6 +17,9 @@ use crate::support::{DEADLINE, Env, NS, wait_for};
 /// The uid of a claim incarnation that no longer exists.
 pub const DELETED_UID: &str = "uid-of-a-deleted-claim";
 
+/// The finalizer [`ServerDraft::foreign_finalizer`] adds.
+pub const FOREIGN_FINALIZER: &str = "provisioner.example.com/wipe";
+
 /// A `Server` to stage. The builders speak the vocabulary of tests/common/names.rs.
 pub struct ServerDraft {
     server: Server,
@@ -105,6 +108,13 @@ impl ServerDraft {
         self.server
             .finalizers_mut()
             .push(FINALIZER_SERVER_PROTECTION.into());
+        self
+    }
+
+    /// A finalizer of someone else's (a provisioner's), which keeps a deleted server
+    /// around whatever the controllers do.
+    pub fn foreign_finalizer(mut self) -> Self {
+        self.server.finalizers_mut().push(FOREIGN_FINALIZER.into());
         self
     }
 

@@ -51,7 +51,12 @@ impl Env {
     }
 
     pub async fn start(&mut self, concurrency: u16) {
-        self.start_operator(concurrency, None, None).await;
+        self.start_operator(options(concurrency), None, None).await;
+    }
+
+    /// Starts the operator with these options.
+    pub async fn start_with(&mut self, options: Options) {
+        self.start_operator(options, None, None).await;
     }
 
     /// Starts the operator with leader election on the Lease `namespace/name` (creating
@@ -63,7 +68,8 @@ impl Env {
             name: name.into(),
             lease_duration_secs: 2,
         };
-        self.start_operator(concurrency, None, Some(election)).await;
+        self.start_operator(options(concurrency), None, Some(election))
+            .await;
         let metrics = self.operator.as_ref().unwrap().metrics.clone();
         eventually("the operator leads", DEADLINE, || {
             let leads = metrics.encode().contains("server_binder_leader 1");
@@ -97,7 +103,8 @@ impl Env {
     /// returns that address.
     pub async fn start_with_endpoint(&mut self, concurrency: u16) -> SocketAddr {
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-        self.start_operator(concurrency, Some(any_port), None).await;
+        self.start_operator(options(concurrency), Some(any_port), None)
+            .await;
         self.operator
             .as_ref()
             .and_then(|op| op.metrics_addr)
@@ -106,15 +113,12 @@ impl Env {
 
     async fn start_operator(
         &mut self,
-        concurrency: u16,
+        options: Options,
         metrics_addr: Option<SocketAddr>,
         leader_election: Option<LeaderElection>,
     ) {
         let config = OperatorConfig {
-            options: Options {
-                concurrency,
-                ..Options::default()
-            },
+            options,
             metrics_addr,
             identity: "test".into(),
             leader_election,
@@ -212,6 +216,14 @@ impl Env {
         RequestMatcher::any()
             .verb("update")
             .group("metal.binder.dev")
+    }
+}
+
+/// The default options with this many reconciles at once.
+pub fn options(concurrency: u16) -> Options {
+    Options {
+        concurrency,
+        ..Options::default()
     }
 }
 
