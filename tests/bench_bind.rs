@@ -150,3 +150,35 @@ fn paced_claims_on_a_tainted_fleet_add_up() {
     assert!(num(&report, "operator_settle_secs") >= 0.0);
     assert!(report["writes_before_claims"].is_u64());
 }
+
+/// More claims than servers, then servers cordoned and uncordoned while ten claims
+/// wait: each waiting claim's summary is rewritten at most once per status interval
+/// (10 s by default), whatever the churn.
+#[test]
+fn churn_while_claims_wait_costs_at_most_one_status_write_per_interval() {
+    let report = bench_bind(&[
+        "--servers",
+        "20",
+        "--claims",
+        "30",
+        "--stall-secs",
+        "2",
+        "--churn-secs",
+        "12",
+        "--churn-rate",
+        "20",
+    ]);
+    assert_eq!(report["bound"], 20, "{report:#}");
+    let churn = &report["churn"];
+    assert_eq!(churn["pending_at_start"], 10, "{report:#}");
+    assert_eq!(churn["pending_at_end"], 10, "{report:#}");
+    assert!(num(churn, "server_changes") >= 20.0, "{report:#}");
+    let (secs, writes) = (num(churn, "secs"), num(churn, "claim_status_writes"));
+    let most_per_claim = (secs / 10.0).ceil() + 1.0;
+    assert!(
+        writes <= 10.0 * most_per_claim,
+        "{writes} writes for 10 claims in {secs:.1} s: {report:#}"
+    );
+    let per_minute = num(churn, "status_writes_per_pending_claim_per_min");
+    assert!((per_minute - writes / 10.0 / (secs / 60.0)).abs() < 1e-9);
+}

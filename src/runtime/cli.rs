@@ -198,6 +198,14 @@ pub struct BindArgs {
     /// whose servers exist before its claims.
     #[arg(long)]
     pub fresh_servers: bool,
+    /// Once the bind phase is over, cordon and uncordon servers for this many seconds
+    /// while the unbound claims wait, and report the claim status writes per waiting
+    /// claim per minute (use more claims than servers).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub churn_secs: u64,
+    /// Server changes per second during --churn-secs.
+    #[arg(long, default_value_t = 20.0, value_parser = positive_rate)]
+    pub churn_rate: f64,
     /// Print the figures as JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -65,6 +65,10 @@ async fn run_bind(args: BindArgs) -> Result<(), String> {
         stall: std::time::Duration::from_secs(args.stall_secs),
         ceiling: std::time::Duration::from_secs(args.ceiling_secs),
         fresh_servers: args.fresh_servers,
+        churn: (args.churn_secs > 0).then(|| bind::churn::Churn {
+            duration: std::time::Duration::from_secs(args.churn_secs),
+            rate: args.churn_rate,
+        }),
     };
     let report = bind::run(config).await.map_err(|e| e.to_string())?;
     if args.json {

@@ -11,6 +11,7 @@
 //! `/metrics` once ([`scrape`]), kills it and reports ([`report`]).
 
 mod ceiling;
+pub mod churn;
 pub mod fleet;
 mod observe;
 mod operator;
@@ -47,6 +48,8 @@ pub struct BindConfig {
     pub ceiling: Duration,
     /// Batch mode: leave the servers unregistered (see `--fresh-servers`).
     pub fresh_servers: bool,
+    /// Change servers while claims wait, once the bind phase is over ([`churn`]).
+    pub churn: Option<churn::Churn>,
 }
 
 /// Runs the benchmark. Fails only if it cannot run (the API server, a create, the
@@ -120,7 +123,15 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     if let Some(creator) = started.creator.take() {
         creator.abort();
     }
+    // The bind figures end here; the churn's writes are its own.
     let metrics = started.operator.metrics().await?;
+    let churned = match config.churn {
+        Some(c) => {
+            let fleet = (config.servers, config.claims);
+            Some(churn::run(&client, &mut started.operator, &observer, fleet, c).await?)
+        }
+        None => None,
+    };
     // The high-water mark must be read while the process lives.
     let hwm = rss::read(started.operator.pid())
         .unwrap_or_default()
@@ -139,6 +150,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
             settle: started.settle,
             peak_rss_kib: hwm.max(waited.peak_rss_kib),
             ceiling,
+            churn: churned,
         },
     ))
 }

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::BindConfig;
+use super::churn::ChurnReport;
 use super::fleet::Mix;
 use super::observe::Seen;
 use super::scrape::WriteSample;
@@ -82,6 +83,8 @@ pub struct BindReport {
     /// Watch failures the claims watch retried (each can delay a bind's timing).
     pub watch_errors: u64,
     pub release_build: bool,
+    /// With `--churn-secs`: what server churn cost while claims waited.
+    pub churn: Option<ChurnReport>,
 }
 
 /// What a run measured, for [`build`].
@@ -97,6 +100,7 @@ pub struct Measured {
     pub settle: Option<Duration>,
     pub peak_rss_kib: u64,
     pub ceiling: f64,
+    pub churn: Option<ChurnReport>,
 }
 
 /// The nearest-rank percentile `p` (0..=1) of sorted `values`; 0 if there are none.
@@ -229,6 +233,7 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         },
         watch_errors: m.seen.watch_errors,
         release_build: !cfg!(debug_assertions),
+        churn: m.churn,
     }
 }
 
@@ -263,7 +268,20 @@ impl fmt::Display for BindReport {
             } else {
                 ""
             }
-        )
+        )?;
+        if let Some(c) = &self.churn {
+            write!(
+                f,
+                "\nchurn              {} server changes in {:.0} s, {} → {} claims waiting: {} claim status writes, {:.2} per waiting claim per minute",
+                c.server_changes,
+                c.secs,
+                c.pending_at_start,
+                c.pending_at_end,
+                c.claim_status_writes,
+                c.status_writes_per_pending_claim_per_min
+            )?;
+        }
+        Ok(())
     }
 }
 
