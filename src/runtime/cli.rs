@@ -316,6 +316,26 @@ pub fn choose_identity(pod_name: Option<String>, hostname: Option<String>, pid: 
 mod tests {
     use super::*;
 
+    /// docs/operations.md's Configuration table and `run`'s flags name the same flags.
+    #[test]
+    fn the_operations_guide_documents_every_flag_of_run() {
+        use clap::CommandFactory;
+        let guide = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"));
+        let documented: std::collections::BTreeSet<&str> = guide
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `--"))
+            .filter_map(|l| l.split([' ', '`']).next())
+            .collect();
+        let command = Cli::command();
+        let run = command.find_subcommand("run").expect("run");
+        let flags: std::collections::BTreeSet<&str> = run
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| *l != "help")
+            .collect();
+        assert_eq!(documented, flags, "docs/operations.md, Configuration");
+    }
+
     #[test]
     fn the_pod_name_wins_else_host_and_pid() {
         let some = |s: &str| Some(s.to_owned());
