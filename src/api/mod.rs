@@ -12,8 +12,8 @@ pub use claim::{
 };
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
-    ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerSpec, ServerStatus, Taint,
-    TaintEffect,
+    ReclaimPolicy, ReleaseGate, Server, ServerClaimRef, ServerPhase, ServerSpec, ServerStatus,
+    Taint, TaintEffect,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

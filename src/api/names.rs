@@ -9,6 +9,10 @@ pub const ANNOTATION_PRE_BOUND: &str = "metal.binder.dev/pre-bound";
 pub const ANNOTATION_BIND_COMPLETED: &str = "metal.binder.dev/bind-completed";
 /// On a server: the server controller wrote `spec.serverClaimRef` (not a user).
 pub const ANNOTATION_BOUND_BY_CONTROLLER: &str = "metal.binder.dev/bound-by-controller";
+/// On a server: released under `Recycle` with release gates, and not yet cleaned. The
+/// value is the release's `metadata.generation`: a gate's condition counts only with an
+/// `observedGeneration` at least that.
+pub const ANNOTATION_CLEANING: &str = "metal.binder.dev/cleaning";
 /// The value every protocol annotation carries.
 pub const ANNOTATION_YES: &str = "yes";
 
@@ -17,6 +21,8 @@ pub const FINALIZER_SERVER_PROTECTION: &str = "metal.binder.dev/server-protectio
 
 /// The condition type both kinds carry about their binding.
 pub const CONDITION_BOUND: &str = "Bound";
+/// The condition type a server carries while it waits for its release gates.
+pub const CONDITION_CLEANING: &str = "Cleaning";
 
 #[cfg(test)]
 mod tests {
@@ -33,6 +39,7 @@ mod tests {
             ANNOTATION_PRE_BOUND,
             ANNOTATION_BIND_COMPLETED,
             ANNOTATION_BOUND_BY_CONTROLLER,
+            ANNOTATION_CLEANING,
             FINALIZER_SERVER_PROTECTION,
         ] {
             assert_eq!(

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
         name = "Phase",
         type_ = "string",
         json_path = ".status.phase",
-        description = "Available, Bound or Released"
+        description = "Available, Bound, Released or Cleaning"
     ),
     printcolumn(
         name = "Claim",
@@ -59,6 +59,21 @@ pub struct ServerSpec {
     /// What happens when the bound claim goes away.
     #[serde(default)]
     pub reclaim_policy: ReclaimPolicy,
+    /// The gates a release under `Recycle` must pass before the server is Available
+    /// again (a disk wipe, a power-off). A cleaner passes a gate by setting the condition
+    /// of the gate's name in `status.conditions` to "True" with `observedGeneration` at
+    /// least the release's generation (the `metal.binder.dev/cleaning` annotation).
+    /// Absent: the controller's default (`--release-gates`); empty: no gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_gates: Option<Vec<ReleaseGate>>,
+}
+
+/// One gate a released server must pass.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseGate {
+    /// The condition type a cleaner sets to "True" to pass the gate, such as
+    /// `example.com/disk-wiped`.
+    pub name: String,
 }
 
 /// A reference from a server to the claim it serves.
@@ -136,4 +151,6 @@ pub enum ServerPhase {
     Bound,
     /// Its claim is gone and the policy is `Retain`: an admin must clear `serverClaimRef`.
     Released,
+    /// Released under `Recycle` and waiting for its release gates: no claim may bind.
+    Cleaning,
 }

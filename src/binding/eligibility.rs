@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
+use super::gates::cleaning_after;
 use super::meta::{self, ClaimKey};
 use super::selector::{first_untolerated, selector_matches};
 
@@ -22,6 +23,8 @@ pub enum Ineligible {
     ClaimedByOther(ServerClaimRef),
     /// The server is `Released` and waits for an admin.
     Released,
+    /// The server was released and waits for its release gates (a cleaner).
+    Cleaning,
 }
 
 impl fmt::Display for Ineligible {
@@ -42,6 +45,10 @@ impl fmt::Display for Ineligible {
             Self::Released => write!(
                 f,
                 "the server was released under reclaimPolicy Retain and waits for an admin to clear its spec.serverClaimRef"
+            ),
+            Self::Cleaning => write!(
+                f,
+                "the server is being cleaned after its last release and waits for its release gates"
             ),
         }
     }
@@ -104,6 +111,9 @@ pub fn server_is_claimable(server: &Server) -> Result<(), Ineligible> {
     }
     if server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released) {
         return Err(Ineligible::Released);
+    }
+    if cleaning_after(server).is_some() {
+        return Err(Ineligible::Cleaning);
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod claim_plan;
 pub mod coalesce;
 mod effects;
 mod eligibility;
+pub mod gates;
 mod index;
 pub mod meta;
 pub mod placement;

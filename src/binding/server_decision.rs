@@ -10,6 +10,7 @@ use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
 
 use super::claim_decision::{Liveness, is_controller_chosen};
 use super::eligibility::{Ineligible, eligibility, ref_uid, server_is_claimable};
+use super::gates::{pending_gates, release_gates};
 use super::meta;
 use super::view::ClaimView;
 
@@ -52,6 +53,15 @@ pub enum ServerDecision {
     DeletionBlocked { holder: ServerClaimRef },
     /// Being deleted and no live claim holds it: drop the finalizer.
     DeletionAllowed,
+    /// Ref with uid, the claim is gone (confirmed live), `Recycle`, and the server has
+    /// release gates: release and start cleaning in one write (the ref cleared as by
+    /// `Release`, the `cleaning` annotation set); then phase Cleaning.
+    ReleaseToCleaning { gates: Vec<String> },
+    /// Being cleaned, gates not passed for this release: phase Cleaning, saying which.
+    Cleaning { pending: Vec<String> },
+    /// Being cleaned, every gate passed for this release: drop the `cleaning` annotation
+    /// (one write: the server is claimable again); then phase Available.
+    Cleaned,
 }
 
 /// Why a server gives up a claim whose uid its ref carries.
@@ -63,11 +73,13 @@ pub enum RollBackCause {
     CannotAdopt(Ineligible),
 }
 
-/// Decides what to do with `server`.
+/// Decides what to do with `server`; `default_gates` are the release gates of a server
+/// that names none (`--release-gates`).
 pub fn decide_server(
     server: &Server,
     claims: &(impl ClaimView + ?Sized),
     liveness: Liveness,
+    default_gates: &[String],
 ) -> ServerDecision {
     use ServerDecision::*;
 
@@ -91,6 +103,15 @@ pub fn decide_server(
         };
     }
 
+    // Cleaning comes before any ref: a reservation made meanwhile waits for it to end.
+    if let Some(pending) = pending_gates(server, default_gates) {
+        return if pending.is_empty() {
+            Cleaned
+        } else {
+            Cleaning { pending }
+        };
+    }
+
     let Some(r) = claim_ref else {
         return match winner(server, claims) {
             Some((winner, restoring)) => ClaimForWinner { winner, restoring },
@@ -105,9 +126,7 @@ pub fn decide_server(
     let Some(c) = holder else {
         return match liveness {
             Liveness::Cached => ConfirmClaimGone { claim: r.clone() },
-            Liveness::Confirmed => Release {
-                policy: server.spec.reclaim_policy,
-            },
+            Liveness::Confirmed => release(server, default_gates),
         };
     };
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
@@ -125,6 +144,18 @@ pub fn decide_server(
             },
         },
     }
+}
+
+/// The release of a server whose claim is gone: through cleaning when it has release
+/// gates and is recycled.
+fn release(server: &Server, default_gates: &[String]) -> ServerDecision {
+    let policy = server.spec.reclaim_policy;
+    let gates = release_gates(server, default_gates);
+    if policy == ReclaimPolicy::Recycle && !gates.is_empty() {
+        let gates = gates.into_iter().map(str::to_string).collect();
+        return ServerDecision::ReleaseToCleaning { gates };
+    }
+    ServerDecision::Release { policy }
 }
 
 /// The rows for a reservation by name (a ref without a uid).

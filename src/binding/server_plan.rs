@@ -2,14 +2,18 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::names::{ANNOTATION_BOUND_BY_CONTROLLER, FINALIZER_SERVER_PROTECTION};
+use crate::api::names::{
+    ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING, CONDITION_CLEANING,
+    FINALIZER_SERVER_PROTECTION,
+};
 use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatus};
 
 use super::effects::{BindingEvent, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
+use super::gates::{cleaning_after, release_generation};
 use super::meta::{self, ClaimKey};
 use super::server_decision::{RollBackCause, ServerDecision};
-use super::status::{BoundCondition, with_bound};
+use super::status::{BoundCondition, with_bound, with_condition};
 
 /// The writes and side effects of one server decision.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -98,6 +102,12 @@ fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPla
         ),
         RollBack { cause } => roll_back(server, cause, now),
         DeletionBlocked { holder } => deletion_blocked(server, holder, now),
+        ReleaseToCleaning { gates } => release_to_cleaning(server, gates, now),
+        Cleaning { pending } => ServerPlan {
+            status: cleaning_status(server, pending, now),
+            ..ServerPlan::default()
+        },
+        Cleaned => cleaned(server, now),
         DeletionAllowed => ServerPlan {
             object: changed(server, |s| {
                 meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
@@ -347,4 +357,99 @@ fn server_status(
         observed_generation: generation,
         conditions: conditions.unwrap_or(current.conditions),
     })
+}
+
+/// Releases a recycled server with release gates, and starts its cleaning in the same
+/// write: the ref cleared as `Release` clears it, and the `cleaning` annotation set to
+/// the generation this write produces (docs/binding.md, "Release gates").
+fn release_to_cleaning(server: &Server, gates: &[String], now: &Time) -> ServerPlan {
+    let holder = holder(server);
+    let mut object = unbind(server);
+    let generation = release_generation(server);
+    object
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_CLEANING.into(), generation.to_string());
+    let note = format!(
+        "released from claim {}, which is gone (reclaimPolicy Recycle); no claim may bind until the release gates pass: {}",
+        describe_ref(&holder),
+        gates.join(", ")
+    );
+    ServerPlan {
+        status: cleaning_status(&object, gates, now),
+        object: Some(object),
+        event: Some(BindingEvent::normal("Cleaning", "Releasing", note)),
+        outcome: Some(Outcome::Released(ReclaimPolicy::Recycle)),
+        confirm_claim: None,
+    }
+}
+
+/// Phase Cleaning, the `Bound` condition saying so, and the `Cleaning` condition naming
+/// the gates still to pass, or `None` if the status says that already.
+fn cleaning_status(server: &Server, pending: &[String], now: &Time) -> Option<ServerStatus> {
+    let generation = cleaning_after(server).unwrap_or_default();
+    let waiting = format!("waiting for release gates: {}", pending.join(", "));
+    let bound = BoundCondition {
+        bound: false,
+        reason: "Cleaning",
+        message: format!("released; {waiting}"),
+    };
+    let cleaning = BoundCondition {
+        bound: true,
+        reason: "WaitingForGates",
+        message: format!(
+            "{waiting} (a cleaner sets each gate's condition to True with observedGeneration {generation} or later)"
+        ),
+    };
+    let reserved = server.spec.server_claim_ref.as_ref();
+    let status = server_status(server, ServerPhase::Cleaning, reserved, bound, now);
+    with_cleaning_condition(server, status, &cleaning, now)
+}
+
+/// Every gate passed: the `cleaning` annotation goes (the server is claimable again),
+/// then phase Available (or reserved) with the `Cleaning` condition False.
+fn cleaned(server: &Server, now: &Time) -> ServerPlan {
+    let mut object = server.clone();
+    meta::remove_annotation(&mut object, ANNOTATION_CLEANING);
+    let done = BoundCondition {
+        bound: false,
+        reason: "Cleaned",
+        message: "every release gate passed".into(),
+    };
+    let status = with_cleaning_condition(&object, after_unbind(&object, now), &done, now);
+    ServerPlan {
+        object: Some(object),
+        status,
+        event: Some(BindingEvent::normal(
+            "Cleaned",
+            "Releasing",
+            "every release gate passed; the server is available again",
+        )),
+        ..ServerPlan::default()
+    }
+}
+
+/// `status` (or the server's current status, when `status` changes nothing) with the
+/// `Cleaning` condition set, or `status` if that condition says so already.
+fn with_cleaning_condition(
+    server: &Server,
+    status: Option<ServerStatus>,
+    condition: &BoundCondition,
+    now: &Time,
+) -> Option<ServerStatus> {
+    let base = status
+        .clone()
+        .unwrap_or_else(|| server.status.clone().unwrap_or_default());
+    let generation = server.metadata.generation;
+    match with_condition(
+        &base.conditions,
+        CONDITION_CLEANING,
+        condition,
+        generation,
+        now,
+    ) {
+        Some(conditions) => Some(ServerStatus { conditions, ..base }),
+        None => status,
+    }
 }

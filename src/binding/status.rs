@@ -27,8 +27,21 @@ pub fn with_bound(
     generation: Option<i64>,
     now: &Time,
 ) -> Option<Vec<Condition>> {
+    with_condition(conditions, CONDITION_BOUND, desired, generation, now)
+}
+
+/// `conditions` with the condition `type_` set to `desired` (`bound`: status "True"),
+/// or `None` if it already says exactly that for this generation. Other conditions,
+/// also those others wrote (a cleaner's gates), are kept as they are.
+pub fn with_condition(
+    conditions: &[Condition],
+    type_: &str,
+    desired: &BoundCondition,
+    generation: Option<i64>,
+    now: &Time,
+) -> Option<Vec<Condition>> {
     let status = if desired.bound { "True" } else { "False" };
-    let current = find_bound(conditions);
+    let current = conditions.iter().find(|c| c.type_ == type_);
     if let Some(c) = current
         && c.status == status
         && c.reason == desired.reason
@@ -43,11 +56,11 @@ pub fn with_bound(
     };
     let mut out: Vec<Condition> = conditions
         .iter()
-        .filter(|c| c.type_ != CONDITION_BOUND)
+        .filter(|c| c.type_ != type_)
         .cloned()
         .collect();
     out.push(Condition {
-        type_: CONDITION_BOUND.to_string(),
+        type_: type_.to_string(),
         status: status.to_string(),
         reason: desired.reason.to_string(),
         message: desired.message.clone(),

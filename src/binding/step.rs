@@ -23,7 +23,8 @@ use super::view::{ClaimView, ServerView, WithLiveClaim, WithLiveServer};
 pub type ClaimDecider =
     fn(&ServerClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
 /// The server controller's decision function.
-pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness) -> ServerDecision;
+/// The server controller's decision function; the slice is the default release gates.
+pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness, &[String]) -> ServerDecision;
 
 /// The project's decision functions.
 pub fn real_claim_decider(
@@ -39,8 +40,9 @@ pub fn real_server_decider(
     server: &Server,
     claims: &dyn ClaimView,
     liveness: Liveness,
+    default_gates: &[String],
 ) -> ServerDecision {
-    decide_server(server, claims, liveness)
+    decide_server(server, claims, liveness, default_gates)
 }
 
 /// What a claim reconcile decides with.
@@ -93,11 +95,12 @@ pub fn server_step(
     server: &Server,
     decide: ServerDecider,
     claims: &dyn ClaimView,
+    default_gates: &[String],
     live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
     now: &Time,
 ) -> (ServerDecision, ServerPlan) {
     let decision = match live {
-        None => decide(server, claims, Liveness::Cached),
+        None => decide(server, claims, Liveness::Cached, default_gates),
         Some((r, live)) => {
             let view = WithLiveClaim {
                 base: claims,
@@ -105,7 +108,7 @@ pub fn server_step(
                 name: &r.name,
                 live,
             };
-            decide(server, &view, Liveness::Confirmed)
+            decide(server, &view, Liveness::Confirmed, default_gates)
         }
     };
     let plan = plan_server(server, &decision, now);

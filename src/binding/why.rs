@@ -74,6 +74,7 @@ pub enum Cause {
     Taint,
     Unclaimable,
     Released,
+    Cleaning,
     Deleting,
 }
 
@@ -87,6 +88,7 @@ impl Cause {
                 Ineligible::SelectorMismatch => Self::Selector,
                 Ineligible::ClaimedByOther(_) => Self::Held,
                 Ineligible::Released => Self::Released,
+                Ineligible::Cleaning => Self::Cleaning,
             },
             Hindrance::SpokenFor => Self::SpokenFor,
             Hindrance::KeptForOthers => Self::KeptForOthers,
@@ -100,11 +102,12 @@ impl Cause {
             Self::KeptForOthers => 0,
             Self::SpokenFor => 1,
             Self::Held => 2,
-            Self::Released => 3,
-            Self::Unclaimable => 4,
-            Self::Taint => 5,
-            Self::Selector => 6,
-            Self::Deleting => 7,
+            Self::Cleaning => 3,
+            Self::Released => 4,
+            Self::Unclaimable => 5,
+            Self::Taint => 6,
+            Self::Selector => 7,
+            Self::Deleting => 8,
         }
     }
 
@@ -126,6 +129,8 @@ impl Cause {
             Self::Unclaimable => "are unclaimable",
             Self::Released if one => "is released and waits for an admin",
             Self::Released => "are released and wait for an admin",
+            Self::Cleaning if one => "is being cleaned",
+            Self::Cleaning => "are being cleaned",
             Self::Deleting if one => "is being deleted",
             Self::Deleting => "are being deleted",
         }

@@ -2,13 +2,13 @@
 //! recorder and the metrics.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::Client;
 use kube::runtime::events::Reporter;
 
 use super::events::EventRecorder;
 
+use super::Options;
 use super::informer::Caches;
 use super::metrics::Metrics;
 use super::summaries::SummaryWrites;
@@ -22,18 +22,19 @@ pub struct Context {
     pub recorder: EventRecorder,
     pub metrics: Metrics,
     pub summaries: SummaryWrites,
+    /// The release gates of a server that names none ([`Options::release_gates`]).
+    pub release_gates: Vec<String>,
 }
 
 impl Context {
     /// `instance` names this process in events' `reportingInstance` (the pod name, or
-    /// host and pid), so two replicas' events can be told apart. `status_interval`: see
-    /// [`super::Options::status_interval`].
+    /// host and pid), so two replicas' events can be told apart.
     pub fn new(
         client: Client,
         caches: Arc<Caches>,
         metrics: Metrics,
         instance: String,
-        status_interval: Duration,
+        options: &Options,
     ) -> Self {
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
@@ -45,7 +46,8 @@ impl Context {
             caches,
             recorder,
             metrics,
-            summaries: SummaryWrites::new(status_interval),
+            summaries: SummaryWrites::new(options.status_interval),
+            release_gates: options.release_gates.clone(),
         }
     }
 }

@@ -261,7 +261,7 @@ impl Metrics {
             *by_claim.entry((ns, phase)).or_default() += 1;
         }
         let mut by_server: BTreeMap<&'static str, i64> = BTreeMap::new();
-        for phase in ["Available", "Bound", "Released"] {
+        for phase in ["Available", "Bound", "Released", "Cleaning"] {
             by_server.insert(phase, 0);
         }
         for s in servers.iter() {
@@ -306,6 +306,7 @@ fn server_phase(p: ServerPhase) -> &'static str {
         ServerPhase::Available => "Available",
         ServerPhase::Bound => "Bound",
         ServerPhase::Released => "Released",
+        ServerPhase::Cleaning => "Cleaning",
     }
 }
 

@@ -53,6 +53,9 @@ pub struct Options {
     /// A waiting claim's summary is rewritten at most once per this interval
     /// ([`crate::binding::coalesce`]).
     pub status_interval: Duration,
+    /// The release gates of a server that names none in `spec.releaseGates`
+    /// ([`crate::binding::gates`]).
+    pub release_gates: Vec<String>,
 }
 
 impl Default for Options {
@@ -60,6 +63,7 @@ impl Default for Options {
         Self {
             concurrency: 4,
             status_interval: STATUS_INTERVAL,
+            release_gates: Vec::new(),
         }
     }
 }

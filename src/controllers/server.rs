@@ -71,7 +71,15 @@ fn decide(
 ) -> (ServerDecision, ServerPlan) {
     let catalogs = ctx.caches.read();
     let now = Time(Timestamp::now());
-    server_step(server, real_server_decider, &*catalogs.claims, live, &now)
+    let gates = &ctx.release_gates;
+    server_step(
+        server,
+        real_server_decider,
+        &*catalogs.claims,
+        gates,
+        live,
+        &now,
+    )
 }
 
 /// Writes the plan (object, then status), then records its event and counts its outcome.

@@ -77,6 +77,10 @@ pub struct ControllerArgs {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     pub status_interval: u64,
+    /// The release gates of a server whose spec names none, comma-separated: a server
+    /// released under Recycle waits in phase Cleaning until a cleaner passes each.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub release_gates: Vec<String>,
 }
 
 impl ControllerArgs {
@@ -85,6 +89,12 @@ impl ControllerArgs {
         Options {
             concurrency: self.concurrency,
             status_interval: Duration::from_secs(self.status_interval),
+            release_gates: self
+                .release_gates
+                .iter()
+                .filter(|g| !g.is_empty())
+                .cloned()
+                .collect(),
         }
     }
 }

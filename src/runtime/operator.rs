@@ -73,7 +73,7 @@ pub async fn start(
         caches.clone(),
         metrics.clone(),
         config.identity.clone(),
-        config.options.status_interval,
+        &config.options,
     ));
     let shutdown = CancellationToken::new();
 

@@ -587,12 +587,12 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
 fn server_plan(state: &State, server: &Server) -> (ServerDecision, ServerPlan) {
     let claims = &state.server_ctl.claims;
     let decide = state.protocol.server;
-    let (decision, plan) = server_step(server, decide, claims, None, &now());
+    let (decision, plan) = server_step(server, decide, claims, &[], None, &now());
     let Some(r) = plan.confirm_claim.clone() else {
         return (decision, plan);
     };
     let live = state.truth.claims.get(&r.name);
-    server_step(server, decide, claims, Some((&r, live)), &now())
+    server_step(server, decide, claims, &[], Some((&r, live)), &now())
 }
 
 /// Whether reconciling `name` now would write nothing, whichever way it looks.
@@ -1365,8 +1365,9 @@ fn server_fp(s: &Server, ranks: &Ranks, h: &mut FxHasher) {
         unclaimable,
         taints,
         reclaim_policy,
+        release_gates,
     } = spec;
-    (server_claim_ref, *unclaimable, taints).hash(h);
+    (server_claim_ref, *unclaimable, taints, release_gates).hash(h);
     reclaim_policy.hash(h);
     labels.as_ref().unwrap_or(&NO_LABELS).hash(h);
     let (phase, claim, bound) = match status {
@@ -1721,8 +1722,9 @@ fn without_winner_priority(
     server: &Server,
     claims: &dyn ClaimView,
     liveness: Liveness,
+    gates: &[String],
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness) {
+    match decide_server(server, claims, liveness, gates) {
         ServerDecision::ClaimForWinner { .. } => {
             let mut contenders = claims.claims_naming(meta::name(server));
             contenders.retain(|c| eligibility(server, c).is_ok());
@@ -1860,6 +1862,7 @@ fn empty_uid_is_a_uid(
     server: &Server,
     claims: &dyn ClaimView,
     liveness: Liveness,
+    gates: &[String],
 ) -> ServerDecision {
     let mut seen_as = server.clone();
     if let Some(r) = seen_as.spec.server_claim_ref.as_mut()
@@ -1867,7 +1870,7 @@ fn empty_uid_is_a_uid(
     {
         r.uid = Some("an empty uid".into());
     }
-    decide_server(&seen_as, claims, liveness)
+    decide_server(&seen_as, claims, liveness, gates)
 }
 
 #[test]
@@ -1886,8 +1889,9 @@ fn waits_for_any_adoption(
     server: &Server,
     claims: &dyn ClaimView,
     liveness: Liveness,
+    gates: &[String],
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness) {
+    match decide_server(server, claims, liveness, gates) {
         ServerDecision::RollBack {
             cause: RollBackCause::CannotAdopt(_),
         } => ServerDecision::BoundAwaitingAdoption,

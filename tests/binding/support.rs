@@ -291,11 +291,11 @@ pub fn decide_c_live(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
 
 /// The server controller's decision, on the cache.
 pub fn decide_s(server: &Server, world: &[ServerClaim]) -> ServerDecision {
-    decide_server(server, &claims(world.to_vec()), Liveness::Cached)
+    decide_server(server, &claims(world.to_vec()), Liveness::Cached, &[])
 }
 
 pub fn decide_s_live(server: &Server, world: &[ServerClaim]) -> ServerDecision {
-    decide_server(server, &claims(world.to_vec()), Liveness::Confirmed)
+    decide_server(server, &claims(world.to_vec()), Liveness::Confirmed, &[])
 }
 
 pub fn holder(claim: &str, uid: Option<&str>) -> ServerClaimRef {

@@ -271,10 +271,10 @@ pub fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded
     };
     let claims = truth.claim_catalog();
     let decide = step::real_server_decider;
-    let (_, mut plan) = server_step(&server, decide, &claims, None, &now());
+    let (_, mut plan) = server_step(&server, decide, &claims, &[], None, &now());
     if let Some(r) = plan.confirm_claim.clone() {
         let live = truth.claims.get(&r.name);
-        (_, plan) = server_step(&server, decide, &claims, Some((&r, live)), &now());
+        (_, plan) = server_step(&server, decide, &claims, &[], Some((&r, live)), &now());
     }
     if plan.is_noop() {
         return false;
