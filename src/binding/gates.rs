@@ -7,6 +7,8 @@
 //! release never counts. While the annotation is there the server is not claimable; the
 //! write that removes it (once every gate passed) makes it Available.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
 use crate::api::Server;
 use crate::api::names::ANNOTATION_CLEANING;
 
@@ -59,9 +61,22 @@ pub fn pending_gates(server: &Server, default: &[String]) -> Option<Vec<String>>
     )
 }
 
+/// The condition a cleaner writes to pass `gate` on `server` as it read it: the gate's
+/// type, "True", and the generation it read as `observedGeneration`. The tests, the
+/// model check and the example cleaner (manifests/examples/cleaner.sh) write this.
+pub fn pass_condition(server: &Server, gate: &str, now: &Time) -> Condition {
+    Condition {
+        type_: gate.to_string(),
+        status: "True".into(),
+        observed_generation: server.metadata.generation,
+        reason: "Passed".into(),
+        message: "passed by the cleaner".into(),
+        last_transition_time: now.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;

@@ -425,3 +425,112 @@ fn deleting_is_not_blocked_by_an_unbound_claim_that_names_nothing() {
         ServerDecision::DeletionAllowed
     );
 }
+
+// ---- Release gates (docs/binding.md, "Release gates") ----
+
+/// [t] A recycled server with gates is released and starts cleaning in one write: the
+/// ref goes and the `cleaning` annotation names the generation that write produces.
+#[test]
+fn a_gated_recycle_releases_and_starts_cleaning_in_one_write() {
+    let srv = server("s1")
+        .claimed_for("c", "uid-c")
+        .gates(&["wipe", "power-off"])
+        .phase(ServerPhase::Bound);
+    let d = decide_s_live(&srv, &[]);
+    let gates = vec![s("wipe"), s("power-off")];
+    assert_eq!(d, ServerDecision::ReleaseToCleaning { gates });
+    let p = plan(&srv, &d);
+    let w = written(&p);
+    assert_eq!(w.spec.server_claim_ref, None);
+    assert!(!has_protection(w));
+    let generation = srv.metadata.generation.unwrap() + 1;
+    assert_eq!(
+        annotation(w, ANNOTATION_CLEANING),
+        Some(generation.to_string())
+    );
+    assert_eq!(phase(&p), Some(ServerPhase::Cleaning));
+    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Cleaning"));
+    assert_eq!(p.outcome, Some(Outcome::Released(ReclaimPolicy::Recycle)));
+    assert_eq!(
+        eligibility(w, &claim("next")),
+        Err(Ineligible::Cleaning),
+        "no claim may take it"
+    );
+}
+
+/// The controller's default gates apply to a server that names none; an empty list
+/// on the server means none; `Retain` never cleans.
+#[test]
+fn the_default_gates_apply_unless_the_server_says_otherwise() {
+    let bound = server("s1").claimed_for("c", "uid-c");
+    let default = [s("wipe")];
+    let d = decide_server(&bound, &claims(vec![]), Liveness::Confirmed, &default);
+    assert!(
+        matches!(d, ServerDecision::ReleaseToCleaning { .. }),
+        "{d:?}"
+    );
+    let none = bound.clone().gates(&[]);
+    let d = decide_server(&none, &claims(vec![]), Liveness::Confirmed, &default);
+    assert_eq!(
+        d,
+        ServerDecision::Release {
+            policy: ReclaimPolicy::Recycle
+        }
+    );
+    let retained = bound.retain();
+    let d = decide_server(&retained, &claims(vec![]), Liveness::Confirmed, &default);
+    assert_eq!(
+        d,
+        ServerDecision::Release {
+            policy: ReclaimPolicy::Retain
+        }
+    );
+}
+
+/// [t] While a gate is pending the server stays Cleaning, whoever names it; a pass
+/// recorded for an earlier release does not count.
+#[test]
+fn a_cleaning_server_waits_for_passes_of_this_release_only() {
+    let srv = server("s1")
+        .gates(&["wipe", "power-off"])
+        .cleaning(5)
+        .passed("wipe", 4)
+        .passed("power-off", 5);
+    let naming = claim("c").chose("s1");
+    let d = decide_s(&srv, &[naming]);
+    assert_eq!(
+        d,
+        ServerDecision::Cleaning {
+            pending: vec![s("wipe")]
+        }
+    );
+    let p = plan(&srv, &d);
+    assert!(p.object.is_none(), "status only");
+    assert_eq!(phase(&p), Some(ServerPhase::Cleaning));
+    let status = p.status.as_ref().unwrap();
+    let cleaning = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_CLEANING);
+    assert!(
+        cleaning.is_some_and(|c| c.message.contains("wipe")),
+        "{status:?}"
+    );
+    // The cleaner's own conditions stay as they are.
+    assert!(status.conditions.iter().any(|c| c.type_ == "power-off"));
+}
+
+/// [t] Every gate passed for this release: one write drops the annotation, and the
+/// server is Available (and claimable) again.
+#[test]
+fn every_gate_passed_ends_the_cleaning_in_one_write() {
+    let srv = server("s1").gates(&["wipe"]).cleaning(5).passed("wipe", 6);
+    let d = decide_s(&srv, &[]);
+    assert_eq!(d, ServerDecision::Cleaned);
+    let p = plan(&srv, &d);
+    let w = written(&p);
+    assert_eq!(annotation(w, ANNOTATION_CLEANING), None);
+    assert_eq!(eligibility(w, &claim("next")), Ok(()));
+    assert_eq!(phase(&p), Some(ServerPhase::Available));
+    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Cleaned"));
+}

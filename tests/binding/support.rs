@@ -79,9 +79,38 @@ pub trait ServerExt: Sized {
     fn finalizer(self) -> Self;
     /// Sets the uid of the server's ref as written (`""` included).
     fn uid_ref(self, uid: &str) -> Self;
+    /// `spec.releaseGates` with these names.
+    fn gates(self, names: &[&str]) -> Self;
+    /// Being cleaned after the release at `generation` (the `cleaning` annotation).
+    fn cleaning(self, generation: i64) -> Self;
+    /// A cleaner's pass of `gate`, recorded at `generation`.
+    fn passed(self, gate: &str, generation: i64) -> Self;
 }
 
 impl ServerExt for Server {
+    fn gates(mut self, names: &[&str]) -> Self {
+        let gates = names.iter().map(|n| ReleaseGate {
+            name: n.to_string(),
+        });
+        self.spec.release_gates = Some(gates.collect());
+        self
+    }
+    fn cleaning(mut self, generation: i64) -> Self {
+        self.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_CLEANING.into(), generation.to_string());
+        self
+    }
+    fn passed(mut self, gate: &str, generation: i64) -> Self {
+        let mut read = self.clone();
+        read.metadata.generation = Some(generation);
+        let pass = server_binder::binding::gates::pass_condition(&read, gate, &t(400));
+        let status = self.status.get_or_insert_with(Default::default);
+        status.conditions.retain(|c| c.type_ != gate);
+        status.conditions.push(pass);
+        self
+    }
     fn uid_ref(mut self, uid: &str) -> Self {
         if let Some(r) = self.spec.server_claim_ref.as_mut() {
             r.uid = Some(uid.into());
