@@ -34,6 +34,7 @@ use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::assumed::{Assumption, EndRule, ends_on_claim_event};
 use server_binder::binding::coalesce::is_summary_refresh;
+use server_binder::binding::gates;
 use server_binder::binding::step::{
     ClaimDecider, ServerDecider, real_claim_decider, real_server_decider,
 };
@@ -86,6 +87,9 @@ pub enum UserOp {
     EditServer(&'static str, ServerEdit),
     /// Adds `matchLabels: {key: value}` to a claim that has no selector.
     AddSelector(&'static str, &'static str, &'static str),
+    /// A cleaner passes a release gate of a server: the gate's condition, "True", with
+    /// the generation it reads (`gates::pass_condition`), written to the status.
+    PassGate(&'static str, &'static str),
 }
 
 /// A world to explore.
@@ -225,6 +229,9 @@ struct State {
     resyncs: u8,
     next_user_op: usize,
     protocol: Protocol,
+    /// A ghost: the (server, gate) pairs whose machine a tenant left and no cleaner has
+    /// passed since. No claim may be bound to such a server (invariant 5).
+    dirty: BTreeSet<(String, String)>,
 }
 
 impl State {
@@ -306,6 +313,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         resyncs: scenario.resyncs,
         next_user_op: 0,
         protocol,
+        dirty: BTreeSet::new(),
     };
     let mut initial = initial;
     reconcile_idle(&mut initial);
@@ -808,8 +816,20 @@ fn claim_write(
 fn apply_user_op(state: &mut State, op: &UserOp) {
     match op {
         UserOp::DeleteClaim(name) => {
+            left_dirty(state, name);
             state.truth.delete_claim(name);
             state.claim_changed(name);
+        }
+        UserOp::PassGate(name, gate) => {
+            if let Some(mut s) = state.truth.servers.get(*name).cloned() {
+                let pass = gates::pass_condition(&s, gate, &now());
+                let status = s.status.get_or_insert_with(Default::default);
+                status.conditions.retain(|c| c.type_ != *gate);
+                status.conditions.push(pass);
+                state.truth.put_server(s);
+                state.dirty.remove(&(name.to_string(), gate.to_string()));
+                state.server_changed(name);
+            }
         }
         UserOp::CreateClaim(claim) => {
             state.truth.put_claim((**claim).clone());
@@ -833,6 +853,26 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
                 }
                 state.truth.put_server(s);
                 state.server_changed(name);
+            }
+        }
+    }
+}
+
+/// The ghost of invariant 5: a tenant leaving a server with release gates leaves it
+/// dirty until a cleaner passes each gate.
+fn left_dirty(state: &mut State, claim: &str) {
+    let Some(uid) = state.truth.claims.get(claim).and_then(|c| meta::uid(c)) else {
+        return;
+    };
+    for (sname, server) in &state.truth.servers {
+        let held = server
+            .spec
+            .server_claim_ref
+            .as_ref()
+            .is_some_and(|r| r.name == claim && ref_uid(r) == Some(uid));
+        if held {
+            for gate in gates::release_gates(server, &[]) {
+                state.dirty.insert((sname.clone(), gate.to_string()));
             }
         }
     }
@@ -935,6 +975,24 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
         if holder_lives {
             return Err(format!(
                 "invariant 2: server {sname} is Released though its claim {} was never gone",
+                describe_ref(r)
+            ));
+        }
+    }
+    // Invariant 5: no claim is bound to a server with a gate not passed since its
+    // last tenant left.
+    for (sname, gate) in &state.dirty {
+        let Some(r) = truth
+            .servers
+            .get(sname)
+            .and_then(|s| s.spec.server_claim_ref.as_ref())
+        else {
+            continue;
+        };
+        let live = truth.claims.get(&r.name).and_then(|c| meta::uid(c));
+        if ref_uid(r).is_some() && ref_uid(r) == live {
+            return Err(format!(
+                "invariant 5: server {sname} is bound to {} before its release gate {gate} passed",
                 describe_ref(r)
             ));
         }
@@ -1094,6 +1152,7 @@ fn fingerprint(state: &State) -> u64 {
         next_user_op,
         // Fixed for a whole exploration.
         protocol: _,
+        dirty,
     } = state;
     // Versions are renamed by rank, so the counter behind them does not count.
     let Truth {
@@ -1115,6 +1174,7 @@ fn fingerprint(state: &State) -> u64 {
         ctl_fp(ctl, &ranks, &mut h);
     }
     ((*crashes, *faults, *resyncs), *next_user_op).hash(&mut h);
+    dirty.hash(&mut h);
     h.finish()
 }
 
@@ -1389,6 +1449,20 @@ fn server_fp(s: &Server, ranks: &Ranks, h: &mut FxHasher) {
     phase.hash(h);
     claim.hash(h);
     bound.hash(h);
+    if release_gates.as_ref().is_some_and(|g| !g.is_empty()) {
+        // With release gates, generations are compared with the `cleaning`
+        // annotation's, so their values tell states apart, and so do the cleaner's
+        // conditions.
+        generation.hash(h);
+        let others = status.iter().flat_map(|s| &s.conditions);
+        conditions_fp(
+            &others
+                .filter(|c| c.type_ != "Bound")
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .hash(h);
+    }
 }
 
 /// The `Bound` condition as the decisions read it: its reason and message, and whether
@@ -1655,6 +1729,40 @@ pub fn empty_uid_and_copies() -> Scenario {
 // ---------------------------------------------------------------------------------------
 // Tests
 
+/// A tenant leaves a server with a release gate while another claim waits, and a
+/// cleaner passes the gate: once before the tenant leaves (a stale pass), and once at
+/// any point after. The waiting claim must never get the server before the later pass
+/// (invariant 5), with a crash and a failed write anywhere.
+pub fn release_gates() -> Scenario {
+    Scenario {
+        name: "release-gates",
+        servers: vec![
+            server("s1")
+                .gates(&["wipe"])
+                .claimed_for("a", "uid-a")
+                .phase(ServerPhase::Bound),
+        ],
+        claims: vec![
+            claim("a")
+                .chose("s1")
+                .bind_completed()
+                .phase(ClaimPhase::Bound)
+                .created(1),
+            claim("b").created(2),
+        ],
+        user_ops: vec![
+            UserOp::PassGate("s1", "wipe"),
+            UserOp::DeleteClaim("a"),
+            UserOp::PassGate("s1", "wipe"),
+        ],
+        crashes: 1,
+        faults: 1,
+        resyncs: 0,
+        max_lag: MAX_LAG,
+        all_bind: false,
+    }
+}
+
 fn assert_holds(scenario: Scenario) {
     let started = std::time::Instant::now();
     let report = explore(&scenario, Protocol::real());
@@ -1684,6 +1792,37 @@ fn stranding_binds_every_claim_in_every_interleaving() {
 #[test]
 fn user_ref_race_binds_every_claim_in_every_interleaving() {
     assert_holds(user_ref_race());
+}
+
+#[test]
+fn release_gates_hold_in_every_interleaving() {
+    assert_holds(release_gates());
+}
+
+/// The server side that releases a gated server straight to Available, as before
+/// release gates.
+fn skips_release_gates(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+) -> ServerDecision {
+    match decide_server(server, claims, liveness, gates) {
+        ServerDecision::ReleaseToCleaning { .. } => ServerDecision::Release {
+            policy: ReclaimPolicy::Recycle,
+        },
+        other => other,
+    }
+}
+
+#[test]
+fn the_model_check_catches_a_release_that_skips_the_gates() {
+    let mutant = Protocol {
+        server: skips_release_gates,
+        ..Protocol::real()
+    };
+    let violation = caught("skips-gates", release_gates(), mutant);
+    assert!(violation.contains("invariant 5"), "{violation}");
 }
 
 #[test]
