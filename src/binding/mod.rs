@@ -39,7 +39,9 @@ pub use server_decision::{
     outranked_on,
 };
 pub use server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};
-pub use status::{BoundCondition, find_bound};
+pub use status::{
+    BoundCondition, OWN_CONDITIONS, claim_status_after, find_bound, server_status_after,
+};
 pub use step::{ClaimInputs, claim_step, server_step};
 pub use triggers::{Triggers, Wake};
 pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};

@@ -4,7 +4,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::names::CONDITION_BOUND;
+use crate::api::names::{CONDITION_BOUND, CONDITION_CLEANING};
+use crate::api::{Server, ServerClaim, ServerClaimStatus, ServerStatus};
 
 /// The desired `Bound` condition, before timestamps.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,4 +69,46 @@ pub fn with_condition(
         last_transition_time,
     });
     Some(out)
+}
+
+/// The condition types the controllers own. Any other condition is someone else's (a
+/// cleaner's release gate) and keeps the generation its writer observed.
+pub const OWN_CONDITIONS: [&str; 2] = [CONDITION_BOUND, CONDITION_CLEANING];
+
+/// Moves the controllers' own conditions stamped with the generation the plan read
+/// (`from`) to the one its object write produced (`to`): the status describes the spec
+/// just written. Never another writer's condition: restamping a cleaner's pass would
+/// make a pass for an earlier release count for this one.
+fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
+    let own = conditions
+        .iter_mut()
+        .filter(|c| OWN_CONDITIONS.contains(&c.type_.as_str()));
+    for c in own {
+        if c.observed_generation == from {
+            c.observed_generation = to;
+        }
+    }
+}
+
+/// The status a server plan writes once its object write turned `read` into `written`.
+pub fn server_status_after(status: &ServerStatus, read: &Server, written: &Server) -> ServerStatus {
+    let (from, to) = (read.metadata.generation, written.metadata.generation);
+    let mut status = status.clone();
+    if status.observed_generation == from {
+        status.observed_generation = to;
+    }
+    restamp(&mut status.conditions, from, to);
+    status
+}
+
+/// The status a claim plan writes once its object write turned `read` into `written`.
+pub fn claim_status_after(
+    status: &ServerClaimStatus,
+    read: &ServerClaim,
+    written: &ServerClaim,
+) -> ServerClaimStatus {
+    let mut status = status.clone();
+    let (from, to) = (read.metadata.generation, written.metadata.generation);
+    restamp(&mut status.conditions, from, to);
+    status
 }

@@ -16,12 +16,13 @@ use super::error::{Error, Result, requeue_after};
 use super::informer::CatalogsAndAssumed;
 use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
-use super::writes::{Part, record, replace, restamp};
+use super::writes::{Part, record, replace};
 use crate::api::{Server, ServerClaim};
 use crate::binding::coalesce::is_summary_refresh;
 use crate::binding::step::real_claim_decider;
 use crate::binding::{
-    ClaimDecision, ClaimInputs, ClaimPlan, assumption_for, claim_key, claim_step, meta,
+    ClaimDecision, ClaimInputs, ClaimPlan, assumption_for, claim_key, claim_status_after,
+    claim_step, meta,
 };
 
 const KIND: ControllerKind = ControllerKind::Claim;
@@ -146,13 +147,7 @@ async fn execute(
     }
     if let Some(status) = &plan.status {
         let mut object = latest.clone().unwrap_or_else(|| claim.clone());
-        let mut status = status.clone();
-        restamp(
-            &mut status.conditions,
-            claim.metadata.generation,
-            object.metadata.generation,
-        );
-        object.status = Some(status);
+        object.status = Some(claim_status_after(status, claim, &object));
         latest = Some(replace(ctx, KIND, &api, &object, Part::Status).await?);
     }
     if let Some(event) = &plan.event {

@@ -12,14 +12,16 @@ use tracing::instrument;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 use crate::binding::step::real_server_decider;
-use crate::binding::{ClaimKey, ServerDecision, ServerPlan, claim_of, meta, server_step};
+use crate::binding::{
+    ClaimKey, ServerDecision, ServerPlan, claim_of, meta, server_status_after, server_step,
+};
 
 use super::RESYNC;
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
-use super::writes::{Part, record, replace, restamp};
+use super::writes::{Part, record, replace};
 
 const KIND: ControllerKind = ControllerKind::Server;
 
@@ -96,17 +98,7 @@ async fn execute(
     }
     if let Some(status) = &plan.status {
         let mut object = latest.clone().unwrap_or_else(|| server.clone());
-        let mut status = status.clone();
-        // The status describes the spec just written: its generation, not the one read.
-        if status.observed_generation == server.metadata.generation {
-            status.observed_generation = object.metadata.generation;
-        }
-        restamp(
-            &mut status.conditions,
-            server.metadata.generation,
-            object.metadata.generation,
-        );
-        object.status = Some(status);
+        object.status = Some(server_status_after(status, server, &object));
         replace(ctx, KIND, &api, &object, Part::Status).await?;
     }
     if let Some(event) = &plan.event {

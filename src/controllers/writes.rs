@@ -2,7 +2,6 @@
 //! (the object it sends carries it), counted in `api_writes_total`, and followed by the
 //! plan's event once all of a plan's writes succeeded.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::PostParams;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
@@ -66,16 +65,6 @@ where
         ctx.caches.wrote(written);
     }
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
-}
-
-/// Moves conditions stamped with the generation the plan saw to the one the object write
-/// produced: the status describes the spec just written.
-pub fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
-    for c in conditions.iter_mut() {
-        if c.observed_generation == from {
-            c.observed_generation = to;
-        }
-    }
 }
 
 /// Records `event` on `obj`. A failure is logged, not returned: the writes it reports

@@ -706,9 +706,9 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                     .write_server(&obj)
                     .map(|written| match (written, status) {
                         (Some(written), Some(status)) => Some(InFlight::Server {
+                            status: Some(server_status_after(&status, &base, &written)),
                             base: written,
                             object: None,
-                            status: Some(status),
                         }),
                         _ => None,
                     }),
@@ -749,9 +749,9 @@ fn claim_write(
     let result = match object {
         Some(obj) => next.truth.write_claim(&obj).map(|written| {
             status.map(|s| InFlight::Claim {
+                status: Some(claim_status_after(&s, &base, &written)),
                 base: written,
                 object: None,
-                status: Some(s),
                 assumed: None,
             })
         }),

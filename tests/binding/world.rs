@@ -190,7 +190,7 @@ pub fn apply_claim_plan(
         base = truth.write_claim(object)?;
     }
     if let Some(status) = &plan.status {
-        truth.write_claim_status(&base, status)?;
+        truth.write_claim_status(&base, &claim_status_after(status, read, &base))?;
     }
     Ok(())
 }
@@ -208,7 +208,7 @@ pub fn apply_server_plan(
         }
     }
     if let Some(status) = &plan.status {
-        truth.write_server_status(&base, status)?;
+        truth.write_server_status(&base, &server_status_after(status, read, &base))?;
     }
     Ok(())
 }

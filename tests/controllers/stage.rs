@@ -118,6 +118,15 @@ impl ServerDraft {
         self
     }
 
+    /// `spec.releaseGates` with these names.
+    pub fn gates(mut self, names: &[&str]) -> Self {
+        let gates = names.iter().map(|n| ReleaseGate {
+            name: n.to_string(),
+        });
+        self.server.spec.release_gates = Some(gates.collect());
+        self
+    }
+
     pub fn retain(mut self) -> Self {
         self.server.spec.reclaim_policy = ReclaimPolicy::Retain;
         self

@@ -1,0 +1,184 @@
+//! Release gates end to end (docs/binding.md, "Release gates"): the real controllers,
+//! a cleaner played by the test through the status subresource with server-side apply,
+//! as manifests/examples/cleaner.sh does with kubectl.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::PostParams;
+use server_binder::api::names::{ANNOTATION_CLEANING, CONDITION_CLEANING};
+use server_binder::api::{ClaimPhase, Server, ServerPhase};
+use server_binder::binding::gates;
+use server_binder::controllers::Options;
+
+use crate::stage::*;
+use crate::support::*;
+
+/// What a cleaner does: the gate's condition, "True", with the generation it read,
+/// written to the status with the resourceVersion it read (a conflict: read again).
+/// Read-modify-write rather than server-side apply: the embedded API server treats a
+/// list as atomic in an apply (docs/binding.md, "Release gates").
+async fn pass_gate(env: &Env, server: &str, gate: &str) {
+    let api = env.servers();
+    let passed = || async {
+        let mut s = api.get(server).await.expect("the server");
+        let condition = gates::pass_condition(&s, gate, &Time(Timestamp::now()));
+        let status = s.status.get_or_insert_with(Default::default);
+        status.conditions.retain(|c| c.type_ != gate);
+        status.conditions.push(condition);
+        api.replace_status(server, &PostParams::default(), &s)
+            .await
+            .is_ok()
+    };
+    eventually(
+        &format!("the cleaner passes {gate} on {server}"),
+        DEADLINE,
+        passed,
+    )
+    .await;
+}
+
+fn server_phase(s: &Server) -> Option<ServerPhase> {
+    s.status.as_ref().and_then(|s| s.phase)
+}
+
+fn is_cleaning(s: &Server) -> bool {
+    server_phase(s) == Some(ServerPhase::Cleaning)
+        && s.annotations().contains_key(ANNOTATION_CLEANING)
+}
+
+/// `a` holds s1 (gates wipe and power-off); `b` waits. Returns once `a` is Bound.
+async fn tenant_on_a_gated_server(env: &mut Env) {
+    env.start(4).await;
+    env.put_server(server("s1").gates(&["wipe", "power-off"]))
+        .await;
+    env.put_claim(claim("a").names("s1")).await;
+    env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    env.put_claim(claim("b")).await;
+    env.wait_claim_phase("b", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+}
+
+/// The released server is never bound before every gate passes for this release; a
+/// pass recorded before the release does not count; the waiting claim binds once the
+/// last gate passes.
+#[tokio::test]
+async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release() {
+    let mut env = Env::new().await;
+    tenant_on_a_gated_server(&mut env).await;
+    // A stale pass: recorded while `a` still holds the server.
+    pass_gate(&env, "s1", "wipe").await;
+    env.delete_claim("a").await;
+    let s1 = env.wait_server("s1", "Cleaning", is_cleaning).await;
+    let cleaning = s1.status.as_ref().unwrap().conditions.iter();
+    let cleaning = cleaning
+        .clone()
+        .find(|c| c.type_ == CONDITION_CLEANING)
+        .expect("the Cleaning condition");
+    assert!(cleaning.message.contains("wipe, power-off"), "{cleaning:?}");
+    let note = env.wait_event("Server", "s1", "Normal", "Cleaning").await;
+    assert!(note.contains("wipe, power-off"), "{note}");
+    let why = "0/1 servers can serve this claim: 1 is being cleaned.";
+    env.wait_claim("b", "told the server is being cleaned", |c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Bound"))
+            .is_some_and(|c| c.message == why)
+    })
+    .await;
+
+    pass_gate(&env, "s1", "power-off").await;
+    env.wait_server(
+        "s1",
+        "still Cleaning: wipe was passed for the old release",
+        |s| {
+            is_cleaning(s)
+                && s.status
+                    .as_ref()
+                    .unwrap()
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == CONDITION_CLEANING && c.message.contains("gates: wipe "))
+        },
+    )
+    .await;
+    assert_eq!(
+        phase(&env.claim("b").await.unwrap()),
+        Some(ClaimPhase::Pending)
+    );
+
+    pass_gate(&env, "s1", "wipe").await;
+    env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+    env.wait_event("Server", "s1", "Normal", "Cleaned").await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// The controller's `--release-gates` apply to a server that names none.
+#[tokio::test]
+async fn the_default_gates_apply_to_a_server_that_names_none() {
+    let mut env = Env::new().await;
+    env.start_with(Options {
+        release_gates: vec!["wipe".into()],
+        ..options(4)
+    })
+    .await;
+    env.put_server(server("s1")).await;
+    env.put_claim(claim("a").names("s1")).await;
+    env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    env.delete_claim("a").await;
+    env.wait_server("s1", "Cleaning", is_cleaning).await;
+    pass_gate(&env, "s1", "wipe").await;
+    env.wait_server("s1", "Available", |s| {
+        server_phase(s) == Some(ServerPhase::Available) && !is_cleaning(s)
+    })
+    .await;
+}
+
+/// A crash (the API server fails every write from the k-th on, then the operator is
+/// killed and restarted) at every write of a gated release: it converges to Cleaning,
+/// never binds the waiting claim before the gates pass, and binds it after.
+#[tokio::test]
+async fn a_crash_after_any_write_of_a_gated_release_converges() {
+    let mut covered = 0;
+    for k in 0..6 {
+        let mut env = Env::new().await;
+        tenant_on_a_gated_server(&mut env).await;
+        let (before, _) = env.writes();
+        env.apiserver
+            .faults()
+            .fail_after(Env::write_matcher(), k, 100_000, 500);
+        env.delete_claim("a").await;
+        eventually("a failed write or Cleaning", DEADLINE, || async {
+            env.writes().1 > 0 || env.server("s1").await.is_some_and(|s| is_cleaning(&s))
+        })
+        .await;
+        if env.writes().1 == 0 {
+            break;
+        }
+        assert!(env.writes().0 > before);
+        covered += 1;
+        env.kill().await;
+        env.apiserver.faults().clear();
+        env.start(4).await;
+        env.wait_server(
+            "s1",
+            &format!("Cleaning after a crash after write {k}"),
+            is_cleaning,
+        )
+        .await;
+        assert_eq!(
+            phase(&env.claim("b").await.unwrap()),
+            Some(ClaimPhase::Pending)
+        );
+        pass_gate(&env, "s1", "wipe").await;
+        pass_gate(&env, "s1", "power-off").await;
+        env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+        let (servers, claims) = env.all().await;
+        assert_invariants(&servers, &claims);
+    }
+    assert!(
+        covered >= 2,
+        "a gated release has two writes; covered {covered}"
+    );
+}
