@@ -64,7 +64,10 @@ fn crds_carry_the_protocol_names() {
             .map(|c| c.name.clone())
             .collect()
     };
-    assert_eq!(columns(0), ["Phase", "Claim", "Unclaimable", "Age"]);
+    assert_eq!(
+        columns(0),
+        ["Phase", "Claim", "Reason", "Unclaimable", "Age"]
+    );
     assert_eq!(columns(1), ["Phase", "Server", "Reason", "Age"]);
     let yaml = committed();
     assert!(yaml.contains(

@@ -20,6 +20,7 @@ use super::server::TaintEffect;
     kind = "ServerClaim",
     namespaced,
     shortname = "scl",
+    category = "metal",
     status = "ServerClaimStatus",
     derive = "PartialEq",
     doc = "A request for one bare-metal Server.",

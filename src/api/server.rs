@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
     version = "v1alpha1",
     kind = "Server",
     shortname = "srv",
+    category = "metal",
     status = "ServerStatus",
     derive = "PartialEq",
     doc = "A bare-metal machine that a ServerClaim can bind to.",
@@ -30,6 +31,12 @@ use serde::{Deserialize, Serialize};
         type_ = "string",
         json_path = ".status.claim",
         description = "The claim holding this server, as namespace/name"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Bound\")].reason",
+        description = "Why the server is in its phase: Reserved, AwaitingClaim, Cleaning, DeletionBlocked (a bound server being deleted), ..."
     ),
     printcolumn(
         name = "Unclaimable",

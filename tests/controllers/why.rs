@@ -238,3 +238,48 @@ async fn a_bound_server_being_deleted_is_told_to_its_claim() {
         1
     );
 }
+
+/// `kubectl get metal` lists both kinds; a bound server being deleted shows
+/// `DeletionBlocked` in `kubectl get srv`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_the_metal_category_and_a_deleting_bound_server() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(4).await;
+    env.put_server(server("s1")).await;
+    env.put_claim(claim("c").names("s1")).await;
+    env.wait_claim_phase("c", ClaimPhase::Bound, "Bound").await;
+    env.delete_server("s1").await;
+    env.wait_server("s1", "DeletionBlocked", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| st.conditions.iter().any(|c| c.reason == "DeletionBlocked"))
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let (metal, servers) = tokio::task::spawn_blocking(move || {
+        (
+            kubectl(&kubeconfig, &["get", "metal", "-A"]),
+            kubectl(&kubeconfig, &["get", "srv"]),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(metal.contains("server.metal.binder.dev/s1"), "{metal}");
+    assert!(metal.contains("serverclaim.metal.binder.dev/c"), "{metal}");
+    let header: Vec<&str> = servers.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "PHASE", "CLAIM", "REASON", "AGE"],
+        "{servers}"
+    );
+    let row = servers
+        .lines()
+        .find(|l| l.starts_with("s1"))
+        .expect("s1's row");
+    assert!(row.contains("DeletionBlocked"), "{servers}");
+}
