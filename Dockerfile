@@ -22,7 +22,12 @@ RUN mkdir src \
     && rm -rf src
 
 # Then the crate itself. COPY keeps the files' modification times, which may be older
-# than the placeholder build: touch them so cargo rebuilds the crate.
+# than the placeholder build: touch them so cargo rebuilds the crate. There is no .git
+# here: `docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD)` names the
+# revision in server_binder_build_info.
+ARG REVISION=unknown
+ENV SERVER_BINDER_REVISION=$REVISION
+COPY build.rs ./
 COPY src ./src
 RUN touch src/main.rs src/lib.rs \
     && cargo build --release --locked --no-default-features --bin server-binder \

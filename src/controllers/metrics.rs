@@ -59,6 +59,9 @@ impl WriteResult {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
+    /// The process collector's `process_*` metrics, unprefixed as every Prometheus
+    /// client exports them (a registry's prefix would rename them).
+    process: Registry,
     claims: IntGaugeVec,
     servers: IntGaugeVec,
     bind_duration: HistogramVec,
@@ -71,6 +74,7 @@ pub struct Metrics {
     reconcile_duration: HistogramVec,
     reconcile_errors: IntCounterVec,
     leader: IntGauge,
+    cleaning_duration: HistogramVec,
 }
 
 impl Default for Metrics {
@@ -84,6 +88,7 @@ impl Metrics {
         let registry = Registry::new_custom(Some("server_binder".into()), None)
             .expect("a valid metric prefix");
         let r = Registrar(&registry);
+        build_info(&r);
         let metrics = Self {
             claims: r.gauges(
                 "claims",
@@ -92,7 +97,7 @@ impl Metrics {
             ),
             servers: r.gauges(
                 "servers",
-                "Servers in the controller's cache, by status.phase (Available, Bound, Released; a server without status counts as Available)",
+                "Servers in the controller's cache, by status.phase (Available, Bound, Released, Cleaning; a server without status counts as Available)",
                 &["phase"],
             ),
             // 10 ms to 10 min: a bind on an idle fleet takes a few round trips; a claim
@@ -148,7 +153,18 @@ impl Metrics {
                 "leader",
                 "1 while this process leads and runs the controllers' writes, 0 while it is a standby",
             ),
+            // 10 s to a day: a power-off takes seconds, a disk wipe hours.
+            cleaning_duration: r.histograms(
+                "cleaning_duration_seconds",
+                "Time a released server spent in phase Cleaning, from its release to its last release gate passing, in seconds",
+                &[],
+                &[
+                    10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,
+                    86400.0,
+                ],
+            ),
             registry,
+            process: process_registry(),
         };
         metrics.zero_known_series();
         metrics
@@ -243,6 +259,13 @@ impl Metrics {
             .inc();
     }
 
+    /// A released server's cleaning ended after `seconds`.
+    pub fn cleaned(&self, seconds: f64) {
+        self.cleaning_duration
+            .with_label_values::<&str>(&[])
+            .observe(seconds);
+    }
+
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
@@ -286,11 +309,39 @@ impl Metrics {
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut buf = Vec::new();
+        let mut families = self.registry.gather();
+        families.extend(self.process.gather());
         TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buf)
+            .encode(&families, &mut buf)
             .expect("text encoding into a Vec cannot fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
+}
+
+/// `server_binder_build_info{version,revision} 1`, as Prometheus exporters name the
+/// build they run.
+fn build_info(r: &Registrar) {
+    let info = r.gauges(
+        "build_info",
+        "Always 1; the labels name the build: version (Cargo.toml) and revision (git)",
+        &["version", "revision"],
+    );
+    let revision = env!("SERVER_BINDER_REVISION");
+    info.with_label_values(&[env!("CARGO_PKG_VERSION"), revision])
+        .set(1);
+}
+
+/// CPU seconds, resident memory, open and maximum file descriptors, start time: the
+/// standard `process_*` metrics of this process (Linux only).
+fn process_registry() -> Registry {
+    let registry = Registry::new();
+    #[cfg(target_os = "linux")]
+    registry
+        .register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .expect("the process collector registers once");
+    registry
 }
 
 fn claim_phase(p: ClaimPhase) -> &'static str {

@@ -112,3 +112,84 @@ fn flags_out_of_range_are_refused_before_anything_starts() {
     assert_eq!(out.status.code(), Some(2));
     assert_fails_saying(&out, "possible values: text, json");
 }
+
+/// A child process killed when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Killed {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_server-binder"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(path) = kubeconfig {
+        cmd.env("KUBECONFIG", path);
+    }
+    Killed(cmd.spawn().expect("the binary starts"))
+}
+
+/// `/readyz` reads the same from `dev` and from `run` (without leader election), and
+/// both export the build and the process metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_and_run_answer_readyz_alike_and_export_build_and_process_metrics() {
+    use crate::support::{eventually, free_port, try_http_get};
+    let apiserver = ApiServer::start(Config::default()).await.unwrap();
+    for crd in server_binder::api::crds() {
+        apiserver.install_crd(&crd).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let (run_metrics, dev_metrics) = (free_port(), free_port());
+    let run_addr = format!("127.0.0.1:{run_metrics}");
+    let _run = spawn(&["run", "--metrics-addr", &run_addr], Some(&kubeconfig));
+    let dev_kubeconfig = dir.path().join("dev.kubeconfig");
+    let (listen, dev_addr) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{dev_metrics}"),
+    );
+    let dev_args = ["dev", "--listen", &listen, "--metrics-addr", &dev_addr];
+    let mut argv = dev_args.to_vec();
+    argv.extend(["--kubeconfig-out", dev_kubeconfig.to_str().unwrap()]);
+    let _dev = spawn(&argv, None);
+    let mut answers = Vec::new();
+    for addr in [&run_addr, &dev_addr] {
+        let addr: std::net::SocketAddr = addr.parse().unwrap();
+        eventually(&format!("{addr}/readyz answers 200"), DEADLINE, || async {
+            try_http_get(addr, "/readyz")
+                .await
+                .is_some_and(|r| r.0 == 200)
+        })
+        .await;
+        answers.push(try_http_get(addr, "/readyz").await.unwrap());
+        let (_, metrics) = try_http_get(addr, "/metrics").await.unwrap();
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("server_binder_build_info{")
+                    && l.contains(&format!("version=\"{version}\""))
+                    && l.ends_with(" 1")),
+            "{metrics}"
+        );
+        for family in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+        ] {
+            assert!(
+                metrics.lines().any(|l| l.starts_with(family)),
+                "{family}: {metrics}"
+            );
+        }
+    }
+    assert_eq!(answers[0], answers[1], "run and dev");
+    assert_eq!(answers[0], (200, "ok\n".to_string()));
+}
