@@ -10,6 +10,7 @@ use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::instrument;
 
+use crate::api::names::CONDITION_CLEANING;
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 use crate::binding::step::real_server_decider;
 use crate::binding::{
@@ -114,5 +115,23 @@ async fn execute(
     if let Some(outcome) = plan.outcome {
         ctx.metrics.outcome(KIND, outcome, None);
     }
+    if *decision == ServerDecision::Cleaned
+        && let Some(seconds) = cleaning_seconds(server)
+    {
+        ctx.metrics.cleaned(seconds);
+    }
     Ok(())
+}
+
+/// Seconds since the server's cleaning began (its `Cleaning` condition turned True).
+fn cleaning_seconds(server: &Server) -> Option<f64> {
+    let status = server.status.as_ref()?;
+    let began = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_CLEANING && c.status == "True")?
+        .last_transition_time
+        .0;
+    let elapsed = Timestamp::now().duration_since(began);
+    Some(std::time::Duration::try_from(elapsed).ok()?.as_secs_f64())
 }

@@ -47,9 +47,10 @@ fn is_cleaning(s: &Server) -> bool {
         && s.annotations().contains_key(ANNOTATION_CLEANING)
 }
 
-/// `a` holds s1 (gates wipe and power-off); `b` waits. Returns once `a` is Bound.
-async fn tenant_on_a_gated_server(env: &mut Env) {
-    env.start(4).await;
+/// `a` holds s1 (gates wipe and power-off); `b` waits. Returns once `a` is Bound, with
+/// the operator's metrics address.
+async fn tenant_on_a_gated_server(env: &mut Env) -> std::net::SocketAddr {
+    let metrics = env.start_with_endpoint(4).await;
     env.put_server(server("s1").gates(&["wipe", "power-off"]))
         .await;
     env.put_claim(claim("a").names("s1")).await;
@@ -57,6 +58,7 @@ async fn tenant_on_a_gated_server(env: &mut Env) {
     env.put_claim(claim("b")).await;
     env.wait_claim_phase("b", ClaimPhase::Pending, "NoMatchingServer")
         .await;
+    metrics
 }
 
 /// The released server is never bound before every gate passes for this release; a
@@ -65,7 +67,7 @@ async fn tenant_on_a_gated_server(env: &mut Env) {
 #[tokio::test]
 async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release() {
     let mut env = Env::new().await;
-    tenant_on_a_gated_server(&mut env).await;
+    let metrics = tenant_on_a_gated_server(&mut env).await;
     // A stale pass: recorded while `a` still holds the server.
     pass_gate(&env, "s1", "wipe").await;
     env.delete_claim("a").await;
@@ -106,10 +108,20 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
         phase(&env.claim("b").await.unwrap()),
         Some(ClaimPhase::Pending)
     );
+    let (_, text) = http_get(metrics, "/metrics").await;
+    assert!(
+        text.contains("server_binder_servers{phase=\"Cleaning\"} 1"),
+        "{text}"
+    );
 
     pass_gate(&env, "s1", "wipe").await;
     env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
     env.wait_event("Server", "s1", "Normal", "Cleaned").await;
+    let (_, text) = http_get(metrics, "/metrics").await;
+    assert!(
+        text.contains("server_binder_cleaning_duration_seconds_count 1"),
+        "{text}"
+    );
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
 }
