@@ -80,19 +80,103 @@ fn strs(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-const BASE_OBJECTS: [(&str, &str); 11] = [
+const BASE_OBJECTS: [(&str, &str); 16] = [
     ("Namespace", NAMESPACE),
     ("CustomResourceDefinition", "servers.metal.binder.dev"),
     ("CustomResourceDefinition", "serverclaims.metal.binder.dev"),
     ("ServiceAccount", "server-binder"),
     ("ClusterRole", "server-binder"),
     ("ClusterRoleBinding", "server-binder"),
+    ("ClusterRole", "server-binder-claims-view"),
+    ("ClusterRole", "server-binder-claims-edit"),
+    ("ClusterRole", "server-binder-servers-view"),
+    ("ClusterRole", "server-binder-servers-admin"),
+    ("ClusterRole", "server-binder-cleaner"),
     ("Role", "server-binder-leader-election"),
     ("RoleBinding", "server-binder-leader-election"),
     ("Deployment", "server-binder"),
     ("PodDisruptionBudget", "server-binder"),
     ("Service", "server-binder-metrics"),
 ];
+
+/// ClusterRoles for people and cleaners, bound to nobody by the install.
+const PEOPLE_ROLES: [&str; 5] = [
+    "server-binder-claims-view",
+    "server-binder-claims-edit",
+    "server-binder-servers-view",
+    "server-binder-servers-admin",
+    "server-binder-cleaner",
+];
+
+/// The aggregation labels a built role carries, and its (resources, verbs) grants.
+fn aggregation(objects: &[Value], name: &str) -> (BTreeSet<String>, BTreeSet<(String, String)>) {
+    let role = find(objects, "ClusterRole", name);
+    let labels = role["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let to: BTreeSet<String> = labels
+        .iter()
+        .filter(|(_, v)| v.as_str() == Some("true"))
+        .filter_map(|(k, _)| k.strip_prefix("rbac.authorization.k8s.io/aggregate-to-"))
+        .map(str::to_owned)
+        .collect();
+    let mut grants = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        for r in rule["resources"].as_array().unwrap() {
+            for v in rule["verbs"].as_array().unwrap() {
+                grants.insert((
+                    r.as_str().unwrap().to_owned(),
+                    v.as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    }
+    (to, grants)
+}
+
+/// Tenants who can `view` or `edit` a namespace can read or manage its claims; `admin`
+/// manages servers; the cleaner may only read servers and patch their status.
+#[test]
+fn aggregated_roles_give_tenants_claims_and_admins_servers() {
+    if !kubectl_present() {
+        return;
+    }
+    let objects = kustomize("manifests");
+    let set =
+        |items: &[&str]| -> BTreeSet<String> { items.iter().map(|s| s.to_string()).collect() };
+    let (to, grants) = aggregation(&objects, "server-binder-claims-view");
+    assert_eq!(to, set(&["view", "edit", "admin"]));
+    assert!(grants.contains(&("serverclaims".into(), "list".into())));
+    assert!(
+        grants
+            .iter()
+            .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str()))
+    );
+    let (to, grants) = aggregation(&objects, "server-binder-claims-edit");
+    assert_eq!(to, set(&["edit", "admin"]));
+    assert!(grants.contains(&("serverclaims".into(), "create".into())));
+    assert!(
+        grants.iter().all(|(r, _)| r == "serverclaims"),
+        "never the status: {grants:?}"
+    );
+    let (to, grants) = aggregation(&objects, "server-binder-servers-admin");
+    assert_eq!(to, set(&["admin"]));
+    assert!(grants.contains(&("servers".into(), "delete".into())));
+    let (to, grants) = aggregation(&objects, "server-binder-cleaner");
+    assert!(to.is_empty(), "bound by the user to the cleaner alone");
+    let cleaner: BTreeSet<(String, String)> = [
+        ("servers", "get"),
+        ("servers", "list"),
+        ("servers", "watch"),
+        ("servers/status", "update"),
+        ("servers/status", "patch"),
+    ]
+    .iter()
+    .map(|(r, v)| (r.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(grants, cleaner);
+}
 
 fn names(objects: &[Value]) -> BTreeSet<(String, String)> {
     objects.iter().map(kind_name).collect()
@@ -554,10 +638,13 @@ fn rbac_is_one_clusterrole_and_one_lease_role_bound_to_the_service_account() {
         return;
     }
     let objects = kustomize("manifests");
+    // The roles for people and cleaners (tenant-roles.yaml, cleaner-clusterrole.yaml)
+    // are checked by `aggregated_roles_*`; none is bound to the operator.
     let roles: Vec<(String, String)> = objects
         .iter()
         .map(kind_name)
         .filter(|(k, _)| k == "ClusterRole" || k == "Role")
+        .filter(|(_, n)| !PEOPLE_ROLES.contains(&n.as_str()))
         .collect();
     assert_eq!(
         roles,
