@@ -194,3 +194,47 @@ async fn a_crash_after_any_write_of_a_gated_release_converges() {
         "a gated release has two writes; covered {covered}"
     );
 }
+
+/// manifests/examples/cleaner.sh, run once with kubectl and jq against the embedded API
+/// server, passes the gate of a server being cleaned: the waiting claim then binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_cleaner_passes_the_gate() {
+    if !kubectl_present() || !tool_present("jq") {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(4).await;
+    env.put_server(server("s1").gates(&["example.com/disk-wiped"]))
+        .await;
+    env.put_claim(claim("a").names("s1")).await;
+    env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    env.put_claim(claim("b")).await;
+    env.delete_claim("a").await;
+    env.wait_server("s1", "Cleaning", is_cleaning).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/examples/cleaner.sh");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("sh")
+            .args([script, "example.com/disk-wiped"])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("ONCE", "1")
+            .output()
+            .expect("sh runs")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("passed example.com/disk-wiped on s1"),
+        "{stdout}"
+    );
+    env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+}
