@@ -41,6 +41,10 @@ pub enum Command {
         #[arg(long, default_value = "server-binder.kubeconfig")]
         kubeconfig_out: PathBuf,
     },
+    /// Explain a ServerClaim (why it waits, server by server) or a Server (who holds it,
+    /// why it is not Available). Read-only. Also a kubectl plugin: installed as
+    /// `kubectl-server_binder` on PATH, run it as `kubectl server-binder explain ...`.
+    Explain(super::explain::ExplainArgs),
     /// Run both controllers against a cluster until SIGTERM.
     ///
     /// Connects like kubectl: in-cluster service account, else KUBECONFIG or ~/.kube/config.
@@ -234,6 +238,9 @@ fn positive_rate(s: &str) -> Result<f64, String> {
 /// Parses the command line and runs it; the binary's whole `main`.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Explain(args) = cli.command {
+        return super::explain::main(args).await;
+    }
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -255,6 +262,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             kubeconfig_out,
         } => super::standalone::run(listen, &kubeconfig_out).await,
         Command::Run(args) => run_controllers(args).await,
+        Command::Explain(_) => unreachable!("explain runs from main with its own exit codes"),
         #[cfg(feature = "embedded-apiserver")]
         Command::Dev(args) => super::dev::run(args).await,
         #[cfg(feature = "embedded-apiserver")]

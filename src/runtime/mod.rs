@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 #[cfg(feature = "embedded-apiserver")]
 mod dev;
+pub mod explain;
 mod http;
 pub mod leader;
 pub mod logging;

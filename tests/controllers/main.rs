@@ -5,6 +5,7 @@ mod admission;
 mod chaos;
 mod claim_rows;
 mod cli;
+mod explain;
 mod gates;
 mod half_bound;
 mod leader;

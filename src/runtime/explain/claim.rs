@@ -1,0 +1,196 @@
+//! `explain serverclaim`: the claim's state, its row of the protocol, and for a claim
+//! that waits, every server's verdict, best candidates first.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::{ExplainError, Verdict, World};
+use crate::api::ServerClaim;
+use crate::binding::step::real_claim_decider;
+use crate::binding::{
+    AssumedChoices, Cause, ClaimCatalog, ClaimDecision, ClaimInputs, PickState, ServerCatalog,
+    ServerView, Unavailability, claim_step, find_bound, hindrance, meta, pass_over,
+};
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimExplanation {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub phase: String,
+    pub reason: String,
+    pub message: String,
+    pub server_ref: Option<String>,
+    pub chosen_by: &'static str,
+    pub bind_completed: bool,
+    pub bound_time: Option<String>,
+    /// The decision the claim controller would make now, and its row in words.
+    pub decision: String,
+    pub row: String,
+    /// For a claim that waits: the summary its condition carries, and every server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<Verdict>,
+    /// Claims of other namespaces could not be listed: the fair order was judged from
+    /// this namespace alone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+}
+
+pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, ExplainError> {
+    let claim = world
+        .claims
+        .iter()
+        .find(|c| meta::namespace(*c) == ns && meta::name(*c) == name)
+        .ok_or_else(|| {
+            ExplainError::NotFound(format!(
+                "serverclaims.metal.binder.dev {name:?} not found in namespace {ns:?}"
+            ))
+        })?;
+    let claims = ClaimCatalog::from_claims(world.claims.iter().cloned());
+    let servers =
+        ServerCatalog::from_servers(world.servers.iter().cloned()).tracking(claims.iter());
+    let decision = decide(claim, &servers, &claims);
+    let waits = matches!(
+        decision,
+        ClaimDecision::NoMatchingServer { .. }
+            | ClaimDecision::WaitForTurn { .. }
+            | ClaimDecision::PickBestFit { .. }
+    );
+    let (summary, verdicts) = if waits {
+        let (summary, verdicts) = verdicts(claim, &servers, &claims, &decision);
+        (Some(summary), verdicts)
+    } else {
+        (None, Vec::new())
+    };
+    let status = claim.status.clone().unwrap_or_default();
+    let bound = find_bound(&status.conditions);
+    Ok(ClaimExplanation {
+        kind: "ServerClaimExplanation",
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        uid: meta::uid(claim).unwrap_or_default().to_string(),
+        phase: status
+            .phase
+            .map_or("(none yet)".into(), |p| format!("{p:?}")),
+        reason: bound.map(|c| c.reason.clone()).unwrap_or_default(),
+        message: bound.map(|c| c.message.clone()).unwrap_or_default(),
+        server_ref: claim.spec.server_ref.as_ref().map(|r| r.name.clone()),
+        chosen_by: chosen_by(claim),
+        bind_completed: meta::is_bind_completed(claim),
+        bound_time: status.bound_time.map(|t| t.0.to_string()),
+        decision: variant(&decision),
+        row: row(&decision),
+        summary,
+        servers: verdicts,
+        partial: world.partial,
+    })
+}
+
+/// The claim controller's decision on what was read: what was listed is what exists,
+/// so a server missing from the list is confirmed missing.
+fn decide(claim: &ServerClaim, servers: &ServerCatalog, claims: &ClaimCatalog) -> ClaimDecision {
+    let assumed = AssumedChoices::new();
+    let inputs = ClaimInputs {
+        decide: real_claim_decider,
+        servers,
+        claims,
+        waiting: claims.waiting(),
+        assumed: &assumed,
+    };
+    let now = Time(Timestamp::now());
+    let (decision, plan) = claim_step(claim, &inputs, None, &now);
+    match plan.confirm_server {
+        Some(server) => claim_step(claim, &inputs, Some((&server, None)), &now).0,
+        None => decision,
+    }
+}
+
+fn chosen_by(claim: &ServerClaim) -> &'static str {
+    match (
+        &claim.spec.server_ref,
+        crate::binding::is_controller_chosen(claim),
+    ) {
+        (None, _) => "nobody yet",
+        (Some(_), true) => "the claim controller (pre-bound)",
+        (Some(_), false) => "a user",
+    }
+}
+
+/// The summary and every server's verdict, usable first, then closest to serving.
+fn verdicts(
+    claim: &ServerClaim,
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+    decision: &ClaimDecision,
+) -> (String, Vec<Verdict>) {
+    let nobody = |_: &str| false;
+    let skip = pass_over(claim, servers, claims, &nobody);
+    let state = PickState {
+        skip: &skip,
+        waits_turn: matches!(decision, ClaimDecision::WaitForTurn { .. }),
+    };
+    let summary = Unavailability::of(claim, servers.all(), state).to_string();
+    let picked = match decision {
+        ClaimDecision::PickBestFit { server } => Some(server.as_str()),
+        _ => None,
+    };
+    let mut out: Vec<(u8, Verdict)> = servers
+        .iter()
+        .map(|s| {
+            let name = meta::name(s).to_string();
+            let h = hindrance(s, claim, state);
+            let rank = h.as_ref().map_or(0, |h| 1 + Cause::of(h).distance());
+            let verdict = Verdict {
+                picked: picked == Some(name.as_str()),
+                usable: h.is_none(),
+                cause: h.as_ref().map(|h| format!("{:?}", Cause::of(h))),
+                reason: h.map(|h| h.to_string()),
+                name,
+            };
+            (rank, verdict)
+        })
+        .collect();
+    out.sort_by(|a, b| (!a.1.picked, a.0, &a.1.name).cmp(&(!b.1.picked, b.0, &b.1.name)));
+    (summary, out.into_iter().map(|(_, v)| v).collect())
+}
+
+fn variant(decision: &ClaimDecision) -> String {
+    let debug = format!("{decision:?}");
+    let end = debug.find([' ', '{', '(']).unwrap_or(debug.len());
+    debug[..end].to_string()
+}
+
+/// The decision's row of docs/binding.md's claim table, in words.
+fn row(decision: &ClaimDecision) -> String {
+    use ClaimDecision::*;
+    let what = match decision {
+        RestoreServerRef { server } => format!("bound, but its serverRef was cleared while server {server} still holds it: the controller writes it back"),
+        ClearStaleBindCompleted => "carries bind-completed without a bind behind it (copied): the controller drops it and binds the claim afresh".into(),
+        BoundServerRefCleared => "was bound, its serverRef is cleared and no server holds it: Lost (ServerRefCleared)".into(),
+        ConfirmServerMissing { server } | BoundServerMissing { server } => format!("was bound to server {server}, which no longer exists: Lost (ServerMissing)"),
+        BoundServerRefLost { server } => format!("is bound; server {server} lost its ref for a moment and the server controller restores it"),
+        BoundConfirmed { server, .. } => format!("is bound to server {server}, which holds its uid"),
+        BoundMisbound { server, holder } => format!("was bound to server {server}, which now serves {}/{}: Lost (ServerMisbound)", holder.namespace, holder.name),
+        AdoptReservedServer { server } => format!("server {server} is reserved for it: the controller adopts it"),
+        PickBestFit { server } => format!("waits for a server; a pick now takes {server}"),
+        WaitForTurn { .. } => "waits its turn: the servers it could take are kept for claims ahead of it (served oldest first, namespaces in turn)".into(),
+        NoMatchingServer { .. } => "waits: no free server can serve it now".into(),
+        WithdrawMissingServer { server } => format!("the controller chose server {server}, which no longer exists: it withdraws and picks again"),
+        ServerNotFound { server } => format!("names server {server}, which does not exist"),
+        WaitForServer { server } | WaitForUid { server } => format!("names server {server}, and waits for the server controller to record it"),
+        WithdrawIneligibleServer { server, why } => format!("the controller chose server {server}, which can no longer serve it ({why}): it withdraws"),
+        ServerMismatch { server, why } => format!("names server {server}, which cannot serve it: {why}"),
+        CompleteBind { server } => format!("server {server} holds its uid: the bind completes"),
+        WithdrawTakenServer { server, holder } => format!("the controller chose server {server}, which {}/{} took: it withdraws", holder.namespace, holder.name),
+        ServerAlreadyClaimed { server, holder } => format!("names server {server}, which is claimed by {}/{}", holder.namespace, holder.name),
+    };
+    format!(
+        "{what} (docs/binding.md, claim table: ClaimDecision::{})",
+        variant(decision)
+    )
+}

@@ -1,0 +1,203 @@
+//! `explain server`: who holds the server and since when, why it is not Available,
+//! which claims name it and who wins, and its row of the protocol.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::{ExplainError, World};
+use crate::api::Server;
+use crate::binding::step::real_server_decider;
+use crate::binding::{
+    ClaimCatalog, ClaimView, ServerDecision, describe_ref, find_bound, gates, is_controller_chosen,
+    meta, ref_uid, server_is_claimable, server_step,
+};
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerExplanation {
+    pub kind: &'static str,
+    pub name: String,
+    pub phase: String,
+    pub reason: String,
+    pub message: String,
+    /// The claim the server's ref names, and whether it binds (a uid) or reserves.
+    pub holder: Option<String>,
+    /// When the server's `Bound` condition last changed, and its claim's bind time.
+    pub since: Option<String>,
+    pub claim_bound_time: Option<String>,
+    /// Why no new claim may take it, if any.
+    pub not_available: Vec<String>,
+    /// Claims whose `serverRef` names it, and which of them the winner rule picks.
+    pub named_by: Vec<Naming>,
+    pub decision: String,
+    pub row: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Naming {
+    pub claim: String,
+    pub chosen_by: &'static str,
+    pub wins: bool,
+}
+
+pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainError> {
+    let server = world
+        .servers
+        .iter()
+        .find(|s| meta::name(*s) == name)
+        .ok_or_else(|| {
+            ExplainError::NotFound(format!("servers.metal.binder.dev {name:?} not found"))
+        })?;
+    let claims = ClaimCatalog::from_claims(world.claims.iter().cloned());
+    let decision = decide(server, &claims);
+    let status = server.status.clone().unwrap_or_default();
+    let bound = find_bound(&status.conditions);
+    let r = server.spec.server_claim_ref.as_ref();
+    let holder_claim = r.and_then(|r| claims.claim(&r.namespace, &r.name));
+    let winner = match &decision {
+        ServerDecision::ClaimForWinner { winner, .. } => Some(winner.clone()),
+        _ => None,
+    };
+    let named_by = claims
+        .claims_naming(name)
+        .into_iter()
+        .map(|c| Naming {
+            claim: format!("{}/{}", meta::namespace(c), meta::name(c)),
+            chosen_by: if is_controller_chosen(c) {
+                "controller"
+            } else {
+                "user"
+            },
+            wins: winner.as_ref().is_some_and(|w| w.name == meta::name(c))
+                || r.is_some_and(|r| r.name == meta::name(c) && ref_uid(r) == meta::uid(c)),
+        })
+        .collect();
+    Ok(ServerExplanation {
+        kind: "ServerExplanation",
+        name: name.to_string(),
+        phase: status
+            .phase
+            .map_or("(none yet)".into(), |p| format!("{p:?}")),
+        reason: bound.map(|c| c.reason.clone()).unwrap_or_default(),
+        message: bound.map(|c| c.message.clone()).unwrap_or_default(),
+        holder: r.map(|r| match ref_uid(r) {
+            Some(_) => format!("bound to {}", describe_ref(r)),
+            None => format!("reserved by name for {}/{}", r.namespace, r.name),
+        }),
+        since: bound.map(|c| c.last_transition_time.0.to_string()),
+        claim_bound_time: holder_claim
+            .and_then(|c| c.status.as_ref()?.bound_time.as_ref())
+            .map(|t| t.0.to_string()),
+        not_available: not_available(server),
+        named_by,
+        row: row(&decision),
+        decision: variant(&decision),
+    })
+}
+
+/// The server controller's decision on what was read (the controller's default release
+/// gates are not visible from here: a server naming none is judged without them).
+fn decide(server: &Server, claims: &ClaimCatalog) -> ServerDecision {
+    let now = Time(Timestamp::now());
+    let (decision, plan) = server_step(server, real_server_decider, claims, &[], None, &now);
+    match plan.confirm_claim {
+        Some(r) => {
+            let live = claims.claim(&r.namespace, &r.name);
+            server_step(
+                server,
+                real_server_decider,
+                claims,
+                &[],
+                Some((&r, live)),
+                &now,
+            )
+            .0
+        }
+        None => decision,
+    }
+}
+
+/// Every reason no new claim may take the server.
+fn not_available(server: &Server) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Err(why) = server_is_claimable(server) {
+        out.push(why.to_string());
+    }
+    if let Some(pending) = gates::pending_gates(server, &[]).filter(|p| !p.is_empty()) {
+        out.push(format!(
+            "release gates still pending: {}",
+            pending.join(", ")
+        ));
+    }
+    if let Some(r) = &server.spec.server_claim_ref {
+        out.push(match ref_uid(r) {
+            Some(_) => format!("it is bound to {}", describe_ref(r)),
+            None => format!("it is reserved by name for {}/{}", r.namespace, r.name),
+        });
+    }
+    if !server.spec.taints.is_empty() {
+        let keys: Vec<&str> = server.spec.taints.iter().map(|t| t.key.as_str()).collect();
+        out.push(format!(
+            "tainted ({}): only claims that tolerate it",
+            keys.join(", ")
+        ));
+    }
+    out
+}
+
+fn variant(decision: &ServerDecision) -> String {
+    let debug = format!("{decision:?}");
+    let end = debug.find([' ', '{', '(']).unwrap_or(debug.len());
+    debug[..end].to_string()
+}
+
+/// The decision's row of docs/binding.md's server table, in words.
+fn row(decision: &ServerDecision) -> String {
+    use ServerDecision::*;
+    let what = match decision {
+        Available => "free: no claim names it".to_string(),
+        ClaimForWinner { winner, .. } => {
+            format!("claims name it; it goes to {}", describe_ref(winner))
+        }
+        ReservedClaimMissing => "reserved by name for a claim that does not exist yet".into(),
+        FillUid { claim } => format!(
+            "reserved for {}, which names it: the uid is filled in",
+            describe_ref(claim)
+        ),
+        ReservedAwaitingAdoption => {
+            "reserved for a claim that has not named it yet: waits for it to adopt the server"
+                .into()
+        }
+        ReservedClaimElsewhere => {
+            "reserved for a claim that names another server or cannot take this one".into()
+        }
+        ConfirmClaimGone { claim } => {
+            format!("its claim {} is gone: it is released", describe_ref(claim))
+        }
+        Release { policy } => format!("its claim is gone: released under reclaimPolicy {policy:?}"),
+        BoundConfirmed => "bound to a live claim that names it".into(),
+        BoundAwaitingAdoption => {
+            "holds a claim that has yet to name it (the claim adopts it or restores its ref)".into()
+        }
+        RollBack { .. } => "holds a claim that cannot take it: the ref is rolled back".into(),
+        DeletionBlocked { holder } => format!(
+            "being deleted, but {} still holds it: it stays until that claim is deleted",
+            describe_ref(holder)
+        ),
+        DeletionAllowed => "being deleted, and no live claim holds it".into(),
+        ReleaseToCleaning { gates } => format!(
+            "its claim is gone: released into cleaning, waiting for {}",
+            gates.join(", ")
+        ),
+        Cleaning { pending } => format!(
+            "being cleaned after its last release: waiting for release gates {}",
+            pending.join(", ")
+        ),
+        Cleaned => "every release gate passed: it becomes Available".into(),
+    };
+    format!(
+        "{what} (docs/binding.md, server table: ServerDecision::{})",
+        variant(decision)
+    )
+}

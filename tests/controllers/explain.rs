@@ -1,0 +1,237 @@
+//! `server-binder explain` through the real kubectl's plugin mechanism: the binary on
+//! PATH as `kubectl-server_binder`, run as `kubectl server-binder explain …` against
+//! the embedded API server with the real controllers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use server_binder::api::ClaimPhase;
+use server_binder::apiserver::{ApiServer, Config};
+use server_binder::runtime::explain::USER_AGENT_VALUE;
+
+use crate::stage::*;
+use crate::support::*;
+
+/// A directory holding the plugin, and the kubeconfig kubectl uses.
+#[derive(Clone)]
+struct Plugin {
+    dir: std::sync::Arc<tempfile::TempDir>,
+    kubeconfig: PathBuf,
+}
+
+impl Plugin {
+    fn install(write_kubeconfig: impl FnOnce(&Path)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = dir.path().join("kubectl-server_binder");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_server-binder"), &plugin).unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        write_kubeconfig(&kubeconfig);
+        Self {
+            dir: std::sync::Arc::new(dir),
+            kubeconfig,
+        }
+    }
+
+    /// `kubectl ARGS` with the plugin's directory first on PATH, as a blocking child:
+    /// the in-process API server keeps serving on the runtime's workers meanwhile.
+    async fn run(&self, args: &[&str]) -> Output {
+        let path = format!(
+            "{}:{}",
+            self.dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let kubeconfig = self.kubeconfig.clone();
+        tokio::task::spawn_blocking(move || {
+            Command::new("kubectl")
+                .args(&args)
+                .env("PATH", path)
+                .env("KUBECONFIG", kubeconfig)
+                .output()
+                .expect("kubectl runs")
+        })
+        .await
+        .unwrap()
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Held, cordoned, tainted, not matching and being deleted: the plugin's text and JSON
+/// name every server's first reason, best candidates first, and its summary is the
+/// claim's condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_explains_a_pending_claim_with_mixed_reasons() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(4).await;
+    env.put_server(server("h1").labels(&[("rack", "r1")])).await;
+    env.put_claim(claim("holder").names("h1")).await;
+    env.put_server(server("m1").labels(&[("rack", "r2")])).await;
+    env.put_server(server("t1").labels(&[("rack", "r1")]).taint("gpu"))
+        .await;
+    env.put_server(server("u1").labels(&[("rack", "r1")]).unclaimable())
+        .await;
+    env.put_server(server("d1").labels(&[("rack", "r1")]).foreign_finalizer())
+        .await;
+    env.delete_server("d1").await;
+    env.wait_claim_phase("holder", ClaimPhase::Bound, "Bound")
+        .await;
+    env.put_claim(claim("web-0").selects(&[("rack", "r1")]))
+        .await;
+    let why = "0/5 servers can serve this claim: 1 is held by another claim, \
+        1 does not match the selector (rack=r1), 1 has a taint it does not tolerate (gpu), \
+        1 is unclaimable, 1 is being deleted.";
+    env.wait_claim("web-0", "the summary", |c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Bound"))
+            .is_some_and(|c| c.message == why)
+    })
+    .await;
+
+    let plugin = Plugin::install(|p| env.apiserver.write_kubeconfig(p).unwrap());
+    let listed = plugin.run(&["plugin", "list"]).await;
+    assert!(
+        stdout(&listed).contains("kubectl-server_binder"),
+        "{listed:?}"
+    );
+
+    let out = plugin
+        .run(&["server-binder", "explain", "serverclaim", "web-0", "-n", NS])
+        .await;
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.contains(&format!("Why:        {why}")), "{text}");
+    assert!(text.contains("ClaimDecision::NoMatchingServer"), "{text}");
+    let order: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("SERVER"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(order, ["h1", "u1", "t1", "m1", "d1"], "{text}");
+
+    let out = plugin
+        .run(&[
+            "server-binder",
+            "explain",
+            "scl",
+            "web-0",
+            "-n",
+            NS,
+            "-o",
+            "json",
+        ])
+        .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["kind"], "ServerClaimExplanation");
+    assert_eq!(json["summary"], why);
+    assert_eq!(json["message"], why, "what the controller wrote");
+    assert_eq!(json["servers"][0]["cause"], "Held");
+    let out = plugin
+        .run(&[
+            "server-binder",
+            "explain",
+            "scl",
+            "web-0",
+            "-n",
+            NS,
+            "-o",
+            "yaml",
+        ])
+        .await;
+    assert!(
+        stdout(&out).contains("kind: ServerClaimExplanation"),
+        "{out:?}"
+    );
+
+    // Read-only: every request the plugin made is a get or a list.
+    let verbs: std::collections::BTreeSet<String> = env
+        .apiserver
+        .request_log()
+        .entries()
+        .into_iter()
+        .filter(|r| r.user_agent == USER_AGENT_VALUE)
+        .map(|r| r.verb)
+        .collect();
+    assert_eq!(verbs, ["list".to_string()].into(), "explain only lists");
+}
+
+/// A bound server, a cordoned one, one named by two claims; a missing object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_explains_servers_and_says_what_is_missing() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(4).await;
+    env.put_server(server("s1")).await;
+    env.put_server(server("s2").unclaimable()).await;
+    env.put_claim(claim("first").names("s1")).await;
+    env.wait_claim_phase("first", ClaimPhase::Bound, "Bound")
+        .await;
+    env.put_claim(claim("second").names("s1")).await;
+    env.wait_claim_phase("second", ClaimPhase::Pending, "ServerAlreadyClaimed")
+        .await;
+    let plugin = Plugin::install(|p| env.apiserver.write_kubeconfig(p).unwrap());
+
+    let out = plugin.run(&["server-binder", "explain", "srv", "s1"]).await;
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(
+        text.contains(&format!("Holder:     bound to {NS}/first")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{NS}/first (chosen by user) (wins it)")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{NS}/second (chosen by user)\n")),
+        "{text}"
+    );
+    let out = plugin
+        .run(&["server-binder", "explain", "server", "s2"])
+        .await;
+    assert!(
+        stdout(&out).contains("the server is marked unclaimable"),
+        "{out:?}"
+    );
+
+    let out = plugin
+        .run(&["server-binder", "explain", "scl", "nope", "-n", NS])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr(&out).contains("(NotFound)"), "{out:?}");
+    assert!(stderr(&out).contains("\"nope\" not found"), "{out:?}");
+    let out = plugin
+        .run(&["server-binder", "explain", "widget", "x"])
+        .await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// Against an API server without the CRDs: a clear error and exit code 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_says_when_the_crds_are_missing() {
+    if !kubectl_present() {
+        return;
+    }
+    let apiserver = ApiServer::start(Config::default()).await.unwrap();
+    let plugin = Plugin::install(|p| apiserver.write_kubeconfig(p).unwrap());
+    let out = plugin.run(&["server-binder", "explain", "srv", "s1"]).await;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(stderr(&out).contains("CRD is not installed"), "{out:?}");
+    assert!(
+        stderr(&out).contains("kubectl apply -f manifests/crds/"),
+        "{out:?}"
+    );
+}
