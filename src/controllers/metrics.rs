@@ -153,16 +153,7 @@ impl Metrics {
                 "leader",
                 "1 while this process leads and runs the controllers' writes, 0 while it is a standby",
             ),
-            // 10 s to a day: a power-off takes seconds, a disk wipe hours.
-            cleaning_duration: r.histograms(
-                "cleaning_duration_seconds",
-                "Time a released server spent in phase Cleaning, from its release to its last release gate passing, in seconds",
-                &[],
-                &[
-                    10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,
-                    86400.0,
-                ],
-            ),
+            cleaning_duration: cleaning_histogram(&r),
             registry,
             process: process_registry(),
         };
@@ -316,6 +307,18 @@ impl Metrics {
             .expect("text encoding into a Vec cannot fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
+}
+
+/// 10 s to a day: a power-off takes seconds, a disk wipe hours.
+fn cleaning_histogram(r: &Registrar) -> HistogramVec {
+    r.histograms(
+        "cleaning_duration_seconds",
+        "Time a released server spent in phase Cleaning, from its release to its last release gate passing, in seconds",
+        &[],
+        &[
+            10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0,
+        ],
+    )
 }
 
 /// `server_binder_build_info{version,revision} 1`, as Prometheus exporters name the
