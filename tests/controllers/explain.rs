@@ -73,18 +73,7 @@ async fn the_plugin_explains_a_pending_claim_with_mixed_reasons() {
     }
     let mut env = Env::new().await;
     env.start(4).await;
-    env.put_server(server("h1").labels(&[("rack", "r1")])).await;
-    env.put_claim(claim("holder").names("h1")).await;
-    env.put_server(server("m1").labels(&[("rack", "r2")])).await;
-    env.put_server(server("t1").labels(&[("rack", "r1")]).taint("gpu"))
-        .await;
-    env.put_server(server("u1").labels(&[("rack", "r1")]).unclaimable())
-        .await;
-    env.put_server(server("d1").labels(&[("rack", "r1")]).foreign_finalizer())
-        .await;
-    env.delete_server("d1").await;
-    env.wait_claim_phase("holder", ClaimPhase::Bound, "Bound")
-        .await;
+    env.stage_mixed_reasons(&["h1"]).await;
     env.put_claim(claim("web-0").selects(&[("rack", "r1")]))
         .await;
     let why = "0/5 servers can serve this claim: 1 is held by another claim, \

@@ -575,3 +575,30 @@ pub async fn wait_bound(env: &Env, c: &str, s: &str) -> (ServerClaim, Server) {
         _ => unreachable!("wait_for returns the pair it checked"),
     }
 }
+
+impl Env {
+    /// A fleet in which a claim selecting `rack=r1` finds every kind of reason: `held`
+    /// servers in rack r1 bound to claims `holds-NAME`, `m1` in rack r2, `t1` tainted
+    /// `gpu`, `u1` cordoned and `d1` being deleted (a foreign finalizer keeps it).
+    pub async fn stage_mixed_reasons(&self, held: &[&str]) {
+        for name in held {
+            self.put_server(server(name).labels(&[("rack", "r1")]))
+                .await;
+            self.put_claim(claim(&format!("holds-{name}")).names(name))
+                .await;
+        }
+        self.put_server(server("m1").labels(&[("rack", "r2")]))
+            .await;
+        self.put_server(server("t1").labels(&[("rack", "r1")]).taint("gpu"))
+            .await;
+        self.put_server(server("u1").labels(&[("rack", "r1")]).unclaimable())
+            .await;
+        self.put_server(server("d1").labels(&[("rack", "r1")]).foreign_finalizer())
+            .await;
+        self.delete_server("d1").await;
+        for name in held {
+            self.wait_claim_phase(&format!("holds-{name}"), ClaimPhase::Bound, "Bound")
+                .await;
+        }
+    }
+}

@@ -32,22 +32,7 @@ fn with_interval(secs: u64) -> Options {
 async fn a_pending_claim_counts_every_server_by_its_first_reason() {
     let mut env = Env::new().await;
     env.start_with(with_interval(1)).await;
-    for name in ["h1", "h2"] {
-        env.put_server(server(name).labels(&[("rack", "r1")])).await;
-        env.put_claim(claim(&format!("holds-{name}")).names(name))
-            .await;
-    }
-    env.put_server(server("m1").labels(&[("rack", "r2")])).await;
-    env.put_server(server("t1").labels(&[("rack", "r1")]).taint("gpu"))
-        .await;
-    env.put_server(server("u1").labels(&[("rack", "r1")]).unclaimable())
-        .await;
-    env.put_server(server("d1").labels(&[("rack", "r1")]).foreign_finalizer())
-        .await;
-    env.delete_server("d1").await;
-    for name in ["holds-h1", "holds-h2"] {
-        env.wait_claim_phase(name, ClaimPhase::Bound, "Bound").await;
-    }
+    env.stage_mixed_reasons(&["h1", "h2"]).await;
 
     env.put_claim(claim("c").selects(&[("rack", "r1")])).await;
     let why = "0/6 servers can serve this claim: 2 are held by other claims, \

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ExplainError, Verdict, World};
+use super::{ExplainError, Verdict, World, variant};
 use crate::api::ServerClaim;
 use crate::binding::step::real_claim_decider;
 use crate::binding::{
@@ -157,12 +157,6 @@ fn verdicts(
         .collect();
     out.sort_by(|a, b| (!a.1.picked, a.0, &a.1.name).cmp(&(!b.1.picked, b.0, &b.1.name)));
     (summary, out.into_iter().map(|(_, v)| v).collect())
-}
-
-fn variant(decision: &ClaimDecision) -> String {
-    let debug = format!("{decision:?}");
-    let end = debug.find([' ', '{', '(']).unwrap_or(debug.len());
-    debug[..end].to_string()
 }
 
 /// The decision's row of docs/binding.md's claim table, in words.

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ExplainError, World};
+use super::{ExplainError, World, variant};
 use crate::api::Server;
 use crate::binding::step::real_server_decider;
 use crate::binding::{
@@ -144,12 +144,6 @@ fn not_available(server: &Server) -> Vec<String> {
         ));
     }
     out
-}
-
-fn variant(decision: &ServerDecision) -> String {
-    let debug = format!("{decision:?}");
-    let end = debug.find([' ', '{', '(']).unwrap_or(debug.len());
-    debug[..end].to_string()
 }
 
 /// The decision's row of docs/binding.md's server table, in words.
