@@ -534,3 +534,22 @@ fn every_gate_passed_ends_the_cleaning_in_one_write() {
     assert_eq!(phase(&p), Some(ServerPhase::Available));
     assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Cleaned"));
 }
+
+/// A cleaning server that is deleted goes (no claim holds it); a reservation by name
+/// made during cleaning waits for the cleaning to end.
+#[test]
+fn deletion_wins_over_cleaning_and_a_reservation_waits_for_it() {
+    let cleaning = server("s1").gates(&["wipe"]).cleaning(5);
+    let d = decide_s(&cleaning.clone().deleting(), &[]);
+    assert_eq!(d, ServerDecision::DeletionAllowed);
+    let reserved = cleaning.reserved_for("c");
+    let d = decide_s(&reserved, &[claim("c").names("s1")]);
+    assert_eq!(
+        d,
+        ServerDecision::Cleaning {
+            pending: vec![s("wipe")]
+        }
+    );
+    let p = plan(&reserved, &d);
+    assert!(p.object.is_none(), "the reservation stays");
+}
