@@ -374,9 +374,9 @@ mod tests {
         let cli = Cli::command();
         let commands: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
         let expected: &[&str] = if cfg!(feature = "embedded-apiserver") {
-            &["crd", "apiserver", "run", "dev", "bench"]
+            &["crd", "apiserver", "explain", "run", "dev", "bench"]
         } else {
-            &["crd", "run"]
+            &["crd", "explain", "run"]
         };
         assert_eq!(commands, expected);
     }
