@@ -150,7 +150,11 @@ fn apply_get_columns_yaml_and_discovery() {
         c.ok(&["apply", "-f", &f]);
         let servers = c.ok(&["get", "srv"]);
         let header: Vec<&str> = servers.lines().next().unwrap().split_whitespace().collect();
-        assert_eq!(header, ["NAME", "PHASE", "CLAIM", "AGE"], "{servers}");
+        assert_eq!(
+            header,
+            ["NAME", "PHASE", "CLAIM", "REASON", "AGE"],
+            "{servers}"
+        );
         assert!(
             c.ok(&["get", "servers", "-o", "wide"])
                 .contains("UNCLAIMABLE")
