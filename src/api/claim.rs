@@ -129,6 +129,23 @@ pub struct ServerClaimStatus {
     /// When the claim became Bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_time: Option<Time>,
+    /// The server this claim is bound to, as the claim controller recorded it when it
+    /// wrote the claim Bound; kept while the claim is Lost, cleared when it is Pending.
+    /// Tenants cannot write status, so this (with the server's own `serverClaimRef`) is
+    /// what the binder takes as evidence of a bind; an annotation on the claim is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_server_ref: Option<BoundServerRef>,
+}
+
+/// The server object a claim is bound to: its name, and its uid, so a server re-created
+/// under the same name is another server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BoundServerRef {
+    /// The server's name.
+    pub name: String,
+    /// The server's uid.
+    pub uid: String,
 }
 
 /// The lifecycle of a claim.

@@ -7,13 +7,13 @@ mod selector;
 mod server;
 
 pub use claim::{
-    ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef, Toleration,
-    TolerationOperator,
+    BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
+    Toleration, TolerationOperator,
 };
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
-    ReclaimPolicy, ReleaseGate, Server, ServerClaimRef, ServerPhase, ServerSpec, ServerStatus,
-    Taint, TaintEffect,
+    GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,
+    ServerPhase, ServerSpec, ServerStatus, Taint, TaintEffect,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

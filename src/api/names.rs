@@ -13,6 +13,11 @@ pub const ANNOTATION_BOUND_BY_CONTROLLER: &str = "metal.binder.dev/bound-by-cont
 /// value is the release's `metadata.generation`: a gate's condition counts only with an
 /// `observedGeneration` at least that.
 pub const ANNOTATION_CLEANING: &str = "metal.binder.dev/cleaning";
+/// On a server, beside `cleaning`: the release gates in force at that release,
+/// comma-separated, recorded in the same write so that no later change of the
+/// controller's `--release-gates` (a restart, another replica) changes what this
+/// cleaning waits for.
+pub const ANNOTATION_CLEANING_GATES: &str = "metal.binder.dev/cleaning-gates";
 /// The value every protocol annotation carries.
 pub const ANNOTATION_YES: &str = "yes";
 
@@ -40,6 +45,7 @@ mod tests {
             ANNOTATION_BIND_COMPLETED,
             ANNOTATION_BOUND_BY_CONTROLLER,
             ANNOTATION_CLEANING,
+            ANNOTATION_CLEANING_GATES,
             FINALIZER_SERVER_PROTECTION,
         ] {
             assert_eq!(

@@ -67,21 +67,38 @@ pub struct ServerSpec {
     #[serde(default)]
     pub reclaim_policy: ReclaimPolicy,
     /// The gates a release under `Recycle` must pass before the server is Available
-    /// again (a disk wipe, a power-off). A cleaner passes a gate by setting the condition
-    /// of the gate's name in `status.conditions` to "True" with `observedGeneration` at
-    /// least the release's generation (the `metal.binder.dev/cleaning` annotation).
+    /// again (a disk wipe, a power-off). A release records the gates it waits for; a
+    /// gate added here during a cleaning is waited for too, one removed is not dropped
+    /// from it. A cleaner passes a gate by setting the condition of the gate's name in
+    /// `status.conditions` to "True" with `observedGeneration` equal to the release's id:
+    /// the value of the `metal.binder.dev/cleaning` annotation when it started cleaning.
     /// Absent: the controller's default (`--release-gates`); empty: no gates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_gates: Option<Vec<ReleaseGate>>,
 }
 
 /// One gate a released server must pass.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, KubeSchema)]
+// A gate is a condition a cleaner writes: never one the controllers write, or a gate
+// would pass itself. `binding::gates::check_gate_name` is the same rule for
+// `--release-gates`; tests/controllers/trust.rs holds the two to the same verdicts.
+#[x_kube(validation = Rule::new(GATE_NAME_RULE).message(GATE_NAME_MESSAGE))]
 pub struct ReleaseGate {
-    /// The condition type a cleaner sets to "True" to pass the gate, such as
-    /// `example.com/disk-wiped`.
+    /// The condition type a cleaner sets to "True" to pass the gate: a name with a domain
+    /// prefix outside metal.binder.dev, such as `example.com/disk-wiped`.
+    #[schemars(length(max = 316))]
     pub name: String,
 }
+
+/// The CEL rule on a release gate's name: a qualified name whose prefix is a DNS
+/// subdomain with at least one dot, outside the binder's own domain.
+pub const GATE_NAME_RULE: &str = concat!(
+    r"self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$')",
+    r" && !self.name.matches('^([^/]*\\.)?metal\\.binder\\.dev/')"
+);
+
+/// What admission says of a gate name [`GATE_NAME_RULE`] refuses.
+pub const GATE_NAME_MESSAGE: &str = "a release gate's name is the condition type a cleaner sets: a domain-prefixed name such as example.com/disk-wiped, outside metal.binder.dev, whose conditions the controllers write";
 
 /// A reference from a server to the claim it serves.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

@@ -6,6 +6,7 @@ use crate::api::names::ANNOTATION_PRE_BOUND;
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
+use super::evidence::{records_bind_named, records_bind_to};
 use super::meta;
 use super::placement::{PickInputs, Placement};
 use super::selector::selector_matches;
@@ -30,9 +31,10 @@ pub enum ClaimDecision {
     /// `serverRef` back (a bound claim never moves; a mistaken edit must not hand the
     /// tenant's machine to someone else).
     RestoreServerRef { server: String },
-    /// `bind-completed` without a bind behind it (no `status.boundTime`, and no server
-    /// holds the claim's uid): copied from another object. Drop it; the claim takes the
-    /// unbound path.
+    /// `bind-completed` without a bind behind it for the server the claim names (the
+    /// server does not hold the claim's uid and the status records no bind to it; or no
+    /// server is named and the claim was never bound): copied, forged, or left from a
+    /// bind that ended. Drop it; the claim takes the unbound path.
     ClearStaleBindCompleted,
     /// Bound claim, `serverRef` empty and no server holds it: phase Lost, Warning `ClaimLost`.
     BoundServerRefCleared,
@@ -40,16 +42,19 @@ pub enum ClaimDecision {
     ConfirmServerMissing { server: String },
     /// Bound claim, the server is missing (confirmed live): phase Lost, Warning `ClaimLost`.
     BoundServerMissing { server: String },
-    /// Bound claim, the server's `serverClaimRef` is empty (or names this claim without a
-    /// uid): keep Bound; the server controller restores the ref.
+    /// Bound claim whose status records this server, the server's `serverClaimRef` is
+    /// empty (or names this claim without a uid): keep Bound; the server controller
+    /// restores the ref.
     BoundServerRefLost { server: String },
     /// Bound claim, the server names this claim's uid: ensure phase Bound.
     /// `selector_mismatch`: the claim's selector (added after the bind) does not match
     /// the server; the binding stays, and the condition says so. `server_deleting`: the
     /// server has a deletionTimestamp (its protection finalizer keeps it while the claim
-    /// lives); the condition and a Warning say so.
+    /// lives); the condition and a Warning say so. The status records the server
+    /// (`server_uid`) as the evidence of the bind.
     BoundConfirmed {
         server: String,
+        server_uid: String,
         selector_mismatch: bool,
         server_deleting: bool,
     },
@@ -84,8 +89,9 @@ pub enum ClaimDecision {
     ServerMismatch { server: String, why: Ineligible },
     /// The server names this claim without a uid: wait for the server controller to fill it.
     WaitForUid { server: String },
-    /// The server names this claim's uid: write `bind-completed`, then status Bound.
-    CompleteBind { server: String },
+    /// The server names this claim's uid: write `bind-completed`, then status Bound,
+    /// recording the server (`server_uid`) as the evidence of the bind.
+    CompleteBind { server: String, server_uid: String },
     /// The controller-chosen server serves another claim: withdraw, Normal `Rebinding`.
     WithdrawTakenServer {
         server: String,
@@ -118,7 +124,7 @@ impl ClaimDecision {
             | WithdrawIneligibleServer { server, .. }
             | ServerMismatch { server, .. }
             | WaitForUid { server }
-            | CompleteBind { server }
+            | CompleteBind { server, .. }
             | WithdrawTakenServer { server, .. }
             | ServerAlreadyClaimed { server, .. } => Some(server),
             BoundServerRefCleared
@@ -168,10 +174,13 @@ pub fn decide_claim(
     }
 }
 
-/// The bound path, as the PV controller's `syncBoundClaim`. `bind-completed` counts only
-/// with a bind behind it: `status.boundTime` (the bind's status was written), or a server
-/// holding the claim's uid (a crash fell between the bind's two writes). Anything else is
-/// an annotation copied from another object.
+/// The bound path, as the PV controller's `syncBoundClaim`. `bind-completed` is a
+/// tenant-writable hint, so it counts only with evidence of a bind to the server it names
+/// (`evidence`): that server's ref carrying the claim's uid, or the claim's status
+/// recording that server. Without, it was copied, forged, or left from a bind that ended
+/// (a `Lost` claim pointed elsewhere): it is dropped and the claim takes the unbound
+/// path, where eligibility applies. `status.boundTime` (a bind's status was written)
+/// tells a `Lost` claim from a copy where no server is named.
 fn decide_bound(
     claim: &ServerClaim,
     servers: &(impl ServerView + ?Sized),
@@ -192,7 +201,9 @@ fn decide_bound(
     let Some(s) = servers.server(&server) else {
         return match liveness {
             Liveness::Cached => ConfirmServerMissing { server },
-            Liveness::Confirmed if finished => BoundServerMissing { server },
+            Liveness::Confirmed if records_bind_named(claim, &server) => {
+                BoundServerMissing { server }
+            }
             Liveness::Confirmed => ClearStaleBindCompleted,
         };
     };
@@ -206,9 +217,10 @@ fn decide_bound(
                 .as_ref()
                 .is_some_and(|sel| !selector_matches(sel, meta::labels(s))),
             server_deleting: meta::is_deleting(s),
+            server_uid: meta::uid(s).unwrap_or_default().to_string(),
             server,
         },
-        _ if !finished => ClearStaleBindCompleted,
+        _ if !records_bind_to(claim, s) => ClearStaleBindCompleted,
         RefMatch::Empty | RefMatch::NameOnly => BoundServerRefLost { server },
         RefMatch::OtherUid | RefMatch::OtherClaim => BoundMisbound {
             server,
@@ -272,7 +284,10 @@ fn decide_unbound(
             Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
             Err(why) => ServerMismatch { server, why },
         },
-        RefMatch::SameUid => CompleteBind { server },
+        RefMatch::SameUid => CompleteBind {
+            server_uid: meta::uid(s).unwrap_or_default().to_string(),
+            server,
+        },
         // A Released server's ref names a claim that is gone: nobody holds it, it waits
         // for an admin, and that is what the claim must be told.
         RefMatch::OtherUid | RefMatch::OtherClaim if is_released(s) => {

@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
-use crate::api::{ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
+use crate::api::{BoundServerRef, ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
 use super::claim_decision::{ClaimDecision, is_controller_chosen};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
@@ -64,10 +64,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
         ClearStaleBindCompleted => {
             ClaimPlan::write(without_annotation(claim, ANNOTATION_BIND_COMPLETED))
         }
-        BoundServerRefCleared => {
-            let what = "the claim was bound but its serverRef was cleared";
-            lost(claim, LostReason::ServerRefCleared, what.into(), now)
-        }
+        BoundServerRefCleared => server_ref_cleared(claim, now),
         ConfirmServerMissing { server } => ClaimPlan {
             confirm_server: Some(server.clone()),
             ..ClaimPlan::default()
@@ -80,6 +77,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
         BoundServerRefLost { .. } => ClaimPlan::default(),
         BoundConfirmed {
             server,
+            server_uid,
             selector_mismatch,
             server_deleting,
         } => {
@@ -87,7 +85,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
                 selector_mismatch: *selector_mismatch,
                 server_deleting: *server_deleting,
             };
-            bound_confirmed(claim, server, notes, now)
+            bound_confirmed(claim, &bound_to(server, server_uid), notes, now)
         }
         BoundMisbound { server, holder } => {
             let what = format!("bound server {server} now serves {}", describe_ref(holder));
@@ -118,7 +116,9 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             format!("server {server} cannot serve this claim: {why}"),
             now,
         ),
-        CompleteBind { server } => complete_bind(claim, server, now),
+        CompleteBind { server, server_uid } => {
+            complete_bind(claim, &bound_to(server, server_uid), now)
+        }
         WithdrawTakenServer { server, holder } => {
             let what = format!("was taken by {}", describe_ref(holder));
             withdraw(claim, server, what, now)
@@ -133,6 +133,18 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             now,
         ),
     }
+}
+
+/// Lost: a bound claim whose `serverRef` was cleared while no server holds it. The ref
+/// `pre-bound` marked is gone too, so the annotation goes: a ref the tenant writes next
+/// is its own.
+fn server_ref_cleared(claim: &ServerClaim, now: &Time) -> ClaimPlan {
+    let what = "the claim was bound but its serverRef was cleared";
+    let mut plan = lost(claim, LostReason::ServerRefCleared, what.into(), now);
+    if is_controller_chosen(claim) {
+        plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
+    }
+    plan
 }
 
 /// Writes `serverRef` back on a bound claim whose ref was cleared while a server still
@@ -291,8 +303,22 @@ impl BoundNotes {
     }
 }
 
+/// The record of a bind to the server `name` with uid `uid`.
+fn bound_to(name: &str, uid: &str) -> BoundServerRef {
+    BoundServerRef {
+        name: name.to_string(),
+        uid: uid.to_string(),
+    }
+}
+
 /// The status of a claim whose server holds its uid, on the bound path.
-fn bound_confirmed(claim: &ServerClaim, server: &str, notes: BoundNotes, now: &Time) -> ClaimPlan {
+fn bound_confirmed(
+    claim: &ServerClaim,
+    record: &BoundServerRef,
+    notes: BoundNotes,
+    now: &Time,
+) -> ClaimPlan {
+    let server = record.name.as_str();
     let current = claim.status.clone().unwrap_or_default();
     // No boundTime: the crash fell between CompleteBind's two writes, so this is the bind
     // itself finishing, not a repair of a status that was lost later.
@@ -302,7 +328,7 @@ fn bound_confirmed(claim: &ServerClaim, server: &str, notes: BoundNotes, now: &T
         reason: "Bound",
         message: notes.message(server),
     };
-    let mut new_status = claim_status(claim, ClaimPhase::Bound, condition, now);
+    let mut new_status = bound_status(claim, record, condition, now);
     if finishing_bind {
         let mut s = new_status.unwrap_or(current);
         s.bound_time = Some(now.clone());
@@ -332,10 +358,11 @@ fn bound_confirmed(claim: &ServerClaim, server: &str, notes: BoundNotes, now: &T
     }
 }
 
-/// `bind-completed`, then the Bound status. A claim that already has `boundTime` lost
-/// only its annotation (a hand edit): it keeps its boundTime and counts a repair, not a
-/// second bind.
-fn complete_bind(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
+/// `bind-completed`, then the Bound status recording the server. A claim whose status
+/// already records this bind lost only its annotation (a hand edit): it keeps its
+/// boundTime and counts a repair, not a second bind. Any other claim is bound anew.
+fn complete_bind(claim: &ServerClaim, record: &BoundServerRef, now: &Time) -> ClaimPlan {
+    let server = record.name.as_str();
     let mut object = claim.clone();
     meta::set_annotation(&mut object, ANNOTATION_BIND_COMPLETED);
     let condition = BoundCondition {
@@ -343,8 +370,15 @@ fn complete_bind(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
         reason: "Bound",
         message: format!("bound to server {server}"),
     };
-    let mut new_status = claim_status(claim, ClaimPhase::Bound, condition, now)
+    let same_bind = claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.bound_time.is_some() && s.bound_server_ref.as_ref() == Some(record));
+    let mut new_status = bound_status(claim, record, condition, now)
         .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
+    if !same_bind {
+        new_status.bound_time = None;
+    }
     let (note, outcome) = match new_status.bound_time {
         Some(_) => (
             format!("claim is bound to server {server} again"),
@@ -362,10 +396,39 @@ fn complete_bind(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
     }
 }
 
-/// The claim's status with `phase` and the `Bound` condition, or `None` if unchanged.
+/// The claim's status with `phase` (not Bound: [`bound_status`]) and the `Bound`
+/// condition, or `None` if unchanged. A Lost claim keeps the record of the server it
+/// was bound to (it may get that very server back, and no other); a Pending one holds
+/// no server, so its status records none.
 fn claim_status(
     claim: &ServerClaim,
     phase: ClaimPhase,
+    condition: BoundCondition,
+    now: &Time,
+) -> Option<ServerClaimStatus> {
+    let kept = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.bound_server_ref.clone());
+    let record = kept.filter(|_| phase == ClaimPhase::Lost);
+    status_with(claim, phase, record.as_ref(), condition, now)
+}
+
+/// The claim's Bound status recording `record` as the server it is bound to, or `None`
+/// if unchanged.
+fn bound_status(
+    claim: &ServerClaim,
+    record: &BoundServerRef,
+    condition: BoundCondition,
+    now: &Time,
+) -> Option<ServerClaimStatus> {
+    status_with(claim, ClaimPhase::Bound, Some(record), condition, now)
+}
+
+fn status_with(
+    claim: &ServerClaim,
+    phase: ClaimPhase,
+    record: Option<&BoundServerRef>,
     condition: BoundCondition,
     now: &Time,
 ) -> Option<ServerClaimStatus> {
@@ -376,13 +439,15 @@ fn claim_status(
         claim.metadata.generation,
         now,
     );
-    if conditions.is_none() && current.phase == Some(phase) {
+    let record = record.cloned();
+    if conditions.is_none() && current.phase == Some(phase) && current.bound_server_ref == record {
         return None;
     }
     Some(ServerClaimStatus {
         phase: Some(phase),
         conditions: conditions.unwrap_or(current.conditions),
         bound_time: current.bound_time,
+        bound_server_ref: record,
     })
 }
 

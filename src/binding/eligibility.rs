@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
-use super::gates::cleaning_after;
+use super::gates::is_cleaning;
 use super::meta::{self, ClaimKey};
 use super::selector::{first_untolerated, selector_matches};
 
@@ -112,7 +112,7 @@ pub fn server_is_claimable(server: &Server) -> Result<(), Ineligible> {
     if server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released) {
         return Err(Ineligible::Released);
     }
-    if cleaning_after(server).is_some() {
+    if is_cleaning(server) {
         return Err(Ineligible::Cleaning);
     }
     Ok(())

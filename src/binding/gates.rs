@@ -1,19 +1,25 @@
 //! Release gates: a server released under `Recycle` is cleaned before the next tenant
 //! gets it (docs/binding.md, "Release gates"). The release and the start of cleaning are
-//! one write: the server controller clears the ref and sets the
-//! `metal.binder.dev/cleaning` annotation to the generation that write produces. A
-//! cleaner passes a gate by setting the condition of the gate's name to "True" with an
-//! `observedGeneration` at least that generation, so a pass recorded for an earlier
-//! release never counts. While the annotation is there the server is not claimable; the
-//! write that removes it (once every gate passed) makes it Available.
+//! one write: the server controller clears the ref, sets the `metal.binder.dev/cleaning`
+//! annotation to the release's id (the generation that write produces) and records the
+//! gates in force in `metal.binder.dev/cleaning-gates`. A cleaner passes a gate by
+//! setting the condition of the gate's name to "True" with `observedGeneration` equal to
+//! the release's id it read when it started, so a pass for another release never
+//! counts. While the annotation is there the server is not claimable; the write that
+//! removes it (once every gate passed) makes it Available.
+
+use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::Server;
-use crate::api::names::ANNOTATION_CLEANING;
+use crate::api::names::{ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES};
 
-/// The gates a release of `server` must pass: its own `spec.releaseGates`, or when it
-/// names none, `default` (the controller's `--release-gates`). An empty list is no gates.
+use super::status::OWN_CONDITIONS;
+
+/// The gates a release of `server` must pass, as the release records them: its own
+/// `spec.releaseGates`, or when it names none, `default` (the controller's
+/// `--release-gates`). An empty list is no gates.
 pub fn release_gates<'a>(server: &'a Server, default: &'a [String]) -> Vec<&'a str> {
     match &server.spec.release_gates {
         Some(gates) => gates.iter().map(|g| g.name.as_str()).collect(),
@@ -21,58 +27,207 @@ pub fn release_gates<'a>(server: &'a Server, default: &'a [String]) -> Vec<&'a s
     }
 }
 
-/// The generation of the release `server` is being cleaned after, if it is. A value
-/// that is not a number (a hand edit) counts as a release no pass can reach: the server
-/// stays out of use until someone fixes or removes the annotation.
-pub fn cleaning_after(server: &Server) -> Option<i64> {
-    let value = server
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(ANNOTATION_CLEANING)?;
-    Some(value.trim().parse().unwrap_or(i64::MAX))
+/// What a server records of the release it is being cleaned after: its annotations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseRecord<'a> {
+    /// The `cleaning` annotation as written.
+    pub raw: &'a str,
+    /// The release's id, which a pass copies into `observedGeneration`: `None` when the
+    /// value is not a whole number of at least 1, which no cleaner can copy.
+    pub release: Option<i64>,
+    /// The gates in force at the release; `None` when not recorded (a hand edit, or a
+    /// server restored from an object written before the record existed).
+    pub gates: Option<Vec<&'a str>>,
 }
 
-/// The annotation value a release written over `server` as read sets: the generation
-/// the write produces (it changes the spec, so the API server adds one).
+/// The release `server` is being cleaned after, if it is.
+pub fn release_record(server: &Server) -> Option<ReleaseRecord<'_>> {
+    let annotations = server.metadata.annotations.as_ref()?;
+    let raw = annotations.get(ANNOTATION_CLEANING)?.as_str();
+    let release = raw.trim().parse().ok().filter(|id: &i64| *id >= 1);
+    let gates = annotations.get(ANNOTATION_CLEANING_GATES).map(|g| {
+        g.split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .collect()
+    });
+    Some(ReleaseRecord {
+        raw,
+        release,
+        gates,
+    })
+}
+
+/// Whether `server` is being cleaned (not claimable until its gates pass).
+pub fn is_cleaning(server: &Server) -> bool {
+    release_record(server).is_some()
+}
+
+/// The id a release written over `server` as read gets: the generation the write
+/// produces (it changes the spec, so the API server adds one).
 pub fn release_generation(server: &Server) -> i64 {
     server.metadata.generation.unwrap_or(0) + 1
 }
 
-/// Whether a cleaner passed `gate` for the release at `generation`.
-pub fn passed(server: &Server, gate: &str, generation: i64) -> bool {
-    server.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == gate && c.status == "True" && c.observed_generation >= Some(generation)
+/// The annotation value recording `gates`.
+pub fn gates_annotation(gates: &[String]) -> String {
+    gates.join(",")
+}
+
+/// The gates this cleaning waits for: those recorded at the release, and any added to
+/// `spec.releaseGates` since (an admin asking for more). Removing a gate from the spec
+/// does not drop it from a cleaning in progress, and the controller's default gates are
+/// never read here: they were recorded at the release.
+pub fn gates_in_force<'a>(server: &'a Server, record: &ReleaseRecord<'a>) -> Vec<&'a str> {
+    let mut gates: Vec<&str> = record.gates.clone().unwrap_or_default();
+    for gate in server.spec.release_gates.iter().flatten() {
+        if !gates.contains(&gate.name.as_str()) {
+            gates.push(&gate.name);
+        }
+    }
+    gates
+}
+
+/// Whether a cleaner passed `gate` for `release`: the condition of the gate's name is
+/// "True" with `observedGeneration` equal to the release's id. A condition the
+/// controllers write never counts, whatever a gate is called: else a gate named
+/// `Cleaning` would pass itself.
+pub fn passed(server: &Server, gate: &str, release: i64) -> bool {
+    !OWN_CONDITIONS.contains(&gate)
+        && gate_conditions(server, gate).any(|c| c.observed_generation == Some(release))
+}
+
+fn gate_conditions<'a>(server: &'a Server, gate: &'a str) -> impl Iterator<Item = &'a Condition> {
+    let conditions = server.status.iter().flat_map(|s| s.conditions.iter());
+    conditions.filter(move |c| c.type_ == gate && c.status == "True")
+}
+
+/// The gates of this cleaning not passed yet (empty: clean), and what a cleaner must
+/// hear about each.
+pub fn pending_gates(server: &Server, record: &ReleaseRecord<'_>, release: i64) -> Vec<Pending> {
+    gates_in_force(server, record)
+        .into_iter()
+        .filter(|g| !passed(server, g, release))
+        .map(|gate| Pending {
+            gate: gate.to_string(),
+            note: pending_note(server, gate, release),
         })
-    })
+        .collect()
 }
 
-/// The gates of the release `server` is being cleaned after that are not passed yet
-/// (empty: clean). `None`: the server is not being cleaned.
-pub fn pending_gates(server: &Server, default: &[String]) -> Option<Vec<String>> {
-    let generation = cleaning_after(server)?;
-    Some(
-        release_gates(server, default)
-            .into_iter()
-            .filter(|g| !passed(server, g, generation))
-            .map(str::to_string)
-            .collect(),
-    )
+fn pending_note(server: &Server, gate: &str, release: i64) -> Option<PendingNote> {
+    if OWN_CONDITIONS.contains(&gate) {
+        return Some(PendingNote::ControllerCondition);
+    }
+    let other = gate_conditions(server, gate).find_map(|c| c.observed_generation);
+    other
+        .filter(|og| *og != release)
+        .map(PendingNote::PassForOtherRelease)
 }
 
-/// The condition a cleaner writes to pass `gate` on `server` as it read it: the gate's
-/// type, "True", and the generation it read as `observedGeneration`. The tests, the
-/// model check and the example cleaner (manifests/examples/cleaner.sh) write this.
-pub fn pass_condition(server: &Server, gate: &str, now: &Time) -> Condition {
+/// A gate not passed for this release.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub gate: String,
+    pub note: Option<PendingNote>,
+}
+
+impl Pending {
+    /// A gate with nothing more to say about it (none of its passes is there yet).
+    pub fn named(gate: &str) -> Self {
+        Self {
+            gate: gate.to_string(),
+            note: None,
+        }
+    }
+}
+
+/// Why a pending gate deserves a word beyond its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PendingNote {
+    /// A pass is there, but for another release (this `observedGeneration`).
+    PassForOtherRelease(i64),
+    /// The gate is named after a condition the controllers write: it can never pass.
+    ControllerCondition,
+}
+
+impl fmt::Display for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.note {
+            None => write!(f, "{}", self.gate),
+            Some(PendingNote::PassForOtherRelease(og)) => {
+                write!(f, "{} (its pass is for release {og})", self.gate)
+            }
+            Some(PendingNote::ControllerCondition) => write!(
+                f,
+                "{} (can never pass: the controllers write that condition; remove it from spec.releaseGates and {ANNOTATION_CLEANING_GATES})",
+                self.gate
+            ),
+        }
+    }
+}
+
+/// The condition a cleaner writes to pass `gate` for `release`, the value of the
+/// `cleaning` annotation it read when it started cleaning. The tests, the model check
+/// and the example cleaner (manifests/examples/cleaner.sh) write this.
+pub fn pass_condition(gate: &str, release: i64, now: &Time) -> Condition {
     Condition {
         type_: gate.to_string(),
         status: "True".into(),
-        observed_generation: server.metadata.generation,
+        observed_generation: Some(release),
         reason: "Passed".into(),
         message: "passed by the cleaner".into(),
         last_transition_time: now.clone(),
     }
+}
+
+/// Why a name cannot be a release gate.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GateNameError {
+    #[error(
+        "release gate {0:?} has no domain prefix: name it like example.com/disk-wiped (a condition type only its cleaner writes)"
+    )]
+    NoDomain(String),
+    #[error(
+        "release gate {0:?} is not a qualified name: a DNS subdomain with a dot, a slash, then up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, like example.com/disk-wiped"
+    )]
+    Malformed(String),
+    #[error(
+        "release gate {0:?} is in metal.binder.dev, whose conditions the controllers write: a gate named after one would pass itself; use your cleaner's own domain, like example.com/disk-wiped"
+    )]
+    BindersOwn(String),
+}
+
+/// The rule a release gate's name follows, the same as the CRD's CEL rule
+/// ([`crate::api::GATE_NAME_RULE`]): a qualified name whose prefix is a DNS subdomain
+/// with at least one dot, outside metal.binder.dev. So a gate is never a condition the
+/// controllers write (`Bound`, `Cleaning`).
+pub fn check_gate_name(name: &str) -> Result<(), GateNameError> {
+    let Some((prefix, local)) = name.split_once('/') else {
+        return Err(GateNameError::NoDomain(name.to_string()));
+    };
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let labels: Vec<&str> = prefix.split('.').collect();
+    let alnum = |b: u8| b.is_ascii_alphanumeric();
+    let local_ok = (1..=63).contains(&local.len())
+        && local
+            .bytes()
+            .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+        && local.bytes().next().is_some_and(alnum)
+        && local.bytes().last().is_some_and(alnum);
+    if labels.len() < 2 || !labels.iter().all(|l| label(l)) || !local_ok || name.len() > 316 {
+        return Err(GateNameError::Malformed(name.to_string()));
+    }
+    if prefix == "metal.binder.dev" || prefix.ends_with(".metal.binder.dev") {
+        return Err(GateNameError::BindersOwn(name.to_string()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -82,7 +237,11 @@ mod tests {
     use super::*;
     use crate::api::{ReleaseGate, ServerSpec, ServerStatus};
 
-    fn server(gates: Option<&[&str]>, cleaning: Option<&str>, passes: &[(&str, i64)]) -> Server {
+    fn server(
+        gates: Option<&[&str]>,
+        record: Option<(&str, &str)>,
+        passes: &[(&str, i64)],
+    ) -> Server {
         let mut s = Server::new("s1", ServerSpec::default());
         s.spec.release_gates = gates.map(|g| {
             g.iter()
@@ -91,48 +250,128 @@ mod tests {
                 })
                 .collect()
         });
-        if let Some(v) = cleaning {
-            s.metadata.annotations = Some([(ANNOTATION_CLEANING.into(), v.into())].into());
+        if let Some((release, gates)) = record {
+            s.metadata.annotations = Some(
+                [
+                    (ANNOTATION_CLEANING.into(), release.into()),
+                    (ANNOTATION_CLEANING_GATES.into(), gates.into()),
+                ]
+                .into(),
+            );
         }
         s.status = Some(ServerStatus {
             conditions: passes
                 .iter()
-                .map(|(gate, generation)| Condition {
-                    type_: gate.to_string(),
-                    status: "True".into(),
-                    observed_generation: Some(*generation),
-                    reason: "Done".into(),
-                    message: String::new(),
-                    last_transition_time: Time(Timestamp::UNIX_EPOCH),
-                })
+                .map(|(gate, release)| pass_condition(gate, *release, &Time(Timestamp::UNIX_EPOCH)))
                 .collect(),
             ..ServerStatus::default()
         });
         s
     }
 
+    fn pending(s: &Server) -> Vec<String> {
+        let record = release_record(s).expect("cleaning");
+        let release = record.release.expect("a usable release");
+        pending_gates(s, &record, release)
+            .into_iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
     #[test]
     fn the_server_s_own_gates_win_over_the_default_and_empty_means_none() {
-        let default = vec!["wipe".to_string()];
-        assert_eq!(release_gates(&server(None, None, &[]), &default), ["wipe"]);
-        let own = server(Some(&["power-off"]), None, &[]);
-        assert_eq!(release_gates(&own, &default), ["power-off"]);
+        let default = vec!["x.io/wipe".to_string()];
+        assert_eq!(
+            release_gates(&server(None, None, &[]), &default),
+            ["x.io/wipe"]
+        );
+        let own = server(Some(&["x.io/power-off"]), None, &[]);
+        assert_eq!(release_gates(&own, &default), ["x.io/power-off"]);
         assert!(release_gates(&server(Some(&[]), None, &[]), &default).is_empty());
     }
 
     #[test]
-    fn only_a_pass_for_this_release_counts() {
-        let gates = Some(&["wipe", "power-off"][..]);
-        let stale = server(gates, Some("7"), &[("wipe", 6), ("power-off", 7)]);
-        assert_eq!(pending_gates(&stale, &[]), Some(vec!["wipe".to_string()]));
-        let later = server(gates, Some("7"), &[("wipe", 9), ("power-off", 7)]);
-        assert_eq!(pending_gates(&later, &[]), Some(vec![]));
-        assert_eq!(pending_gates(&server(gates, None, &[]), &[]), None);
+    fn only_a_pass_naming_this_release_counts() {
+        let record = Some(("7", "x.io/wipe,x.io/power-off"));
+        let stale = server(None, record, &[("x.io/wipe", 6), ("x.io/power-off", 7)]);
+        assert_eq!(pending(&stale), ["x.io/wipe (its pass is for release 6)"]);
+        let later = server(None, record, &[("x.io/wipe", 9), ("x.io/power-off", 7)]);
+        assert_eq!(pending(&later), ["x.io/wipe (its pass is for release 9)"]);
+        let clean = server(None, record, &[("x.io/wipe", 7), ("x.io/power-off", 7)]);
+        assert!(pending(&clean).is_empty());
+        assert!(release_record(&server(None, None, &[])).is_none());
     }
 
     #[test]
-    fn a_mangled_annotation_is_never_passed() {
-        let s = server(Some(&["wipe"]), Some("soon"), &[("wipe", 1_000)]);
-        assert_eq!(pending_gates(&s, &[]), Some(vec!["wipe".to_string()]));
+    fn the_recorded_gates_hold_and_a_gate_added_since_is_waited_for() {
+        let record = Some(("3", "x.io/wipe"));
+        let dropped = server(Some(&[]), record, &[]);
+        assert_eq!(pending(&dropped), ["x.io/wipe"]);
+        let added = server(
+            Some(&["x.io/wipe", "x.io/burn-in"]),
+            record,
+            &[("x.io/wipe", 3)],
+        );
+        assert_eq!(pending(&added), ["x.io/burn-in"]);
+    }
+
+    #[test]
+    fn a_gate_named_after_a_controller_condition_never_passes() {
+        let own = server(None, Some(("4", "Cleaning")), &[("Cleaning", 4)]);
+        let pending = pending(&own);
+        assert_eq!(pending.len(), 1);
+        assert!(pending[0].contains("can never pass"), "{pending:?}");
+    }
+
+    #[test]
+    fn a_record_no_cleaner_can_copy_has_no_release() {
+        for raw in ["soon", "0", "-3", ""] {
+            let s = server(None, Some((raw, "x.io/wipe")), &[]);
+            assert_eq!(release_record(&s).unwrap().release, None, "{raw:?}");
+        }
+        let mut legacy = server(None, Some(("5", "")), &[]);
+        legacy
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(ANNOTATION_CLEANING_GATES);
+        assert_eq!(release_record(&legacy).unwrap().gates, None);
+    }
+
+    #[test]
+    fn gate_names_are_qualified_names_outside_the_binder_s_domain() {
+        for good in [
+            "example.com/disk-wiped",
+            "a.b/c",
+            "wipe.example.com/Power_Off.1",
+        ] {
+            assert_eq!(check_gate_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "Cleaning",
+            "Bound",
+            "disk-wiped",
+            "example/wiped",
+            "Example.com/x",
+        ] {
+            assert!(check_gate_name(bad).is_err(), "{bad}");
+        }
+        for bad in [
+            "example.com/",
+            "example.com/-x",
+            "a..b/x",
+            "-a.b/x",
+            "a.b/x/y",
+        ] {
+            assert!(check_gate_name(bad).is_err(), "{bad}");
+        }
+        for own in ["metal.binder.dev/wiped", "gates.metal.binder.dev/wiped"] {
+            assert!(
+                matches!(check_gate_name(own), Err(GateNameError::BindersOwn(_))),
+                "{own}"
+            );
+        }
+        assert!(check_gate_name(&format!("a.b/{}", "x".repeat(64))).is_err());
     }
 }

@@ -10,6 +10,7 @@ mod claim_plan;
 pub mod coalesce;
 mod effects;
 mod eligibility;
+pub mod evidence;
 pub mod gates;
 mod index;
 pub mod meta;
@@ -30,12 +31,13 @@ pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairC
 pub use eligibility::{
     Ineligible, RefMatch, describe_ref, eligibility, ref_match, ref_uid, server_is_claimable,
 };
+pub use evidence::{can_take_back, records_bind_to};
 pub use index::{FreeServerIndex, is_free};
 pub use meta::ClaimKey;
 pub use placement::{ClaimShape, PickInputs, Placement, WAITING_FOR_TURN, WaitingClaims};
 pub use selector::{first_untolerated, selector_matches, tolerates};
 pub use server_decision::{
-    RollBackCause, ServerDecision, can_take_back, claim_ref_of, decide_server, has_protection,
+    RecordProblem, RollBackCause, ServerDecision, claim_ref_of, decide_server, has_protection,
     outranked_on,
 };
 pub use server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};

@@ -212,10 +212,9 @@ impl WaitingClaims {
     }
 }
 
+/// When the claim was bound, for the turns of the fair order: from its status only,
+/// which tenants cannot write (an annotation they could strip to look less served).
 fn bound_time(claim: &ServerClaim) -> Option<Timestamp> {
-    if !meta::is_bind_completed(claim) {
-        return None;
-    }
     claim.status.as_ref()?.bound_time.as_ref().map(|t| t.0)
 }
 

@@ -9,8 +9,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
 
 use super::claim_decision::{Liveness, is_controller_chosen};
-use super::eligibility::{Ineligible, eligibility, ref_uid, server_is_claimable};
-use super::gates::{pending_gates, release_gates};
+use super::eligibility::{Ineligible, ref_uid};
+use super::evidence::{can_take_back, records_bind_to};
+use super::gates::{Pending, pending_gates, release_gates, release_record};
 use super::meta;
 use super::view::ClaimView;
 
@@ -55,13 +56,33 @@ pub enum ServerDecision {
     DeletionAllowed,
     /// Ref with uid, the claim is gone (confirmed live), `Recycle`, and the server has
     /// release gates: release and start cleaning in one write (the ref cleared as by
-    /// `Release`, the `cleaning` annotation set); then phase Cleaning.
+    /// `Release`, the `cleaning` annotation set to the release's id and the gates in
+    /// force recorded); then phase Cleaning.
     ReleaseToCleaning { gates: Vec<String> },
-    /// Being cleaned, gates not passed for this release: phase Cleaning, saying which.
-    Cleaning { pending: Vec<String> },
+    /// Being cleaned, but the record cannot be matched: its release is no number a
+    /// cleaner can copy, or its gates were not recorded (a restore, a hand edit). Write
+    /// a usable record (`release`, `gates`), then phase Cleaning; Warning
+    /// `CleaningRecordRepaired` says what was wrong.
+    RepairCleaningRecord {
+        release: i64,
+        gates: Vec<String>,
+        problem: RecordProblem,
+    },
+    /// Being cleaned, gates not passed for this release: phase Cleaning, saying which
+    /// (and why, for a gate with a pass for another release).
+    Cleaning { release: i64, pending: Vec<Pending> },
     /// Being cleaned, every gate passed for this release: drop the `cleaning` annotation
     /// (one write: the server is claimable again); then phase Available.
     Cleaned,
+}
+
+/// What made a server's cleaning record unusable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordProblem {
+    /// The `cleaning` annotation is not a whole number of at least 1 (this value).
+    UnusableRelease(String),
+    /// No `cleaning-gates` annotation: the gates in force were never recorded.
+    GatesNotRecorded,
 }
 
 /// Why a server gives up a claim whose uid its ref carries.
@@ -104,12 +125,8 @@ pub fn decide_server(
     }
 
     // Cleaning comes before any ref: a reservation made meanwhile waits for it to end.
-    if let Some(pending) = pending_gates(server, default_gates) {
-        return if pending.is_empty() {
-            Cleaned
-        } else {
-            Cleaning { pending }
-        };
+    if release_record(server).is_some() {
+        return decide_cleaning(server, default_gates);
     }
 
     let Some(r) = claim_ref else {
@@ -158,6 +175,42 @@ fn release(server: &Server, default_gates: &[String]) -> ServerDecision {
     ServerDecision::Release { policy }
 }
 
+/// The rows of a server being cleaned: repair a record no cleaner can match, else wait
+/// for the gates in force, else clean. The default gates are read only to repair a
+/// record that lacks its gates; a cleaning with a record never reads them.
+fn decide_cleaning(server: &Server, default_gates: &[String]) -> ServerDecision {
+    let record = release_record(server).expect("a server being cleaned");
+    let gates = || -> Vec<String> {
+        let recorded = record.gates.clone();
+        let gates = recorded.unwrap_or_else(|| release_gates(server, default_gates));
+        gates.into_iter().map(str::to_string).collect()
+    };
+    let problem = match (record.release, &record.gates) {
+        (None, _) => Some(RecordProblem::UnusableRelease(record.raw.to_string())),
+        (Some(_), None) => Some(RecordProblem::GatesNotRecorded),
+        (Some(_), Some(_)) => None,
+    };
+    let release = match (problem, record.release) {
+        (Some(problem), release) => {
+            // A usable id no earlier pass can name: the generation now, which only
+            // grows, unless the value recorded is usable.
+            let release = release.unwrap_or_else(|| server.metadata.generation.unwrap_or(1));
+            return ServerDecision::RepairCleaningRecord {
+                release,
+                gates: gates(),
+                problem,
+            };
+        }
+        (None, release) => release.expect("a usable release"),
+    };
+    let pending = pending_gates(server, &record, release);
+    if pending.is_empty() {
+        ServerDecision::Cleaned
+    } else {
+        ServerDecision::Cleaning { release, pending }
+    }
+}
+
 /// The rows for a reservation by name (a ref without a uid).
 fn decide_reserved(
     server: &Server,
@@ -181,28 +234,14 @@ fn decide_reserved(
     }
 }
 
-/// Whether `claim` may take (or keep) `server` whose ref names it: a `bind-completed`
-/// claim keeps its binding whatever happened to the server since (cordon, taint,
-/// relabel: an existing binding stays), unless the server is being deleted or was
-/// released; any other claim needs the server to be eligible.
-pub fn can_take_back(server: &Server, claim: &ServerClaim) -> Result<(), Ineligible> {
-    if !meta::is_bind_completed(claim) {
-        return eligibility(server, claim);
-    }
-    match server_is_claimable(server) {
-        Err(Ineligible::Unclaimable) | Ok(()) => Ok(()),
-        Err(why) => Err(why),
-    }
-}
-
 /// Whether a claim whose uid a deleting server's ref carries still holds it: it names
-/// the server, or is bound and will restore its cleared `serverRef`. An unbound claim
-/// that names nothing never adopts a deleting server (it is not eligible), so it does
-/// not block the deletion.
+/// the server, or its status records the bind and it will restore its cleared
+/// `serverRef`. A claim that names nothing without such a record never adopts a deleting
+/// server (it is not eligible), so it does not block the deletion.
 fn holds_server(server: &Server, claim: &ServerClaim) -> bool {
     match &claim.spec.server_ref {
         Some(r) => r.name == meta::name(server),
-        None => meta::is_bind_completed(claim),
+        None => records_bind_to(claim, server),
     }
 }
 
@@ -215,25 +254,26 @@ pub fn claim_ref_of(claim: &ServerClaim) -> ServerClaimRef {
     }
 }
 
-/// Among the claims naming `server` that it is eligible for, the one that wins it:
-/// `bind-completed` claims first (their ref was lost and is restored), then user-chosen,
-/// then controller-chosen, then the oldest, then by namespace/name.
+/// Among the claims naming `server` that may take it ([`can_take_back`]), the one that
+/// wins it: a claim whose status records a bind to this server first (the server lost
+/// its ref, and this restores it), then user-chosen, then controller-chosen, then the
+/// oldest, then by namespace/name.
 fn winner(server: &Server, claims: &(impl ClaimView + ?Sized)) -> Option<(ServerClaimRef, bool)> {
     claims
         .claims_naming(meta::name(server))
         .into_iter()
         .filter(|c| can_take_back(server, c).is_ok())
-        .min_by_key(|c| rank(c, is_controller_chosen(c)))
-        .map(|c| (claim_ref_of(c), meta::is_bind_completed(c)))
+        .min_by_key(|c| rank(server, c, is_controller_chosen(c)))
+        .map(|c| (claim_ref_of(c), records_bind_to(c, server)))
 }
 
-/// A claim's place in the winner rule (lower wins), were its `serverRef` controller-chosen
-/// or not.
+/// A claim's place in the winner rule for `server` (lower wins), were its `serverRef`
+/// controller-chosen or not.
 type Rank = (Reverse<bool>, bool, Option<Time>, String, String);
 
-fn rank(claim: &ServerClaim, controller_chosen: bool) -> Rank {
+fn rank(server: &Server, claim: &ServerClaim, controller_chosen: bool) -> Rank {
     (
-        Reverse(meta::is_bind_completed(claim)),
+        Reverse(records_bind_to(claim, server)),
         controller_chosen,
         claim.metadata.creation_timestamp.clone(),
         meta::namespace(claim).to_string(),
@@ -250,7 +290,7 @@ pub fn outranked_on(
     claim: &ServerClaim,
     claims: &(impl ClaimView + ?Sized),
 ) -> bool {
-    let as_picked = rank(claim, true);
+    let as_picked = rank(server, claim, true);
     claims
         .claims_naming(meta::name(server))
         .into_iter()
@@ -258,7 +298,7 @@ pub fn outranked_on(
             meta::namespace(*c) != meta::namespace(claim) || meta::name(*c) != meta::name(claim)
         })
         .filter(|c| can_take_back(server, c).is_ok())
-        .any(|c| rank(c, is_controller_chosen(c)) < as_picked)
+        .any(|c| rank(server, c, is_controller_chosen(c)) < as_picked)
 }
 
 /// Whether the server carries the protection finalizer.

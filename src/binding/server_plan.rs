@@ -3,16 +3,16 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{
-    ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING, CONDITION_CLEANING,
-    FINALIZER_SERVER_PROTECTION,
+    ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES,
+    CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
 };
 use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatus};
 
 use super::effects::{BindingEvent, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
-use super::gates::{cleaning_after, release_generation};
+use super::gates::{Pending, gates_annotation, release_generation};
 use super::meta::{self, ClaimKey};
-use super::server_decision::{RollBackCause, ServerDecision};
+use super::server_decision::{RecordProblem, RollBackCause, ServerDecision};
 use super::status::{BoundCondition, with_bound, with_condition};
 
 /// The writes and side effects of one server decision.
@@ -71,10 +71,12 @@ fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPla
         Available => ServerPlan {
             // Also drop a `bound-by-controller` left behind when an admin cleared the ref
             // (after a Retain release), or a later user reservation would look
-            // controller-made and be cleared on release.
+            // controller-made and be cleared on release; and gates recorded for a
+            // cleaning an admin ended by removing its `cleaning` annotation.
             object: changed(server, |s| {
                 meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION);
                 meta::remove_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER);
+                meta::remove_annotation(s, ANNOTATION_CLEANING_GATES);
             }),
             status: available(server, now),
             ..ServerPlan::default()
@@ -103,8 +105,13 @@ fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPla
         RollBack { cause } => roll_back(server, cause, now),
         DeletionBlocked { holder } => deletion_blocked(server, holder, now),
         ReleaseToCleaning { gates } => release_to_cleaning(server, gates, now),
-        Cleaning { pending } => ServerPlan {
-            status: cleaning_status(server, pending, now),
+        RepairCleaningRecord {
+            release,
+            gates,
+            problem,
+        } => repair_cleaning_record(server, *release, gates, problem, now),
+        Cleaning { release, pending } => ServerPlan {
+            status: cleaning_status(server, *release, pending, now),
             ..ServerPlan::default()
         },
         Cleaned => cleaned(server, now),
@@ -360,24 +367,21 @@ fn server_status(
 }
 
 /// Releases a recycled server with release gates, and starts its cleaning in the same
-/// write: the ref cleared as `Release` clears it, and the `cleaning` annotation set to
-/// the generation this write produces (docs/binding.md, "Release gates").
+/// write: the ref cleared as `Release` clears it, the `cleaning` annotation set to the
+/// release's id (the generation this write produces) and the gates in force recorded
+/// (docs/binding.md, "Release gates").
 fn release_to_cleaning(server: &Server, gates: &[String], now: &Time) -> ServerPlan {
     let holder = holder(server);
-    let mut object = unbind(server);
-    let generation = release_generation(server);
-    object
-        .metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(ANNOTATION_CLEANING.into(), generation.to_string());
+    let release = release_generation(server);
+    let object = with_record(&unbind(server), release, gates);
     let note = format!(
-        "released from claim {}, which is gone (reclaimPolicy Recycle); no claim may bind until the release gates pass: {}",
+        "released from claim {}, which is gone (reclaimPolicy Recycle); no claim may bind until the release gates pass for release {release}: {}",
         describe_ref(&holder),
         gates.join(", ")
     );
+    let pending: Vec<Pending> = gates.iter().map(|g| Pending::named(g)).collect();
     ServerPlan {
-        status: cleaning_status(&object, gates, now),
+        status: cleaning_status(&object, release, &pending, now),
         object: Some(object),
         event: Some(BindingEvent::normal("Cleaning", "Releasing", note)),
         outcome: Some(Outcome::Released(ReclaimPolicy::Recycle)),
@@ -385,21 +389,75 @@ fn release_to_cleaning(server: &Server, gates: &[String], now: &Time) -> ServerP
     }
 }
 
+/// `server` with the record of a cleaning: the release's id and the gates in force.
+fn with_record(server: &Server, release: i64, gates: &[String]) -> Server {
+    let mut object = server.clone();
+    let annotations = object
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.insert(ANNOTATION_CLEANING.into(), release.to_string());
+    annotations.insert(ANNOTATION_CLEANING_GATES.into(), gates_annotation(gates));
+    object
+}
+
+/// Rewrites a cleaning record no cleaner can match (one write of the annotations), then
+/// the Cleaning status; a Warning says what was wrong and what a cleaner copies now.
+fn repair_cleaning_record(
+    server: &Server,
+    release: i64,
+    gates: &[String],
+    problem: &RecordProblem,
+    now: &Time,
+) -> ServerPlan {
+    let object = with_record(server, release, gates);
+    let what = match problem {
+        RecordProblem::UnusableRelease(raw) => format!(
+            "{ANNOTATION_CLEANING} was {raw:?}, which no cleaner can copy into observedGeneration"
+        ),
+        RecordProblem::GatesNotRecorded => {
+            format!("{ANNOTATION_CLEANING_GATES} was missing")
+        }
+    };
+    let note = format!(
+        "{what}; recorded release {release} with gates {}: a cleaner passes each with observedGeneration {release}",
+        gates.join(", ")
+    );
+    let pending: Vec<Pending> = gates.iter().map(|g| Pending::named(g)).collect();
+    ServerPlan {
+        status: cleaning_status(&object, release, &pending, now),
+        object: Some(object),
+        event: Some(BindingEvent::warning(
+            "CleaningRecordRepaired",
+            "Releasing",
+            note,
+        )),
+        ..ServerPlan::default()
+    }
+}
+
 /// Phase Cleaning, the `Bound` condition saying so, and the `Cleaning` condition naming
-/// the gates still to pass, or `None` if the status says that already.
-fn cleaning_status(server: &Server, pending: &[String], now: &Time) -> Option<ServerStatus> {
-    let generation = cleaning_after(server).unwrap_or_default();
-    let waiting = format!("waiting for release gates: {}", pending.join(", "));
+/// the gates still to pass and the release a pass must name, or `None` if the status
+/// says that already.
+fn cleaning_status(
+    server: &Server,
+    release: i64,
+    pending: &[Pending],
+    now: &Time,
+) -> Option<ServerStatus> {
+    let names: Vec<&str> = pending.iter().map(|p| p.gate.as_str()).collect();
     let bound = BoundCondition {
         bound: false,
         reason: "Cleaning",
-        message: format!("released; {waiting}"),
+        message: format!("released; waiting for release gates: {}", names.join(", ")),
     };
+    let detailed: Vec<String> = pending.iter().map(Pending::to_string).collect();
     let cleaning = BoundCondition {
         bound: true,
         reason: "WaitingForGates",
         message: format!(
-            "{waiting} (a cleaner sets each gate's condition to True with observedGeneration {generation} or later)"
+            "waiting for release gates: {} (a cleaner passes a gate by setting the condition of its name to True with observedGeneration {release}, the value of {ANNOTATION_CLEANING} when it started)",
+            detailed.join(", ")
         ),
     };
     let reserved = server.spec.server_claim_ref.as_ref();
@@ -407,11 +465,12 @@ fn cleaning_status(server: &Server, pending: &[String], now: &Time) -> Option<Se
     with_cleaning_condition(server, status, &cleaning, now)
 }
 
-/// Every gate passed: the `cleaning` annotation goes (the server is claimable again),
+/// Every gate passed: the record of the cleaning goes (the server is claimable again),
 /// then phase Available (or reserved) with the `Cleaning` condition False.
 fn cleaned(server: &Server, now: &Time) -> ServerPlan {
     let mut object = server.clone();
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING);
+    meta::remove_annotation(&mut object, ANNOTATION_CLEANING_GATES);
     let done = BoundCondition {
         bound: false,
         reason: "Cleaned",

@@ -21,10 +21,10 @@ use std::collections::BTreeSet;
 use crate::api::{Server, ServerClaim};
 
 use super::assumed::claim_key;
+use super::evidence::can_take_back;
 use super::index::is_free;
 use super::meta::{self, ClaimKey};
 use super::placement::{ClaimShape, in_fair_order, is_waiting};
-use super::server_decision::can_take_back;
 use super::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
 /// The objects each controller must reconcile after a change.

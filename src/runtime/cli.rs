@@ -82,9 +82,20 @@ pub struct ControllerArgs {
     )]
     pub status_interval: u64,
     /// The release gates of a server whose spec names none, comma-separated: a server
-    /// released under Recycle waits in phase Cleaning until a cleaner passes each.
-    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    /// released under Recycle waits in phase Cleaning until a cleaner passes each. Each
+    /// is a domain-prefixed name such as example.com/disk-wiped. A release records the
+    /// gates it waits for, so changing this flag changes no cleaning in progress.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = gate_name)]
     pub release_gates: Vec<String>,
+}
+
+/// A `--release-gates` entry, checked as admission checks `spec.releaseGates`.
+fn gate_name(name: &str) -> Result<String, crate::binding::gates::GateNameError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Ok(String::new());
+    }
+    crate::binding::gates::check_gate_name(name).map(|()| name.to_string())
 }
 
 impl ControllerArgs {

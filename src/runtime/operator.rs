@@ -35,6 +35,8 @@ pub enum OperatorError {
         "the Server and ServerClaim CRDs are not installed in this cluster ({0}); install them with `kubectl apply -f manifests/crds/` (or `server-binder crd | kubectl apply -f -`)"
     )]
     CrdsMissing(String),
+    #[error("{0}")]
+    ReleaseGate(#[from] crate::binding::gates::GateNameError),
     #[error("cannot reach the API server: {0}")]
     Unreachable(#[source] kube::Error),
     #[error("cannot serve metrics on {addr}: {source}")]
@@ -59,11 +61,14 @@ pub struct OperatorHandle {
     _leading: Option<watch::Sender<bool>>,
 }
 
-/// Checks that both CRDs are served, then starts everything.
+/// Checks the options and that both CRDs are served, then starts everything.
 pub async fn start(
     client: Client,
     config: OperatorConfig,
 ) -> Result<OperatorHandle, OperatorError> {
+    for gate in &config.options.release_gates {
+        crate::binding::gates::check_gate_name(gate)?;
+    }
     check_crds(&client).await?;
     let (caches, writers) = Caches::new();
     let metrics = Metrics::new();

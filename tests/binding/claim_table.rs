@@ -106,6 +106,7 @@ fn bound_with_server_naming_its_uid_ensures_bound_and_reverts_a_lost_phase() {
         d,
         ClaimDecision::BoundConfirmed {
             server: s("s1"),
+            server_uid: s("uid-server-s1"),
             selector_mismatch: false,
             server_deleting: false,
         }
@@ -240,9 +241,23 @@ fn unbound_passes_over_a_server_a_users_claim_names() {
 #[test]
 fn unbound_passes_over_a_server_a_bound_claim_names() {
     let c = claim("c").created(1);
-    let bound = claim("old").chose("a").bind_completed().created(9);
+    let bound = claim("old")
+        .chose("a")
+        .bind_completed()
+        .phase(ClaimPhase::Bound)
+        .created(9);
     let d = pick_with_rivals(&c, vec![c.clone(), bound]);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
+}
+
+/// A `bind-completed` a tenant wrote, with no bind recorded, outranks nobody: the pick
+/// does not pass over the server it names (docs/binding.md, "Trust").
+#[test]
+fn unbound_does_not_pass_over_a_server_a_forged_bind_completed_names() {
+    let c = claim("c").created(1);
+    let forged = claim("forger").chose("a").bind_completed().created(9);
+    let d = pick_with_rivals(&c, vec![c.clone(), forged]);
+    assert_eq!(d, ClaimDecision::PickBestFit { server: s("a") });
 }
 
 #[test]
@@ -396,7 +411,13 @@ fn server_naming_the_claim_without_uid_waits_for_the_uid() {
 fn server_naming_the_claim_uid_completes_the_bind() {
     let c = claim("c").chose("s1");
     let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    assert_eq!(d, ClaimDecision::CompleteBind { server: s("s1") });
+    assert_eq!(
+        d,
+        ClaimDecision::CompleteBind {
+            server: s("s1"),
+            server_uid: s("uid-server-s1")
+        }
+    );
     let p = plan(&c, &d);
     let written = p.object.expect("bind-completed write");
     assert_eq!(
@@ -504,6 +525,110 @@ fn a_bound_claim_whose_server_ref_was_cleared_restores_it_from_the_server_holdin
     );
 }
 
+/// [k] A Lost claim's stale `pre-bound` goes with the ref it marked, so a ref its
+/// tenant writes next is user-chosen.
+#[test]
+fn a_lost_claim_whose_ref_was_cleared_drops_its_pre_bound() {
+    let c = claim("c")
+        .chose("gone")
+        .bind_completed()
+        .phase(ClaimPhase::Lost);
+    let mut cleared = c.clone();
+    cleared.spec.server_ref = None;
+    let d = decide_c(&cleared, &[server("s1")]);
+    assert_eq!(d, ClaimDecision::BoundServerRefCleared);
+    let p = plan(&cleared, &d);
+    assert!(!is_controller_chosen(
+        p.object.as_ref().expect("pre-bound dropped")
+    ));
+    assert_eq!(
+        status_reason(&p),
+        (Some(ClaimPhase::Lost), Some(s("ServerRefCleared")))
+    );
+}
+
+/// [k] (Trust) A `bind-completed` the tenant wrote, on a claim naming a server it may
+/// not have, has no bind behind it: it is dropped, whatever the server, and the unbound
+/// path then reports the mismatch. A Lost claim pointed at another server is the same.
+#[test]
+fn a_forged_or_left_over_bind_completed_naming_a_server_is_dropped() {
+    let forged = claim("c")
+        .names("s1")
+        .bind_completed()
+        .selects(&[("rack", "r1")]);
+    let r1 = server("s1").labels(&[("rack", "r1")]);
+    for cannot in [
+        r1.clone().unclaimable(),
+        r1.clone().taint("gpu"),
+        server("s1").labels(&[("rack", "r2")]),
+        r1.clone(),
+    ] {
+        let d = decide_c(&forged, std::slice::from_ref(&cannot));
+        assert_eq!(d, ClaimDecision::ClearStaleBindCompleted, "{cannot:?}");
+    }
+    let lost = claim("c")
+        .names("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Lost)
+        .records("gone");
+    let d = decide_c(&lost, &[server("s1").unclaimable()]);
+    assert_eq!(d, ClaimDecision::ClearStaleBindCompleted);
+    let taken = [server("s1").claimed_for("other", "uid-other")];
+    assert_eq!(
+        decide_c(&lost, &taken),
+        ClaimDecision::ClearStaleBindCompleted
+    );
+    // Its record names a server that is gone: so is the one it names now, but that is
+    // another server (it never held this claim).
+    assert_eq!(
+        decide_c_live(&lost, &[]),
+        ClaimDecision::ClearStaleBindCompleted
+    );
+    let recorded = lost.clone().no_record().records("s1");
+    assert_eq!(
+        decide_c_live(&recorded, &[]),
+        ClaimDecision::BoundServerMissing { server: s("s1") }
+    );
+}
+
+/// The claim's record of a bind names the server object: a server re-created under the
+/// same name is another server, and the record is no evidence for it.
+#[test]
+fn a_record_names_the_server_object_not_its_name() {
+    let c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    assert_eq!(
+        decide_c(&c, &[server("s1")]),
+        ClaimDecision::BoundServerRefLost { server: s("s1") }
+    );
+    let mut recreated = server("s1");
+    recreated.metadata.uid = Some("uid-of-a-new-s1".into());
+    assert_eq!(
+        decide_c(&c, &[recreated]),
+        ClaimDecision::ClearStaleBindCompleted
+    );
+}
+
+/// `CompleteBind` records the server it bound in the status; a bind to another server
+/// than the one recorded is a new bind, with a new `boundTime`.
+#[test]
+fn complete_bind_records_the_server_and_a_new_bind_gets_a_new_bound_time() {
+    let c = claim("c").chose("s1");
+    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
+    let status = plan(&c, &d).status.expect("the Bound status");
+    let record = status.bound_server_ref.expect("a record");
+    assert_eq!(
+        (record.name.as_str(), record.uid.as_str()),
+        ("s1", "uid-server-s1")
+    );
+    let elsewhere = claim("c").chose("s1").phase(ClaimPhase::Lost).records("s0");
+    let p = plan(&elsewhere, &d);
+    assert_eq!(p.outcome, Some(Outcome::Bound), "a new bind, not a repair");
+    assert_eq!(p.status.expect("status").bound_time, Some(now()));
+}
+
 #[test]
 fn a_copied_bind_completed_annotation_without_a_bind_is_dropped() {
     // Created from a copied manifest: no boundTime, nothing holds it.
@@ -528,7 +653,13 @@ fn a_copied_bind_completed_annotation_without_a_bind_is_dropped() {
 fn a_bound_claim_that_lost_only_its_bind_completed_keeps_its_bound_time() {
     let c = claim("c").chose("s1").phase(ClaimPhase::Bound);
     let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    assert_eq!(d, ClaimDecision::CompleteBind { server: s("s1") });
+    assert_eq!(
+        d,
+        ClaimDecision::CompleteBind {
+            server: s("s1"),
+            server_uid: s("uid-server-s1")
+        }
+    );
     let p = plan(&c, &d);
     assert_eq!(p.status.expect("status").bound_time, Some(t(5)));
     assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::ClaimStatus)));
@@ -549,6 +680,7 @@ fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
         d,
         ClaimDecision::BoundConfirmed {
             server: s("s1"),
+            server_uid: s("uid-server-s1"),
             selector_mismatch: true,
             server_deleting: false,
         }
@@ -575,6 +707,7 @@ fn a_bound_server_being_deleted_is_reported_on_the_claim_once() {
         d,
         ClaimDecision::BoundConfirmed {
             server: s("s1"),
+            server_uid: s("uid-server-s1"),
             selector_mismatch: false,
             server_deleting: true,
         }

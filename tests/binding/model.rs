@@ -55,6 +55,12 @@ pub struct Protocol {
     pub server: ServerDecider,
     pub triggers: Triggers,
     pub assumption_ends: EndRule,
+    /// Whether admission (the CRD's CEL rule) lets a release gate of this name in.
+    pub gate_admitted: fn(&str) -> bool,
+}
+
+fn real_gate_admission(name: &str) -> bool {
+    gates::check_gate_name(name).is_ok()
 }
 
 impl Protocol {
@@ -64,6 +70,7 @@ impl Protocol {
             server: real_server_decider,
             triggers: Triggers::real(),
             assumption_ends: ends_on_claim_event,
+            gate_admitted: real_gate_admission,
         }
     }
 }
@@ -87,13 +94,47 @@ pub enum UserOp {
     EditServer(&'static str, ServerEdit),
     /// Adds `matchLabels: {key: value}` to a claim that has no selector.
     AddSelector(&'static str, &'static str, &'static str),
-    /// A cleaner passes a release gate of a server: the gate's condition, "True", with
-    /// the generation it reads (`gates::pass_condition`), written to the status.
-    PassGate(&'static str, &'static str),
+    /// A cleaner (named by the first field) starts cleaning a server for a gate: it reads
+    /// the release the server is being cleaned after (a sloppy cleaner that finds none
+    /// takes the generation), and what it cleans is the dirt there now.
+    StartCleaner(&'static str, &'static str, &'static str),
+    /// That cleaner passes its gate naming the release it read (`gates::pass_condition`),
+    /// however late, without looking again: the protocol must not need it to.
+    FinishCleaner(&'static str),
+    /// An admin sets a server's `spec.releaseGates`; admission may refuse.
+    SetGates(&'static str, Vec<&'static str>),
+    /// The server controller restarts with other `--release-gates` (a rolling update, a
+    /// second replica with another flag): it relists like after a crash.
+    RestartServerController(Vec<&'static str>),
+}
+
+/// One write a tenant may make to its claim's spec or annotations, at any point.
+#[derive(Clone, Debug)]
+pub enum TenantEdit {
+    /// Sets an annotation to "yes" (a forged `bind-completed`, a forged `pre-bound`).
+    Annotate(&'static str),
+    /// Removes an annotation.
+    Unannotate(&'static str),
+    /// Sets `spec.serverRef`.
+    Point(&'static str),
+    /// Clears `spec.serverRef`.
+    Unpoint,
+    /// Adds `matchLabels: {key: value}`.
+    Select(&'static str, &'static str),
+}
+
+/// An untrusted tenant: the edits it may make to its claim, in any order, at any point,
+/// as often as the budget allows, each one only if admission (the CRD's CEL rules) lets
+/// it through.
+#[derive(Clone, Debug, Default)]
+pub struct Tenant {
+    pub claim: &'static str,
+    pub edits: Vec<TenantEdit>,
+    pub budget: u8,
 }
 
 /// A world to explore.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Scenario {
     pub name: &'static str,
     pub servers: Vec<Server>,
@@ -106,6 +147,10 @@ pub struct Scenario {
     pub max_lag: usize,
     /// Every claim ends Bound: a full assignment exists and no pick may strand a claim.
     pub all_bind: bool,
+    /// The server controller's `--release-gates` at the start.
+    pub default_gates: Vec<&'static str>,
+    /// A tenant who forges, if any.
+    pub tenant: Option<Tenant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,9 +274,38 @@ struct State {
     resyncs: u8,
     next_user_op: usize,
     protocol: Protocol,
-    /// A ghost: the (server, gate) pairs whose machine a tenant left and no cleaner has
-    /// passed since. No claim may be bound to such a server (invariant 5).
-    dirty: BTreeSet<(String, String)>,
+    /// The server controller's `--release-gates` now.
+    default_gates: Vec<String>,
+    /// Writes the tenant may still make.
+    tenant_budget: u8,
+    /// Cleaners at work: the server and gate each cleans, the release it read, and the
+    /// dirt it cleans (what was there when it started).
+    cleaners: BTreeMap<&'static str, Cleaner>,
+    /// A ghost: (server, gate, the uid of the tenant who left) for every release of a
+    /// server whose gate no cleaner has cleaned since. No claim may be bound to such a
+    /// server (invariant 5).
+    dirty: BTreeSet<Dirt>,
+    /// A ghost: (claim uid, server) for every server whose ref has carried that uid, the
+    /// controller-written record of a bind (invariant 6).
+    held: BTreeSet<(String, String)>,
+    /// A ghost: per claim, the uid and server of a `serverRef` a user wrote (no
+    /// `pre-bound`), which no controller may change (invariant 4).
+    user_claim_refs: BTreeMap<String, (Option<String>, String)>,
+    /// A ghost: the first write that gave a server to a claim it may not have
+    /// (invariant 6), found while carrying out a plan.
+    entitlement: Option<String>,
+}
+
+/// A server's gate left dirty by a tenant: (server, gate, the tenant claim's uid).
+type Dirt = (String, String, String);
+
+/// A cleaner's work in progress.
+#[derive(Clone, Debug, Hash)]
+struct Cleaner {
+    server: String,
+    gate: String,
+    release: i64,
+    cleans: BTreeSet<Dirt>,
 }
 
 impl State {
@@ -264,6 +338,75 @@ impl State {
         self.claim_ctl
             .server_events
             .push_back((name.to_string(), obj));
+    }
+
+    /// The ghosts' view of a server write about to land over `base` (its precondition
+    /// holds: the server controller's own kind is current): a release leaves the gates
+    /// in force dirty (invariant 5), and a ref gaining a claim's uid must be a server
+    /// that claim may have (invariant 6).
+    fn judge_server_write(&mut self, base: &Server, obj: &Server) {
+        let name = meta::name(base).to_string();
+        let uid_of = |s: &Server| {
+            s.spec
+                .server_claim_ref
+                .as_ref()
+                .and_then(ref_uid)
+                .map(str::to_string)
+        };
+        let (before, after) = (uid_of(base), uid_of(obj));
+        if let Some(gone) = before.as_ref().filter(|u| after.as_ref() != Some(*u)) {
+            let lives = self
+                .truth
+                .claims
+                .values()
+                .any(|c| meta::uid(c) == Some(gone));
+            if !lives && base.spec.reclaim_policy == ReclaimPolicy::Recycle {
+                for gate in gates::release_gates(base, &self.default_gates) {
+                    self.dirty
+                        .insert((name.clone(), gate.to_string(), gone.clone()));
+                }
+            }
+        }
+        let Some(gained) = after.filter(|u| before.as_ref() != Some(u)) else {
+            return;
+        };
+        if self.held.contains(&(gained.clone(), name.clone())) || self.entitlement.is_some() {
+            return;
+        }
+        // The claim as the server controller decided on it: a version it once had.
+        let seen = self
+            .server_ctl
+            .claims
+            .iter()
+            .find(|c| meta::uid(*c) == Some(&gained));
+        if let Some(why) = seen.map_or(Some("no such claim".to_string()), |c| {
+            eligibility(base, c).err().map(|e| e.to_string())
+        }) {
+            self.entitlement = Some(format!(
+                "invariant 6: server {name} was given to the claim with uid {gained}, which it cannot serve ({why}) and which no record shows it held"
+            ));
+        }
+    }
+
+    /// Records every (claim uid, server) whose ref carries it now (the `held` ghost).
+    fn note_holders(&mut self) {
+        for (name, server) in &self.truth.servers {
+            if let Some(uid) = server.spec.server_claim_ref.as_ref().and_then(ref_uid) {
+                self.held.insert((uid.to_string(), name.clone()));
+            }
+        }
+    }
+
+    /// Records whether the claim's `serverRef` is a user's now (invariant 4's ghost).
+    fn note_user_ref(&mut self, name: &str) {
+        let user_ref = self.truth.claims.get(name).and_then(|c| {
+            let server = server_ref_name(c).filter(|_| !is_controller_chosen(c))?;
+            Some((meta::uid(c).map(str::to_string), server.to_string()))
+        });
+        match user_ref {
+            Some(r) => self.user_claim_refs.insert(name.to_string(), r),
+            None => self.user_claim_refs.remove(name),
+        };
     }
 
     fn is_quiescent(&self, scenario: &Scenario) -> bool {
@@ -304,18 +447,31 @@ pub const MAX_LAG: usize = 3;
 /// Explores every interleaving of `scenario` under `protocol`.
 pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     let truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
-    let initial = State {
+    let mut initial = State {
         claim_ctl: Ctl::fresh(&truth, Who::ClaimController),
         server_ctl: Ctl::fresh(&truth, Who::ServerController),
-        truth,
         crashes: scenario.crashes,
         faults: scenario.faults,
         resyncs: scenario.resyncs,
         next_user_op: 0,
         protocol,
+        default_gates: scenario
+            .default_gates
+            .iter()
+            .map(|g| g.to_string())
+            .collect(),
+        tenant_budget: scenario.tenant.as_ref().map_or(0, |t| t.budget),
+        cleaners: BTreeMap::new(),
         dirty: BTreeSet::new(),
+        held: BTreeSet::new(),
+        user_claim_refs: BTreeMap::new(),
+        entitlement: None,
+        truth,
     };
-    let mut initial = initial;
+    initial.note_holders();
+    for name in scenario.claims.iter().map(|c| meta::name(c).to_string()) {
+        initial.note_user_ref(&name);
+    }
     reconcile_idle(&mut initial);
     let user_refs = UserRefs::of(scenario);
     let mut report = Report::default();
@@ -420,7 +576,38 @@ fn successors(state: &State, scenario: &Scenario) -> Vec<(String, State)> {
         apply_user_op(&mut next, op);
         out.push((format!("user: {op:?}"), next));
     }
+    if let Some(tenant) = scenario.tenant.as_ref().filter(|_| state.tenant_budget > 0) {
+        for edit in &tenant.edits {
+            if let Some(next) = tenant_edit(state, tenant.claim, edit) {
+                out.push((format!("tenant: {edit:?} on claim {}", tenant.claim), next));
+            }
+        }
+    }
     out
+}
+
+/// The tenant's `edit` of its claim, if it changes the claim and admission lets it in.
+/// It writes with the resourceVersion it read, as `kubectl edit` does, so the stored
+/// status stays and the generation moves with the spec.
+fn tenant_edit(state: &State, name: &str, edit: &TenantEdit) -> Option<State> {
+    let old = state.truth.claims.get(name)?;
+    let mut new = old.clone();
+    match edit {
+        TenantEdit::Annotate(key) => meta::set_annotation(&mut new, key),
+        TenantEdit::Unannotate(key) => meta::remove_annotation(&mut new, key),
+        TenantEdit::Point(server) => new = new.names(server),
+        TenantEdit::Unpoint => new.spec.server_ref = None,
+        TenantEdit::Select(key, value) => new = new.selects(&[(key, value)]),
+    }
+    if new == *old || !admits_claim_update(old, &new) {
+        return None;
+    }
+    let mut next = state.clone();
+    next.tenant_budget -= 1;
+    next.truth.write_claim(&new).ok()?;
+    next.note_user_ref(name);
+    next.claim_changed(name);
+    Some(next)
 }
 
 /// The next watch event of the other kind reaches the controller's cache.
@@ -595,12 +782,13 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
 fn server_plan(state: &State, server: &Server) -> (ServerDecision, ServerPlan) {
     let claims = &state.server_ctl.claims;
     let decide = state.protocol.server;
-    let (decision, plan) = server_step(server, decide, claims, &[], None, &now());
+    let gates = &state.default_gates;
+    let (decision, plan) = server_step(server, decide, claims, gates, None, &now());
     let Some(r) = plan.confirm_claim.clone() else {
         return (decision, plan);
     };
     let live = state.truth.claims.get(&r.name);
-    server_step(server, decide, claims, &[], Some((&r, live)), &now())
+    server_step(server, decide, claims, gates, Some((&r, live)), &now())
 }
 
 /// Whether reconciling `name` now would write nothing, whichever way it looks.
@@ -700,6 +888,9 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             status,
         } => {
             let name = meta::name(&base).to_string();
+            if let Some(obj) = &object {
+                next.judge_server_write(&base, obj);
+            }
             let result = match object {
                 Some(obj) => next
                     .truth
@@ -719,6 +910,7 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             };
             match result {
                 Ok(rest) => {
+                    next.note_holders();
                     next.server_changed(&name);
                     next.server_ctl.in_flight = rest;
                     vec![(format!("writes server {name}"), next)]
@@ -816,23 +1008,25 @@ fn claim_write(
 fn apply_user_op(state: &mut State, op: &UserOp) {
     match op {
         UserOp::DeleteClaim(name) => {
-            left_dirty(state, name);
             state.truth.delete_claim(name);
             state.claim_changed(name);
         }
-        UserOp::PassGate(name, gate) => {
-            if let Some(mut s) = state.truth.servers.get(*name).cloned() {
-                let pass = gates::pass_condition(&s, gate, &now());
-                let status = s.status.get_or_insert_with(Default::default);
-                status.conditions.retain(|c| c.type_ != *gate);
-                status.conditions.push(pass);
-                state.truth.put_server(s);
-                state.dirty.remove(&(name.to_string(), gate.to_string()));
+        UserOp::StartCleaner(cleaner, server, gate) => start_cleaner(state, cleaner, server, gate),
+        UserOp::FinishCleaner(cleaner) => finish_cleaner(state, cleaner),
+        UserOp::SetGates(name, gates) => {
+            let admitted = gates.iter().all(|g| (state.protocol.gate_admitted)(g));
+            if admitted && let Some(s) = state.truth.servers.get(*name).cloned() {
+                state.truth.put_server(s.gates(gates));
                 state.server_changed(name);
             }
         }
+        UserOp::RestartServerController(gates) => {
+            state.default_gates = gates.iter().map(|g| g.to_string()).collect();
+            state.server_ctl = Ctl::fresh(&state.truth, Who::ServerController);
+        }
         UserOp::CreateClaim(claim) => {
             state.truth.put_claim((**claim).clone());
+            state.note_user_ref(meta::name(&**claim));
             state.claim_changed(meta::name(&**claim));
         }
         UserOp::AddSelector(name, key, value) => {
@@ -858,58 +1052,76 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
     }
 }
 
-/// The ghost of invariant 5: a tenant leaving a server with release gates leaves it
-/// dirty until a cleaner passes each gate.
-fn left_dirty(state: &mut State, claim: &str) {
-    let Some(uid) = state.truth.claims.get(claim).and_then(|c| meta::uid(c)) else {
+/// A cleaner reads the server: the release it is being cleaned after (or, if none, the
+/// generation, as a sloppy cleaner would), and the dirt its work will clean.
+fn start_cleaner(state: &mut State, cleaner: &'static str, server: &str, gate: &str) {
+    let Some(s) = state.truth.servers.get(server) else {
         return;
     };
-    for (sname, server) in &state.truth.servers {
-        let held = server
-            .spec
-            .server_claim_ref
-            .as_ref()
-            .is_some_and(|r| r.name == claim && ref_uid(r) == Some(uid));
-        if held {
-            for gate in gates::release_gates(server, &[]) {
-                state.dirty.insert((sname.clone(), gate.to_string()));
-            }
-        }
+    let read = gates::release_record(s).and_then(|r| r.release);
+    let release = read.unwrap_or(s.metadata.generation.unwrap_or(0));
+    let cleans = state
+        .dirty
+        .iter()
+        .filter(|(s, g, _)| s == server && g == gate)
+        .cloned()
+        .collect();
+    let work = Cleaner {
+        server: server.to_string(),
+        gate: gate.to_string(),
+        release,
+        cleans,
+    };
+    state.cleaners.insert(cleaner, work);
+}
+
+/// The cleaner passes its gate, naming the release it read: the dirt it cleaned is clean.
+fn finish_cleaner(state: &mut State, cleaner: &str) {
+    let Some(work) = state.cleaners.remove(cleaner) else {
+        return;
+    };
+    for dirt in &work.cleans {
+        state.dirty.remove(dirt);
     }
+    if let Some(mut s) = state.truth.servers.get(&work.server).cloned() {
+        let pass = gates::pass_condition(&work.gate, work.release, &now());
+        let status = s.status.get_or_insert_with(Default::default);
+        status.conditions.retain(|c| c.type_ != work.gate);
+        status.conditions.push(pass);
+        state.truth.put_server(s);
+        state.server_changed(&work.server);
+    }
+}
+
+/// The rules the CRD's CEL puts on an update of a claim, as the tenant's edits meet them
+/// (docs/binding.md, "Admission rules"): `serverRef` may be set and cleared but not
+/// switched, not removed from a stored Bound claim, and a selector is immutable once set.
+fn admits_claim_update(old: &ServerClaim, new: &ServerClaim) -> bool {
+    let switched = matches!(
+        (server_ref_name(old), server_ref_name(new)),
+        (Some(a), Some(b)) if a != b
+    );
+    let removed_from_bound = server_ref_name(old).is_some()
+        && server_ref_name(new).is_none()
+        && phase_of(old) == Some(ClaimPhase::Bound);
+    let selector_changed =
+        old.spec.server_selector.is_some() && old.spec.server_selector != new.spec.server_selector;
+    !switched && !removed_from_bound && !selector_changed
 }
 
 // ---------------------------------------------------------------------------------------
 // Invariants
 
-/// The refs users wrote at the start, which no controller may overwrite (invariant 4).
+/// The reservations admins wrote on servers at the start, which no controller may
+/// overwrite (invariant 4; the claims' refs are the `user_claim_refs` ghost).
 struct UserRefs {
-    /// (claim name, claim uid, server) for user-written claim serverRefs.
-    claims: Vec<(String, Option<String>, String)>,
     /// (server, claim name) for users' name-only reservations.
     servers: Vec<(String, String)>,
 }
 
 impl UserRefs {
     fn of(scenario: &Scenario) -> Self {
-        let created = scenario
-            .claims
-            .iter()
-            .chain(scenario.user_ops.iter().filter_map(|op| match op {
-                UserOp::CreateClaim(c) => Some(&**c),
-                _ => None,
-            }));
         Self {
-            claims: created
-                .filter(|c| !is_controller_chosen(c))
-                .filter_map(|c| {
-                    let server = c.spec.server_ref.as_ref()?.name.clone();
-                    Some((
-                        meta::name(c).to_string(),
-                        meta::uid(c).map(str::to_string),
-                        server,
-                    ))
-                })
-                .collect(),
             servers: scenario
                 .servers
                 .iter()
@@ -981,7 +1193,7 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
     }
     // Invariant 5: no claim is bound to a server with a gate not passed since its
     // last tenant left.
-    for (sname, gate) in &state.dirty {
+    for (sname, gate, _) in &state.dirty {
         let Some(r) = truth
             .servers
             .get(sname)
@@ -997,7 +1209,10 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
             ));
         }
     }
-    for (claim, uid, server) in &user.claims {
+    if let Some(violation) = &state.entitlement {
+        return Err(violation.clone());
+    }
+    for (claim, (uid, server)) in &state.user_claim_refs {
         if let Some(c) = truth.claims.get(claim)
             && meta::uid(c) == uid.as_deref()
             && server_ref_name(c) != Some(server)
@@ -1152,7 +1367,13 @@ fn fingerprint(state: &State) -> u64 {
         next_user_op,
         // Fixed for a whole exploration.
         protocol: _,
+        default_gates,
+        tenant_budget,
+        cleaners,
         dirty,
+        held,
+        user_claim_refs,
+        entitlement,
     } = state;
     // Versions are renamed by rank, so the counter behind them does not count.
     let Truth {
@@ -1173,8 +1394,9 @@ fn fingerprint(state: &State) -> u64 {
     for ctl in [claim_ctl, server_ctl] {
         ctl_fp(ctl, &ranks, &mut h);
     }
-    ((*crashes, *faults, *resyncs), *next_user_op).hash(&mut h);
-    dirty.hash(&mut h);
+    ((*crashes, *faults, *resyncs), *next_user_op, *tenant_budget).hash(&mut h);
+    (default_gates, cleaners, dirty, held, user_claim_refs).hash(&mut h);
+    entitlement.is_some().hash(&mut h);
     h.finish()
 }
 
@@ -1182,6 +1404,9 @@ fn fingerprint(state: &State) -> u64 {
 /// object's versions are renamed by their rank among that object's copies in the state.
 struct Ranks<'a> {
     versions: HashMap<(bool, &'a str), BTreeSet<u64>>,
+    /// Release gates apply in this world, even to servers that name none (the default
+    /// gates): generations and the cleaners' conditions tell states apart.
+    gated: bool,
 }
 
 impl<'a> Ranks<'a> {
@@ -1203,7 +1428,8 @@ impl<'a> Ranks<'a> {
                     .insert(rv);
             }
         }
-        Self { versions }
+        let gated = !state.default_gates.is_empty() || !state.cleaners.is_empty();
+        Self { versions, gated }
     }
 
     fn rank(&self, is_claim: bool, name: &str, rv: &Option<String>) -> Option<usize> {
@@ -1295,8 +1521,14 @@ fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
                         phase,
                         conditions,
                         bound_time,
+                        bound_server_ref,
                     } = status;
-                    (*phase, bound_time.is_some(), conditions_fp(conditions))
+                    (
+                        *phase,
+                        bound_time.is_some(),
+                        bound_server_ref,
+                        conditions_fp(conditions),
+                    )
                 })
                 .hash(h);
         }
@@ -1368,20 +1600,23 @@ fn claim_fp(c: &ServerClaim, ranks: &Ranks, h: &mut FxHasher) {
         tolerations,
     } = spec;
     (server_ref, server_selector, tolerations).hash(h);
-    let (phase, bound_time, bound) = match status {
-        None => (None, false, None),
+    let (phase, bound_time, record, bound) = match status {
+        None => (None, false, None, None),
         Some(ServerClaimStatus {
             phase,
             conditions,
             bound_time,
+            bound_server_ref,
         }) => (
             *phase,
             bound_time.is_some(),
+            bound_server_ref.as_ref(),
             bound_fp(conditions, *generation),
         ),
     };
     phase.hash(h);
     bound_time.hash(h);
+    record.hash(h);
     bound.hash(h);
 }
 
@@ -1449,7 +1684,10 @@ fn server_fp(s: &Server, ranks: &Ranks, h: &mut FxHasher) {
     phase.hash(h);
     claim.hash(h);
     bound.hash(h);
-    if release_gates.as_ref().is_some_and(|g| !g.is_empty()) {
+    let gated = release_gates.as_ref().is_some_and(|g| !g.is_empty())
+        || gates::is_cleaning(s)
+        || ranks.gated;
+    if gated {
         // With release gates, generations are compared with the `cleaning`
         // annotation's, so their values tell states apart, and so do the cleaner's
         // conditions.
@@ -1558,6 +1796,7 @@ pub fn stranding() -> Scenario {
         resyncs: 0,
         max_lag: MAX_LAG,
         all_bind: true,
+        ..Scenario::default()
     }
 }
 
@@ -1574,6 +1813,7 @@ pub fn user_ref_race() -> Scenario {
         resyncs: 0,
         max_lag: 2,
         all_bind: true,
+        ..Scenario::default()
     }
 }
 
@@ -1598,6 +1838,7 @@ pub fn contention() -> Scenario {
         resyncs: 0,
         max_lag: 2,
         all_bind: false,
+        ..Scenario::default()
     }
 }
 
@@ -1617,6 +1858,7 @@ pub fn reservation_and_recreate() -> Scenario {
         resyncs: 0,
         max_lag: 2,
         all_bind: false,
+        ..Scenario::default()
     }
 }
 
@@ -1648,6 +1890,7 @@ pub fn lost_ref_and_release() -> Scenario {
         resyncs: 0,
         max_lag: MAX_LAG,
         all_bind: false,
+        ..Scenario::default()
     }
 }
 
@@ -1669,6 +1912,7 @@ pub fn eligibility_churn() -> Scenario {
         resyncs: 1,
         max_lag: MAX_LAG,
         all_bind: false,
+        ..Scenario::default()
     }
 }
 
@@ -1699,6 +1943,7 @@ pub fn orphan_and_cordon() -> Scenario {
         resyncs: 0,
         max_lag: MAX_LAG,
         all_bind: false,
+        ..Scenario::default()
     }
 }
 
@@ -1723,22 +1968,24 @@ pub fn empty_uid_and_copies() -> Scenario {
         resyncs: 0,
         max_lag: MAX_LAG,
         all_bind: false,
+        ..Scenario::default()
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // Tests
 
-/// A tenant leaves a server with a release gate while another claim waits, and a
-/// cleaner passes the gate: once before the tenant leaves (a stale pass), and once at
-/// any point after. The waiting claim must never get the server before the later pass
+/// A tenant leaves a server with a release gate while another claim waits, and cleaners
+/// pass the gate: one that read the server while the tenant still held it (a stale
+/// pass), and one that starts after the tenant left, passing at any point. The waiting
+/// claim must never get the server before a cleaning done after the tenant left
 /// (invariant 5), with a crash and a failed write anywhere.
 pub fn release_gates() -> Scenario {
     Scenario {
         name: "release-gates",
         servers: vec![
             server("s1")
-                .gates(&["wipe"])
+                .gates(&[WIPE])
                 .claimed_for("a", "uid-a")
                 .phase(ServerPhase::Bound),
         ],
@@ -1751,15 +1998,171 @@ pub fn release_gates() -> Scenario {
             claim("b").created(2),
         ],
         user_ops: vec![
-            UserOp::PassGate("s1", "wipe"),
+            UserOp::StartCleaner("stale", "s1", WIPE),
+            UserOp::FinishCleaner("stale"),
             UserOp::DeleteClaim("a"),
-            UserOp::PassGate("s1", "wipe"),
+            UserOp::StartCleaner("cleaner", "s1", WIPE),
+            UserOp::FinishCleaner("cleaner"),
         ],
         crashes: 1,
         faults: 1,
         resyncs: 0,
         max_lag: MAX_LAG,
         all_bind: false,
+        ..Scenario::default()
+    }
+}
+
+/// The gate every gated world uses: a valid name (a domain prefix).
+const WIPE: &str = "x.io/wipe";
+
+/// The gates' configuration changes around a release: an admin tries to name a gate
+/// after the controllers' `Cleaning` condition (admission refuses it), the tenant leaves
+/// s1 (whose gates are the controller's default), and the server controller restarts
+/// without default gates, before or after the release. A cleaner then passes the gate.
+/// Whatever the order, the waiting claim never gets s1 before a cleaning the release
+/// asked for (invariant 5).
+pub fn gate_config_changes() -> Scenario {
+    Scenario {
+        name: "gate-config-changes",
+        servers: vec![
+            server("s1")
+                .claimed_for("a", "uid-a")
+                .phase(ServerPhase::Bound),
+        ],
+        claims: vec![
+            claim("a")
+                .chose("s1")
+                .bind_completed()
+                .phase(ClaimPhase::Bound)
+                .created(1),
+            claim("b").created(2),
+        ],
+        user_ops: vec![
+            UserOp::SetGates("s1", vec!["Cleaning"]),
+            UserOp::DeleteClaim("a"),
+            UserOp::RestartServerController(vec![]),
+            UserOp::StartCleaner("cleaner", "s1", WIPE),
+            UserOp::FinishCleaner("cleaner"),
+        ],
+        crashes: 0,
+        faults: 1,
+        resyncs: 0,
+        max_lag: MAX_LAG,
+        all_bind: false,
+        default_gates: vec![WIPE],
+        tenant: None,
+    }
+}
+
+/// Two releases of one gated server, and a slow cleaner: it reads the first release, a
+/// fast one passes that release, the next tenant binds and leaves, and only then the
+/// slow pass lands, naming the first release. It cleans nothing of the second tenant's.
+pub fn late_pass() -> Scenario {
+    Scenario {
+        name: "late-pass",
+        servers: vec![
+            server("s1")
+                .gates(&[WIPE])
+                .claimed_for("a", "uid-a")
+                .phase(ServerPhase::Bound),
+        ],
+        claims: vec![
+            claim("a")
+                .chose("s1")
+                .bind_completed()
+                .phase(ClaimPhase::Bound)
+                .created(1),
+            claim("b").created(2),
+        ],
+        user_ops: vec![
+            UserOp::DeleteClaim("a"),
+            UserOp::StartCleaner("slow", "s1", WIPE),
+            UserOp::StartCleaner("fast", "s1", WIPE),
+            UserOp::FinishCleaner("fast"),
+            UserOp::DeleteClaim("b"),
+            UserOp::CreateClaim(Box::new(claim("c").created(3))),
+            UserOp::FinishCleaner("slow"),
+        ],
+        crashes: 0,
+        faults: 0,
+        resyncs: 0,
+        max_lag: 2,
+        all_bind: false,
+        ..Scenario::default()
+    }
+}
+
+/// An untrusted tenant owns `t`, which selects rack r1: no server can serve it (s1 is
+/// cordoned, s2 is in rack r2). At any point it may forge `bind-completed`, point `t` at
+/// either server and drop the ref again, two writes in all, each as admission allows.
+/// `v` takes any server and must get s2. `t` must never get a server (invariant 6).
+pub fn tenant_forgery() -> Scenario {
+    Scenario {
+        name: "tenant-forgery",
+        servers: vec![
+            server("s1").labels(&[("rack", "r1")]).unclaimable(),
+            server("s2").labels(&[("rack", "r2")]),
+        ],
+        claims: vec![
+            claim("t").selects(&[("rack", "r1")]).created(1),
+            claim("v").created(2),
+        ],
+        user_ops: vec![],
+        crashes: 0,
+        faults: 0,
+        resyncs: 0,
+        max_lag: 2,
+        all_bind: false,
+        default_gates: vec![],
+        tenant: Some(Tenant {
+            claim: "t",
+            edits: vec![
+                TenantEdit::Annotate(ANNOTATION_BIND_COMPLETED),
+                TenantEdit::Point("s1"),
+                TenantEdit::Point("s2"),
+                TenantEdit::Unpoint,
+            ],
+            budget: 2,
+        }),
+    }
+}
+
+/// A tenant's claim `t` was bound once and is `Lost` (its server is gone): it keeps
+/// `bind-completed` and its `boundTime`. The tenant drops its ref and points it at s1
+/// (cordoned) or s2 (tainted): neither may be given to it (invariant 6). A forged
+/// `pre-bound`, a dropped `bind-completed` or an added selector change nothing about
+/// that.
+pub fn lost_and_re_pointed() -> Scenario {
+    Scenario {
+        name: "lost-and-re-pointed",
+        servers: vec![server("s1").unclaimable(), server("s2").taint("gpu")],
+        claims: vec![
+            claim("t")
+                .chose("gone")
+                .bind_completed()
+                .phase(ClaimPhase::Lost)
+                .created(1),
+        ],
+        user_ops: vec![],
+        crashes: 1,
+        faults: 0,
+        resyncs: 0,
+        max_lag: MAX_LAG,
+        all_bind: false,
+        default_gates: vec![],
+        tenant: Some(Tenant {
+            claim: "t",
+            edits: vec![
+                TenantEdit::Unpoint,
+                TenantEdit::Point("s1"),
+                TenantEdit::Point("s2"),
+                TenantEdit::Annotate(ANNOTATION_PRE_BOUND),
+                TenantEdit::Unannotate(ANNOTATION_BIND_COMPLETED),
+                TenantEdit::Select("rack", "r9"),
+            ],
+            budget: 3,
+        }),
     }
 }
 
@@ -1822,6 +2225,161 @@ fn the_model_check_catches_a_release_that_skips_the_gates() {
         ..Protocol::real()
     };
     let violation = caught("skips-gates", release_gates(), mutant);
+    assert!(violation.contains("invariant 5"), "{violation}");
+}
+
+#[test]
+fn gate_config_changes_hold_in_every_interleaving() {
+    assert_holds(gate_config_changes());
+}
+
+#[test]
+fn a_late_pass_holds_in_every_interleaving() {
+    assert_holds(late_pass());
+}
+
+#[test]
+fn tenant_forgery_holds_in_every_interleaving() {
+    assert_holds(tenant_forgery());
+}
+
+#[test]
+fn a_lost_claim_re_pointed_holds_in_every_interleaving() {
+    assert_holds(lost_and_re_pointed());
+}
+
+/// The server side's winner rule before issue 20: any `bind-completed` claim naming a
+/// free server takes it back, eligible or not (`can_take_back` trusted the annotation).
+fn trusts_bind_completed(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+) -> ServerDecision {
+    let decision = decide_server(server, claims, liveness, gates);
+    let free = server.spec.server_claim_ref.is_none()
+        && !gates::is_cleaning(server)
+        && matches!(
+            server_is_claimable(server),
+            Ok(()) | Err(Ineligible::Unclaimable)
+        );
+    let forged = claims
+        .claims_naming(meta::name(server))
+        .into_iter()
+        .filter(|c| meta::is_bind_completed(*c))
+        .min_by_key(|c| meta::name(*c).to_string());
+    match (&decision, forged) {
+        (ServerDecision::Available | ServerDecision::ClaimForWinner { .. }, Some(c)) if free => {
+            ServerDecision::ClaimForWinner {
+                winner: claim_ref_of(c),
+                restoring: true,
+            }
+        }
+        _ => decision,
+    }
+}
+
+#[test]
+fn the_model_check_catches_a_server_side_that_trusts_bind_completed() {
+    let mutant = Protocol {
+        server: trusts_bind_completed,
+        ..Protocol::real()
+    };
+    let violation = caught("trusts-bind-completed", tenant_forgery(), mutant);
+    assert!(violation.contains("invariant 6"), "{violation}");
+    let violation = caught("trusts-bind-completed", lost_and_re_pointed(), mutant);
+    assert!(violation.contains("invariant 6"), "{violation}");
+}
+
+/// Release gates before issue 20: any gate name is admitted, and a condition of the
+/// gate's name passes it even when the controllers write that condition themselves (a
+/// gate named `Cleaning` passes itself). The server is seen with such a gate renamed,
+/// and the controllers' condition copied under the new name.
+fn gate_passes_itself(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+) -> ServerDecision {
+    let mut seen = server.clone();
+    let alias = |g: &str| format!("x.io/{g}-alias");
+    for gate in seen.spec.release_gates.iter_mut().flatten() {
+        if OWN_CONDITIONS.contains(&gate.name.as_str()) {
+            gate.name = alias(&gate.name);
+        }
+    }
+    if let Some(recorded) = seen
+        .metadata
+        .annotations
+        .as_mut()
+        .and_then(|a| a.get_mut(ANNOTATION_CLEANING_GATES))
+    {
+        *recorded = recorded
+            .split(',')
+            .map(|g| match OWN_CONDITIONS.contains(&g) {
+                true => alias(g),
+                false => g.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+    if let Some(status) = seen.status.as_mut() {
+        let copies: Vec<Condition> = status
+            .conditions
+            .iter()
+            .filter(|c| OWN_CONDITIONS.contains(&c.type_.as_str()))
+            .map(|c| Condition {
+                type_: alias(&c.type_),
+                ..c.clone()
+            })
+            .collect();
+        status.conditions.extend(copies);
+    }
+    decide_server(&seen, claims, liveness, gates)
+}
+
+#[test]
+fn the_model_check_catches_a_gate_named_after_a_controller_condition() {
+    let mutant = Protocol {
+        server: gate_passes_itself,
+        gate_admitted: |_| true,
+        ..Protocol::real()
+    };
+    let violation = caught("gate-passes-itself", gate_config_changes(), mutant);
+    assert!(violation.contains("invariant 5"), "{violation}");
+}
+
+/// Release gates before issue 20: every reconcile of a cleaning server reads the gates
+/// from the spec or the controller's flag now, not from what the release recorded.
+fn gates_from_the_flag(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+) -> ServerDecision {
+    let mut seen = server.clone();
+    let now: Vec<String> = gates::release_gates(server, gates)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if let Some(recorded) = seen
+        .metadata
+        .annotations
+        .as_mut()
+        .and_then(|a| a.get_mut(ANNOTATION_CLEANING_GATES))
+    {
+        *recorded = now.join(",");
+    }
+    decide_server(&seen, claims, liveness, gates)
+}
+
+#[test]
+fn the_model_check_catches_gates_read_from_the_flag_at_every_reconcile() {
+    let mutant = Protocol {
+        server: gates_from_the_flag,
+        ..Protocol::real()
+    };
+    let violation = caught("gates-from-the-flag", gate_config_changes(), mutant);
     assert!(violation.contains("invariant 5"), "{violation}");
 }
 

@@ -2,6 +2,7 @@
 
 use server_binder::api::names::*;
 use server_binder::api::*;
+use server_binder::binding::gates::{Pending, PendingNote};
 use server_binder::binding::*;
 
 use crate::support::*;
@@ -60,7 +61,11 @@ fn winner_is_the_bind_completed_claim_restoring_its_lost_ref() {
     let srv = server("s1");
     let world = [
         claim("a").names("s1").created(1),
-        claim("b").chose("s1").bind_completed().created(50),
+        claim("b")
+            .chose("s1")
+            .bind_completed()
+            .phase(ClaimPhase::Bound)
+            .created(50),
     ];
     assert_eq!(
         decide_s(&srv, &world),
@@ -332,12 +337,83 @@ fn deleting_with_no_live_claim_drops_the_finalizer() {
     assert!(!has_protection(written(&plan(&srv, &d))));
 }
 
+/// A `bind-completed` with no bind recorded (copied, forged) wins nothing: the server
+/// goes to the older user-chosen claim, and a server the forger may not have goes to
+/// nobody (docs/binding.md, "Trust").
+#[test]
+fn a_forged_bind_completed_is_no_winner() {
+    let srv = server("s1");
+    let world = [
+        claim("z").names("s1").bind_completed().created(50),
+        claim("a").names("s1").created(1),
+    ];
+    assert_eq!(
+        decide_s(&srv, &world),
+        ServerDecision::ClaimForWinner {
+            winner: holder("a", Some("uid-a")),
+            restoring: false
+        }
+    );
+    let forged = [claim("z")
+        .names("s1")
+        .bind_completed()
+        .selects(&[("rack", "r1")])];
+    let r1 = server("s1").labels(&[("rack", "r1")]);
+    for cannot in [
+        r1.clone().unclaimable(),
+        r1.clone().taint("gpu"),
+        server("s1").labels(&[("rack", "r2")]),
+    ] {
+        assert_eq!(
+            decide_s(&cannot, &forged),
+            ServerDecision::Available,
+            "{cannot:?}"
+        );
+    }
+    // A record of a bind to another server object of that name is no record of this.
+    let recreated = [claim("z")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Lost)
+        .records("s1")];
+    let mut other = server("s1").unclaimable();
+    other.metadata.uid = Some("uid-of-a-new-s1".into());
+    assert_eq!(decide_s(&other, &recreated), ServerDecision::Available);
+    assert!(matches!(
+        decide_s(&server("s1").unclaimable(), &recreated),
+        ServerDecision::ClaimForWinner {
+            restoring: true,
+            ..
+        }
+    ));
+}
+
+/// A claim whose uid a server carries, with no bind recorded in its status, takes that
+/// server only if it may (it adopts it); a cordoned server rolls back.
+#[test]
+fn uid_ref_with_an_unrecorded_claim_that_names_nothing_needs_eligibility() {
+    let srv = server("s1").claimed_for("c", "uid-c").unclaimable();
+    let unrecorded = [claim("c")
+        .bind_completed()
+        .phase(ClaimPhase::Lost)
+        .no_record()];
+    assert!(matches!(
+        decide_s(&srv, &unrecorded),
+        ServerDecision::RollBack {
+            cause: RollBackCause::CannotAdopt(Ineligible::Unclaimable)
+        }
+    ));
+}
+
 #[test]
 fn uid_ref_with_a_bound_claim_that_cleared_its_ref_waits_for_it_to_restore_it() {
     // A bound claim never moves: a mistaken edit of its serverRef must not hand the
     // server to another claim. The claim side writes the ref back (RestoreServerRef).
     let srv = server("s1").claimed_for("c", "uid-c").unclaimable();
-    let lost = [claim("c").bind_completed().phase(ClaimPhase::Lost)];
+    let lost = [claim("c")
+        .bind_completed()
+        .phase(ClaimPhase::Lost)
+        .records("s1")];
     assert_eq!(decide_s(&srv, &lost), ServerDecision::BoundAwaitingAdoption);
     let deleting = srv.deleting();
     assert!(matches!(
@@ -458,6 +534,127 @@ fn a_gated_recycle_releases_and_starts_cleaning_in_one_write() {
     );
 }
 
+/// [t] The release records the gates in force; from then on a change of the
+/// controller's default gates changes nothing of the cleaning, a gate added to the spec
+/// is waited for too, and one removed from it is not dropped.
+#[test]
+fn the_gates_in_force_are_recorded_at_the_release() {
+    let bound = server("s1").claimed_for("c", "uid-c");
+    let default = [s("x.io/wipe")];
+    let d = decide_server(&bound, &claims(vec![]), Liveness::Confirmed, &default);
+    let p = plan(&bound, &d);
+    let w = written(&p);
+    assert_eq!(
+        annotation(w, ANNOTATION_CLEANING_GATES),
+        Some(s("x.io/wipe"))
+    );
+    let mut cleaning = w.clone();
+    cleaning.metadata.generation = Some(2);
+    for flag in [vec![], vec![s("x.io/other")]] {
+        let d = decide_server(&cleaning, &claims(vec![]), Liveness::Cached, &flag);
+        assert_eq!(
+            d,
+            ServerDecision::Cleaning {
+                release: 2,
+                pending: vec![Pending::named("x.io/wipe")]
+            },
+            "--release-gates {flag:?}"
+        );
+    }
+    let added = cleaning.clone().gates(&["x.io/burn-in"]);
+    let d = decide_s(&added, &[]);
+    assert!(
+        matches!(&d, ServerDecision::Cleaning { pending, .. } if pending.len() == 2),
+        "{d:?}"
+    );
+    let removed = cleaning.gates(&[]);
+    assert!(matches!(
+        decide_s(&removed, &[]),
+        ServerDecision::Cleaning { .. }
+    ));
+}
+
+/// [t] A gate named after a condition the controllers write never passes, even when
+/// that condition is True for this release (admission refuses such names; this holds
+/// if a server got one anyway).
+#[test]
+fn a_gate_named_cleaning_does_not_pass_itself() {
+    let srv = server("s1")
+        .gates(&["Cleaning"])
+        .cleaning(3)
+        .passed("Cleaning", 3);
+    let d = decide_s(&srv, &[]);
+    assert_eq!(
+        d,
+        ServerDecision::Cleaning {
+            release: 3,
+            pending: vec![Pending {
+                gate: s("Cleaning"),
+                note: Some(PendingNote::ControllerCondition),
+            }]
+        }
+    );
+}
+
+/// [t] A record no cleaner can match is rewritten, with a Warning: a release id that is
+/// not a whole number becomes the generation; missing gates become those in force now.
+#[test]
+fn a_record_that_cannot_be_matched_is_repaired() {
+    let mut mangled = server("s1").gates(&["x.io/wipe"]).cleaning(5);
+    mangled
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(ANNOTATION_CLEANING.into(), "soon".into());
+    let d = decide_s(&mangled, &[]);
+    assert_eq!(
+        d,
+        ServerDecision::RepairCleaningRecord {
+            release: 1,
+            gates: vec![s("x.io/wipe")],
+            problem: RecordProblem::UnusableRelease(s("soon")),
+        }
+    );
+    let p = plan(&mangled, &d);
+    assert_eq!(annotation(written(&p), ANNOTATION_CLEANING), Some(s("1")));
+    assert_eq!(phase(&p), Some(ServerPhase::Cleaning));
+    let e = p.event.as_ref().expect("a Warning");
+    assert_eq!(
+        (e.kind, e.reason),
+        (EventKind::Warning, "CleaningRecordRepaired")
+    );
+    assert!(e.note.contains("\"soon\""), "{}", e.note);
+
+    let mut legacy = server("s1").cleaning(9);
+    legacy
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(ANNOTATION_CLEANING_GATES);
+    let d = decide_server(
+        &legacy,
+        &claims(vec![]),
+        Liveness::Cached,
+        &[s("x.io/wipe")],
+    );
+    assert_eq!(
+        d,
+        ServerDecision::RepairCleaningRecord {
+            release: 9,
+            gates: vec![s("x.io/wipe")],
+            problem: RecordProblem::GatesNotRecorded,
+        }
+    );
+    // A record restored onto a younger object is matched as it is: the cleaner copies 9.
+    let restored = server("s1")
+        .gates(&["x.io/wipe"])
+        .cleaning(9)
+        .passed("x.io/wipe", 9);
+    assert_eq!(decide_s(&restored, &[]), ServerDecision::Cleaned);
+}
+
 /// The controller's default gates apply to a server that names none; an empty list
 /// on the server means none; `Retain` never cleans.
 #[test]
@@ -501,7 +698,11 @@ fn a_cleaning_server_waits_for_passes_of_this_release_only() {
     assert_eq!(
         d,
         ServerDecision::Cleaning {
-            pending: vec![s("wipe")]
+            release: 5,
+            pending: vec![Pending {
+                gate: s("wipe"),
+                note: Some(PendingNote::PassForOtherRelease(4)),
+            }]
         }
     );
     let p = plan(&srv, &d);
@@ -524,12 +725,13 @@ fn a_cleaning_server_waits_for_passes_of_this_release_only() {
 /// server is Available (and claimable) again.
 #[test]
 fn every_gate_passed_ends_the_cleaning_in_one_write() {
-    let srv = server("s1").gates(&["wipe"]).cleaning(5).passed("wipe", 6);
+    let srv = server("s1").gates(&["wipe"]).cleaning(5).passed("wipe", 5);
     let d = decide_s(&srv, &[]);
     assert_eq!(d, ServerDecision::Cleaned);
     let p = plan(&srv, &d);
     let w = written(&p);
     assert_eq!(annotation(w, ANNOTATION_CLEANING), None);
+    assert_eq!(annotation(w, ANNOTATION_CLEANING_GATES), None);
     assert_eq!(eligibility(w, &claim("next")), Ok(()));
     assert_eq!(phase(&p), Some(ServerPhase::Available));
     assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Cleaned"));
@@ -547,7 +749,8 @@ fn deletion_wins_over_cleaning_and_a_reservation_waits_for_it() {
     assert_eq!(
         d,
         ServerDecision::Cleaning {
-            pending: vec![s("wipe")]
+            release: 5,
+            pending: vec![Pending::named("wipe")]
         }
     );
     let p = plan(&reserved, &d);

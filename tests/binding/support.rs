@@ -81,10 +81,11 @@ pub trait ServerExt: Sized {
     fn uid_ref(self, uid: &str) -> Self;
     /// `spec.releaseGates` with these names.
     fn gates(self, names: &[&str]) -> Self;
-    /// Being cleaned after the release at `generation` (the `cleaning` annotation).
-    fn cleaning(self, generation: i64) -> Self;
-    /// A cleaner's pass of `gate`, recorded at `generation`.
-    fn passed(self, gate: &str, generation: i64) -> Self;
+    /// Being cleaned after the release `release` (the `cleaning` annotation), with the
+    /// server's own `spec.releaseGates` recorded as the gates in force.
+    fn cleaning(self, release: i64) -> Self;
+    /// A cleaner's pass of `gate` for the release `release`.
+    fn passed(self, gate: &str, release: i64) -> Self;
 }
 
 impl ServerExt for Server {
@@ -95,17 +96,21 @@ impl ServerExt for Server {
         self.spec.release_gates = Some(gates.collect());
         self
     }
-    fn cleaning(mut self, generation: i64) -> Self {
-        self.metadata
-            .annotations
-            .get_or_insert_with(BTreeMap::new)
-            .insert(ANNOTATION_CLEANING.into(), generation.to_string());
+    fn cleaning(mut self, release: i64) -> Self {
+        let gates: Vec<String> = self
+            .spec
+            .release_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.clone())
+            .collect();
+        let annotations = self.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(ANNOTATION_CLEANING.into(), release.to_string());
+        annotations.insert(ANNOTATION_CLEANING_GATES.into(), gates.join(","));
         self
     }
-    fn passed(mut self, gate: &str, generation: i64) -> Self {
-        let mut read = self.clone();
-        read.metadata.generation = Some(generation);
-        let pass = server_binder::binding::gates::pass_condition(&read, gate, &t(400));
+    fn passed(mut self, gate: &str, release: i64) -> Self {
+        let pass = server_binder::binding::gates::pass_condition(gate, release, &t(400));
         let status = self.status.get_or_insert_with(Default::default);
         status.conditions.retain(|c| c.type_ != gate);
         status.conditions.push(pass);
@@ -197,6 +202,11 @@ pub trait ClaimExt: Sized {
     fn chose(self, server: &str) -> Self;
     fn bind_completed(self) -> Self;
     fn phase(self, phase: ClaimPhase) -> Self;
+    /// The status's record of a bind to `server` (as [`server`] builds it: its uid is
+    /// `uid-server-<name>`), which only a Bound status carries.
+    fn records(self, server: &str) -> Self;
+    /// No record of a bind in the status (a status written before records existed).
+    fn no_record(self) -> Self;
 }
 
 impl ClaimExt for ServerClaim {
@@ -261,12 +271,32 @@ impl ClaimExt for ServerClaim {
         self
     }
     /// A status with this phase; a `Bound` or `Lost` claim was bound once, so it also
-    /// gets a `boundTime` (as the claim controller leaves it).
+    /// gets a `boundTime` and the record of the server its `serverRef` names, if any (as
+    /// the claim controller leaves them).
     fn phase(mut self, phase: ClaimPhase) -> Self {
+        let named = self.spec.server_ref.as_ref().map(|r| r.name.clone());
         let status = self.status.get_or_insert_with(Default::default);
         status.phase = Some(phase);
         if phase != ClaimPhase::Pending {
             status.bound_time.get_or_insert_with(|| t(5));
+        }
+        status.bound_server_ref = None;
+        match (phase, named) {
+            (ClaimPhase::Bound | ClaimPhase::Lost, Some(server)) => self.records(&server),
+            _ => self,
+        }
+    }
+    fn records(mut self, server: &str) -> Self {
+        let status = self.status.get_or_insert_with(Default::default);
+        status.bound_server_ref = Some(BoundServerRef {
+            name: server.into(),
+            uid: format!("uid-server-{server}"),
+        });
+        self
+    }
+    fn no_record(mut self) -> Self {
+        if let Some(status) = self.status.as_mut() {
+            status.bound_server_ref = None;
         }
         self
     }

@@ -179,7 +179,9 @@ fn row(decision: &ClaimDecision) -> String {
         WaitForServer { server } | WaitForUid { server } => format!("names server {server}, and waits for the server controller to record it"),
         WithdrawIneligibleServer { server, why } => format!("the controller chose server {server}, which can no longer serve it ({why}): it withdraws"),
         ServerMismatch { server, why } => format!("names server {server}, which cannot serve it: {why}"),
-        CompleteBind { server } => format!("server {server} holds its uid: the bind completes"),
+        CompleteBind { server, .. } => {
+            format!("server {server} holds its uid: the bind completes")
+        }
         WithdrawTakenServer { server, holder } => format!("the controller chose server {server}, which {}/{} took: it withdraws", holder.namespace, holder.name),
         ServerAlreadyClaimed { server, holder } => format!("names server {server}, which is claimed by {}/{}", holder.namespace, holder.name),
     };

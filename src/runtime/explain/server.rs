@@ -124,11 +124,18 @@ fn not_available(server: &Server) -> Vec<String> {
     if let Err(why) = server_is_claimable(server) {
         out.push(why.to_string());
     }
-    if let Some(pending) = gates::pending_gates(server, &[]).filter(|p| !p.is_empty()) {
-        out.push(format!(
-            "release gates still pending: {}",
-            pending.join(", ")
-        ));
+    if let Some(record) = gates::release_record(server) {
+        let pending = match record.release {
+            Some(release) => gates::pending_gates(server, &record, release)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => format!("its release id {:?} is being repaired", record.raw),
+        };
+        if !pending.is_empty() {
+            out.push(format!("release gates still pending: {pending}"));
+        }
     }
     if let Some(r) = &server.spec.server_claim_ref {
         out.push(match ref_uid(r) {
@@ -184,9 +191,16 @@ fn row(decision: &ServerDecision) -> String {
             "its claim is gone: released into cleaning, waiting for {}",
             gates.join(", ")
         ),
-        Cleaning { pending } => format!(
-            "being cleaned after its last release: waiting for release gates {}",
-            pending.join(", ")
+        RepairCleaningRecord { release, .. } => format!(
+            "being cleaned, but its record cannot be matched: it is rewritten as release {release}"
+        ),
+        Cleaning { release, pending } => format!(
+            "being cleaned after release {release}: waiting for release gates {}",
+            pending
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Cleaned => "every release gate passed: it becomes Available".into(),
     };

@@ -1,0 +1,56 @@
+//! What the binder takes as evidence of a bind (docs/binding.md, "Trust"). Tenants write
+//! their claims' spec, labels and annotations, so none of those is evidence: a
+//! `bind-completed` annotation can be copied, forged or kept after the bind it was
+//! written for is gone. Evidence is only what the controllers (or admins) write:
+//!
+//! - the server's `spec.serverClaimRef` carrying the claim's uid (the lock), and
+//! - the claim's `status.boundServerRef`, naming the server object (name and uid) its
+//!   Bound status was written for.
+//!
+//! A claim may take or keep a server it is not eligible for only with such evidence:
+//! an existing binding stays when the server is cordoned, tainted or relabelled, but no
+//! annotation makes one.
+
+use crate::api::{BoundServerRef, Server, ServerClaim};
+
+use super::eligibility::{Ineligible, eligibility, server_is_claimable};
+use super::meta;
+
+/// The server object the claim's status records it as bound to, if any.
+pub fn bound_record(claim: &ServerClaim) -> Option<&BoundServerRef> {
+    claim.status.as_ref()?.bound_server_ref.as_ref()
+}
+
+/// The record a Bound status of `claim` on `server` carries.
+pub fn record_of(server: &Server) -> BoundServerRef {
+    BoundServerRef {
+        name: meta::name(server).to_string(),
+        uid: meta::uid(server).unwrap_or_default().to_string(),
+    }
+}
+
+/// Whether the claim's status records a bind to this very server object (its name and
+/// its uid: a server re-created under the same name is another server).
+pub fn records_bind_to(claim: &ServerClaim, server: &Server) -> bool {
+    bound_record(claim).is_some_and(|r| *r == record_of(server))
+}
+
+/// Whether the claim's status records a bind to a server of this name (for a server
+/// that is gone, whose uid nobody can compare).
+pub fn records_bind_named(claim: &ServerClaim, server: &str) -> bool {
+    bound_record(claim).is_some_and(|r| r.name == server)
+}
+
+/// Whether `claim` may take (or keep) `server`, whose ref is empty or names it: with
+/// evidence of a bind to this server it keeps it whatever happened to the server since
+/// (cordon, taint, relabel: an existing binding stays), unless the server is being
+/// deleted, was released, or is being cleaned; without, the server must be eligible.
+pub fn can_take_back(server: &Server, claim: &ServerClaim) -> Result<(), Ineligible> {
+    if !records_bind_to(claim, server) {
+        return eligibility(server, claim);
+    }
+    match server_is_claimable(server) {
+        Err(Ineligible::Unclaimable) | Ok(()) => Ok(()),
+        Err(why) => Err(why),
+    }
+}
