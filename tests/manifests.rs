@@ -135,10 +135,12 @@ fn aggregation(objects: &[Value], name: &str) -> (BTreeSet<String>, BTreeSet<(St
     (to, grants)
 }
 
-/// Tenants who can `view` or `edit` a namespace can read or manage its claims; `admin`
-/// manages servers; the cleaner may only read servers and patch their status.
+/// Tenants who can `view` or `edit` a namespace can read or manage its claims, never
+/// their status; servers aggregate into no user-facing role (as Nodes and PVs), and
+/// their roles are bound by hand; the cleaner may only read servers and patch their
+/// status.
 #[test]
-fn aggregated_roles_give_tenants_claims_and_admins_servers() {
+fn aggregated_roles_give_tenants_claims_and_nobody_servers() {
     if !kubectl_present() {
         return;
     }
@@ -160,9 +162,19 @@ fn aggregated_roles_give_tenants_claims_and_admins_servers() {
         grants.iter().all(|(r, _)| r == "serverclaims"),
         "never the status: {grants:?}"
     );
-    let (to, grants) = aggregation(&objects, "server-binder-servers-admin");
-    assert_eq!(to, set(&["admin"]));
+    for servers in ["server-binder-servers-view", "server-binder-servers-admin"] {
+        let (to, _) = aggregation(&objects, servers);
+        assert!(to.is_empty(), "{servers} aggregates into {to:?}");
+    }
+    let (_, grants) = aggregation(&objects, "server-binder-servers-view");
+    assert!(
+        grants
+            .iter()
+            .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str()))
+    );
+    let (_, grants) = aggregation(&objects, "server-binder-servers-admin");
     assert!(grants.contains(&("servers".into(), "delete".into())));
+    assert!(grants.contains(&("servers/status".into(), "update".into())));
     let (to, grants) = aggregation(&objects, "server-binder-cleaner");
     assert!(to.is_empty(), "bound by the user to the cleaner alone");
     let cleaner: BTreeSet<(String, String)> = [

@@ -1,7 +1,11 @@
 //! A seeded chaos test of the real processes against the embedded API server: a random
 //! fleet, random churn by users and admins, faults injected by the API server (failed,
 //! 409, slow and late-answered writes, dropped watches, 410 compaction) and by the test
-//! (kill -9 of the operator, of the leader of two replicas). Once churn and faults stop,
+//! (kill -9 of the operator, of the leader of two replicas), an untrusted tenant's
+//! forgeries (a `bind-completed` it wrote, its claims pointed at a server none of them
+//! may have, `pre-bound` stripped), and release-gate churn (servers gated and ungated,
+//! replicas restarted with another `--release-gates`, a cleaner that passes gates at
+//! random times). Invariants 1, 5 and 6 hold throughout; once churn and faults stop,
 //! invariants 1-4 of docs/binding.md must hold within a deadline, and every claim that a
 //! free eligible server can serve must be Bound.
 //!
@@ -25,10 +29,14 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use serde_json::json;
-use server_binder::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER};
+use server_binder::api::names::{
+    ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_PRE_BOUND,
+};
 use server_binder::api::*;
 use server_binder::apiserver::RequestMatcher;
-use server_binder::binding::{RefMatch, eligibility, is_controller_chosen, ref_match, ref_uid};
+use server_binder::binding::{
+    RefMatch, eligibility, gates, is_controller_chosen, ref_match, ref_uid,
+};
 
 use super::stage::{claim, server, server_phase_reason};
 use super::support::*;
@@ -45,6 +53,11 @@ const LEASE_SECS: u64 = 3;
 const LEASE_NS: &str = "server-binder-system";
 const LEASE: &str = "server-binder";
 const TAINTS: [&str; 2] = ["gpu", "maint"];
+/// The release gate of gated servers, and of replicas started with `--release-gates`.
+const GATE: &str = "example.com/wipe";
+/// A cordoned server that no churn uncordons: no claim may ever have it, whatever its
+/// tenant writes (invariant 6).
+const FORBIDDEN: &str = "forbidden";
 
 fn seeds() -> Vec<u64> {
     let var = |name: &str| {
@@ -116,10 +129,11 @@ struct Proc {
 }
 
 impl Proc {
-    fn spawn(kubeconfig: &Path, log: PathBuf) -> Self {
+    fn spawn(kubeconfig: &Path, log: PathBuf, release_gates: &[String]) -> Self {
         let metrics = format!("127.0.0.1:{}", free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_server-binder"))
             .args(["run", "--leader-elect", "--lease-namespace", LEASE_NS])
+            .args(["--release-gates", &release_gates.join(",")])
             .args(["--lease-name", LEASE, "--concurrency", "4"])
             .args(["--lease-duration", &LEASE_SECS.to_string()])
             .args(["--metrics-addr", &metrics])
@@ -177,6 +191,10 @@ struct World {
     /// clears it or the server goes).
     user_server_refs: BTreeMap<String, String>,
     crashes: usize,
+    /// Invariant 5: the (server, release) pairs the test's cleaner passed, and the
+    /// release each server was last seen being cleaned after.
+    passes: BTreeSet<(String, i64)>,
+    cleaning_seen: BTreeMap<String, i64>,
 }
 
 impl World {
@@ -209,6 +227,8 @@ impl World {
             user_claim_refs: BTreeMap::new(),
             user_server_refs: BTreeMap::new(),
             crashes: 0,
+            passes: BTreeSet::new(),
+            cleaning_seen: BTreeMap::new(),
         }
     }
 
@@ -232,6 +252,11 @@ impl World {
         for name in self.server_names.clone() {
             self.create_server(&name).await;
         }
+        self.note(format!(
+            "create server {FORBIDDEN} unclaimable, never uncordoned"
+        ));
+        let forbidden = server(FORBIDDEN).labels(&[("rack", "r1"), ("size", "small")]);
+        self.env.put_server(forbidden.unclaimable()).await;
         let names = self.claim_names.clone();
         for name in &names[..first_claims] {
             self.create_claim(name).await;
@@ -255,6 +280,10 @@ impl World {
         if self.rng.random_bool(0.4) {
             draft = draft.retain();
             what.push_str(" Retain");
+        }
+        if self.rng.random_bool(0.3) {
+            draft = draft.gates(&[GATE]);
+            write!(what, " releaseGates={GATE}").unwrap();
         }
         if self.rng.random_bool(0.15) {
             let names = self.claim_names.clone();
@@ -329,9 +358,30 @@ impl World {
 // ---- The operator(s) and their crashes ----
 
 impl World {
+    /// The `--release-gates` of an operator (re)started now: the fleet default changes
+    /// across restarts, which must change no cleaning in progress.
+    fn release_gates(&mut self) -> Vec<String> {
+        match self.rng.random_bool(0.5) {
+            true => vec![GATE.to_string()],
+            false => vec![],
+        }
+    }
+
+    async fn start_in_process(&mut self) {
+        let release_gates = self.release_gates();
+        self.note(format!(
+            "start in-process, --release-gates {release_gates:?}"
+        ));
+        let options = server_binder::controllers::Options {
+            release_gates,
+            ..options(4)
+        };
+        self.env.start_with(options).await;
+    }
+
     async fn start_operators(&mut self) {
         match self.mode {
-            Mode::InProcess => self.env.start(4).await,
+            Mode::InProcess => self.start_in_process().await,
             Mode::Process => self.spawn_replica(),
             Mode::Replicas => {
                 self.spawn_replica();
@@ -345,9 +395,10 @@ impl World {
             .dir
             .path()
             .join(format!("replica-{}.log", self.procs.len()));
-        let p = Proc::spawn(&self.kubeconfig, log);
+        let gates = self.release_gates();
+        let p = Proc::spawn(&self.kubeconfig, log, &gates);
         self.note(format!(
-            "start replica {} ({})",
+            "start replica {} ({}), --release-gates {gates:?}",
             self.procs.len(),
             p.identity
         ));
@@ -370,7 +421,7 @@ impl World {
             Mode::InProcess => {
                 self.note("kill the in-process operator and start it again".into());
                 self.env.kill().await;
-                self.env.start(4).await;
+                self.start_in_process().await;
             }
             Mode::Process | Mode::Replicas => {
                 let holder = self.lease_holder().await;
@@ -429,7 +480,10 @@ impl World {
             58..61 => self.delete_server(&server).await,
             61..64 => self.add_server().await,
             64..70 => self.clear_released().await,
-            70..94 => self.api_fault(),
+            70..76 => self.forge(&claim).await,
+            76..80 => self.gate(&server).await,
+            80..86 => self.clean_one().await,
+            86..96 => self.api_fault(),
             _ if self.crashes < 3 => self.crash().await,
             _ => self.api_fault(),
         }
@@ -533,6 +587,111 @@ impl World {
             .await;
     }
 
+    /// The tenant of `name` writes what it may not be trusted with (docs/binding.md,
+    /// "Trust"): points the claim at the forbidden server with a forged `bind-completed`
+    /// (`pre-bound` removed in the same write, so the ref is its own), forges
+    /// `bind-completed` on it whatever it names, or strips `pre-bound` or
+    /// `bind-completed`. Admission may refuse (a ref switched, or removed from a Bound
+    /// claim).
+    async fn forge(&mut self, name: &str) {
+        let yes = "yes";
+        let (what, patch) = match self.rng.random_range(0..4) {
+            0 => (
+                format!("tenant points {name} at {FORBIDDEN} with a forged bind-completed"),
+                json!({"metadata": {"annotations": {ANNOTATION_BIND_COMPLETED: yes, ANNOTATION_PRE_BOUND: null}},
+                       "spec": {"serverRef": {"name": FORBIDDEN}}}),
+            ),
+            1 => (
+                format!("tenant forges bind-completed on {name}"),
+                json!({"metadata": {"annotations": {ANNOTATION_BIND_COMPLETED: yes}}}),
+            ),
+            2 => (
+                format!("tenant strips pre-bound from {name}"),
+                json!({"metadata": {"annotations": {ANNOTATION_PRE_BOUND: null}}}),
+            ),
+            _ => (
+                format!("tenant strips bind-completed from {name}"),
+                json!({"metadata": {"annotations": {ANNOTATION_BIND_COMPLETED: null}}}),
+            ),
+        };
+        let pp = PatchParams::default();
+        match self
+            .env
+            .claims()
+            .patch(name, &pp, &Patch::Merge(patch))
+            .await
+        {
+            Ok(c) => {
+                if server_ref_name(&c) == Some(FORBIDDEN) && !is_controller_chosen(&c) {
+                    self.user_claim_refs
+                        .insert(c.uid().unwrap(), FORBIDDEN.to_string());
+                }
+                self.note(what);
+            }
+            Err(kube::Error::Api(e)) if [404, 422].contains(&e.code) => {}
+            Err(e) => panic!("chaos seed {}: {what}: {e}", self.seed),
+        }
+    }
+
+    /// An admin gates or ungates a server (`spec.releaseGates`).
+    async fn gate(&mut self, name: &str) {
+        let (what, gates) = match self.rng.random_range(0..3) {
+            0 => (format!("gate {GATE} on"), json!([{"name": GATE}])),
+            1 => ("gate nothing on".to_string(), json!([])),
+            _ => ("default gates on".to_string(), json!(null)),
+        };
+        self.patch_server(name, what, json!({"spec": {"releaseGates": gates}}))
+            .await;
+    }
+
+    /// The test's cleaner passes the gate of one server being cleaned, as the contract
+    /// in docs/operations.md says: the release read, then the pass with the
+    /// resourceVersion read (a conflict skips it this time).
+    async fn clean_one(&mut self) {
+        let (servers, _) = self.env.all().await;
+        let cleaning: Vec<Server> = servers
+            .into_iter()
+            .filter(|s| release_of(s).is_some())
+            .collect();
+        if cleaning.is_empty() {
+            return;
+        }
+        let s = cleaning[self.rng.random_range(0..cleaning.len())].clone();
+        if let Some(release) = self.pass_gates(s).await {
+            self.note(format!("the cleaner passes release {release}"));
+        }
+    }
+
+    /// Passes every gate the server waits for, for its current release; the release,
+    /// if the write went through.
+    async fn pass_gates(&mut self, mut s: Server) -> Option<i64> {
+        let record = gates::release_record(&s)?;
+        let release = record.release?;
+        let waits: Vec<String> = gates::gates_in_force(&s, &record)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let status = s.status.get_or_insert_with(Default::default);
+        for gate in &waits {
+            status.conditions.retain(|c| c.type_ != *gate);
+            status
+                .conditions
+                .push(gates::pass_condition(gate, release, &now));
+        }
+        let name = s.name_any();
+        let written = self
+            .env
+            .servers()
+            .replace_status(&name, &PostParams::default(), &s)
+            .await;
+        written.ok()?;
+        self.passes.insert((name, release));
+        Some(release)
+    }
+
     /// A fault of the API server, on the controllers' writes (user writes are patches,
     /// creates and deletes, which these matchers leave alone).
     fn api_fault(&mut self) {
@@ -575,9 +734,14 @@ impl World {
     }
 
     /// Invariant 1 during churn, from one list (a consistent snapshot): never two claims
-    /// Bound to one server.
-    async fn check_no_double_binding(&self) {
-        let (_, claims) = self.env.all().await;
+    /// Bound to one server; invariant 6: the forbidden server never carries a claim's
+    /// uid; invariant 5: a server seen being cleaned after a release is claimable again
+    /// only once the test's cleaner passed that release.
+    async fn check_no_double_binding(&mut self) {
+        let (servers, claims) = self.env.all().await;
+        if let Some(msg) = self.entitlement_problem(&servers) {
+            panic!("{}", self.failure(&msg).await);
+        }
         let mut holders: BTreeMap<String, String> = BTreeMap::new();
         for c in claims
             .iter()
@@ -599,6 +763,42 @@ impl World {
             panic!("{}", self.failure(&msg).await);
         }
     }
+
+    /// Invariants 6 and 5 on one list of servers (see [`World::check_no_double_binding`]).
+    fn entitlement_problem(&mut self, servers: &[Server]) -> Option<String> {
+        for s in servers {
+            let name = s.name_any();
+            let held = s.spec.server_claim_ref.as_ref().and_then(ref_uid);
+            if name == FORBIDDEN && held.is_some() {
+                return Some(format!("invariant 6: {FORBIDDEN} was given to {held:?}"));
+            }
+            match release_of(s) {
+                Some(release) => {
+                    self.cleaning_seen.insert(name, release);
+                }
+                None => {
+                    let Some(release) = self.cleaning_seen.remove(&name) else {
+                        continue;
+                    };
+                    if !self.passes.contains(&(name.clone(), release)) {
+                        return Some(format!(
+                            "invariant 5: {name} left its cleaning after release {release}, which the cleaner never passed"
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The release a server is being cleaned after, as its annotation says.
+fn release_of(s: &Server) -> Option<i64> {
+    gates::release_record(s).and_then(|r| r.release)
+}
+
+fn server_ref_name(c: &ServerClaim) -> Option<&str> {
+    c.spec.server_ref.as_ref().map(|r| r.name.as_str())
 }
 
 // ---- Convergence ----
@@ -612,6 +812,13 @@ impl World {
         let mut clean = 0;
         while clean < 3 {
             let (servers, claims) = self.env.all().await;
+            if let Some(msg) = self.entitlement_problem(&servers) {
+                panic!("{}", self.failure(&msg).await);
+            }
+            // The cleaner keeps cleaning: every server waiting for it converges.
+            for s in servers.iter().filter(|s| release_of(s).is_some()) {
+                self.pass_gates(s.clone()).await;
+            }
             let problems = self.problems(&servers, &claims);
             clean = if problems.is_empty() { clean + 1 } else { 0 };
             if Instant::now() >= deadline {

@@ -14,15 +14,19 @@ use server_binder::controllers::Options;
 use crate::stage::*;
 use crate::support::*;
 
-/// What a cleaner does: the gate's condition, "True", with the generation it read,
-/// written to the status with the resourceVersion it read (a conflict: read again).
-/// Read-modify-write rather than server-side apply: the embedded API server treats a
-/// list as atomic in an apply (docs/binding.md, "Release gates").
+/// What a cleaner does: the gate's condition, "True", naming the release it read (the
+/// `cleaning` annotation), written to the status with the resourceVersion it read (a
+/// conflict: read again). Read-modify-write rather than server-side apply: the
+/// embedded API server treats a list as atomic in an apply (docs/binding.md, "Release
+/// gates"). A server not being cleaned is passed for its generation, as a sloppy
+/// cleaner would (a pass that never counts).
 async fn pass_gate(env: &Env, server: &str, gate: &str) {
     let api = env.servers();
     let passed = || async {
         let mut s = api.get(server).await.expect("the server");
-        let condition = gates::pass_condition(&s, gate, &Time(Timestamp::now()));
+        let read = gates::release_record(&s).and_then(|r| r.release);
+        let release = read.unwrap_or(s.metadata.generation.unwrap_or(0));
+        let condition = gates::pass_condition(gate, release, &Time(Timestamp::now()));
         let status = s.status.get_or_insert_with(Default::default);
         status.conditions.retain(|c| c.type_ != gate);
         status.conditions.push(condition);
@@ -51,7 +55,7 @@ fn is_cleaning(s: &Server) -> bool {
 /// the operator's metrics address.
 async fn tenant_on_a_gated_server(env: &mut Env) -> std::net::SocketAddr {
     let metrics = env.start_with_endpoint(4).await;
-    env.put_server(server("s1").gates(&["wipe", "power-off"]))
+    env.put_server(server("s1").gates(&["example.com/wipe", "example.com/power-off"]))
         .await;
     env.put_claim(claim("a").names("s1")).await;
     env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
@@ -69,7 +73,7 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
     let mut env = Env::new().await;
     let metrics = tenant_on_a_gated_server(&mut env).await;
     // A stale pass: recorded while `a` still holds the server.
-    pass_gate(&env, "s1", "wipe").await;
+    pass_gate(&env, "s1", "example.com/wipe").await;
     env.delete_claim("a").await;
     let s1 = env.wait_server("s1", "Cleaning", is_cleaning).await;
     let cleaning = s1.status.as_ref().unwrap().conditions.iter();
@@ -77,9 +81,20 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
         .clone()
         .find(|c| c.type_ == CONDITION_CLEANING)
         .expect("the Cleaning condition");
-    assert!(cleaning.message.contains("wipe, power-off"), "{cleaning:?}");
+    assert!(
+        cleaning
+            .message
+            .contains("example.com/wipe (its pass is for release")
+            && cleaning
+                .message
+                .contains(", example.com/power-off (a cleaner passes"),
+        "{cleaning:?}"
+    );
     let note = env.wait_event("Server", "s1", "Normal", "Cleaning").await;
-    assert!(note.contains("wipe, power-off"), "{note}");
+    assert!(
+        note.contains("example.com/wipe, example.com/power-off"),
+        "{note}"
+    );
     let why = "0/1 servers can serve this claim: 1 is being cleaned.";
     env.wait_claim("b", "told the server is being cleaned", |c| {
         c.status
@@ -89,18 +104,15 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
     })
     .await;
 
-    pass_gate(&env, "s1", "power-off").await;
+    pass_gate(&env, "s1", "example.com/power-off").await;
     env.wait_server(
         "s1",
         "still Cleaning: wipe was passed for the old release",
         |s| {
             is_cleaning(s)
-                && s.status
-                    .as_ref()
-                    .unwrap()
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == CONDITION_CLEANING && c.message.contains("gates: wipe "))
+                && s.status.as_ref().unwrap().conditions.iter().any(|c| {
+                    c.type_ == CONDITION_CLEANING && c.message.contains("gates: example.com/wipe ")
+                })
         },
     )
     .await;
@@ -114,7 +126,7 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
         "{text}"
     );
 
-    pass_gate(&env, "s1", "wipe").await;
+    pass_gate(&env, "s1", "example.com/wipe").await;
     env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
     env.wait_event("Server", "s1", "Normal", "Cleaned").await;
     let (_, text) = http_get(metrics, "/metrics").await;
@@ -131,7 +143,7 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
 async fn the_default_gates_apply_to_a_server_that_names_none() {
     let mut env = Env::new().await;
     env.start_with(Options {
-        release_gates: vec!["wipe".into()],
+        release_gates: vec!["example.com/wipe".into()],
         ..options(4)
     })
     .await;
@@ -140,7 +152,7 @@ async fn the_default_gates_apply_to_a_server_that_names_none() {
     env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
     env.delete_claim("a").await;
     env.wait_server("s1", "Cleaning", is_cleaning).await;
-    pass_gate(&env, "s1", "wipe").await;
+    pass_gate(&env, "s1", "example.com/wipe").await;
     env.wait_server("s1", "Available", |s| {
         server_phase(s) == Some(ServerPhase::Available) && !is_cleaning(s)
     })
@@ -183,8 +195,8 @@ async fn a_crash_after_any_write_of_a_gated_release_converges() {
             phase(&env.claim("b").await.unwrap()),
             Some(ClaimPhase::Pending)
         );
-        pass_gate(&env, "s1", "wipe").await;
-        pass_gate(&env, "s1", "power-off").await;
+        pass_gate(&env, "s1", "example.com/wipe").await;
+        pass_gate(&env, "s1", "example.com/power-off").await;
         env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
         let (servers, claims) = env.all().await;
         assert_invariants(&servers, &claims);

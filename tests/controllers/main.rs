@@ -22,6 +22,7 @@ mod stage;
 mod support;
 #[path = "../common/tools.rs"]
 mod tools;
+mod trust;
 mod why;
 
 use std::collections::BTreeSet;

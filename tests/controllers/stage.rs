@@ -146,6 +146,11 @@ impl ServerDraft {
         self
     }
 
+    /// The server to create, for a test that handles the create itself.
+    pub fn into_server(self) -> Server {
+        self.server
+    }
+
     pub fn phase(mut self, phase: ServerPhase) -> Self {
         let claim = self.server.spec.server_claim_ref.as_ref();
         self.status = Some(ServerStatus {
@@ -225,14 +230,23 @@ impl ClaimDraft {
         self
     }
 
-    /// A status as the claim controller writes it; a `Bound` one carries `boundTime`.
+    /// A status as the claim controller writes it; a `Bound` or `Lost` one carries
+    /// `boundTime` and records the server its `serverRef` names (with that server's uid, when it
+    /// exists as the claim is staged: [`Env::put_claim`]).
     pub fn phase(mut self, phase: ClaimPhase, reason: &str) -> Self {
         let mut bound = condition(reason, phase == ClaimPhase::Bound);
         bound.reason = reason.into();
+        let named = self.claim.spec.server_ref.as_ref().map(|r| r.name.clone());
         self.status = Some(ServerClaimStatus {
             phase: Some(phase),
             conditions: vec![bound],
             bound_time: Some(Time(jiff_now())),
+            bound_server_ref: named.filter(|_| phase != ClaimPhase::Pending).map(|name| {
+                BoundServerRef {
+                    name,
+                    uid: String::new(),
+                }
+            }),
         });
         self
     }
@@ -276,11 +290,41 @@ pub struct Recorded {
 }
 
 impl Env {
+    /// Creates the server, then its status; claims staged before it whose status
+    /// records a bind to a server of its name get its uid in that record, as the claim
+    /// controller would have written it.
     pub async fn put_server(&self, draft: ServerDraft) -> Server {
-        put(&self.servers(), &draft.server, draft.status).await
+        let server = put(&self.servers(), &draft.server, draft.status).await;
+        let claims = self.claims().list(&ListParams::default()).await;
+        for c in claims.expect("list claims").items {
+            let record = c.status.as_ref().and_then(|s| s.bound_server_ref.as_ref());
+            if record.is_some_and(|r| r.name == server.name_any() && r.uid.is_empty()) {
+                let record = json!({"name": server.name_any(), "uid": server.uid()});
+                self.claims()
+                    .patch_status(
+                        &c.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"status": {"boundServerRef": record}})),
+                    )
+                    .await
+                    .expect("the staged claim's record written");
+            }
+        }
+        server
     }
 
-    pub async fn put_claim(&self, draft: ClaimDraft) -> ServerClaim {
+    /// Creates the claim, then its status; a status recording a bound server gets that
+    /// server's uid if the server exists by then (else a record no server matches).
+    pub async fn put_claim(&self, mut draft: ClaimDraft) -> ServerClaim {
+        let record = draft
+            .status
+            .as_mut()
+            .and_then(|s| s.bound_server_ref.as_mut());
+        if let Some(record) = record
+            && let Some(server) = self.server(&record.name).await
+        {
+            record.uid = server.uid().unwrap_or_default();
+        }
         put(&self.claims(), &draft.claim, draft.status).await
     }
 
