@@ -220,12 +220,17 @@ fn decide_bound(
             server_uid: meta::uid(s).unwrap_or_default().to_string(),
             server,
         },
-        _ if !records_bind_to(claim, s) => ClearStaleBindCompleted,
-        RefMatch::Empty | RefMatch::NameOnly => BoundServerRefLost { server },
-        RefMatch::OtherUid | RefMatch::OtherClaim => BoundMisbound {
-            server,
-            holder: s.spec.server_claim_ref.clone().unwrap_or_default(),
+        _ if records_bind_to(claim, s) => match ref_match(s, claim) {
+            RefMatch::Empty | RefMatch::NameOnly => BoundServerRefLost { server },
+            _ => BoundMisbound {
+                server,
+                holder: s.spec.server_claim_ref.clone().unwrap_or_default(),
+            },
         },
+        // The server object the claim was bound to is gone; this one was created under
+        // its name since. A Lost claim never takes another machine on its own.
+        _ if records_bind_named(claim, &server) => BoundServerMissing { server },
+        _ => ClearStaleBindCompleted,
     }
 }
 

@@ -61,9 +61,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
     use ClaimDecision::*;
     match decision {
         RestoreServerRef { server } => restore_server_ref(claim, server),
-        ClearStaleBindCompleted => {
-            ClaimPlan::write(without_annotation(claim, ANNOTATION_BIND_COMPLETED))
-        }
+        ClearStaleBindCompleted => drop_bind_completed(claim),
         BoundServerRefCleared => server_ref_cleared(claim, now),
         ConfirmServerMissing { server } => ClaimPlan {
             confirm_server: Some(server.clone()),
@@ -132,6 +130,22 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             ),
             now,
         ),
+    }
+}
+
+/// Drops a `bind-completed` with no bind behind it for the server the claim names (a
+/// copy, a forgery, a bind that ended), and tells the tenant why.
+fn drop_bind_completed(claim: &ServerClaim) -> ClaimPlan {
+    let note = format!(
+        "{ANNOTATION_BIND_COMPLETED} dropped: no bind of this claim is recorded for the server it names (status.boundServerRef, or the server's serverClaimRef); it binds as a new claim"
+    );
+    ClaimPlan {
+        event: Some(BindingEvent::warning(
+            "BindCompletedDropped",
+            "Binding",
+            note,
+        )),
+        ..ClaimPlan::write(without_annotation(claim, ANNOTATION_BIND_COMPLETED))
     }
 }
 

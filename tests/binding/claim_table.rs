@@ -607,7 +607,8 @@ fn a_record_names_the_server_object_not_its_name() {
     recreated.metadata.uid = Some("uid-of-a-new-s1".into());
     assert_eq!(
         decide_c(&c, &[recreated]),
-        ClaimDecision::ClearStaleBindCompleted
+        ClaimDecision::BoundServerMissing { server: s("s1") },
+        "the server it was bound to is gone; a Lost claim takes no other on its own"
     );
 }
 

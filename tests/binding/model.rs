@@ -45,6 +45,7 @@ use server_binder::binding::*;
 // fingerprints need a well-spread 64-bit hash, not a DoS-resistant one.
 use rustc_hash::{FxHashMap as HashMap, FxHasher};
 
+use crate::claim_admission::admits_claim_update;
 use crate::support::*;
 use crate::world::{Conflict, Truth};
 
@@ -1091,22 +1092,6 @@ fn finish_cleaner(state: &mut State, cleaner: &str) {
         state.truth.put_server(s);
         state.server_changed(&work.server);
     }
-}
-
-/// The rules the CRD's CEL puts on an update of a claim, as the tenant's edits meet them
-/// (docs/binding.md, "Admission rules"): `serverRef` may be set and cleared but not
-/// switched, not removed from a stored Bound claim, and a selector is immutable once set.
-fn admits_claim_update(old: &ServerClaim, new: &ServerClaim) -> bool {
-    let switched = matches!(
-        (server_ref_name(old), server_ref_name(new)),
-        (Some(a), Some(b)) if a != b
-    );
-    let removed_from_bound = server_ref_name(old).is_some()
-        && server_ref_name(new).is_none()
-        && phase_of(old) == Some(ClaimPhase::Bound);
-    let selector_changed =
-        old.spec.server_selector.is_some() && old.spec.server_selector != new.spec.server_selector;
-    !switched && !removed_from_bound && !selector_changed
 }
 
 // ---------------------------------------------------------------------------------------

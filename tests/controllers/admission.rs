@@ -236,3 +236,58 @@ async fn kubectl_patch_and_apply_cannot_remove_a_bound_claims_server_ref() {
     assert!(err.contains(MESSAGE), "{err}");
     assert_eq!(server_ref(&env.claim("c").await.unwrap()), Some("s1"));
 }
+
+/// The model check explores a tenant's writes through `admits_claim_update`, its copy of
+/// the claim CRD's rules; here every write it can make, from every stored claim it can
+/// meet, goes through the API server's real CEL, and the two must give the same verdict.
+#[tokio::test]
+async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
+    use crate::claim_admission::admits_claim_update;
+    use server_binder::api::ServerRef;
+
+    let env = Env::new().await;
+    let refs = [None, Some("s1"), Some("s2")];
+    let racks = [None, Some("r1"), Some("r2")];
+    let phases = [
+        None,
+        Some(ClaimPhase::Pending),
+        Some(ClaimPhase::Bound),
+        Some(ClaimPhase::Lost),
+    ];
+    let mut n = 0;
+    for phase in phases {
+        for (old_ref, old_rack) in refs.iter().flat_map(|r| racks.iter().map(move |k| (r, k))) {
+            for (new_ref, new_rack) in refs.iter().flat_map(|r| racks.iter().map(move |k| (r, k))) {
+                n += 1;
+                let name = format!("c{n}");
+                let mut draft = claim(&name);
+                if let Some(r) = old_ref {
+                    draft = draft.names(r);
+                }
+                if let Some(rack) = old_rack {
+                    draft = draft.selects(&[("rack", rack)]);
+                }
+                if let Some(p) = phase {
+                    draft = draft.phase(p, "Staged");
+                }
+                let old = env.put_claim(draft).await;
+                let mut new = old.clone();
+                new.spec.server_ref = new_ref.map(|n| ServerRef { name: n.into() });
+                new.spec.server_selector = new_rack.map(|rack| {
+                    let mut with = claim("x").selects(&[("rack", rack)]).into_claim();
+                    with.spec.server_selector.take().unwrap()
+                });
+                let result = env
+                    .claims()
+                    .replace(&name, &PostParams::default(), &new)
+                    .await;
+                assert_eq!(
+                    result.is_ok(),
+                    admits_claim_update(&old, &new),
+                    "{phase:?}: ref {old_ref:?} -> {new_ref:?}, rack {old_rack:?} -> {new_rack:?}: {result:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(n, 4 * 9 * 9);
+}

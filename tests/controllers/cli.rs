@@ -73,6 +73,17 @@ async fn run_without_an_api_server_says_it_cannot_reach_it() {
     assert_fails_saying(&out, "cannot reach the API server");
 }
 
+/// A default release gate that a cleaner could not own (named after a condition the
+/// controllers write, or without a domain) is refused before anything starts.
+#[test]
+fn run_refuses_a_release_gate_named_like_a_controller_condition() {
+    for bad in ["Cleaning", "disk-wiped", "metal.binder.dev/wiped"] {
+        let out = server_binder(&["run", "--release-gates", bad], None);
+        assert_fails_saying(&out, &format!("release gate {bad:?}"));
+        assert_fails_saying(&out, "example.com/disk-wiped");
+    }
+}
+
 /// `server-binder dev` on these addresses, to its end.
 fn dev(listen: &str, metrics: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,8 @@
 
 mod admission;
 mod chaos;
+#[path = "../common/claim_admission.rs"]
+mod claim_admission;
 mod claim_rows;
 mod cli;
 mod explain;

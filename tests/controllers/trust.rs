@@ -79,6 +79,10 @@ async fn a_forged_bind_completed_takes_no_server() {
         )
         .await;
     }
+    let note = env
+        .wait_event("ServerClaim", "f1", "Warning", "BindCompletedDropped")
+        .await;
+    assert!(note.contains("no bind of this claim is recorded"), "{note}");
     wait_bound(&env, "a-user", "free").await;
     wait_never_bound(&env, "z-forger", "Pending / ServerAlreadyClaimed", |c| {
         is(c, ClaimPhase::Pending, "ServerAlreadyClaimed")
@@ -226,6 +230,40 @@ async fn a_gate_named_like_a_controller_condition_is_refused() {
     }
     env.put_server(server("s1").gates(&["example.com/disk-wiped"]))
         .await;
+    // The CRD's CEL rule and `check_gate_name` (for --release-gates) agree on every name.
+    let long = |n: usize| format!("a.b/{}", "x".repeat(n));
+    let names = [
+        "a.b/c",
+        "1.2/3",
+        "a.b/x.y_z-1",
+        "wipe.example.com/Power_Off.1",
+        "metal.binder.dev.example.com/x",
+        "Example.com/x",
+        "example.com/-x",
+        "example.com/x-",
+        "example.com/",
+        "a_b.c/x",
+        "-a.b/x",
+        "a..b/x",
+        "a.b/x/y",
+        "x.metal.binder.dev/y",
+        "example/x",
+        "",
+    ];
+    let names = names
+        .iter()
+        .map(|n| n.to_string())
+        .chain([long(63), long(64)]);
+    for (i, name) in names.enumerate() {
+        let draft = server(&format!("n{i}")).gates(&[&name]).into_server();
+        let admitted = env.servers().create(&PostParams::default(), &draft).await;
+        let checked = server_binder::binding::gates::check_gate_name(&name);
+        assert_eq!(
+            admitted.is_ok(),
+            checked.is_ok(),
+            "{name:?}: admission {admitted:?}, --release-gates {checked:?}"
+        );
+    }
     let error = server_binder::runtime::operator::start(
         env.client.clone(),
         server_binder::runtime::operator::OperatorConfig {

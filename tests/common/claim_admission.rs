@@ -1,0 +1,22 @@
+//! The model check's copy of the claim CRD's admission rules (docs/binding.md,
+//! "Admission rules"), for the tenant's writes it explores. `tests/controllers/admission.rs`
+//! holds this copy to the API server's verdicts on the real CEL, so it cannot drift.
+
+use server_binder::api::{ClaimPhase, ServerClaim};
+
+fn server_ref(c: &ServerClaim) -> Option<&str> {
+    c.spec.server_ref.as_ref().map(|r| r.name.as_str())
+}
+
+/// Whether admission lets an update of a claim from `old` to `new` through: `serverRef`
+/// may be set and cleared but not switched, not removed from a stored Bound claim, and a
+/// selector is immutable once set.
+pub fn admits_claim_update(old: &ServerClaim, new: &ServerClaim) -> bool {
+    let switched = matches!((server_ref(old), server_ref(new)), (Some(a), Some(b)) if a != b);
+    let phase = old.status.as_ref().and_then(|s| s.phase);
+    let removed_from_bound =
+        server_ref(old).is_some() && server_ref(new).is_none() && phase == Some(ClaimPhase::Bound);
+    let selector_changed =
+        old.spec.server_selector.is_some() && old.spec.server_selector != new.spec.server_selector;
+    !switched && !removed_from_bound && !selector_changed
+}
