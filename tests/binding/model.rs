@@ -1968,20 +1968,8 @@ pub fn empty_uid_and_copies() -> Scenario {
 pub fn release_gates() -> Scenario {
     Scenario {
         name: "release-gates",
-        servers: vec![
-            server("s1")
-                .gates(&[WIPE])
-                .claimed_for("a", "uid-a")
-                .phase(ServerPhase::Bound),
-        ],
-        claims: vec![
-            claim("a")
-                .chose("s1")
-                .bind_completed()
-                .phase(ClaimPhase::Bound)
-                .created(1),
-            claim("b").created(2),
-        ],
+        servers: vec![a_on_s1(&[WIPE])],
+        claims: a_bound_and_b_waiting(),
         user_ops: vec![
             UserOp::StartCleaner("stale", "s1", WIPE),
             UserOp::FinishCleaner("stale"),
@@ -2001,6 +1989,30 @@ pub fn release_gates() -> Scenario {
 /// The gate every gated world uses: a valid name (a domain prefix).
 const WIPE: &str = "x.io/wipe";
 
+/// `s1` bound to `a`, with these release gates of its own (none: the spec names none).
+fn a_on_s1(gates: &[&str]) -> Server {
+    let s1 = server("s1")
+        .claimed_for("a", "uid-a")
+        .phase(ServerPhase::Bound);
+    if gates.is_empty() {
+        s1
+    } else {
+        s1.gates(gates)
+    }
+}
+
+/// `a` bound to `s1`, and `b`, newer, waiting for a server.
+fn a_bound_and_b_waiting() -> Vec<ServerClaim> {
+    vec![
+        claim("a")
+            .chose("s1")
+            .bind_completed()
+            .phase(ClaimPhase::Bound)
+            .created(1),
+        claim("b").created(2),
+    ]
+}
+
 /// The gates' configuration changes around a release: an admin tries to name a gate
 /// after the controllers' `Cleaning` condition (admission refuses it), the tenant leaves
 /// s1 (whose gates are the controller's default), and the server controller restarts
@@ -2010,19 +2022,8 @@ const WIPE: &str = "x.io/wipe";
 pub fn gate_config_changes() -> Scenario {
     Scenario {
         name: "gate-config-changes",
-        servers: vec![
-            server("s1")
-                .claimed_for("a", "uid-a")
-                .phase(ServerPhase::Bound),
-        ],
-        claims: vec![
-            claim("a")
-                .chose("s1")
-                .bind_completed()
-                .phase(ClaimPhase::Bound)
-                .created(1),
-            claim("b").created(2),
-        ],
+        servers: vec![a_on_s1(&[])],
+        claims: a_bound_and_b_waiting(),
         user_ops: vec![
             UserOp::SetGates("s1", vec!["Cleaning"]),
             UserOp::DeleteClaim("a"),
@@ -2046,20 +2047,8 @@ pub fn gate_config_changes() -> Scenario {
 pub fn late_pass() -> Scenario {
     Scenario {
         name: "late-pass",
-        servers: vec![
-            server("s1")
-                .gates(&[WIPE])
-                .claimed_for("a", "uid-a")
-                .phase(ServerPhase::Bound),
-        ],
-        claims: vec![
-            claim("a")
-                .chose("s1")
-                .bind_completed()
-                .phase(ClaimPhase::Bound)
-                .created(1),
-            claim("b").created(2),
-        ],
+        servers: vec![a_on_s1(&[WIPE])],
+        claims: a_bound_and_b_waiting(),
         user_ops: vec![
             UserOp::DeleteClaim("a"),
             UserOp::StartCleaner("slow", "s1", WIPE),
@@ -2611,6 +2600,11 @@ fn experiment() {
         "churn" => eligibility_churn(),
         "orphan" => orphan_and_cordon(),
         "uid" => empty_uid_and_copies(),
+        "gates" => release_gates(),
+        "config" => gate_config_changes(),
+        "late" => late_pass(),
+        "forgery" => tenant_forgery(),
+        "repointed" => lost_and_re_pointed(),
         _ => contention(),
     };
     scenario.crashes = parts.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
