@@ -27,7 +27,6 @@ RUN mkdir src \
 # revision in server_binder_build_info.
 ARG REVISION=unknown
 ENV SERVER_BINDER_REVISION=$REVISION
-COPY build.rs ./
 COPY src ./src
 RUN touch src/main.rs src/lib.rs \
     && cargo build --release --locked --no-default-features --bin server-binder \

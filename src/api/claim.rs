@@ -125,9 +125,11 @@ pub struct ServerClaimStatus {
     /// The `Bound` condition says why the claim is in its phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    #[schemars(schema_with = "super::schema::conditions")]
     pub conditions: Vec<Condition>,
     /// When the claim became Bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::optional_time")]
     pub bound_time: Option<Time>,
     /// The server this claim is bound to, as the claim controller recorded it when it
     /// wrote the claim Bound; kept while the claim is Lost, cleared when it is Pending.

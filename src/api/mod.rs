@@ -3,6 +3,7 @@
 
 mod claim;
 pub mod names;
+mod schema;
 mod selector;
 mod server;
 

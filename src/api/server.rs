@@ -163,6 +163,7 @@ pub struct ServerStatus {
     /// The `Bound` condition explains the phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    #[schemars(schema_with = "super::schema::conditions")]
     pub conditions: Vec<Condition>,
 }
 
