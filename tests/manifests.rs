@@ -213,6 +213,14 @@ fn kustomize_builds_the_install_and_the_monitoring_component() {
         expected(&[]),
         "manifests/ builds these objects"
     );
+    // The uninstall that keeps the CRDs (docs/operations.md) deletes exactly the
+    // install without them, as they are installed.
+    let without_crds: Vec<Value> = base
+        .iter()
+        .filter(|o| o["kind"] != "CustomResourceDefinition")
+        .cloned()
+        .collect();
+    assert_eq!(kustomize("manifests/base"), without_crds);
     for o in &base {
         // Examples (Servers, ServerClaims) are not part of the install.
         assert_ne!(o["apiVersion"], "metal.binder.dev/v1alpha1", "{o}");
@@ -237,9 +245,26 @@ fn kustomize_builds_the_install_and_the_monitoring_component() {
         names(&with),
         expected(&[
             ("ServiceMonitor", "server-binder"),
-            ("PrometheusRule", "server-binder")
+            ("PrometheusRule", "server-binder"),
+            ("NetworkPolicy", "server-binder-metrics"),
         ]),
         "{WITH_MONITORING} builds these objects"
+    );
+    // The NetworkPolicy selects the controller's pods and opens their metrics port.
+    let policy = &find(&with, "NetworkPolicy", "server-binder-metrics")["spec"];
+    let deployment = find(&with, "Deployment", "server-binder");
+    let pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .unwrap();
+    for (k, v) in policy["podSelector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(pod_labels.get(k), Some(v), "the pods have label {k}={v}");
+    }
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let ports = container["ports"].as_array().unwrap();
+    assert!(
+        ports
+            .iter()
+            .any(|p| p["name"] == policy["ingress"][0]["ports"][0]["port"])
     );
     for kind in ["ServiceMonitor", "PrometheusRule"] {
         let o = find(&with, kind, "server-binder");
@@ -294,7 +319,11 @@ fn built_in_kinds_pass_kubernetes_validate_strict() {
         files.push(f);
     }
     assert_eq!(skipped, ["PrometheusRule", "ServiceMonitor"]);
-    assert_eq!(files.len(), BASE_OBJECTS.len());
+    assert_eq!(
+        files.len(),
+        BASE_OBJECTS.len() + 1,
+        "the install and the NetworkPolicy"
+    );
     let out = Command::new("kubernetes-validate")
         .args(["--strict", "--kubernetes-version", KUBERNETES_VERSION])
         .args(&files)

@@ -349,10 +349,20 @@ async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
     env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
     let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
     kubectl(&["apply", "-f", EXAMPLES]);
-    eventually("the four example claims Bound", DEADLINE, || async {
-        count_phase(&env, ClaimPhase::Bound).await == 4
-    })
+    eventually(
+        "the four example claims Bound, and gpu-too waiting",
+        DEADLINE,
+        || async {
+            count_phase(&env, ClaimPhase::Bound).await == 4
+                && count_phase(&env, ClaimPhase::Pending).await == 1
+        },
+    )
     .await;
+    let waiting = kubectl(&["describe", "serverclaim", "gpu-too"]);
+    assert!(
+        waiting.contains("NoMatchingServer") && waiting.contains("1 is held by other claims"),
+        "{waiting}"
+    );
     let table = kubectl(&["get", "scl"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(

@@ -13,21 +13,45 @@ use server_binder::api::{ClaimPhase, ServerPhase};
 use crate::stage::*;
 use crate::support::*;
 
-/// Every metric family docs/binding.md lists, as exposed.
-const FAMILIES: &[&str] = &[
-    "server_binder_claims",
-    "server_binder_servers",
-    "server_binder_bind_duration_seconds",
-    "server_binder_binds_total",
-    "server_binder_releases_total",
-    "server_binder_rebinds_total",
-    "server_binder_lost_claims_total",
-    "server_binder_repairs_total",
-    "server_binder_api_writes_total",
-    "server_binder_reconcile_duration_seconds",
-    "server_binder_reconcile_errors_total",
-    "server_binder_leader",
-];
+/// The metric families docs/operations.md's "Metrics" table names: the first column's
+/// code spans.
+fn documented_families() -> std::collections::BTreeSet<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("docs/operations.md");
+    let section = doc
+        .split("\n## Metrics\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a Metrics section");
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The families an exposition declares (`# TYPE name kind`).
+fn exported_families(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// docs/operations.md's metrics table names every family the operator exports, and no
+/// other.
+#[tokio::test]
+async fn the_metrics_table_names_every_family_exported() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1")).await;
+    env.create_claim("c1").await;
+    let addr = env.start_with_endpoint(2).await;
+    env.wait_claim_phase("c1", ClaimPhase::Bound, "Bound").await;
+    let (_, text) = http_get(addr, "/metrics").await;
+    assert_eq!(exported_families(&text), documented_families(), "{text}");
+}
 
 /// 8 claims for 6 servers (one `Retain`); then the claims on the Retain server and on
 /// one Recycle server are deleted, and a waiting claim takes the recycled one.
@@ -109,7 +133,7 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
     .await;
     let (status, text) = http_get(addr, "/metrics").await;
     assert_eq!(status, 200);
-    for family in FAMILIES {
+    for family in documented_families() {
         assert!(
             text.contains(&format!("# HELP {family} ")),
             "{family} missing from:\n{text}"

@@ -4,6 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::crd::CustomResourceExt;
 use kube::{CustomResource, KubeSchema};
+use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -26,11 +27,14 @@ use super::{CompiledSchema, FieldError, FieldErrorKind};
 pub struct TestClaimSpec {
     /// Which servers may satisfy the claim.
     #[x_kube(validation = Rule::new("self == oldSelf").message("serverSelector is immutable"))]
+    #[schemars(schema_with = "label_selector")]
     pub server_selector: LabelSelector,
     pub server_ref: Option<ServerRef>,
     #[serde(default)]
     pub reclaim_policy: ReclaimPolicy,
     pub replicas: Option<i32>,
+    #[serde(default)]
+    #[schemars(schema_with = "optional_int_or_string")]
     pub port: Option<IntOrString>,
     #[serde(default)]
     pub taints: Vec<Taint>,
@@ -38,6 +42,34 @@ pub struct TestClaimSpec {
     #[x_kube(validation = Rule::new("self.size() <= 3"))]
     pub tags: Option<Vec<String>>,
     pub boot: Option<BootSource>,
+}
+
+/// k8s-openapi's schema of `metav1.LabelSelector` (the project builds k8s-openapi
+/// without its `schemars` feature, so the two k8s-openapi types here carry theirs).
+fn label_selector(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "matchExpressions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "key": {"type": "string"},
+                        "operator": {"type": "string"},
+                        "values": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "required": ["key", "operator"],
+                },
+            },
+            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    })
+}
+
+/// k8s-openapi's schema of `IntOrString`, optional.
+fn optional_int_or_string(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"x-kubernetes-int-or-string": true, "nullable": true})
 }
 
 /// An externally tagged enum: kube-derive turns its `oneOf` into properties plus
