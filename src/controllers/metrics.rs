@@ -310,16 +310,19 @@ impl Metrics {
     }
 }
 
-/// 10 s to a day: a power-off takes seconds, a disk wipe hours.
+/// 10 s to a day: a power-off takes seconds, a disk wipe hours. Exported (empty) from
+/// the start, like the counters, so a dashboard sees it before the first cleaning.
 fn cleaning_histogram(r: &Registrar) -> HistogramVec {
-    r.histograms(
+    let h = r.histograms(
         "cleaning_duration_seconds",
         "Time a released server spent in phase Cleaning, from its release to its last release gate passing, in seconds",
         &[],
         &[
             10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0,
         ],
-    )
+    );
+    h.with_label_values::<&str>(&[]);
+    h
 }
 
 /// The git revision the running binary was built from, as the binary names it

@@ -358,11 +358,16 @@ async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
         },
     )
     .await;
-    let waiting = kubectl(&["describe", "serverclaim", "gpu-too"]);
-    assert!(
-        waiting.contains("NoMatchingServer") && waiting.contains("1 is held by other claims"),
-        "{waiting}"
-    );
+    // kubectl applies claims.yaml before servers.yaml: the first summary of gpu-too may
+    // have seen fewer servers, and a newer one waits out --status-interval.
+    eventually("gpu-too says gpu holds the GPU server", DEADLINE, || {
+        let describe = kubectl(&["describe", "serverclaim", "gpu-too"]);
+        let says = describe.contains("NoMatchingServer")
+            && describe.contains("0/4 servers can serve this claim")
+            && describe.contains("1 is held by another claim");
+        async move { says }
+    })
+    .await;
     let table = kubectl(&["get", "scl"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
