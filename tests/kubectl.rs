@@ -18,12 +18,10 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
-#[path = "common/tools.rs"]
-mod tools;
+use crate::common::tools;
 use tools::kubectl_present;
 
-#[path = "common/poll.rs"]
-mod poll;
+use crate::common::poll;
 // The name this file's tests wait with; the helper is the shared one.
 use poll::eventually_blocking as wait_until;
 

@@ -30,8 +30,7 @@ fn path(rel: &str) -> PathBuf {
     Path::new(ROOT).join(rel)
 }
 
-#[path = "common/tools.rs"]
-mod tools;
+use crate::common::tools;
 use tools::{kubectl_present, tool_present};
 
 fn ok(cmd: &mut Command) -> String {

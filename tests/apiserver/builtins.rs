@@ -12,7 +12,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube_lease_manager::LeaseManagerBuilder;
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn events_are_stored_once_and_served_through_both_apis() {

@@ -123,8 +123,7 @@ pub fn rv(o: &DynamicObject) -> u64 {
 /// The shared poll helpers (tests/common/poll.rs): `eventually(what, timeout, check)`
 /// returns what `check` found (`Some(v)` gives `v`); `poll::wait_for` returns the value
 /// that satisfied a predicate.
-#[path = "../common/poll.rs"]
-pub mod poll;
+pub use crate::common::poll;
 pub use poll::eventually;
 
 /// A raw response: status, headers, body (JSON if it parses, else a string).

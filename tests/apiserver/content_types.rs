@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 const PROTOBUF: (&str, &str) = ("content-type", "application/vnd.kubernetes.protobuf");
 

@@ -5,7 +5,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn installing_a_crd_serves_it_at_once_and_deleting_it_stops_serving() {

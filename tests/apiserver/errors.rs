@@ -4,7 +4,7 @@
 use serde_json::json;
 use server_binder::apiserver::Config;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn malformed_bodies_unknown_paths_and_wrong_methods() {

@@ -7,7 +7,7 @@ use kube::api::{ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
 use server_binder::apiserver::{FaultAction, RequestMatcher};
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn the_next_matching_requests_fail_with_the_chosen_code() {

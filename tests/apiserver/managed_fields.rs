@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 const WIDGETS: &str = "/apis/test.example.dev/v1/widgets";
 const MERGE: (&str, &str) = ("content-type", "application/merge-patch+json");

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 const WIDGETS: &str = "/apis/test.example.dev/v1/widgets";
 const JSON: (&str, &str) = ("content-type", "application/json");

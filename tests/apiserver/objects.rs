@@ -11,7 +11,7 @@ use kube::api::{
 };
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn create_sets_uid_timestamp_generation_and_increasing_resource_versions() {

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn merge_patch_merges_and_nulls_delete() {

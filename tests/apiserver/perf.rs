@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use futures::{AsyncBufReadExt, StreamExt};
 use kube::api::PostParams;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundreds_of_watches_follow_thousands_of_writes() {

@@ -7,7 +7,7 @@
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn defaults_are_applied_and_required_and_enum_are_enforced() {

@@ -3,7 +3,7 @@
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 #[tokio::test]
 async fn status_and_main_resource_write_disjoint_parts() {

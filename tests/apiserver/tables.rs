@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 

@@ -8,7 +8,7 @@ use kube::api::{DynamicObject, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
 use server_binder::apiserver::Config;
 
-use crate::common::*;
+use crate::apiserver::common::*;
 
 type Events = futures::stream::BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>;
 

@@ -5,7 +5,7 @@ use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
-use crate::support::*;
+use crate::binding::support::*;
 
 fn plan(claim: &ServerClaim, decision: &ClaimDecision) -> ClaimPlan {
     plan_claim(claim, decision, &now())

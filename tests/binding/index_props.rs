@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
-use crate::support::*;
+use crate::binding::support::*;
 
 #[derive(Clone, Debug)]
 enum Op {

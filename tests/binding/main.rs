@@ -6,8 +6,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[path = "../common/claim_admission.rs"]
-mod claim_admission;
+use crate::common::claim_admission;
 mod claim_table;
 mod decision_rows;
 mod index_props;

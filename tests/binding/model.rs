@@ -45,9 +45,9 @@ use server_binder::binding::*;
 // fingerprints need a well-spread 64-bit hash, not a DoS-resistant one.
 use rustc_hash::{FxHashMap as HashMap, FxHasher};
 
-use crate::claim_admission::admits_claim_update;
-use crate::support::*;
-use crate::world::{Conflict, Truth};
+use crate::binding::claim_admission::admits_claim_update;
+use crate::binding::support::*;
+use crate::binding::world::{Conflict, Truth};
 
 /// The protocol's rules under test, swappable so mutants can be checked too.
 #[derive(Clone, Copy)]

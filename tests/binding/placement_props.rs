@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
-use crate::support::*;
-use crate::world::{Truth, apply_claim_plan, reconcile_server};
+use crate::binding::support::*;
+use crate::binding::world::{Truth, apply_claim_plan, reconcile_server};
 
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 

@@ -6,8 +6,8 @@ use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
-use crate::support::*;
-use crate::world::{Recorded, Truth, settle};
+use crate::binding::support::*;
+use crate::binding::world::{Recorded, Truth, settle};
 
 fn phase(truth: &Truth, claim: &str) -> Option<ClaimPhase> {
     truth.claim(claim).status.as_ref().and_then(|s| s.phase)

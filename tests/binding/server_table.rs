@@ -5,7 +5,7 @@ use server_binder::api::*;
 use server_binder::binding::gates::{Pending, PendingNote};
 use server_binder::binding::*;
 
-use crate::support::*;
+use crate::binding::support::*;
 
 fn plan(server: &Server, decision: &ServerDecision) -> ServerPlan {
     plan_server(server, decision, &now())

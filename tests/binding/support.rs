@@ -9,8 +9,7 @@ use server_binder::api::*;
 use server_binder::binding::*;
 
 // The vocabulary the builders share with tests/controllers/stage.rs, and the namespace.
-#[path = "../common/names.rs"]
-mod names;
+use crate::common::names;
 pub use names::NS;
 
 pub fn t(seconds: i64) -> Time {

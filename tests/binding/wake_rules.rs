@@ -6,7 +6,7 @@
 use server_binder::binding::triggers::on_claim_change;
 use server_binder::binding::*;
 
-use crate::support::*;
+use crate::binding::support::*;
 
 fn others_woken(wake: &Wake, me: &str) -> bool {
     wake.claims.iter().any(|k| k.name != me)

@@ -9,7 +9,7 @@ use kube::Resource;
 use server_binder::api::*;
 use server_binder::binding::*;
 
-use crate::support::now;
+use crate::binding::support::now;
 
 /// A write lost the optimistic lock (or found its object gone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

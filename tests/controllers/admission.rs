@@ -9,8 +9,8 @@ use kube::core::Status;
 use serde_json::json;
 use server_binder::api::{ClaimPhase, ServerClaim};
 
-use crate::stage::{claim, server_ref};
-use crate::support::*;
+use crate::controllers::stage::{claim, server_ref};
+use crate::controllers::support::*;
 
 const MESSAGE: &str =
     "spec.serverRef cannot be removed from a Bound claim; delete the claim to release its server";
@@ -242,7 +242,7 @@ async fn kubectl_patch_and_apply_cannot_remove_a_bound_claims_server_ref() {
 /// meet, goes through the API server's real CEL, and the two must give the same verdict.
 #[tokio::test]
 async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
-    use crate::claim_admission::admits_claim_update;
+    use crate::controllers::claim_admission::admits_claim_update;
     use server_binder::api::ServerRef;
 
     let env = Env::new().await;

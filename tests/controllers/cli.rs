@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use server_binder::apiserver::{ApiServer, Config};
 
-use crate::support::DEADLINE;
+use crate::controllers::support::DEADLINE;
 
 /// Runs the binary to its end (failing the test if it runs past the deadline).
 fn server_binder(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Output {
@@ -150,7 +150,7 @@ fn spawn(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Killed {
 /// both export the build and the process metrics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_and_run_answer_readyz_alike_and_export_build_and_process_metrics() {
-    use crate::support::{eventually, free_port, try_http_get};
+    use crate::controllers::support::{eventually, free_port, try_http_get};
     let apiserver = ApiServer::start(Config::default()).await.unwrap();
     for crd in server_binder::api::crds() {
         apiserver.install_crd(&crd).await.unwrap();

@@ -9,8 +9,8 @@ use server_binder::api::ClaimPhase;
 use server_binder::apiserver::{ApiServer, Config};
 use server_binder::runtime::explain::USER_AGENT_VALUE;
 
-use crate::stage::*;
-use crate::support::*;
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
 
 /// A directory holding the plugin, and the kubeconfig kubectl uses.
 #[derive(Clone)]

@@ -11,8 +11,8 @@ use server_binder::api::{ClaimPhase, Server, ServerPhase};
 use server_binder::binding::gates;
 use server_binder::controllers::Options;
 
-use crate::stage::*;
-use crate::support::*;
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
 
 /// What a cleaner does: the gate's condition, "True", naming the release it read (the
 /// `cleaning` annotation), written to the status with the resourceVersion it read (a

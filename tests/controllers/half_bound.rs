@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, Server, ServerClaim, ServerPhase};
 
-use crate::stage::*;
-use crate::support::{DEADLINE, Env, assert_invariants, eventually, phase};
+use crate::controllers::stage::*;
+use crate::controllers::support::{DEADLINE, Env, assert_invariants, eventually, phase};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use crate::stage::wait_bound;
-use crate::support::*;
+use crate::controllers::stage::wait_bound;
+use crate::controllers::support::*;
 
 /// A 253-character DNS subdomain whose 236th character (where an event name's base is
 /// cut to leave room for `.<16 hex digits>`) is a `-`: the cut must not leave `-.`.

@@ -3,8 +3,7 @@
 
 mod admission;
 mod chaos;
-#[path = "../common/claim_admission.rs"]
-mod claim_admission;
+use crate::common::claim_admission;
 mod claim_rows;
 mod cli;
 mod explain;
@@ -13,17 +12,14 @@ mod half_bound;
 mod leader;
 mod long_names;
 mod metrics;
-#[path = "../common/names.rs"]
-mod names;
+use crate::common::names;
 mod placement;
-#[path = "../common/poll.rs"]
-mod poll;
+use crate::common::poll;
 mod rbac;
 mod server_rows;
 mod stage;
 mod support;
-#[path = "../common/tools.rs"]
-mod tools;
+use crate::common::tools;
 mod trust;
 mod why;
 

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
-use crate::stage::*;
-use crate::support::*;
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
 
 /// The metric families docs/operations.md's "Metrics" table names: the first column's
 /// code spans.

@@ -5,7 +5,7 @@
 use kube::api::{Api, PostParams};
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerSelector};
 
-use crate::support::*;
+use crate::controllers::support::*;
 
 const RACKS: usize = 10;
 

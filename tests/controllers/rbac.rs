@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use server_binder::api::ClaimPhase;
 use server_binder::runtime::client::USER_AGENT_VALUE;
 
-use crate::stage::*;
-use crate::support::*;
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
 
 /// (verb, group, resource with `/subresource`, resource name, namespace): for a rule, a
 /// name only if the rule lists `resourceNames`, and a namespace only for a Role's rule.

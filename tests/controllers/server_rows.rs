@@ -15,8 +15,8 @@ use kube::ResourceExt;
 use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
-use crate::stage::*;
-use crate::support::{Env, NS, assert_invariants};
+use crate::controllers::stage::*;
+use crate::controllers::support::{Env, NS, assert_invariants};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";

@@ -12,7 +12,7 @@ use serde_json::json;
 use server_binder::api::names::*;
 use server_binder::api::*;
 
-use crate::support::{DEADLINE, Env, NS, wait_for};
+use crate::controllers::support::{DEADLINE, Env, NS, wait_for};
 
 /// The uid of a claim incarnation that no longer exists.
 pub const DELETED_UID: &str = "uid-of-a-deleted-claim";
@@ -550,7 +550,10 @@ pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 pub fn claim_phase_reason(c: &ServerClaim) -> (Option<ClaimPhase>, Option<String>) {
-    (crate::support::phase(c), crate::support::bound_reason(c))
+    (
+        crate::controllers::support::phase(c),
+        crate::controllers::support::bound_reason(c),
+    )
 }
 
 pub fn server_phase_reason(s: &Server) -> (Option<ServerPhase>, Option<String>) {

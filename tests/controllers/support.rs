@@ -18,9 +18,9 @@ use server_binder::controllers::Options;
 use server_binder::runtime::leader::LeaderElection;
 use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
-pub use crate::names::NS;
-pub use crate::poll::{eventually, wait_for};
-pub use crate::tools::{kubectl_present, tool_present};
+pub use crate::controllers::names::NS;
+pub use crate::controllers::poll::{eventually, wait_for};
+pub use crate::controllers::tools::{kubectl_present, tool_present};
 
 /// How long a test waits for the controllers to do something.
 pub const DEADLINE: Duration = Duration::from_secs(30);

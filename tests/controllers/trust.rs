@@ -14,8 +14,8 @@ use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, Server, ServerClaim, ServerPhase};
 use server_binder::controllers::Options;
 
-use crate::stage::*;
-use crate::support::*;
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
 
 /// Waits until `check` holds for the claim, failing at once if it is ever Bound.
 async fn wait_never_bound(env: &Env, name: &str, what: &str, check: impl Fn(&ServerClaim) -> bool) {

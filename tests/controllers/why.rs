@@ -10,8 +10,8 @@ use kube::api::{Api, ListParams};
 use server_binder::api::{ClaimPhase, ServerClaim};
 use server_binder::controllers::Options;
 
-use crate::stage::*;
-use crate::support::*;
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
 
 /// The `Bound` condition's message.
 fn bound_message(c: &ServerClaim) -> Option<String> {

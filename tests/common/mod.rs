@@ -1,0 +1,7 @@
+//! What the suites share: the namespace and the fixture vocabulary, one poll helper, one
+//! tool-presence check, and the model check's copy of the claim admission rules.
+
+pub mod claim_admission;
+pub mod names;
+pub mod poll;
+pub mod tools;
