@@ -102,6 +102,10 @@ pub struct WaitingClaims {
     /// Per namespace, when its bound claims were bound, for the turns of the fair order.
     served: HashMap<String, BTreeSet<(Timestamp, String)>>,
     served_at: HashMap<ClaimKey, Timestamp>,
+    /// Claims naming a server whose bind is not recorded yet (a pick in flight, a user's
+    /// claim): served now, for the turns of the fair order, so that a cache that has not
+    /// seen a bind's status yet does not hand the namespace its next turn early.
+    taking: BTreeSet<ClaimKey>,
     /// The shape of every claim in the cache, waiting or not, and how many claims have
     /// it: what claims to come are likely to ask for.
     known: HashMap<Arc<ClaimShape>, usize>,
@@ -142,10 +146,16 @@ impl WaitingClaims {
             let serving = (r.name.clone(), ClaimShape::of(claim));
             self.serving.insert(key.clone(), serving);
         }
-        if let Some(t) = bound_time(claim) {
-            let served = self.served.entry(key.namespace.clone()).or_default();
-            served.insert((t, key.name.clone()));
-            self.served_at.insert(key.clone(), t);
+        match bound_time(claim) {
+            Some(t) => {
+                let served = self.served.entry(key.namespace.clone()).or_default();
+                served.insert((t, key.name.clone()));
+                self.served_at.insert(key.clone(), t);
+            }
+            None if claim.spec.server_ref.is_some() => {
+                self.taking.insert(key.clone());
+            }
+            None => {}
         }
     }
 
@@ -167,6 +177,7 @@ impl WaitingClaims {
             }
         }
         self.serving.remove(key);
+        self.taking.remove(key);
         if let Some(t) = self.served_at.remove(key)
             && let Some(served) = self.served.get_mut(&key.namespace)
         {
@@ -187,8 +198,19 @@ impl WaitingClaims {
     pub fn without_serving(&self) -> Self {
         Self {
             serving: BTreeMap::new(),
+            taking: BTreeSet::new(),
             ..self.clone()
         }
+    }
+
+    /// How many of the namespace's claims are taking a server now ([`Self::taking`]).
+    fn taking_in(&self, namespace: &str) -> usize {
+        let from = ClaimKey::of(namespace, "");
+        let mine = self
+            .taking
+            .range(from..)
+            .take_while(|k| k.namespace == namespace);
+        mine.count()
     }
 
     /// How many claims wait.
@@ -559,7 +581,8 @@ pub fn in_fair_order(keys: &BTreeSet<ClaimKey>, waiting: &WaitingClaims) -> Vec<
 ///
 /// A claim's turn is its rank among its namespace's waiting claims (oldest first), plus
 /// how many claims its namespace was served since the oldest waiting claim was created
-/// (bound since then, or a user's claim naming a server now). So namespaces take turns: after a namespace
+/// (bound since then, or naming a server and not yet bound: a pick in flight, a user's
+/// claim). So namespaces take turns: after a namespace
 /// is served once, every other namespace's next claim comes before its next one, however
 /// many it has waiting. The order is a function of the claim cache alone: a restarted
 /// controller, or a second one, computes the same.
@@ -586,8 +609,7 @@ impl<'w> FairOrder<'w> {
                 Some(t) => set.range((t, String::new())..).count(),
                 None => set.len(),
             });
-            let serving = waiting.serving.keys().filter(|k| k.namespace == namespace);
-            let offset = served + serving.count();
+            let offset = served + waiting.taking_in(namespace);
             for (rank, w) in queue.into_iter().enumerate() {
                 turn.insert(&w.key, offset + rank);
             }

@@ -3,6 +3,7 @@
 //! its server wakes nobody else, whichever of the two sides the cache shows first (a wake
 //! of every pending claim per pick is a storm at fleet scale).
 
+use server_binder::api::ClaimPhase;
 use server_binder::binding::triggers::on_claim_change;
 use server_binder::binding::*;
 
@@ -60,11 +61,17 @@ fn a_waiting_claim_that_leaves_without_a_server_wakes_the_pending_claims() {
 fn a_wake_orders_the_waiting_claims_fairly() {
     let mut b1 = claim("b1").created(3);
     b1.metadata.namespace = Some("team-b".into());
+    // Bound in a third namespace: it takes no turn from team-a or team-b.
+    let mut bound = claim("bound")
+        .chose("s9")
+        .bind_completed()
+        .phase(ClaimPhase::Bound);
+    bound.metadata.namespace = Some("team-c".into());
     let all = claims(vec![
         claim("a1").created(1),
         claim("a2").created(2),
         b1,
-        claim("bound").chose("s9").bind_completed(),
+        bound,
     ]);
     let wake = Wake {
         claims: all.iter().map(claim_key).collect(),
@@ -78,4 +85,29 @@ fn a_wake_orders_the_waiting_claims_fairly() {
         .map(|k| k.name)
         .collect();
     assert_eq!(order, ["a1", "b1", "a2", "bound"]);
+}
+
+/// A pick in flight (a claim naming a server, its bind not yet in its status) is its
+/// namespace's turn already: a cache that has not seen the bind's status yet must not
+/// give that namespace the next server too.
+#[test]
+fn a_pick_in_flight_counts_as_its_namespaces_turn() {
+    let mut b1 = claim("b1").created(3);
+    b1.metadata.namespace = Some("team-b".into());
+    let all = claims(vec![
+        claim("a0").created(0).chose("s9"),
+        claim("a1").created(1),
+        b1,
+    ]);
+    let wake = Wake {
+        claims: all.iter().map(claim_key).collect(),
+        ..Wake::default()
+    };
+    let world = servers(vec![server("s1")]);
+    let order: Vec<String> = wake
+        .claims_in_order(&world, &all)
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert_eq!(order[..2], ["b1", "a1"]);
 }
