@@ -24,7 +24,10 @@ use super::support::*;
 const NS: &str = "server-binder-system";
 const LEASE: &str = "server-binder";
 
-pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The leader-election tests time lease terms to the second: each runs alone (`write`).
+/// The chaos tests tolerate anything a busy machine does to a lease, and run beside
+/// each other (`read`), never beside a leader test.
+pub(crate) static SERIAL: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// One `server-binder run --leader-elect` process; killed when dropped, its log
 /// printed if the test failed.
@@ -266,7 +269,7 @@ async fn wait_one_leads(bed: &Bed, replicas: &[&Replica]) -> usize {
 
 #[tokio::test]
 async fn of_two_replicas_exactly_one_leads_and_both_are_ready() {
-    let _serial = SERIAL.lock().await;
+    let _serial = SERIAL.write().await;
     let bed = Bed::new().await;
     let started = Instant::now();
     let a = bed.spawn("a", 4, None);
@@ -304,7 +307,7 @@ async fn of_two_replicas_exactly_one_leads_and_both_are_ready() {
 
 #[tokio::test]
 async fn the_standby_takes_over_when_the_leader_is_killed_mid_binding() {
-    let _serial = SERIAL.lock().await;
+    let _serial = SERIAL.write().await;
     const LEASE_SECS: u64 = 4;
     let bed = Bed::new().await;
     for i in 0..50 {
@@ -375,7 +378,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed_mid_binding() {
 
 #[tokio::test]
 async fn on_sigterm_the_leader_releases_the_lease_and_exits_0_and_the_standby_takes_over_at_once() {
-    let _serial = SERIAL.lock().await;
+    let _serial = SERIAL.write().await;
     // A term long enough that a handover well under it shows nobody waited for it.
     const LEASE_SECS: u64 = 30;
     let bed = Bed::new().await;
@@ -438,7 +441,7 @@ async fn on_sigterm_the_leader_releases_the_lease_and_exits_0_and_the_standby_ta
 
 #[tokio::test]
 async fn the_identity_is_the_pod_name_when_set_else_host_and_pid() {
-    let _serial = SERIAL.lock().await;
+    let _serial = SERIAL.write().await;
     const POD: &str = "server-binder-6d5f8c9b7-x2x9q";
     let bed = Bed::new().await;
     let mut a = bed.spawn("a", 4, None);
@@ -468,7 +471,7 @@ async fn the_identity_is_the_pod_name_when_set_else_host_and_pid() {
 
 #[tokio::test]
 async fn a_leader_that_cannot_renew_stops_writing_before_its_term_ends() {
-    let _serial = SERIAL.lock().await;
+    let _serial = SERIAL.write().await;
     const LEASE_SECS: u64 = 6;
     let bed = Bed::new().await;
     bed.env.create_server("s1", &[]).await;
@@ -530,7 +533,7 @@ async fn a_leader_that_cannot_renew_stops_writing_before_its_term_ends() {
 
 #[tokio::test]
 async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
-    let _serial = SERIAL.lock().await;
+    let _serial = SERIAL.write().await;
     let bed = Bed::new().await;
     // The Lease's namespace does not exist: the Lease can be neither read nor created.
     const ELSEWHERE: &str = "not-there-yet";
