@@ -106,6 +106,15 @@ pub enum ClaimDecision {
 }
 
 impl ClaimDecision {
+    /// Whether the claim waits for a server: its status shows a summary of why
+    /// ([`super::coalesce`]), and it is looked at again once that may be rewritten.
+    pub fn waits(&self) -> bool {
+        matches!(
+            self,
+            ClaimDecision::NoMatchingServer { .. } | ClaimDecision::WaitForTurn { .. }
+        )
+    }
+
     /// The server the decision is about, if it names one.
     pub fn server(&self) -> Option<&str> {
         use ClaimDecision::*;

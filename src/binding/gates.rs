@@ -9,11 +9,13 @@
 //! removes it (once every gate passed) makes it Available.
 
 use std::fmt;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 
 use crate::api::Server;
-use crate::api::names::{ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES};
+use crate::api::names::{ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, CONDITION_CLEANING};
 
 use super::status::OWN_CONDITIONS;
 
@@ -61,6 +63,20 @@ pub fn release_record(server: &Server) -> Option<ReleaseRecord<'_>> {
 /// Whether `server` is being cleaned (not claimable until its gates pass).
 pub fn is_cleaning(server: &Server) -> bool {
     release_record(server).is_some()
+}
+
+/// How long the server's cleaning took, by `now`: since its `Cleaning` condition turned
+/// True (for the cleaning duration metric, when the cleaning ends).
+pub fn cleaning_took(server: &Server, now: Timestamp) -> Option<Duration> {
+    let began = server
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_CLEANING && c.status == "True")?
+        .last_transition_time
+        .0;
+    Duration::try_from(now.duration_since(began)).ok()
 }
 
 /// The id a release written over `server` as read gets: the generation the write

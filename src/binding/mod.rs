@@ -5,6 +5,7 @@
 //! into the writes, event and outcome the controllers carry out.
 
 pub mod assumed;
+pub mod binder;
 mod claim_decision;
 mod claim_plan;
 pub mod coalesce;
@@ -19,12 +20,16 @@ mod selector;
 mod server_decision;
 mod server_plan;
 mod status;
-pub mod step;
+pub mod summaries;
 pub mod triggers;
 mod view;
 pub mod why;
 
 pub use assumed::{AssumedChoices, assumption_for, claim_key};
+pub use binder::{
+    Binder, BinderConfig, ClaimDecider, ClaimStep, ClaimWork, Rules, ServerDecider, ServerStep,
+    ServerWork, Sight,
+};
 pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase};
@@ -44,7 +49,6 @@ pub use server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};
 pub use status::{
     BoundCondition, OWN_CONDITIONS, claim_status_after, find_bound, server_status_after,
 };
-pub use step::{ClaimInputs, claim_step, server_step};
 pub use triggers::{Triggers, Wake};
 pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};
 pub use why::{Cause, Hindrance, PickState, Unavailability, hindrance, selector_text};

@@ -2,9 +2,8 @@
 //! ([`decide_claim`], [`plan_claim`]) and doing exactly that. It writes only claims.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
@@ -13,17 +12,11 @@ use tracing::instrument;
 use super::RESYNC;
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
-use super::informer::CatalogsAndAssumed;
 use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 use crate::api::{Server, ServerClaim};
-use crate::binding::coalesce::is_summary_refresh;
-use crate::binding::step::real_claim_decider;
-use crate::binding::{
-    ClaimDecision, ClaimInputs, ClaimPlan, assumption_for, claim_key, claim_status_after,
-    claim_step, meta,
-};
+use crate::binding::{ClaimStep, ClaimWork, Sight, claim_key, claim_status_after, meta};
 
 const KIND: ControllerKind = ControllerKind::Claim;
 
@@ -42,117 +35,59 @@ pub fn error_policy(claim: Arc<ServerClaim>, error: &Error, ctx: Arc<Context>) -
 }
 
 async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
-    // Claims carry no finalizer of ours: a claim being deleted needs nothing from us, and
-    // its server is released once it is gone.
-    if meta::is_deleting(claim) {
-        return Ok(Action::await_change());
-    }
     if ctx.caches.behind_own_write(claim) {
         // The watch is about to deliver this process's last write, and wake it again.
         return Ok(Action::requeue(OWN_WRITE_WAIT));
     }
-    let (mut decision, mut plan) = decide(claim, ctx, None);
-    if let Some(server) = plan.confirm_server.clone() {
-        // The cache says the server is gone; the PV controller's rule: ask the API server
-        // before declaring the claim Lost.
+    let mut step = decide(claim, ctx, None);
+    if let ClaimStep::ReadServer(server) = &step {
         let api = Api::<Server>::all(ctx.client.clone());
-        let live = api.get_opt(&server).await.map_err(|source| Error::Api {
+        let live = api.get_opt(server).await.map_err(|source| Error::Api {
             verb: "get",
             resource: "servers",
             name: server.clone(),
             source,
         })?;
-        (decision, plan) = decide(claim, ctx, Some((&server, live.as_ref())));
+        step = decide(claim, ctx, Some((server, live.as_ref())));
     }
-
-    let key = claim_key(claim);
-    if is_summary_refresh(claim, &plan)
-        && let Some(wait) = ctx.summaries.delay(&key)
-    {
-        // At most one summary write per claim per interval (binding::coalesce).
-        return Ok(Action::requeue(wait));
-    }
-    // `decide` already assumed the pick, under the lock it decided under.
-    let picked = assumption_for(&decision).map(str::to_string);
-    let written = execute(claim, &decision, &plan, ctx).await;
-    if let Some(server) = &picked {
-        match &written {
-            Ok(latest) => {
-                let version = latest
-                    .as_ref()
-                    .and_then(|c| c.metadata.resource_version.clone());
-                ctx.caches.claim_write_landed(server, &key, version);
-            }
-            Err(_) => ctx.caches.claim_write_failed(server, &key),
-        }
-    }
-    written?;
-    let waits = matches!(
-        decision,
-        ClaimDecision::NoMatchingServer { .. } | ClaimDecision::WaitForTurn { .. }
-    );
-    if waits && plan.status.is_some() {
-        ctx.summaries.wrote(&key);
-    }
-    // A claim that waits is looked at again once its summary may be rewritten, so the
-    // summary follows the servers within about one interval.
-    Ok(Action::requeue(if waits {
-        ctx.summaries.interval()
-    } else {
-        RESYNC
-    }))
-}
-
-/// One [`claim_step`] on the caches: with the cached servers, or with one server
-/// replaced by what a live GET said. A pick is assumed before the assumed-choice lock
-/// is released, so a reconcile running at once cannot pick the same server.
-fn decide(
-    claim: &ServerClaim,
-    ctx: &Context,
-    live: Option<(&str, Option<&Server>)>,
-) -> (ClaimDecision, ClaimPlan) {
-    let key = claim_key(claim);
-    let CatalogsAndAssumed {
-        servers,
-        claims,
-        mut assumed,
-    } = ctx.caches.read_with_assumed();
-    let inputs = ClaimInputs {
-        decide: real_claim_decider,
-        servers: &*servers,
-        claims: &*claims,
-        waiting: claims.waiting(),
-        assumed: &assumed,
+    let work = match step {
+        ClaimStep::Act(work) => work,
+        ClaimStep::Wait { after, .. } => return Ok(Action::requeue(after)),
+        ClaimStep::Idle | ClaimStep::ReadServer(_) => return Ok(Action::await_change()),
     };
-    let (decision, plan) = claim_step(claim, &inputs, live, &Time(Timestamp::now()));
-    if let Some(server) = assumption_for(&decision) {
-        let based_on = claim.metadata.resource_version.clone();
-        assumed.assume(server, key, based_on);
-    }
-    (decision, plan)
+    execute(claim, &work, ctx).await?;
+    Ok(Action::requeue(work.then.unwrap_or(RESYNC)))
 }
 
-/// Writes the plan (object, then status), then records its event and counts its outcome.
-/// Returns the claim as last written, if anything was.
-async fn execute(
-    claim: &ServerClaim,
-    decision: &ClaimDecision,
-    plan: &ClaimPlan,
-    ctx: &Context,
-) -> Result<Option<ServerClaim>> {
+/// One binder step on the caches: with the cached servers, or with one server replaced
+/// by what a live GET said. A pick is assumed under the binder's lock, so a reconcile
+/// running at once cannot pick the same server.
+fn decide(claim: &ServerClaim, ctx: &Context, live: Option<(&str, Option<&Server>)>) -> ClaimStep {
+    let mut binder = ctx.caches.write();
+    binder.reconcile_claim(claim, live, Sight::All, Timestamp::now())
+}
+
+/// Writes the plan (object, then status), each write's result reported to the binder,
+/// then records its event and counts its outcome.
+async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result<()> {
+    let plan = &work.plan;
     let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), meta::namespace(claim));
     let mut latest = None;
     if let Some(object) = &plan.object {
-        latest = Some(replace(ctx, KIND, &api, object, Part::Object).await?);
+        let written = replace(ctx, KIND, &api, object, Part::Object).await;
+        let result = written.as_ref().map_err(|_| ());
+        ctx.caches.claim_object_written(work, result);
+        latest = Some(written?);
     }
     if let Some(status) = &plan.status {
-        let mut object = latest.clone().unwrap_or_else(|| claim.clone());
+        let mut object = latest.unwrap_or_else(|| claim.clone());
         object.status = Some(claim_status_after(status, claim, &object));
-        latest = Some(replace(ctx, KIND, &api, &object, Part::Status).await?);
+        replace(ctx, KIND, &api, &object, Part::Status).await?;
+        ctx.caches.claim_status_written(work);
     }
     if let Some(event) = &plan.event {
         tracing::info!(
-            server = decision.server().unwrap_or_default(),
+            server = work.decision.server().unwrap_or_default(),
             reason = event.reason,
             "{}",
             event.note
@@ -160,14 +95,7 @@ async fn execute(
         record(ctx, claim, event).await;
     }
     if let Some(outcome) = plan.outcome {
-        ctx.metrics.outcome(KIND, outcome, bind_seconds(claim));
+        ctx.metrics.outcome(KIND, outcome, work.since_created);
     }
-    Ok(latest)
-}
-
-/// Seconds from the claim's creation until now, for `bind_duration_seconds`.
-fn bind_seconds(claim: &ServerClaim) -> Option<f64> {
-    let created = claim.metadata.creation_timestamp.as_ref()?.0;
-    let elapsed = Timestamp::now().duration_since(created);
-    Some(Duration::try_from(elapsed).ok()?.as_secs_f64())
+    Ok(())
 }

@@ -8,10 +8,8 @@ use kube::runtime::events::Reporter;
 
 use super::events::EventRecorder;
 
-use super::Options;
 use super::informer::Caches;
 use super::metrics::Metrics;
-use super::summaries::SummaryWrites;
 
 /// The name events are reported under (`reportingController`).
 pub const REPORTING_CONTROLLER: &str = "server-binder";
@@ -21,21 +19,12 @@ pub struct Context {
     pub caches: Arc<Caches>,
     pub recorder: EventRecorder,
     pub metrics: Metrics,
-    pub summaries: SummaryWrites,
-    /// The release gates of a server that names none ([`Options::release_gates`]).
-    pub release_gates: Vec<String>,
 }
 
 impl Context {
     /// `instance` names this process in events' `reportingInstance` (the pod name, or
     /// host and pid), so two replicas' events can be told apart.
-    pub fn new(
-        client: Client,
-        caches: Arc<Caches>,
-        metrics: Metrics,
-        instance: String,
-        options: &Options,
-    ) -> Self {
+    pub fn new(client: Client, caches: Arc<Caches>, metrics: Metrics, instance: String) -> Self {
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
             instance: Some(instance),
@@ -46,8 +35,6 @@ impl Context {
             caches,
             recorder,
             metrics,
-            summaries: SummaryWrites::new(options.status_interval),
-            release_gates: options.release_gates.clone(),
         }
     }
 }

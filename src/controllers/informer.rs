@@ -1,75 +1,53 @@
 //! One watch per kind, shared by both controllers.
 //!
 //! Each watch event updates, in order: kube-runtime's reflector store (which the
-//! `Controller`s read their primary objects from), the binding core's catalog of that
-//! kind (which both controllers decide against), and the assumed-choice cache. Then the
-//! binding core's wake-up rules (`binding::triggers`) say which objects each controller
-//! must look at again. They are applied here, not by kube-runtime's `watches` mappers,
-//! because they need the object as it was before the event as well as after: a claim
-//! that stops naming a server, or is deleted, must wake the server it named.
+//! `Controller`s read their primary objects from), then the binder
+//! ([`crate::binding::Binder`]), which says which objects each controller must look at
+//! again. They are woken here, not by kube-runtime's `watches` mappers, because the
+//! rules need the object as it was before the event as well as after: a claim that stops
+//! naming a server, or is deleted, must wake the server it named.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-
-use futures::channel::mpsc::UnboundedSender;
 use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Instant;
 
 use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
-use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::de::DeserializeOwned;
-use std::time::Instant;
-
 use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
 
 use crate::api::{Server, ServerClaim};
-use crate::binding::assumed::ends_on_claim_event;
-use crate::binding::triggers;
-use crate::binding::{
-    AssumedChoices, ClaimCatalog, ClaimKey, ClaimView, ServerCatalog, ServerView, claim_key, meta,
-};
+use crate::binding::{Binder, BinderConfig, ClaimKey, ClaimWork, Rules, Wake, claim_key};
 
 /// Where a controller wants its triggers while it runs (`None`: not running; triggers
 /// are dropped and the controller resyncs everything when it starts).
 type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
 
-/// The watch caches both controllers share.
+/// The watch caches both controllers share: the reflector stores and the binder.
 ///
-/// The catalogs' locks are fair (a waiting writer blocks new readers), so two readers
-/// taking them in opposite orders could deadlock with the two watches' writers. They
-/// are private: the only way to hold more than one is [`Caches::read`] or
-/// [`Caches::read_with_assumed`], which take them in the one order (servers, claims,
-/// assumed choices). A watch's writer takes its own catalog's lock alone.
+/// The binder is behind one lock: a claim reconcile decides and assumes its pick under
+/// it (written), a server reconcile decides under it (read), a watch event applies
+/// under it (written). The trigger slots and the own-writes record are locked alone,
+/// never while the binder's lock is held.
 pub struct Caches {
-    servers: RwLock<ServerCatalog>,
-    claims: RwLock<ClaimCatalog>,
+    binder: RwLock<Binder>,
     pub server_store: Store<Server>,
     pub claim_store: Store<ServerClaim>,
-    assumed: Mutex<AssumedChoices>,
-    /// Whether servers and claims have each been listed into the catalogs once.
+    /// Whether servers and claims have each been listed into the binder once.
     synced: [watch::Sender<bool>; 2],
     claim_triggers: TriggerSlot<ServerClaim>,
     server_triggers: TriggerSlot<Server>,
     /// Writes of this process the watches have not delivered yet (locked alone).
     own_writes: Mutex<OwnWrites>,
-}
-
-/// Both catalogs, read-locked in the caches' lock order.
-pub struct CatalogsRead<'a> {
-    pub servers: RwLockReadGuard<'a, ServerCatalog>,
-    pub claims: RwLockReadGuard<'a, ClaimCatalog>,
-}
-
-/// The catalogs and the assumed choices, locked in the caches' lock order.
-pub struct CatalogsAndAssumed<'a> {
-    pub servers: RwLockReadGuard<'a, ServerCatalog>,
-    pub claims: RwLockReadGuard<'a, ClaimCatalog>,
-    pub assumed: MutexGuard<'a, AssumedChoices>,
 }
 
 /// The writer halves, consumed by [`Caches::run`].
@@ -79,15 +57,14 @@ pub struct CacheWriters {
 }
 
 impl Caches {
-    pub fn new() -> (Arc<Self>, CacheWriters) {
+    pub fn new(config: BinderConfig) -> (Arc<Self>, CacheWriters) {
         let (server_store, servers) = reflector::store();
         let (claim_store, claims) = reflector::store();
+        let binder = Binder::new(Rules::real(), config, Timestamp::now());
         let caches = Arc::new(Self {
-            servers: RwLock::default(),
-            claims: RwLock::default(),
+            binder: RwLock::new(binder),
             server_store,
             claim_store,
-            assumed: Mutex::default(),
             synced: [watch::channel(false).0, watch::channel(false).0],
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
@@ -96,28 +73,28 @@ impl Caches {
         (caches, CacheWriters { servers, claims })
     }
 
-    /// Both catalogs, as one consistent view.
-    pub fn read(&self) -> CatalogsRead<'_> {
-        let servers = self.servers.read();
-        let claims = self.claims.read();
-        CatalogsRead { servers, claims }
+    /// The binder, to read (a server reconcile, the metrics' inventory).
+    pub fn read(&self) -> RwLockReadGuard<'_, Binder> {
+        self.binder.read()
     }
 
-    /// Both catalogs and the assumed choices, for a decision that may assume a pick.
-    pub fn read_with_assumed(&self) -> CatalogsAndAssumed<'_> {
-        let CatalogsRead { servers, claims } = self.read();
-        let assumed = self.assumed.lock();
-        CatalogsAndAssumed {
-            servers,
-            claims,
-            assumed,
-        }
+    /// The binder, to change (a claim reconcile, which may assume a pick).
+    pub fn write(&self) -> RwLockWriteGuard<'_, Binder> {
+        self.binder.write()
     }
 
-    /// Records that the claim write carrying the pick of `server` for `claim` landed, at
-    /// `version`. The assumed choices' lock is taken alone.
-    pub fn claim_write_landed(&self, server: &str, claim: &ClaimKey, version: Option<String>) {
-        self.assumed.lock().written(server, claim, version);
+    /// Reports the end of a claim's object write to the binder and wakes whom it says.
+    pub fn claim_object_written(&self, work: &ClaimWork, written: Result<&ServerClaim, ()>) {
+        let mut binder = self.binder.write();
+        let wake = binder.claim_object_written(work, written);
+        self.wake(binder, wake);
+    }
+
+    /// Reports a claim's status write to the binder.
+    pub fn claim_status_written(&self, work: &ClaimWork) {
+        self.binder
+            .write()
+            .claim_status_written(work, Timestamp::now());
     }
 
     /// Records a write this process made (the object as the API server returned it), so
@@ -138,7 +115,7 @@ impl Caches {
             .behind(&own_write_key(obj), version, Instant::now())
     }
 
-    /// Waits until both kinds have been listed into the catalogs once.
+    /// Waits until both kinds have been listed into the binder once.
     pub async fn wait_until_ready(&self) {
         for synced in &self.synced {
             // Errs only when the sender is gone, which it never is while `self` lives.
@@ -173,16 +150,30 @@ impl Caches {
     pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<ServerClaim>>) {
         // Attach first, then enqueue: an event in between is queued twice, never lost.
         *self.claim_triggers.lock() = Some(tx.clone());
-        for c in self.claims.read().iter() {
-            let _ = tx.unbounded_send(ObjectRef::from_obj(c));
+        let all: Vec<ObjectRef<ServerClaim>> = self
+            .binder
+            .read()
+            .claims()
+            .iter()
+            .map(ObjectRef::from_obj)
+            .collect();
+        for claim in all {
+            let _ = tx.unbounded_send(claim);
         }
     }
 
     /// Routes server-controller triggers to `tx` and enqueues every server.
     pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<Server>>) {
         *self.server_triggers.lock() = Some(tx.clone());
-        for s in self.servers.read().iter() {
-            let _ = tx.unbounded_send(ObjectRef::from_obj(s));
+        let all: Vec<ObjectRef<Server>> = self
+            .binder
+            .read()
+            .servers()
+            .iter()
+            .map(ObjectRef::from_obj)
+            .collect();
+        for server in all {
+            let _ = tx.unbounded_send(server);
         }
     }
 
@@ -191,79 +182,19 @@ impl Caches {
         *self.server_triggers.lock() = None;
     }
 
-    /// Ends the assumption on `server` for `claim` after its write failed, and wakes the
-    /// pending claims that passed the server over.
-    pub fn claim_write_failed(&self, server: &str, claim: &ClaimKey) {
-        let mut locked = self.read_with_assumed();
-        let ended = locked.assumed.write_failed(server, claim);
-        let Some(server) = ended else {
+    /// Orders what `wake` names under the binder's lock, releases it, and hands the
+    /// objects to the running controllers, claims in that order
+    /// ([`Wake::claims_in_order`]).
+    fn wake(&self, binder: RwLockWriteGuard<'_, Binder>, wake: Wake) {
+        if wake.is_empty() {
             return;
-        };
-        let wake = triggers::on_assumption_end(&server, &locked.servers, &locked.claims);
-        let order = wake.claims_in_order(&locked.servers, &locked.claims);
-        drop(locked);
-        self.send(order, wake.servers);
-    }
-
-    fn on_server_event(&self, event: Delta<Server>) {
-        let CatalogsAndAssumed {
-            servers,
-            claims,
-            mut assumed,
-        } = self.read_with_assumed();
-        let wake = match event {
-            Delta::Changed { old, new } => {
-                let Some(name) = new.as_deref().or(old.as_deref()).map(meta::name) else {
-                    return;
-                };
-                assumed.observe_server(name, new.as_deref());
-                triggers::on_server_change(old.as_deref(), new.as_deref(), &claims)
-            }
-            Delta::Relisted => {
-                let latest = |name: &str| servers.server(name).cloned();
-                assumed.relisted_servers(&latest);
-                triggers::on_relist(&servers, &claims)
-            }
-        };
-        let order = wake.claims_in_order(&servers, &claims);
-        drop((assumed, claims, servers));
-        self.send(order, wake.servers);
-    }
-
-    fn on_claim_event(&self, event: Delta<ServerClaim>) {
-        let CatalogsAndAssumed {
-            servers,
-            claims,
-            mut assumed,
-        } = self.read_with_assumed();
-        let (mut wake, ended) = match event {
-            Delta::Changed { old, new } => {
-                let Some(key) = new.as_deref().or(old.as_deref()).map(claim_key) else {
-                    return;
-                };
-                let ended = assumed.observe_claim(&key, new.as_deref());
-                let wake =
-                    triggers::on_claim_change(old.as_deref(), new.as_deref(), &servers, &claims);
-                (wake, ended.into_iter().collect())
-            }
-            Delta::Relisted => {
-                let latest = |k: &ClaimKey| claims.claim(&k.namespace, &k.name).cloned();
-                let ended = assumed.relisted_claims(ends_on_claim_event, &latest);
-                (triggers::on_relist(&servers, &claims), ended)
-            }
-        };
-        drop(assumed);
-        for server in ended {
-            wake.extend(triggers::on_assumption_end(&server, &servers, &claims));
         }
-        let order = wake.claims_in_order(&servers, &claims);
-        drop((claims, servers));
-        self.send(order, wake.servers);
+        let claims = binder.in_order(&wake);
+        drop(binder);
+        self.send(claims, wake.servers);
     }
 
-    /// Hands the woken objects to the running controllers, claims in the order given
-    /// ([`triggers::Wake::claims_in_order`]). Called with no cache lock held: `attach_*` takes a
-    /// trigger slot and then a cache lock.
+    /// Called with no binder lock held: a trigger slot is never taken under it.
     fn send(&self, claims: Vec<ClaimKey>, servers: BTreeSet<String>) {
         if let Some(tx) = self.claim_triggers.lock().as_ref() {
             for key in claims {
@@ -276,18 +207,6 @@ impl Caches {
             }
         }
     }
-}
-
-/// A watch event reduced to what the triggers need. Objects are the watch cache's own
-/// copies, shared.
-enum Delta<K> {
-    /// One object changed (`new: None`: deleted); `old` is the catalog's previous copy.
-    Changed {
-        old: Option<Arc<K>>,
-        new: Option<Arc<K>>,
-    },
-    /// A relist replaced the whole catalog.
-    Relisted,
 }
 
 /// An object's key among [`Caches::own_writes`]: kind, namespace and name.
@@ -311,12 +230,12 @@ fn strip_unread<K: kube::Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
-/// Feeds one kind's watch into its store and catalog, then wakes the controllers. The
-/// catalog holds the store's copy of each object (one copy per object, shared).
+/// Feeds one kind's watch into its store and the binder, then wakes the controllers.
+/// The binder holds the store's copy of each object (one copy per object, shared).
 async fn watch<K>(api: Api<K>, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
 where
     K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    Caches: Routes<K>,
+    Binder: Applies<K>,
 {
     let mut events = watcher(api, watcher::Config::default())
         .modify(strip_unread)
@@ -333,118 +252,57 @@ where
         };
         writer.apply_watcher_event(&event);
         caches.own_writes.lock().delivered_by(&event);
-        let store = caches.store();
-        let catalog = caches.catalog();
-        let delta = match event {
+        let store = writer.as_reader();
+        let mut binder = caches.binder.write();
+        let wake = match event {
             Event::Apply(obj) => {
                 let Some(new) = store.get(&ObjectRef::from_obj(&obj)) else {
                     continue;
                 };
-                caches.before_put(&new);
-                let old = catalog.get(&obj);
-                catalog.put(new.clone());
-                Delta::Changed {
-                    old,
-                    new: Some(new),
-                }
+                binder.apply(new)
             }
-            Event::Delete(obj) => {
-                let old = catalog.get(&obj).or_else(|| Some(Arc::new(obj.clone())));
-                catalog.delete(&obj);
-                Delta::Changed { old, new: None }
-            }
+            Event::Delete(obj) => binder.apply_deleted(Arc::new(obj)),
             Event::Init | Event::InitApply(_) => continue,
             Event::InitDone => {
-                let all = store.state();
-                for obj in &all {
-                    caches.before_put(obj);
-                }
-                catalog.replace(all);
+                let wake = binder.relist(store.state());
                 caches.synced[kind as usize].send_replace(true);
-                Delta::Relisted
+                wake
             }
         };
-        caches.route(delta);
+        caches.wake(binder, wake);
     }
 }
 
-/// How `watch` reaches one kind's store, catalog and trigger routing.
-trait Routes<K: kube::Resource<DynamicType = ()> + Clone> {
-    fn store(&self) -> &Store<K>;
-    fn catalog(&self) -> &dyn Catalog<K>;
-    /// Runs before `obj` enters its catalog, with no catalog lock held.
-    fn before_put(&self, _obj: &K) {}
-    fn route(&self, delta: Delta<K>);
+/// How `watch` feeds one kind to the binder.
+trait Applies<K> {
+    fn apply(&mut self, obj: Arc<K>) -> Wake;
+    fn apply_deleted(&mut self, last: Arc<K>) -> Wake;
+    fn relist(&mut self, all: Vec<Arc<K>>) -> Wake;
 }
 
-impl Routes<Server> for Caches {
-    fn store(&self) -> &Store<Server> {
-        &self.server_store
+impl Applies<Server> for Binder {
+    fn apply(&mut self, obj: Arc<Server>) -> Wake {
+        let name = crate::binding::meta::name(&*obj).to_string();
+        self.apply_server(&name, Some(obj))
     }
-    fn catalog(&self) -> &dyn Catalog<Server> {
-        &self.servers
+    fn apply_deleted(&mut self, last: Arc<Server>) -> Wake {
+        self.apply_server_deleted(last)
     }
-    fn route(&self, delta: Delta<Server>) {
-        self.on_server_event(delta);
-    }
-}
-
-impl Routes<ServerClaim> for Caches {
-    fn store(&self) -> &Store<ServerClaim> {
-        &self.claim_store
-    }
-    fn catalog(&self) -> &dyn Catalog<ServerClaim> {
-        &self.claims
-    }
-    /// The free-server index splits its classes by the label keys claims select on; a
-    /// claim with a new key regroups it before the claim can be reconciled.
-    fn before_put(&self, claim: &ServerClaim) {
-        if !self.servers.read().tracks_selector_of(claim) {
-            self.servers.write().track_selectors([claim]);
-        }
-    }
-    fn route(&self, delta: Delta<ServerClaim>) {
-        self.on_claim_event(delta);
+    fn relist(&mut self, all: Vec<Arc<Server>>) -> Wake {
+        self.relist_servers(all)
     }
 }
 
-/// The catalog operations `watch` needs, for either kind.
-trait Catalog<K>: Send + Sync {
-    fn get(&self, obj: &K) -> Option<Arc<K>>;
-    fn put(&self, obj: Arc<K>);
-    fn delete(&self, obj: &K);
-    fn replace(&self, all: Vec<Arc<K>>);
-}
-
-impl Catalog<Server> for RwLock<ServerCatalog> {
-    fn get(&self, obj: &Server) -> Option<Arc<Server>> {
-        self.read().shared(meta::name(obj)).cloned()
+impl Applies<ServerClaim> for Binder {
+    fn apply(&mut self, obj: Arc<ServerClaim>) -> Wake {
+        let key = claim_key(&obj);
+        self.apply_claim(&key, Some(obj))
     }
-    fn put(&self, obj: Arc<Server>) {
-        self.write().upsert(obj);
+    fn apply_deleted(&mut self, last: Arc<ServerClaim>) -> Wake {
+        self.apply_claim_deleted(last)
     }
-    fn delete(&self, obj: &Server) {
-        self.write().remove(meta::name(obj));
-    }
-    fn replace(&self, all: Vec<Arc<Server>>) {
-        self.write().replace_all(all);
-    }
-}
-
-impl Catalog<ServerClaim> for RwLock<ClaimCatalog> {
-    fn get(&self, obj: &ServerClaim) -> Option<Arc<ServerClaim>> {
-        self.read()
-            .shared(meta::namespace(obj), meta::name(obj))
-            .cloned()
-    }
-    fn put(&self, obj: Arc<ServerClaim>) {
-        self.write().upsert(obj);
-    }
-    fn delete(&self, obj: &ServerClaim) {
-        self.write().remove(meta::namespace(obj), meta::name(obj));
-    }
-    fn replace(&self, all: Vec<Arc<ServerClaim>>) {
-        *self.write() = ClaimCatalog::from_claims(all);
+    fn relist(&mut self, all: Vec<Arc<ServerClaim>>) -> Wake {
+        self.relist_claims(all)
     }
 }
 

@@ -13,7 +13,6 @@ pub mod informer;
 pub mod metrics;
 pub mod own_writes;
 pub mod server;
-pub mod summaries;
 mod writes;
 
 use std::sync::Arc;
@@ -31,7 +30,7 @@ use crate::api::{Server, ServerClaim};
 
 pub use context::Context;
 pub use error::Error;
-pub use informer::{CacheWriters, Caches, CatalogsAndAssumed, CatalogsRead};
+pub use informer::{CacheWriters, Caches};
 pub use metrics::Metrics;
 
 /// Every object is looked at again this often even without a change: a safety net, as
@@ -56,6 +55,16 @@ pub struct Options {
     /// The release gates of a server that names none in `spec.releaseGates`
     /// ([`crate::binding::gates`]).
     pub release_gates: Vec<String>,
+}
+
+impl Options {
+    /// What the binder reads of the options.
+    pub fn binder_config(&self) -> crate::binding::BinderConfig {
+        crate::binding::BinderConfig {
+            status_interval: self.status_interval,
+            release_gates: self.release_gates.clone(),
+        }
+    }
 }
 
 impl Default for Options {

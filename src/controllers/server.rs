@@ -4,18 +4,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::instrument;
 
-use crate::api::names::CONDITION_CLEANING;
 use crate::api::{Server, ServerClaim, ServerClaimRef};
-use crate::binding::step::real_server_decider;
-use crate::binding::{
-    ClaimKey, ServerDecision, ServerPlan, claim_of, meta, server_status_after, server_step,
-};
+use crate::binding::{ClaimKey, ServerStep, ServerWork, claim_of, meta, server_status_after};
 
 use super::RESYNC;
 use super::context::Context;
@@ -45,10 +40,8 @@ async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
         // The watch is about to deliver this process's last write, and wake it again.
         return Ok(Action::requeue(OWN_WRITE_WAIT));
     }
-    let (mut decision, mut plan) = decide(server, ctx, None);
-    if let Some(claim) = plan.confirm_claim.clone() {
-        // Releasing on a stale cache would free a server whose claim still exists (the
-        // PV controller's rule): ask the API server first.
+    let mut step = decide(server, ctx, None);
+    if let ServerStep::ReadClaim(claim) = &step {
         let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), &claim.namespace);
         let live = api
             .get_opt(&claim.name)
@@ -56,42 +49,32 @@ async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
             .map_err(|source| Error::Api {
                 verb: "get",
                 resource: "serverclaims",
-                name: ClaimKey::of_ref(&claim).to_string(),
+                name: ClaimKey::of_ref(claim).to_string(),
                 source,
             })?;
-        (decision, plan) = decide(server, ctx, Some((&claim, live.as_ref())));
+        step = decide(server, ctx, Some((claim, live.as_ref())));
     }
-    execute(server, &decision, &plan, ctx).await?;
+    if let ServerStep::Act(work) = step {
+        execute(server, &work, ctx).await?;
+    }
     Ok(Action::requeue(RESYNC))
 }
 
-/// One [`server_step`] on the claim cache, or with one claim replaced by what a live GET
+/// One binder step on the claim cache, or with one claim replaced by what a live GET
 /// said.
 fn decide(
     server: &Server,
     ctx: &Context,
     live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
-) -> (ServerDecision, ServerPlan) {
-    let catalogs = ctx.caches.read();
-    let now = Time(Timestamp::now());
-    let gates = &ctx.release_gates;
-    server_step(
-        server,
-        real_server_decider,
-        &*catalogs.claims,
-        gates,
-        live,
-        &now,
-    )
+) -> ServerStep {
+    ctx.caches
+        .read()
+        .reconcile_server(server, live, Timestamp::now())
 }
 
 /// Writes the plan (object, then status), then records its event and counts its outcome.
-async fn execute(
-    server: &Server,
-    decision: &ServerDecision,
-    plan: &ServerPlan,
-    ctx: &Context,
-) -> Result<()> {
+async fn execute(server: &Server, work: &ServerWork, ctx: &Context) -> Result<()> {
+    let plan = &work.plan;
     let api = Api::<Server>::all(ctx.client.clone());
     let mut latest = None;
     if let Some(object) = &plan.object {
@@ -103,7 +86,7 @@ async fn execute(
         replace(ctx, KIND, &api, &object, Part::Status).await?;
     }
     if let Some(event) = &plan.event {
-        let claim = claim_of(server, decision).map(|r| ClaimKey::of_ref(r).to_string());
+        let claim = claim_of(server, &work.decision).map(|r| ClaimKey::of_ref(r).to_string());
         tracing::info!(
             claim = claim.unwrap_or_default(),
             reason = event.reason,
@@ -115,23 +98,8 @@ async fn execute(
     if let Some(outcome) = plan.outcome {
         ctx.metrics.outcome(KIND, outcome, None);
     }
-    if *decision == ServerDecision::Cleaned
-        && let Some(seconds) = cleaning_seconds(server)
-    {
-        ctx.metrics.cleaned(seconds);
+    if let Some(took) = work.cleaning_took {
+        ctx.metrics.cleaned(took.as_secs_f64());
     }
     Ok(())
-}
-
-/// Seconds since the server's cleaning began (its `Cleaning` condition turned True).
-fn cleaning_seconds(server: &Server) -> Option<f64> {
-    let status = server.status.as_ref()?;
-    let began = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_CLEANING && c.status == "True")?
-        .last_transition_time
-        .0;
-    let elapsed = Timestamp::now().duration_since(began);
-    Some(std::time::Duration::try_from(elapsed).ok()?.as_secs_f64())
 }

@@ -53,10 +53,10 @@ pub async fn bind(
 }
 
 async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
-    let catalogs = e.caches.read();
+    let binder = e.caches.read();
     e.metrics
-        .refresh_inventory(&catalogs.claims, &catalogs.servers);
-    drop(catalogs);
+        .refresh_inventory(binder.claims(), binder.servers());
+    drop(binder);
     (
         [(
             header::CONTENT_TYPE,

@@ -70,7 +70,7 @@ pub async fn start(
         crate::binding::gates::check_gate_name(gate)?;
     }
     check_crds(&client).await?;
-    let (caches, writers) = Caches::new();
+    let (caches, writers) = Caches::new(config.options.binder_config());
     let metrics = Metrics::new();
     let leadership = Leadership::new(&client, config.leader_election, &config.identity, &metrics);
     let ctx = Arc::new(Context::new(
@@ -78,7 +78,6 @@ pub async fn start(
         caches.clone(),
         metrics.clone(),
         config.identity.clone(),
-        &config.options,
     ));
     let shutdown = CancellationToken::new();
 

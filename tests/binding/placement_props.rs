@@ -6,13 +6,14 @@
 //! (Ford–Fulkerson on unit capacities). Invariants 1 and 4 hold at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
 use crate::binding::support::*;
-use crate::binding::world::{Truth, apply_claim_plan, reconcile_server};
+use crate::binding::world::{Truth, apply_claim_plan, fresh_binder, reconcile_server};
 
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 
@@ -113,15 +114,27 @@ fn arb_fleet() -> impl Strategy<Value = Fleet> {
         })
 }
 
-/// The claim controller with its assumed choices, run against the stored objects.
+/// The claim controller's binder, run against the stored objects.
 struct Driver {
-    decide: step::ClaimDecider,
+    binder: Binder,
     truth: Truth,
-    assumed: AssumedChoices,
     seed: u64,
 }
 
 impl Driver {
+    fn new(truth: Truth, decide: ClaimDecider, seed: u64) -> Self {
+        let rules = Rules {
+            claim: decide,
+            ..Rules::real()
+        };
+        let binder = fresh_binder(&truth, rules);
+        Self {
+            binder,
+            truth,
+            seed,
+        }
+    }
+
     fn next(&mut self) -> u64 {
         self.seed = self
             .seed
@@ -147,36 +160,27 @@ impl Driver {
 
     /// Concurrent reconciles: one snapshot of the caches, the assumed choices shared.
     fn batch(&mut self, names: &[String]) -> bool {
-        let servers = self.truth.server_catalog();
-        let claims = self.truth.claim_catalog();
         let mut decided = Vec::new();
         for name in names {
+            let claims = self.binder.claims();
             let claim = claims.claim(NS, name).expect("in the snapshot").clone();
-            let inputs = ClaimInputs {
-                decide: self.decide,
-                servers: &servers,
-                claims: &claims,
-                waiting: claims.waiting(),
-                assumed: &self.assumed,
-            };
-            let (decision, plan) = claim_step(&claim, &inputs, None, &now());
-            assert!(plan.confirm_server.is_none(), "no server is deleted here");
-            if let Some(server) = assumption_for(&decision) {
-                let based_on = claim.metadata.resource_version.clone();
-                self.assumed.assume(server, claim_key(&claim), based_on);
+            match self
+                .binder
+                .reconcile_claim(&claim, None, Sight::All, now().0)
+            {
+                ClaimStep::Act(work) => decided.push((claim, work)),
+                ClaimStep::ReadServer(_) => panic!("no server is deleted here"),
+                ClaimStep::Idle | ClaimStep::Wait { .. } => {}
             }
-            decided.push((claim, decision, plan));
         }
         let mut changed = false;
-        for (claim, decision, plan) in decided {
-            if plan.is_noop() {
+        for (claim, work) in decided {
+            if work.plan.is_noop() {
                 continue;
             }
-            let written = apply_claim_plan(&mut self.truth, &plan, &claim);
-            if written.is_err()
-                && let Some(server) = assumption_for(&decision)
-            {
-                self.assumed.write_failed(server, &claim_key(&claim));
+            let written = apply_claim_plan(&mut self.truth, &work.plan, &claim);
+            if written.is_err() {
+                self.binder.claim_object_written(&work, Err(()));
             }
             changed |= written.is_ok();
         }
@@ -197,12 +201,10 @@ impl Driver {
                 break;
             }
         }
-        for (name, server) in &self.truth.servers {
-            self.assumed.observe_server(name, Some(server));
-        }
-        for claim in self.truth.claims.values() {
-            self.assumed.observe_claim(&claim_key(claim), Some(claim));
-        }
+        let servers = self.truth.servers.values().cloned().map(Arc::new);
+        self.binder.relist_servers(servers.collect());
+        let claims = self.truth.claims.values().cloned().map(Arc::new);
+        self.binder.relist_claims(claims.collect());
         changed
     }
 }
@@ -327,19 +329,13 @@ fn expected(fleet: &Fleet, truth: &Truth) -> (BTreeSet<String>, usize) {
 /// Serves the fleet with `decide`; checks the invariants, and returns how many waiting
 /// claims were bound and the maximum matching.
 fn serve(
-    decide: step::ClaimDecider,
+    decide: ClaimDecider,
     fleet: &Fleet,
     seed: u64,
     concurrency: usize,
 ) -> Result<(usize, usize), TestCaseError> {
     let truth = Truth::new(fleet.servers.clone(), fleet.claims.clone());
-    let assumed = AssumedChoices::new();
-    let mut driver = Driver {
-        decide,
-        truth,
-        assumed,
-        seed,
-    };
+    let mut driver = Driver::new(truth, decide, seed);
     let settled = (0..60).any(|_| !driver.round(concurrency));
     prop_assert!(settled, "the world settles");
     check_invariants(fleet, &driver.truth)?;
@@ -360,7 +356,7 @@ proptest! {
         seed in any::<u64>(),
         concurrency in 1..=4usize,
     ) {
-        let (bound, maximum) = serve(step::real_claim_decider, &fleet, seed, concurrency)?;
+        let (bound, maximum) = serve(Rules::real().claim, &fleet, seed, concurrency)?;
         prop_assert_eq!(bound, maximum, "waiting claims bound vs the maximum matching");
     }
 }

@@ -4,6 +4,7 @@
 //! model check uses the storage with its own, adversarial scheduler.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use kube::Resource;
 use server_binder::api::*;
@@ -158,14 +159,6 @@ impl Truth {
         self.put_server(next);
     }
 
-    pub fn server_catalog(&self) -> ServerCatalog {
-        ServerCatalog::from_servers(self.servers.values().cloned()).tracking(self.claims.values())
-    }
-
-    pub fn claim_catalog(&self) -> ClaimCatalog {
-        ClaimCatalog::from_claims(self.claims.values().cloned())
-    }
-
     pub fn claim(&self, name: &str) -> &ServerClaim {
         self.claims
             .get(name)
@@ -237,29 +230,33 @@ pub fn settle(truth: &mut Truth) -> Vec<Recorded> {
     panic!("the world did not settle in 50 rounds: {truth:#?}");
 }
 
+/// A binder that listed the stored objects: fresh views, no assumed choices, and
+/// summaries written as soon as they change.
+pub fn fresh_binder(truth: &Truth, rules: Rules) -> Binder {
+    let config = BinderConfig {
+        status_interval: Duration::ZERO,
+        release_gates: Vec::new(),
+    };
+    let servers = truth.servers.values().cloned();
+    let claims = truth.claims.values().cloned();
+    Binder::listed(rules, config, servers, claims, now().0)
+}
+
 fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
     let Some(claim) = truth.claims.get(name).cloned() else {
         return false;
     };
-    let servers = truth.server_catalog();
-    let claims = truth.claim_catalog();
-    let inputs = ClaimInputs {
-        decide: step::real_claim_decider,
-        servers: &servers,
-        claims: &claims,
-        waiting: claims.waiting(),
-        assumed: &AssumedChoices::new(),
+    let mut binder = fresh_binder(truth, Rules::real());
+    let read = |server: &str| truth.servers.get(server).cloned();
+    let ClaimStep::Act(work) = binder.reconcile_claim_reading(&claim, read, Sight::All, now().0)
+    else {
+        return false;
     };
-    let (_, mut plan) = claim_step(&claim, &inputs, None, &now());
-    if let Some(server) = plan.confirm_server.clone() {
-        let live = truth.servers.get(&server);
-        (_, plan) = claim_step(&claim, &inputs, Some((&server, live)), &now());
-    }
-    if plan.is_noop() {
+    if work.plan.is_noop() {
         return false;
     }
-    apply_claim_plan(truth, &plan, &claim).expect("fresh views never conflict");
-    if let Some(e) = plan.event {
+    apply_claim_plan(truth, &work.plan, &claim).expect("fresh views never conflict");
+    if let Some(e) = work.plan.event {
         events.push((format!("claim/{name}"), e));
     }
     true
@@ -269,18 +266,16 @@ pub fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded
     let Some(server) = truth.servers.get(name).cloned() else {
         return false;
     };
-    let claims = truth.claim_catalog();
-    let decide = step::real_server_decider;
-    let (_, mut plan) = server_step(&server, decide, &claims, &[], None, &now());
-    if let Some(r) = plan.confirm_claim.clone() {
-        let live = truth.claims.get(&r.name);
-        (_, plan) = server_step(&server, decide, &claims, &[], Some((&r, live)), &now());
-    }
-    if plan.is_noop() {
+    let binder = fresh_binder(truth, Rules::real());
+    let read = |r: &ServerClaimRef| truth.claims.get(&r.name).cloned();
+    let ServerStep::Act(work) = binder.reconcile_server_reading(&server, read, now().0) else {
+        unreachable!("a step after a live read asks no more")
+    };
+    if work.plan.is_noop() {
         return false;
     }
-    apply_server_plan(truth, &plan, &server).expect("fresh views never conflict");
-    if let Some(e) = plan.event {
+    apply_server_plan(truth, &work.plan, &server).expect("fresh views never conflict");
+    if let Some(e) = work.plan.event {
         events.push((format!("server/{name}"), e));
     }
     true

@@ -1,16 +1,14 @@
 //! `explain serverclaim`: the claim's state, its row of the protocol, and for a claim
 //! that waits, every server's verdict, best candidates first.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::{ExplainError, Verdict, World, variant};
 use crate::api::ServerClaim;
-use crate::binding::step::real_claim_decider;
 use crate::binding::{
-    AssumedChoices, Cause, ClaimCatalog, ClaimDecision, ClaimInputs, PickState, ServerCatalog,
-    ServerView, Unavailability, claim_step, find_bound, hindrance, meta, pass_over,
+    Binder, Cause, ClaimCatalog, ClaimDecision, ClaimStep, PickState, ServerCatalog, ServerView,
+    Sight, Unavailability, find_bound, hindrance, meta, pass_over,
 };
 
 #[derive(Debug, Serialize)]
@@ -51,21 +49,23 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
                 "serverclaims.metal.binder.dev {name:?} not found in namespace {ns:?}"
             ))
         })?;
-    let claims = ClaimCatalog::from_claims(world.claims.iter().cloned());
-    let servers =
-        ServerCatalog::from_servers(world.servers.iter().cloned()).tracking(claims.iter());
-    let decision = decide(claim, &servers, &claims);
+    let binder = world.binder();
+    let (servers, claims) = (binder.servers(), binder.claims());
+    let decision = decide(claim, &binder);
     let waits = matches!(
         decision,
-        ClaimDecision::NoMatchingServer { .. }
-            | ClaimDecision::WaitForTurn { .. }
-            | ClaimDecision::PickBestFit { .. }
+        Some(
+            ClaimDecision::NoMatchingServer { .. }
+                | ClaimDecision::WaitForTurn { .. }
+                | ClaimDecision::PickBestFit { .. }
+        )
     );
-    let (summary, verdicts) = if waits {
-        let (summary, verdicts) = verdicts(claim, &servers, &claims, &decision);
-        (Some(summary), verdicts)
-    } else {
-        (None, Vec::new())
+    let (summary, verdicts) = match &decision {
+        Some(decision) if waits => {
+            let (summary, verdicts) = verdicts(claim, servers, claims, decision);
+            (Some(summary), verdicts)
+        }
+        _ => (None, Vec::new()),
     };
     let status = claim.status.clone().unwrap_or_default();
     let bound = find_bound(&status.conditions);
@@ -83,8 +83,8 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         chosen_by: chosen_by(claim),
         bind_completed: meta::is_bind_completed(claim),
         bound_time: status.bound_time.map(|t| t.0.to_string()),
-        decision: variant(&decision),
-        row: row(&decision),
+        decision: decision.as_ref().map_or("None".into(), variant),
+        row: decision.as_ref().map_or_else(deleting_row, row),
         summary,
         servers: verdicts,
         partial: world.partial,
@@ -92,22 +92,18 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
 }
 
 /// The claim controller's decision on what was read: what was listed is what exists,
-/// so a server missing from the list is confirmed missing.
-fn decide(claim: &ServerClaim, servers: &ServerCatalog, claims: &ClaimCatalog) -> ClaimDecision {
-    let assumed = AssumedChoices::new();
-    let inputs = ClaimInputs {
-        decide: real_claim_decider,
-        servers,
-        claims,
-        waiting: claims.waiting(),
-        assumed: &assumed,
-    };
-    let now = Time(Timestamp::now());
-    let (decision, plan) = claim_step(claim, &inputs, None, &now);
-    match plan.confirm_server {
-        Some(server) => claim_step(claim, &inputs, Some((&server, None)), &now).0,
-        None => decision,
+/// so a server missing from the list is confirmed missing. `None`: it decides nothing
+/// (the claim is being deleted).
+fn decide(claim: &ServerClaim, binder: &Binder) -> Option<ClaimDecision> {
+    match binder.plan_claim_reading(claim, |_| None, Sight::All, Timestamp::now()) {
+        ClaimStep::Act(work) => Some(work.decision),
+        ClaimStep::Wait { decision, .. } => Some(*decision),
+        ClaimStep::Idle | ClaimStep::ReadServer(_) => None,
     }
+}
+
+fn deleting_row() -> String {
+    "is being deleted: the claim controller does nothing, and its server is released once it is gone".into()
 }
 
 fn chosen_by(claim: &ServerClaim) -> &'static str {

@@ -16,6 +16,8 @@ use kube::{Client, Config};
 use serde::Serialize;
 
 use crate::api::{Server, ServerClaim};
+use crate::binding::{Binder, BinderConfig, Rules};
+use k8s_openapi::jiff::Timestamp;
 
 /// What explain sends as its User-Agent, so audit logs tell its reads apart.
 pub const USER_AGENT_VALUE: &str = concat!("server-binder-explain/", env!("CARGO_PKG_VERSION"));
@@ -149,6 +151,18 @@ pub(crate) struct World {
 }
 
 impl World {
+    /// A binder that listed what was read, as a controller does at its start. Explain
+    /// does not know the operator's `--release-gates`: a server naming none is judged
+    /// without them.
+    fn binder(&self) -> Binder {
+        let config = BinderConfig {
+            status_interval: std::time::Duration::ZERO,
+            release_gates: Vec::new(),
+        };
+        let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
+        Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
+    }
+
     async fn read(client: &Client, namespace: Option<&str>) -> Result<Self, ExplainError> {
         let servers = list(Api::<Server>::all(client.clone())).await?;
         let (claims, partial) = match list(Api::<ServerClaim>::all(client.clone())).await {

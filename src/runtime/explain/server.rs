@@ -1,16 +1,14 @@
 //! `explain server`: who holds the server and since when, why it is not Available,
 //! which claims name it and who wins, and its row of the protocol.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::{ExplainError, World, variant};
-use crate::api::Server;
-use crate::binding::step::real_server_decider;
+use crate::api::{Server, ServerClaimRef};
 use crate::binding::{
-    ClaimCatalog, ClaimView, ServerDecision, describe_ref, find_bound, gates, is_controller_chosen,
-    meta, ref_uid, server_is_claimable, server_step,
+    Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, gates,
+    is_controller_chosen, meta, ref_uid, server_is_claimable,
 };
 
 #[derive(Debug, Serialize)]
@@ -49,8 +47,9 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
         .ok_or_else(|| {
             ExplainError::NotFound(format!("servers.metal.binder.dev {name:?} not found"))
         })?;
-    let claims = ClaimCatalog::from_claims(world.claims.iter().cloned());
-    let decision = decide(server, &claims);
+    let binder = world.binder();
+    let claims = binder.claims();
+    let decision = decide(server, &binder);
     let status = server.status.clone().unwrap_or_default();
     let bound = find_bound(&status.conditions);
     let r = server.spec.server_claim_ref.as_ref();
@@ -98,23 +97,12 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
 
 /// The server controller's decision on what was read (the controller's default release
 /// gates are not visible from here: a server naming none is judged without them).
-fn decide(server: &Server, claims: &ClaimCatalog) -> ServerDecision {
-    let now = Time(Timestamp::now());
-    let (decision, plan) = server_step(server, real_server_decider, claims, &[], None, &now);
-    match plan.confirm_claim {
-        Some(r) => {
-            let live = claims.claim(&r.namespace, &r.name);
-            server_step(
-                server,
-                real_server_decider,
-                claims,
-                &[],
-                Some((&r, live)),
-                &now,
-            )
-            .0
-        }
-        None => decision,
+fn decide(server: &Server, binder: &Binder) -> ServerDecision {
+    let claims = binder.claims();
+    let read = |r: &ServerClaimRef| claims.claim(&r.namespace, &r.name).cloned();
+    match binder.reconcile_server_reading(server, read, Timestamp::now()) {
+        ServerStep::Act(work) => work.decision,
+        ServerStep::ReadClaim(_) => unreachable!("a step after a live read asks no more"),
     }
 }
 

@@ -1,0 +1,543 @@
+//! The binder: the one state machine every driver runs. The controllers, the test world,
+//! the model check and `explain` all feed it and do what it returns.
+//!
+//! It owns, as pure data, what a controller process knows: the catalogs of servers and
+//! claims (fed by the watches), the assumed choices, and when it last wrote each waiting
+//! claim's summary. Time is passed in; nothing here reads a clock or does I/O. Its
+//! interface is the protocol's glue (docs/binding.md, "Wake-ups", "Assumed choices",
+//! "Summaries"):
+//!
+//! - [`Binder::apply_server`], [`Binder::apply_claim`], [`Binder::relist_servers`],
+//!   [`Binder::relist_claims`]: a watched change, or a relist → who to wake;
+//! - [`Binder::reconcile_claim`], [`Binder::reconcile_server`]: one key → a live read to
+//!   make first, or the writes to do and when to look again;
+//! - [`Binder::claim_object_written`], [`Binder::claim_status_written`]: the result of
+//!   a claim's writes → who to wake.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{Server, ServerClaim, ServerClaimRef};
+
+use super::assumed::{AssumedChoices, EndRule, assumption_for, claim_key, ends_on_claim_event};
+use super::claim_decision::{ClaimDecision, Liveness, decide_claim, pass_over};
+use super::claim_plan::{ClaimPlan, plan_claim};
+use super::coalesce::is_summary_refresh;
+use super::gates::cleaning_took;
+use super::meta::{self, ClaimKey};
+use super::placement::PickInputs;
+use super::server_decision::{ServerDecision, decide_server};
+use super::server_plan::{ServerPlan, plan_server};
+use super::summaries::SummaryClock;
+use super::triggers::{Triggers, Wake};
+use super::view::{
+    ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
+};
+
+/// The claim controller's decision function (swappable for the model check's mutants).
+pub type ClaimDecider =
+    fn(&ServerClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
+/// The server controller's decision function; the slice is the default release gates.
+pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness, &[String]) -> ServerDecision;
+
+/// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
+#[derive(Clone, Copy)]
+pub struct Rules {
+    pub claim: ClaimDecider,
+    pub server: ServerDecider,
+    pub triggers: Triggers,
+    pub assumption_ends: EndRule,
+}
+
+impl Rules {
+    pub fn real() -> Self {
+        Self {
+            claim: |claim, servers, pick, liveness| decide_claim(claim, servers, pick, liveness),
+            server: |server, claims, liveness, gates| {
+                decide_server(server, claims, liveness, gates)
+            },
+            triggers: Triggers::real(),
+            assumption_ends: ends_on_claim_event,
+        }
+    }
+}
+
+impl std::fmt::Debug for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rules")
+    }
+}
+
+/// How a binder is configured: the process's flags that rules read.
+#[derive(Clone, Debug)]
+pub struct BinderConfig {
+    /// A waiting claim's summary is rewritten at most once per this interval.
+    pub status_interval: Duration,
+    /// The release gates of a server that names none in `spec.releaseGates`.
+    pub release_gates: Vec<String>,
+}
+
+/// What a cache shows of the other claims when a claim is decided. The binary's cache
+/// shows all it holds; the model check also decides as a cache that has not yet seen
+/// the claims naming servers (another process's picks) would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sight {
+    All,
+    NotYetRivals,
+}
+
+/// One claim reconcile's answer.
+#[derive(Clone, Debug)]
+pub enum ClaimStep {
+    /// Nothing to do until the claim changes: it is being deleted (claims carry no
+    /// finalizer of ours; its server is released once it is gone).
+    Idle,
+    /// The cache says this server is gone: read it live (the PV controller's rule: ask
+    /// the API server before declaring the claim Lost), then reconcile again with it.
+    ReadServer(String),
+    /// The decision only refreshes the claim's summary, which may not be rewritten yet:
+    /// write nothing, look again after this long.
+    Wait {
+        decision: Box<ClaimDecision>,
+        after: Duration,
+    },
+    /// Write the plan, reporting each write's result ([`Binder::claim_object_written`],
+    /// [`Binder::claim_status_written`]).
+    Act(Box<ClaimWork>),
+}
+
+/// Writes to do for a claim, and what follows them.
+#[derive(Clone, Debug)]
+pub struct ClaimWork {
+    pub key: ClaimKey,
+    pub decision: ClaimDecision,
+    pub plan: ClaimPlan,
+    /// The server this pick assumed chosen (the assumption started with this step).
+    pub picked: Option<String>,
+    /// Look at the claim again after this long (`None`: on a change, or the resync).
+    pub then: Option<Duration>,
+    /// Seconds from the claim's creation to this step, for the bind duration metric.
+    pub since_created: Option<f64>,
+}
+
+/// One server reconcile's answer.
+#[derive(Clone, Debug)]
+pub enum ServerStep {
+    /// Releasing on a stale cache would free a server whose claim still exists (the PV
+    /// controller's rule): read this claim live, then reconcile again with it.
+    ReadClaim(ServerClaimRef),
+    Act(Box<ServerWork>),
+}
+
+/// Writes to do for a server.
+#[derive(Clone, Debug)]
+pub struct ServerWork {
+    pub decision: ServerDecision,
+    pub plan: ServerPlan,
+    /// How long the server's cleaning took, when this step ends it (for the metric).
+    pub cleaning_took: Option<Duration>,
+}
+
+/// The binder. See the module docs.
+#[derive(Clone, Debug)]
+pub struct Binder {
+    rules: Rules,
+    config: BinderConfig,
+    servers: ServerCatalog,
+    claims: ClaimCatalog,
+    assumed: AssumedChoices,
+    summaries: SummaryClock,
+}
+
+impl Binder {
+    /// A binder that has seen nothing yet, started at `now`.
+    pub fn new(rules: Rules, config: BinderConfig, now: Timestamp) -> Self {
+        let summaries = SummaryClock::new(config.status_interval, now);
+        Self {
+            rules,
+            config,
+            servers: ServerCatalog::new(),
+            claims: ClaimCatalog::new(),
+            assumed: AssumedChoices::new(),
+            summaries,
+        }
+    }
+
+    /// A binder that listed these objects (a start, or `explain`'s one look).
+    pub fn listed(
+        rules: Rules,
+        config: BinderConfig,
+        servers: impl IntoIterator<Item = impl Into<Arc<Server>>>,
+        claims: impl IntoIterator<Item = impl Into<Arc<ServerClaim>>>,
+        now: Timestamp,
+    ) -> Self {
+        let mut binder = Self::new(rules, config, now);
+        binder.claims = ClaimCatalog::from_claims(claims);
+        binder.servers = ServerCatalog::from_servers(servers).tracking(binder.claims.iter());
+        binder
+    }
+
+    pub fn servers(&self) -> &ServerCatalog {
+        &self.servers
+    }
+
+    pub fn claims(&self) -> &ClaimCatalog {
+        &self.claims
+    }
+
+    pub fn assumed(&self) -> &AssumedChoices {
+        &self.assumed
+    }
+
+    pub fn config(&self) -> &BinderConfig {
+        &self.config
+    }
+
+    /// The server controller's default release gates change (the model check's restart
+    /// with other flags).
+    pub fn set_release_gates(&mut self, gates: Vec<String>) {
+        self.config.release_gates = gates;
+    }
+
+    /// The claims of `wake` in the order to reconcile them
+    /// ([`Wake::claims_in_order`]).
+    pub fn in_order(&self, wake: &Wake) -> Vec<ClaimKey> {
+        wake.claims_in_order(&self.servers, &self.claims)
+    }
+
+    /// A server changed (`None`: deleted).
+    pub fn apply_server(&mut self, name: &str, new: Option<Arc<Server>>) -> Wake {
+        self.change_server(name, new, None)
+    }
+
+    /// A server was deleted; `last` is its final state, which counts as what it was if
+    /// the catalog never held it.
+    pub fn apply_server_deleted(&mut self, last: Arc<Server>) -> Wake {
+        let name = meta::name(&*last).to_string();
+        self.change_server(&name, None, Some(last))
+    }
+
+    fn change_server(
+        &mut self,
+        name: &str,
+        new: Option<Arc<Server>>,
+        last: Option<Arc<Server>>,
+    ) -> Wake {
+        let old = self.servers.shared(name).cloned().or(last);
+        match &new {
+            Some(s) => self.servers.upsert(s.clone()),
+            None => self.servers.remove(name),
+        }
+        self.assumed.observe_server(name, new.as_deref());
+        (self.rules.triggers.server_changed)(old.as_deref(), new.as_deref(), &self.claims)
+    }
+
+    /// A claim changed (`None`: deleted).
+    pub fn apply_claim(&mut self, key: &ClaimKey, new: Option<Arc<ServerClaim>>) -> Wake {
+        self.change_claim(key, new, None)
+    }
+
+    /// A claim was deleted; `last` is its final state, which counts as what it was if
+    /// the catalog never held it.
+    pub fn apply_claim_deleted(&mut self, last: Arc<ServerClaim>) -> Wake {
+        let key = claim_key(&last);
+        self.change_claim(&key, None, Some(last))
+    }
+
+    /// The free-server index splits its classes by the label keys claims select on: a
+    /// claim with a new key regroups it first.
+    fn change_claim(
+        &mut self,
+        key: &ClaimKey,
+        new: Option<Arc<ServerClaim>>,
+        last: Option<Arc<ServerClaim>>,
+    ) -> Wake {
+        let old = self
+            .claims
+            .shared(&key.namespace, &key.name)
+            .cloned()
+            .or(last);
+        match &new {
+            Some(c) => {
+                if !self.servers.tracks_selector_of(c) {
+                    self.servers.track_selectors([c.as_ref()]);
+                }
+                self.claims.upsert(c.clone());
+            }
+            None => self.claims.remove(&key.namespace, &key.name),
+        }
+        let rule = self.rules.assumption_ends;
+        let ended = self.assumed.observe_claim_with(rule, key, new.as_deref());
+        let mut wake = (self.rules.triggers.claim_changed)(
+            old.as_deref(),
+            new.as_deref(),
+            &self.servers,
+            &self.claims,
+        );
+        if let Some(server) = ended {
+            wake.extend(self.assumption_ended(&server));
+        }
+        wake
+    }
+
+    /// The servers were listed anew: every object may have changed.
+    pub fn relist_servers(&mut self, all: Vec<Arc<Server>>) -> Wake {
+        self.servers.replace_all(all);
+        let servers = &self.servers;
+        self.assumed
+            .relisted_servers(&|name| servers.server(name).cloned());
+        super::triggers::on_relist(&self.servers, &self.claims)
+    }
+
+    /// The claims were listed anew.
+    pub fn relist_claims(&mut self, all: Vec<Arc<ServerClaim>>) -> Wake {
+        self.servers.track_selectors(all.iter().map(Arc::as_ref));
+        self.claims = ClaimCatalog::from_claims(all);
+        let claims = &self.claims;
+        let rule = self.rules.assumption_ends;
+        let ended = self
+            .assumed
+            .relisted_claims(rule, &|k| claims.claim(&k.namespace, &k.name).cloned());
+        let mut wake = super::triggers::on_relist(&self.servers, &self.claims);
+        for server in ended {
+            wake.extend(self.assumption_ended(&server));
+        }
+        wake
+    }
+
+    fn assumption_ended(&self, server: &str) -> Wake {
+        (self.rules.triggers.assumption_ended)(server, &self.servers, &self.claims)
+    }
+
+    /// Decides for `claim` (as the cache or a live read shows it) and, when the step
+    /// picks a server, assumes it chosen: the binder's lock, held by the caller across
+    /// this call, keeps a reconcile running at once from picking the same server.
+    /// `live` is the server a previous [`ClaimStep::ReadServer`] named, as read (`None`
+    /// inside: the API server says NotFound).
+    pub fn reconcile_claim(
+        &mut self,
+        claim: &ServerClaim,
+        live: Option<(&str, Option<&Server>)>,
+        sight: Sight,
+        now: Timestamp,
+    ) -> ClaimStep {
+        let step = self.plan_claim(claim, live, sight, now);
+        self.start(claim, &step);
+        step
+    }
+
+    /// Starts carrying out a step [`Binder::plan_claim`] planned for `claim`: a step that
+    /// picks a server starts its assumption (docs/binding.md, "Assumed choices"),
+    /// decided on the claim at its current resourceVersion.
+    pub fn start(&mut self, claim: &ServerClaim, step: &ClaimStep) {
+        if let ClaimStep::Act(work) = step
+            && let Some(server) = &work.picked
+        {
+            let based_on = claim.metadata.resource_version.clone();
+            self.assumed.assume(server, work.key.clone(), based_on);
+        }
+    }
+
+    /// [`Binder::reconcile_claim`] without starting an assumption: what it would do.
+    pub fn plan_claim(
+        &self,
+        claim: &ServerClaim,
+        live: Option<(&str, Option<&Server>)>,
+        sight: Sight,
+        now: Timestamp,
+    ) -> ClaimStep {
+        if meta::is_deleting(claim) {
+            return ClaimStep::Idle;
+        }
+        let decision = self.decide_claim(claim, live, sight);
+        let plan = plan_claim(claim, &decision, &Time(now));
+        if let Some(server) = plan.confirm_server {
+            return ClaimStep::ReadServer(server);
+        }
+        let key = claim_key(claim);
+        if is_summary_refresh(claim, &plan)
+            && let Some(after) = self.summaries.delay(&key, now)
+        {
+            // At most one summary write per claim per interval (binding::coalesce).
+            let decision = Box::new(decision);
+            return ClaimStep::Wait { decision, after };
+        }
+        // A claim that waits is looked at again once its summary may be rewritten, so
+        // the summary follows the servers within about one interval.
+        let then = decision.waits().then(|| self.summaries.interval());
+        ClaimStep::Act(Box::new(ClaimWork {
+            key,
+            picked: assumption_for(&decision).map(str::to_string),
+            since_created: seconds_since_created(claim, now),
+            decision,
+            plan,
+            then,
+        }))
+    }
+
+    fn decide_claim(
+        &self,
+        claim: &ServerClaim,
+        live: Option<(&str, Option<&Server>)>,
+        sight: Sight,
+    ) -> ClaimDecision {
+        let key = claim_key(claim);
+        let (nobody, blind);
+        let (claims, waiting) = match sight {
+            Sight::All => (&self.claims, self.claims.waiting()),
+            Sight::NotYetRivals => {
+                // Neither their refs nor that they are being served.
+                nobody = ClaimCatalog::new();
+                blind = self.claims.waiting().without_serving();
+                (&nobody, &blind)
+            }
+        };
+        let chosen_for_others = |server: &str| self.assumed.chosen_for_other(server, &key);
+        let skip = pass_over(claim, &self.servers, claims, &chosen_for_others);
+        let pick = PickInputs {
+            skip: &skip,
+            waiting,
+            assumed: &self.assumed,
+        };
+        let decide = self.rules.claim;
+        match live {
+            None => decide(claim, &self.servers, &pick, Liveness::Cached),
+            Some((name, live)) => {
+                let view = WithLiveServer {
+                    base: &self.servers,
+                    name,
+                    live,
+                };
+                decide(claim, &view, &pick, Liveness::Confirmed)
+            }
+        }
+    }
+
+    /// The write of the claim's object (metadata and spec) ended: `Ok` with the claim as
+    /// the API server returned it, `Err` if it was refused or its answer lost. Returns
+    /// who to wake: a failed pick's server is free again for the claims that passed it
+    /// over. (Once the pick is written, the assumption lasts until the watches show it
+    /// taken over or withdrawn, whatever becomes of the status write after it.)
+    pub fn claim_object_written(
+        &mut self,
+        work: &ClaimWork,
+        written: Result<&ServerClaim, ()>,
+    ) -> Wake {
+        let Some(server) = &work.picked else {
+            return Wake::default();
+        };
+        match written {
+            Ok(latest) => {
+                let version = latest.metadata.resource_version.clone();
+                self.assumed.written(server, &work.key, version);
+                Wake::default()
+            }
+            Err(()) => match self.assumed.write_failed(server, &work.key) {
+                Some(server) => self.assumption_ended(&server),
+                None => Wake::default(),
+            },
+        }
+    }
+
+    /// The claim's status was written at `now`: a waiting claim's summary starts its
+    /// interval.
+    pub fn claim_status_written(&mut self, work: &ClaimWork, now: Timestamp) {
+        if work.decision.waits() && work.plan.status.is_some() {
+            self.summaries.wrote(&work.key, now);
+        }
+    }
+
+    /// Decides for `server`; `live` is the claim a previous [`ServerStep::ReadClaim`]
+    /// named, as read.
+    pub fn reconcile_server(
+        &self,
+        server: &Server,
+        live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
+        now: Timestamp,
+    ) -> ServerStep {
+        let decide = self.rules.server;
+        let gates = &self.config.release_gates;
+        let decision = match live {
+            None => decide(server, &self.claims, Liveness::Cached, gates),
+            Some((r, live)) => {
+                let view = WithLiveClaim {
+                    base: &self.claims,
+                    namespace: &r.namespace,
+                    name: &r.name,
+                    live,
+                };
+                decide(server, &view, Liveness::Confirmed, gates)
+            }
+        };
+        let plan = plan_server(server, &decision, &Time(now));
+        if let Some(claim) = plan.confirm_claim {
+            return ServerStep::ReadClaim(claim);
+        }
+        let cleaning_took = match decision {
+            ServerDecision::Cleaned => cleaning_took(server, now),
+            _ => None,
+        };
+        ServerStep::Act(Box::new(ServerWork {
+            decision,
+            plan,
+            cleaning_took,
+        }))
+    }
+
+    /// [`Binder::plan_claim`] with a live read that answers at once (the test world,
+    /// the model check, `explain`): the step after any read it asks for.
+    pub fn plan_claim_reading(
+        &self,
+        claim: &ServerClaim,
+        read: impl Fn(&str) -> Option<Server>,
+        sight: Sight,
+        now: Timestamp,
+    ) -> ClaimStep {
+        match self.plan_claim(claim, None, sight, now) {
+            ClaimStep::ReadServer(name) => {
+                let live = read(&name);
+                self.plan_claim(claim, Some((&name, live.as_ref())), sight, now)
+            }
+            step => step,
+        }
+    }
+
+    /// [`Binder::reconcile_claim`] with a live read that answers at once.
+    pub fn reconcile_claim_reading(
+        &mut self,
+        claim: &ServerClaim,
+        read: impl Fn(&str) -> Option<Server>,
+        sight: Sight,
+        now: Timestamp,
+    ) -> ClaimStep {
+        let step = self.plan_claim_reading(claim, read, sight, now);
+        self.start(claim, &step);
+        step
+    }
+
+    /// [`Binder::reconcile_server`] with a live read that answers at once.
+    pub fn reconcile_server_reading(
+        &self,
+        server: &Server,
+        read: impl Fn(&ServerClaimRef) -> Option<ServerClaim>,
+        now: Timestamp,
+    ) -> ServerStep {
+        match self.reconcile_server(server, None, now) {
+            ServerStep::ReadClaim(r) => {
+                let live = read(&r);
+                self.reconcile_server(server, Some((&r, live.as_ref())), now)
+            }
+            act => act,
+        }
+    }
+}
+
+/// Seconds from the claim's creation until `now`.
+fn seconds_since_created(claim: &ServerClaim, now: Timestamp) -> Option<f64> {
+    let created = claim.metadata.creation_timestamp.as_ref()?.0;
+    let elapsed = Duration::try_from(now.duration_since(created)).ok()?;
+    Some(elapsed.as_secs_f64())
+}
