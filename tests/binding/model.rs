@@ -1877,6 +1877,33 @@ pub fn eligibility_churn() -> Scenario {
     }
 }
 
+/// Eligibility churn again, with a claim that already shows why it waits (a summary,
+/// which the model never refreshes): when its pick's write fails, nothing but the failure
+/// itself ends the assumption (no new version of the claim follows), so the binder must
+/// end it there, or the newcomer waits beside a free server.
+pub fn failed_pick() -> Scenario {
+    Scenario {
+        name: "failed-pick",
+        claims: vec![showing_a_summary(claim("a").created(1))],
+        ..eligibility_churn()
+    }
+}
+
+/// A claim whose status shows it waiting, with the summary the claim controller writes.
+fn showing_a_summary(claim: ServerClaim) -> ServerClaim {
+    let mut claim = claim.phase(ClaimPhase::Pending);
+    let status = claim.status.get_or_insert_with(Default::default);
+    status.conditions = vec![Condition {
+        type_: CONDITION_BOUND.into(),
+        status: "False".into(),
+        reason: "NoMatchingServer".into(),
+        message: "0/0 servers can serve this claim".into(),
+        last_transition_time: t(0),
+        observed_generation: None,
+    }];
+    claim
+}
+
 /// The server written first (s1 carries a's uid, a names nothing); a selector that only
 /// s1 matches is added to a, s1 is cordoned, and s2 is relabelled and untainted (still
 /// not matching).
@@ -2308,6 +2335,11 @@ fn lost_ref_and_release_holds_in_every_interleaving() {
 #[test]
 fn eligibility_churn_holds_in_every_interleaving() {
     assert_holds(eligibility_churn());
+}
+
+#[test]
+fn a_failed_pick_holds_in_every_interleaving() {
+    assert_holds(failed_pick());
 }
 
 #[test]
