@@ -8,7 +8,7 @@ use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{records_bind_named, records_bind_to};
 use super::meta;
-use super::placement::{PickInputs, Placement};
+use super::placement::{PickInputs, Placement, WAITING_FOR_TURN};
 use super::selector::selector_matches;
 use super::server_decision::outranked_on;
 use super::view::{ClaimView, ServerView};
@@ -105,14 +105,28 @@ pub enum ClaimDecision {
     },
 }
 
+/// The condition reason of a claim no free server can serve now (`NoMatchingServer`).
+pub const NO_MATCHING_SERVER: &str = "NoMatchingServer";
+
+/// The reasons of a waiting claim's condition, whose message is a summary of the
+/// servers ([`ClaimDecision::summary_reason`]).
+pub const SUMMARY_REASONS: [&str; 2] = [NO_MATCHING_SERVER, WAITING_FOR_TURN];
+
 impl ClaimDecision {
     /// Whether the claim waits for a server: its status shows a summary of why
     /// ([`super::coalesce`]), and it is looked at again once that may be rewritten.
     pub fn waits(&self) -> bool {
-        matches!(
-            self,
-            ClaimDecision::NoMatchingServer { .. } | ClaimDecision::WaitForTurn { .. }
-        )
+        self.summary_reason().is_some()
+    }
+
+    /// The `Bound` condition reason of a claim that waits, whose message is a summary
+    /// of the servers; `None` for a decision that does not wait.
+    pub fn summary_reason(&self) -> Option<&'static str> {
+        match self {
+            ClaimDecision::NoMatchingServer { .. } => Some(NO_MATCHING_SERVER),
+            ClaimDecision::WaitForTurn { .. } => Some(WAITING_FOR_TURN),
+            _ => None,
+        }
     }
 
     /// The server the decision is about, if it names one.

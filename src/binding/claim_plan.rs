@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{BoundServerRef, ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
-use super::claim_decision::{ClaimDecision, is_controller_chosen};
+use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER, is_controller_chosen};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
 use super::meta;
@@ -212,7 +212,7 @@ fn wait_for_turn(claim: &ServerClaim, why: &Unavailability, now: &Time) -> Claim
 fn no_matching_server(claim: &ServerClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let mut plan = with_event(
-        pending(claim, "NoMatchingServer", message.clone(), now),
+        pending(claim, NO_MATCHING_SERVER, message.clone(), now),
         BindingEvent::normal("FailedBinding", "Binding", message),
     );
     // A user cleared a controller-chosen serverRef: drop the stale `pre-bound` too, or a

@@ -12,12 +12,9 @@ use std::time::Duration;
 
 use crate::api::{ClaimPhase, ServerClaim, ServerClaimStatus};
 
+use super::claim_decision::SUMMARY_REASONS;
 use super::claim_plan::ClaimPlan;
-use super::placement::WAITING_FOR_TURN;
 use super::status::find_bound;
-
-/// The `Bound` condition reasons whose message is a summary of the servers.
-pub const SUMMARY_REASONS: [&str; 2] = ["NoMatchingServer", WAITING_FOR_TURN];
 
 /// Whether `status` shows a waiting claim's summary.
 pub fn shows_summary(status: Option<&ServerClaimStatus>) -> bool {

@@ -79,7 +79,34 @@ pub enum RepairCase {
     ClaimRefRestored,
 }
 
+/// Which controller makes a repair: each writes only its own kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repairer {
+    ClaimController,
+    ServerController,
+}
+
 impl RepairCase {
+    pub const ALL: [RepairCase; 6] = [
+        Self::ClaimStatus,
+        Self::Adopted,
+        Self::ClaimRefRestored,
+        Self::ServerRefRestored,
+        Self::Finalizer,
+        Self::RolledBack,
+    ];
+
+    /// Who makes this repair: the claim controller the ones written on claims, the
+    /// server controller the ones written on servers.
+    pub fn repairer(self) -> Repairer {
+        match self {
+            Self::ClaimStatus | Self::Adopted | Self::ClaimRefRestored => Repairer::ClaimController,
+            Self::ServerRefRestored | Self::Finalizer | Self::RolledBack => {
+                Repairer::ServerController
+            }
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ClaimStatus => "claim_status",

@@ -32,7 +32,7 @@ pub use binder::{
 };
 pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
-pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase};
+pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase, Repairer};
 pub use eligibility::{
     Ineligible, RefMatch, describe_ref, eligibility, ref_match, ref_uid, server_is_claimable,
 };
@@ -47,7 +47,8 @@ pub use server_decision::{
 };
 pub use server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};
 pub use status::{
-    BoundCondition, OWN_CONDITIONS, claim_status_after, find_bound, server_status_after,
+    BoundCondition, OWN_CONDITIONS, claim_phase, claim_status_after, find_bound, server_phase,
+    server_status_after,
 };
 pub use triggers::{Triggers, Wake};
 pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};

@@ -5,7 +5,26 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::names::{CONDITION_BOUND, CONDITION_CLEANING};
-use crate::api::{Server, ServerClaim, ServerClaimStatus, ServerStatus};
+use crate::api::{ClaimPhase, Server, ServerClaim, ServerClaimStatus, ServerPhase, ServerStatus};
+
+/// The claim's phase; a claim without one has not been seen by the claim controller
+/// yet, and is not bound: `Pending`.
+pub fn claim_phase(claim: &ServerClaim) -> ClaimPhase {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(ClaimPhase::Pending)
+}
+
+/// The server's phase; a server without one has never been bound: `Available`.
+pub fn server_phase(server: &Server) -> ServerPhase {
+    server
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(ServerPhase::Available)
+}
 
 /// The desired `Bound` condition, before timestamps.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,7 +14,10 @@ use prometheus::{
 };
 
 use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
-use crate::binding::{ClaimCatalog, LostReason, Outcome, RepairCase, ServerCatalog};
+use crate::binding::{
+    ClaimCatalog, LostReason, Outcome, RepairCase, Repairer, ServerCatalog, claim_phase,
+    server_phase,
+};
 
 /// Which controller a metric sample is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,24 +189,13 @@ impl Metrics {
         ] {
             self.lost_claims.with_label_values(&[reason.as_str()]);
         }
-        let claim_repairs = [
-            RepairCase::ClaimStatus,
-            RepairCase::Adopted,
-            RepairCase::ClaimRefRestored,
-        ];
-        let server_repairs = [
-            RepairCase::ServerRefRestored,
-            RepairCase::Finalizer,
-            RepairCase::RolledBack,
-        ];
-        for (kind, cases) in [
-            (ControllerKind::Claim, &claim_repairs[..]),
-            (ControllerKind::Server, &server_repairs[..]),
-        ] {
-            for case in cases {
-                self.repairs
-                    .with_label_values(&[kind.as_str(), case.as_str()]);
-            }
+        for case in RepairCase::ALL {
+            let kind = match case.repairer() {
+                Repairer::ClaimController => ControllerKind::Claim,
+                Repairer::ServerController => ControllerKind::Server,
+            };
+            self.repairs
+                .with_label_values(&[kind.as_str(), case.as_str()]);
         }
     }
 
@@ -266,12 +258,7 @@ impl Metrics {
     pub fn refresh_inventory(&self, claims: &ClaimCatalog, servers: &ServerCatalog) {
         let mut by_claim: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         for c in claims.iter() {
-            // No status yet: the claim controller has not seen it, and it is not bound.
-            let phase = c
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .map_or("Pending", claim_phase);
+            let phase = claim_phase_name(claim_phase(c));
             let ns = c.metadata.namespace.clone().unwrap_or_default();
             *by_claim.entry((ns, phase)).or_default() += 1;
         }
@@ -280,11 +267,7 @@ impl Metrics {
             by_server.insert(phase, 0);
         }
         for s in servers.iter() {
-            let phase = s
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .map_or("Available", server_phase);
+            let phase = server_phase_name(server_phase(s));
             *by_server.entry(phase).or_default() += 1;
         }
         // Reset first: a namespace whose last claim went away must not keep its series.
@@ -362,7 +345,7 @@ fn process_registry() -> Registry {
     registry
 }
 
-fn claim_phase(p: ClaimPhase) -> &'static str {
+fn claim_phase_name(p: ClaimPhase) -> &'static str {
     match p {
         ClaimPhase::Pending => "Pending",
         ClaimPhase::Bound => "Bound",
@@ -370,7 +353,7 @@ fn claim_phase(p: ClaimPhase) -> &'static str {
     }
 }
 
-fn server_phase(p: ServerPhase) -> &'static str {
+fn server_phase_name(p: ServerPhase) -> &'static str {
     match p {
         ServerPhase::Available => "Available",
         ServerPhase::Bound => "Bound",
