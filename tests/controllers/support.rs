@@ -10,9 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use server_binder::api::{
-    ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerClaimSpec, ServerPhase, ServerSpec,
-};
+use server_binder::api::{ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase};
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher};
 use server_binder::controllers::Options;
 use server_binder::runtime::leader::LeaderElection;
@@ -20,6 +18,7 @@ use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
 pub use crate::controllers::names::NS;
 pub use crate::controllers::poll::{eventually, wait_for};
+use crate::controllers::stage::{ServerExt, as_new, claim, server};
 pub use crate::controllers::tools::{kubectl_present, tool_present};
 
 /// How long a test waits for the controllers to do something.
@@ -149,23 +148,15 @@ impl Env {
     }
 
     pub async fn create_server(&self, name: &str, labels: &[(&str, &str)]) -> Server {
-        let mut s = Server::new(name, ServerSpec::default());
-        s.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
         self.servers()
-            .create(&PostParams::default(), &s)
+            .create(&PostParams::default(), &as_new(server(name).labels(labels)))
             .await
             .expect("server created")
     }
 
     pub async fn create_claim(&self, name: &str) -> ServerClaim {
-        let c = ServerClaim::new(name, ServerClaimSpec::default());
         self.claims()
-            .create(&PostParams::default(), &c)
+            .create(&PostParams::default(), &as_new(claim(name)))
             .await
             .expect("claim created")
     }
