@@ -210,6 +210,53 @@ impl Env {
     }
 }
 
+/// The crash after every write of a scenario, one write point at a time: for k = 0, 1,
+/// … (fewer than `most`), a fresh [`Env`] is `arrange`d, the API server fails every
+/// write of the controllers from the k-th on, and `act` sets off the writes. Once a
+/// write failed, the operator is killed (the crash) and restarted with `concurrency`
+/// reconciles and no faults, and `converges(env, k)` waits for the recovery. The loop
+/// ends at the first k the scenario reaches `done` (`done_what` names it) before any
+/// write failed: there is no k-th write, every write point was covered. Returns how
+/// many were.
+pub async fn crash_after_each_write(
+    most: usize,
+    concurrency: u16,
+    done_what: &str,
+    arrange: impl AsyncFn(&mut Env),
+    act: impl AsyncFn(&mut Env),
+    done: impl AsyncFn(&Env) -> bool,
+    converges: impl AsyncFn(&Env, usize),
+) -> usize {
+    let mut covered = 0;
+    for k in 0..most {
+        let mut env = Env::new().await;
+        arrange(&mut env).await;
+        let (before, _) = env.writes();
+        env.apiserver
+            .faults()
+            .fail_after(Env::write_matcher(), k, 100_000, 500);
+        act(&mut env).await;
+        let what = format!("a failed write or {done_what}");
+        eventually(&what, DEADLINE, || async {
+            env.writes().1 > 0 || done(&env).await
+        })
+        .await;
+        if env.writes().1 == 0 {
+            break;
+        }
+        assert!(
+            env.writes().0 > before,
+            "the failed write is the controllers'"
+        );
+        covered += 1;
+        env.kill().await;
+        env.apiserver.faults().clear();
+        env.start(concurrency).await;
+        converges(&env, k).await;
+    }
+    covered
+}
+
 /// The default options with this many reconciles at once.
 pub fn options(concurrency: u16) -> Options {
     Options {
