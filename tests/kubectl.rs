@@ -40,6 +40,19 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
+    /// The cluster of one test, with the fixture CRDs (Widget, Gadget) established, or
+    /// `None` without kubectl: the test then skips, and says so.
+    fn with_fixtures() -> Option<Self> {
+        let c = Self::bare()?;
+        c.fixtures();
+        Some(c)
+    }
+
+    /// The same without the fixture CRDs.
+    fn bare() -> Option<Self> {
+        kubectl_present().then(Self::start)
+    }
+
     fn start() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
@@ -96,9 +109,14 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `kubectl apply -f` of a file of tests/fixtures; its output.
+    fn apply_fixture(&self, file: &str) -> String {
+        self.ok(&["apply", "-f", &format!("{FIXTURES}/{file}")])
+    }
+
     fn fixtures(&self) {
-        self.ok(&["apply", "-f", &format!("{FIXTURES}/widgets.yaml")]);
-        self.ok(&["apply", "-f", &format!("{FIXTURES}/gadgets.yaml")]);
+        self.apply_fixture("widgets.yaml");
+        self.apply_fixture("gadgets.yaml");
         self.ok(&[
             "wait",
             "--for",
@@ -115,21 +133,29 @@ impl Cluster {
             .expect("config");
         kube::Client::try_from(config).expect("client")
     }
+
+    /// Writes `text` to the file `name` in the test's directory; its path.
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.display().to_string()
+/// The arguments of `kubectl patch <what…> --type <kind> -p <body>` (`what`: the
+/// object, and any other flags).
+fn patch<'a>(what: &[&'a str], kind: &'a str, body: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["patch"];
+    args.extend_from_slice(what);
+    args.extend(["--type", kind, "-p", body]);
+    args
 }
 
 #[test]
 fn apply_get_columns_yaml_and_discovery() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
+    };
     let crds_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crds");
     if Path::new(crds_dir).is_dir() {
         c.ok(&["apply", "-f", crds_dir]);
@@ -140,8 +166,7 @@ fn apply_get_columns_yaml_and_discovery() {
             "crd/servers.metal.binder.dev",
             "crd/serverclaims.metal.binder.dev",
         ]);
-        let f = write(
-            c.dir.path(),
+        let f = c.file(
             "srv.yaml",
             "apiVersion: metal.binder.dev/v1alpha1\nkind: Server\nmetadata:\n  name: srv-1\nspec: {}\n",
         );
@@ -167,14 +192,11 @@ fn apply_get_columns_yaml_and_discovery() {
         eprintln!("note: manifests/crds/ is not there yet; only the fixture CRDs are applied");
     }
     assert!(
-        c.ok(&["apply", "-f", &format!("{FIXTURES}/widget-w1.yaml")])
+        c.apply_fixture("widget-w1.yaml")
             .contains("widget.test.example.dev/w1 created")
     );
-    assert!(
-        c.ok(&["apply", "-f", &format!("{FIXTURES}/widget-w1.yaml")])
-            .contains("unchanged")
-    );
-    c.ok(&["apply", "-f", &format!("{FIXTURES}/gadget-g1.yaml")]);
+    assert!(c.apply_fixture("widget-w1.yaml").contains("unchanged"));
+    c.apply_fixture("gadget-g1.yaml");
 
     let table = c.ok(&["get", "widgets"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
@@ -208,15 +230,12 @@ fn apply_get_columns_yaml_and_discovery() {
     assert!(ns.contains("default") && ns.contains("Active"));
 
     // A built-in through apply, twice (the second is a strategic merge patch).
-    let dir = c.dir.path().to_owned();
-    let f = write(
-        &dir,
+    let f = c.file(
         "ns.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n  labels: {a: \"1\"}\n",
     );
     c.ok(&["apply", "-f", &f]);
-    let f = write(
-        &dir,
+    let f = c.file(
         "ns.yaml",
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n  labels: {b: \"2\"}\n",
     );
@@ -230,12 +249,10 @@ fn apply_get_columns_yaml_and_discovery() {
 
 #[test]
 fn get_watch_sees_a_change_made_meanwhile() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    c.ok(&["apply", "-f", &format!("{FIXTURES}/widget-w1.yaml")]);
+    };
+    c.apply_fixture("widget-w1.yaml");
     let mut watch = c
         .cmd(&["get", "widgets", "-w"])
         .stdout(Stdio::piped())
@@ -263,15 +280,11 @@ fn get_watch_sees_a_change_made_meanwhile() {
         }
     };
     wait_line(&|l| l.starts_with("w1 ") && l.contains("blue"));
-    c.ok(&[
-        "patch",
-        "widget",
-        "w1",
-        "--type",
+    c.ok(&patch(
+        &["widget", "w1"],
         "merge",
-        "-p",
         r#"{"spec":{"color":"green"}}"#,
-    ]);
+    ));
     let changed = wait_line(&|l| l.starts_with("w1 ") && l.contains("green"));
     assert!(changed.contains("small"), "{changed}");
     let _ = watch.kill();
@@ -280,43 +293,27 @@ fn get_watch_sees_a_change_made_meanwhile() {
 
 #[test]
 fn patch_label_annotate_and_status() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    c.ok(&["apply", "-f", &format!("{FIXTURES}/widget-w1.yaml")]);
-    c.ok(&[
-        "patch",
-        "widget",
-        "w1",
-        "--type",
+    };
+    c.apply_fixture("widget-w1.yaml");
+    c.ok(&patch(
+        &["widget", "w1"],
         "merge",
-        "-p",
         r#"{"spec":{"color":"green"}}"#,
-    ]);
-    c.ok(&["patch", "widget", "w1", "--type", "json", "-p", r#"[{"op":"test","path":"/spec/color","value":"green"},{"op":"replace","path":"/spec/size","value":"large"}]"#]);
-    let failed = c.run(&[
-        "patch",
-        "widget",
-        "w1",
-        "--type",
+    ));
+    c.ok(&patch(&["widget", "w1"], "json", r#"[{"op":"test","path":"/spec/color","value":"green"},{"op":"replace","path":"/spec/size","value":"large"}]"#));
+    let failed = c.run(&patch(
+        &["widget", "w1"],
         "json",
-        "-p",
         r#"[{"op":"test","path":"/spec/color","value":"blue"}]"#,
-    ]);
+    ));
     assert!(!failed.status.success(), "a failing JSON patch test fails");
-    c.ok(&[
-        "patch",
-        "widget",
-        "w1",
-        "--subresource",
-        "status",
-        "--type",
+    c.ok(&patch(
+        &["widget", "w1", "--subresource", "status"],
         "merge",
-        "-p",
         r#"{"status":{"phase":"Ready"}}"#,
-    ]);
+    ));
     c.ok(&["label", "widget", "w1", "env=prod"]);
     c.ok(&["annotate", "widget", "w1", "note=hello"]);
     let got = c.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.color} {.spec.size} {.status.phase} {.metadata.labels.env} {.metadata.annotations.note} {.metadata.generation}"]);
@@ -333,12 +330,10 @@ fn patch_label_annotate_and_status() {
 
 #[tokio::test]
 async fn describe_shows_events_from_kubes_recorder() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    c.ok(&["apply", "-f", &format!("{FIXTURES}/gadget-g1.yaml")]);
+    };
+    c.apply_fixture("gadget-g1.yaml");
     let client = c.client().await;
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("test.example.dev", "v1", "Gadget"),
@@ -391,21 +386,15 @@ async fn describe_shows_events_from_kubes_recorder() {
 
 #[test]
 fn delete_waits_on_finalizers() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    c.ok(&["apply", "-f", &format!("{FIXTURES}/widget-w1.yaml")]);
-    c.ok(&[
-        "patch",
-        "widget",
-        "w1",
-        "--type",
+    };
+    c.apply_fixture("widget-w1.yaml");
+    c.ok(&patch(
+        &["widget", "w1"],
         "merge",
-        "-p",
         r#"{"metadata":{"finalizers":["test.example.dev/hold"]}}"#,
-    ]);
+    ));
     let out = c.ok(&["delete", "widget", "w1", "--wait=false"]);
     assert!(out.contains("deleted"), "{out}");
     let ts = c.ok(&[
@@ -433,15 +422,11 @@ fn delete_waits_on_finalizers() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    c.ok(&[
-        "patch",
-        "widget",
-        "w1",
-        "--type",
+    c.ok(&patch(
+        &["widget", "w1"],
         "json",
-        "-p",
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-    ]);
+    ));
     let status = wait_until("kubectl delete to return", Duration::from_secs(30), || {
         blocking.try_wait().unwrap()
     });
@@ -457,14 +442,11 @@ fn delete_waits_on_finalizers() {
 
 #[test]
 fn a_rejected_cel_transition_shows_its_message() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    c.ok(&["apply", "-f", &format!("{FIXTURES}/gadget-g1.yaml")]);
-    let f = write(
-        c.dir.path(),
+    };
+    c.apply_fixture("gadget-g1.yaml");
+    let f = c.file(
         "g1.yaml",
         "apiVersion: test.example.dev/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec:\n  ref:\n    name: w2\n",
     );
@@ -482,10 +464,9 @@ fn a_rejected_cel_transition_shows_its_message() {
 /// clients do, for built-in kinds); the server decodes it, and delete works too.
 #[test]
 fn create_and_delete_a_namespace_with_kubectl_create() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::bare() else {
         return;
-    }
-    let c = Cluster::start();
+    };
     let out = c.ok(&["create", "ns", "team-a"]);
     assert!(out.contains("namespace/team-a created"), "{out}");
     let listed = c.ok(&["get", "ns"]);
@@ -507,11 +488,9 @@ fn create_and_delete_a_namespace_with_kubectl_create() {
 /// convertor sends it as an RFC 3339 string), not an age of 0s.
 #[test]
 fn get_crd_shows_the_creation_time() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
+    };
     let created = c.ok(&[
         "get",
         "crd",
@@ -533,13 +512,10 @@ fn get_crd_shows_the_creation_time() {
 /// A bad label is refused by the server with Kubernetes' words, and nothing is stored.
 #[test]
 fn a_bad_label_is_refused_with_kubernetes_words() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    let f = write(
-        c.dir.path(),
+    };
+    let f = c.file(
         "w.yaml",
         &format!(
             "apiVersion: test.example.dev/v1\nkind: Widget\nmetadata:\n  name: w9\n  labels:\n    tier: {}\nspec:\n  color: blue\n",
@@ -562,28 +538,19 @@ fn a_bad_label_is_refused_with_kubernetes_words() {
 /// and managedFields shows who owns it.
 #[test]
 fn server_side_reapply_leaves_another_managers_field() {
-    if !kubectl_present() {
+    let Some(c) = Cluster::with_fixtures() else {
         return;
-    }
-    let c = Cluster::start();
-    c.fixtures();
-    let f = write(
-        c.dir.path(),
+    };
+    let f = c.file(
         "w.yaml",
         "apiVersion: test.example.dev/v1\nkind: Widget\nmetadata:\n  name: w5\nspec:\n  color: blue\n",
     );
     c.ok(&["apply", "--server-side", "-f", &f]);
-    c.ok(&[
-        "patch",
-        "widget",
-        "w5",
-        "--type",
+    c.ok(&patch(
+        &["widget", "w5", "--field-manager", "server-binder"],
         "merge",
-        "--field-manager",
-        "server-binder",
-        "-p",
         r#"{"spec":{"replicas":3}}"#,
-    ]);
+    ));
     let out = c.ok(&["apply", "--server-side", "-f", &f]);
     assert!(out.contains("serverside-applied"), "{out}");
     let replicas = c.ok(&["get", "widget", "w5", "-o", "jsonpath={.spec.replicas}"]);

@@ -9,7 +9,7 @@ use kube::core::Status;
 use serde_json::json;
 use server_binder::api::{ClaimPhase, ServerClaim};
 
-use crate::controllers::stage::{claim, server_ref};
+use crate::controllers::stage::{ClaimExt, claim, server_ref};
 use crate::controllers::support::*;
 
 const MESSAGE: &str =
@@ -124,7 +124,7 @@ async fn removing_the_server_ref_of_a_pending_or_lost_claim_is_allowed() {
         ("pending", ClaimPhase::Pending, "WaitingForServer"),
         ("lost", ClaimPhase::Lost, "ClaimLost"),
     ] {
-        env.put_claim(claim(name).chose("s1").phase(phase, reason))
+        env.put_claim(claim(name).chose("s1").controller_status(phase, reason))
             .await;
         for how in WAYS {
             let c = remove_ref(&env, name, how)
@@ -268,13 +268,13 @@ async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
                     draft = draft.selects(&[("rack", rack)]);
                 }
                 if let Some(p) = phase {
-                    draft = draft.phase(p, "Staged");
+                    draft = draft.controller_status(p, "Staged");
                 }
                 let old = env.put_claim(draft).await;
                 let mut new = old.clone();
                 new.spec.server_ref = new_ref.map(|n| ServerRef { name: n.into() });
                 new.spec.server_selector = new_rack.map(|rack| {
-                    let mut with = claim("x").selects(&[("rack", rack)]).into_claim();
+                    let mut with = claim("x").selects(&[("rack", rack)]);
                     with.spec.server_selector.take().unwrap()
                 });
                 let result = env

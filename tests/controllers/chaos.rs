@@ -38,7 +38,7 @@ use server_binder::binding::{
     RefMatch, eligibility, gates, is_controller_chosen, ref_match, ref_uid,
 };
 
-use super::stage::{claim, server, server_phase_reason};
+use super::stage::{ClaimExt, ServerExt, as_new, claim, server, server_phase_reason};
 use super::support::*;
 
 /// Seeds a plain `cargo test` runs: about 5.5 s a seed (4 s of churn, then
@@ -318,7 +318,7 @@ impl World {
             let claim = self.pick(&names).to_owned();
             // Tools that serialise Go structs write `uid: ""`: still a reservation.
             if self.rng.random_bool(0.5) {
-                draft = draft.reserved_with_empty_uid(&claim);
+                draft = draft.reserved_for(&claim).uid_ref("");
                 write!(what, " reserved-for={claim} uid=\"\"").unwrap();
             } else {
                 draft = draft.reserved_for(&claim);
@@ -368,7 +368,7 @@ impl World {
         let created = match self
             .env
             .claims()
-            .create(&PostParams::default(), &draft.into_claim())
+            .create(&PostParams::default(), &as_new(draft))
             .await
         {
             Ok(c) => c,
@@ -376,7 +376,8 @@ impl World {
             Err(e) => panic!("chaos seed {}: create claim {name}: {e}", self.seed),
         };
         if let Some(server) = user_ref {
-            self.user_claim_refs.insert(created.uid().unwrap(), server);
+            self.user_claim_refs
+                .insert(ResourceExt::uid(&created).unwrap(), server);
         }
         self.note(what);
         true
@@ -652,7 +653,7 @@ impl World {
             Ok(c) => {
                 if server_ref_name(&c) == Some(FORBIDDEN) && !is_controller_chosen(&c) {
                     self.user_claim_refs
-                        .insert(c.uid().unwrap(), FORBIDDEN.to_string());
+                        .insert(ResourceExt::uid(&c).unwrap(), FORBIDDEN.to_string());
                 }
                 self.note(what);
             }

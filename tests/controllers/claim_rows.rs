@@ -30,7 +30,7 @@ async fn bound_claim_with_its_server_ref_cleared_gets_it_back() {
             claim("c")
                 .bind_completed()
                 .pre_bound()
-                .phase(ClaimPhase::Lost, "ServerRefCleared"),
+                .controller_status(ClaimPhase::Lost, "ServerRefCleared"),
         )
         .await;
     env.put_server(server("s1").bound_to(&c)).await;
@@ -60,7 +60,7 @@ async fn bound_claim_with_its_server_ref_cleared_and_no_server_goes_lost() {
         claim("c")
             .bind_completed()
             .pre_bound()
-            .phase(ClaimPhase::Bound, "Bound"),
+            .controller_status(ClaimPhase::Bound, "Bound"),
     )
     .await;
     env.put_server(server("s1")).await;
@@ -105,7 +105,7 @@ async fn bound_claim_with_a_stale_status_is_repaired() {
             claim("c")
                 .chose("s1")
                 .bind_completed()
-                .phase(ClaimPhase::Lost, "ServerMissing"),
+                .controller_status(ClaimPhase::Lost, "ServerMissing"),
         )
         .await;
     env.put_server(server("s1").bound_to(&c)).await;
@@ -152,7 +152,7 @@ async fn bound_claim_whose_server_serves_another_claim_is_misbound() {
     let (d, s) = wait_bound(&env, "d", "s1").await;
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
-    assert_eq!(claim_ref(&s), Some(("d", d.uid().as_deref())));
+    assert_eq!(claim_ref(&s), Some(("d", ResourceExt::uid(&d).as_deref())));
 }
 
 /// S's ref names C's name with another uid (an older incarnation; the Retain server

@@ -164,43 +164,34 @@ async fn the_default_gates_apply_to_a_server_that_names_none() {
 /// never binds the waiting claim before the gates pass, and binds it after.
 #[tokio::test]
 async fn a_crash_after_any_write_of_a_gated_release_converges() {
-    let mut covered = 0;
-    for k in 0..6 {
-        let mut env = Env::new().await;
-        tenant_on_a_gated_server(&mut env).await;
-        let (before, _) = env.writes();
-        env.apiserver
-            .faults()
-            .fail_after(Env::write_matcher(), k, 100_000, 500);
-        env.delete_claim("a").await;
-        eventually("a failed write or Cleaning", DEADLINE, || async {
-            env.writes().1 > 0 || env.server("s1").await.is_some_and(|s| is_cleaning(&s))
-        })
-        .await;
-        if env.writes().1 == 0 {
-            break;
-        }
-        assert!(env.writes().0 > before);
-        covered += 1;
-        env.kill().await;
-        env.apiserver.faults().clear();
-        env.start(4).await;
-        env.wait_server(
-            "s1",
-            &format!("Cleaning after a crash after write {k}"),
-            is_cleaning,
-        )
-        .await;
-        assert_eq!(
-            phase(&env.claim("b").await.unwrap()),
-            Some(ClaimPhase::Pending)
-        );
-        pass_gate(&env, "s1", "example.com/wipe").await;
-        pass_gate(&env, "s1", "example.com/power-off").await;
-        env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
-        let (servers, claims) = env.all().await;
-        assert_invariants(&servers, &claims);
-    }
+    let covered = crash_after_each_write(
+        6,
+        4,
+        "Cleaning",
+        async |env: &mut Env| {
+            tenant_on_a_gated_server(env).await;
+        },
+        async |env: &mut Env| env.delete_claim("a").await,
+        async |env: &Env| env.server("s1").await.is_some_and(|s| is_cleaning(&s)),
+        async |env: &Env, k| {
+            env.wait_server(
+                "s1",
+                &format!("Cleaning after a crash after write {k}"),
+                is_cleaning,
+            )
+            .await;
+            assert_eq!(
+                phase(&env.claim("b").await.unwrap()),
+                Some(ClaimPhase::Pending)
+            );
+            pass_gate(env, "s1", "example.com/wipe").await;
+            pass_gate(env, "s1", "example.com/power-off").await;
+            env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+            let (servers, claims) = env.all().await;
+            assert_invariants(&servers, &claims);
+        },
+    )
+    .await;
     assert!(
         covered >= 2,
         "a gated release has two writes; covered {covered}"

@@ -28,7 +28,7 @@ const SERVER: &str = "Server";
 async fn empty_uid_is_a_reservation_by_name() {
     let mut env = Env::new().await;
     let s1 = env
-        .put_server(server("s1").reserved_with_empty_uid("c1"))
+        .put_server(server("s1").reserved_for("c1").uid_ref(""))
         .await;
     assert_eq!(
         claim_ref(&s1),
@@ -69,7 +69,7 @@ async fn empty_uid_is_a_reservation_by_name() {
 #[tokio::test]
 async fn empty_uid_on_a_retain_server_is_a_reservation_by_name() {
     let mut env = Env::new().await;
-    env.put_server(server("s1").retain().reserved_with_empty_uid("c1"))
+    env.put_server(server("s1").retain().reserved_for("c1").uid_ref(""))
         .await;
     env.put_claim(claim("c1")).await;
     env.start(4).await;
@@ -124,7 +124,7 @@ enum Unservable {
 }
 
 impl Unservable {
-    fn server(self, name: &str) -> ServerDraft {
+    fn server(self, name: &str) -> Server {
         match self {
             Unservable::Cordoned => server(name).unclaimable(),
             Unservable::Tainted => server(name).taint("maintenance"),
@@ -132,7 +132,7 @@ impl Unservable {
         }
     }
 
-    fn claim(self, name: &str) -> ClaimDraft {
+    fn claim(self, name: &str) -> ServerClaim {
         match self {
             Unservable::Unmatched => claim(name).selects(&[("rack", "r2")]),
             Unservable::Cordoned | Unservable::Tainted => claim(name),
@@ -140,7 +140,7 @@ impl Unservable {
     }
 
     /// A free server c1 can use.
-    fn eligible_server(self, name: &str) -> ServerDraft {
+    fn eligible_server(self, name: &str) -> Server {
         match self {
             Unservable::Unmatched => server(name).labels(&[("rack", "r2")]),
             Unservable::Cordoned | Unservable::Tainted => server(name),
@@ -326,9 +326,10 @@ async fn claim_naming_a_released_server_is_told_it_waits_for_an_admin() {
     env.put_server(
         server("s1")
             .retain()
-            .ref_with_uid("gone", DELETED_UID)
+            .reserved_for("gone")
+            .uid_ref(DELETED_UID)
             .by_controller()
-            .phase(ServerPhase::Released),
+            .controller_status(ServerPhase::Released),
     )
     .await;
     env.put_claim(claim("c1").names("s1")).await;
@@ -421,7 +422,7 @@ async fn copied_manifest_of_a_bound_claim_binds_a_free_server() {
         .await;
     env.start(4).await;
 
-    let orig_uid = orig.uid();
+    let orig_uid = ResourceExt::uid(&orig);
     let orig_holds_s1 = move |w: &World| {
         w.server("s1")
             .is_some_and(|s| claim_ref(s) == Some(("orig", orig_uid.as_deref())))
@@ -540,13 +541,13 @@ async fn cleared_server_ref_is_restored(controller_chosen: bool) {
         c1 = c1.pre_bound();
     }
     let c1 = env
-        .put_claim(c1.phase(ClaimPhase::Lost, "ServerRefCleared"))
+        .put_claim(c1.controller_status(ClaimPhase::Lost, "ServerRefCleared"))
         .await;
     env.put_server(server("s1").bound_to(&c1)).await;
     env.put_claim(claim("c2")).await;
     env.start(4).await;
 
-    let c1_uid = c1.uid();
+    let c1_uid = ResourceExt::uid(&c1);
     let s1_holds_c1 = move |w: &World| {
         w.server("s1")
             .is_some_and(|s| claim_ref(s) == Some(("c1", c1_uid.as_deref())))

@@ -146,39 +146,32 @@ async fn a_recreated_claim_gets_the_server_released_and_binds_afresh() {
 /// write point of a bind, until a k at which the bind completes before any failure.
 #[tokio::test]
 async fn a_crash_after_any_write_of_a_bind_converges() {
-    let mut covered = 0;
-    for k in 0..12 {
-        let mut env = Env::new().await;
-        env.create_server("s1", &[]).await;
-        env.create_claim("c").await;
-        env.apiserver
-            .faults()
-            .fail_after(Env::write_matcher(), k, 100_000, 500);
-        env.start(2).await;
-        eventually("a failed write or a completed bind", DEADLINE, || async {
-            env.writes().1 > 0 || count_phase(&env, ClaimPhase::Bound).await == 1
-        })
-        .await;
-        if env.writes().1 == 0 {
-            break;
-        }
-        covered += 1;
-        env.kill().await;
-        env.apiserver.faults().clear();
-        env.start(2).await;
-        eventually(
-            &format!("convergence after a crash after write {k}"),
-            DEADLINE,
-            || async {
-                let s = env.servers().get("s1").await.unwrap();
-                count_phase(&env, ClaimPhase::Bound).await == 1
-                    && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Bound)
-            },
-        )
-        .await;
-        let (servers, claims) = env.all().await;
-        assert_invariants(&servers, &claims);
-    }
+    let covered = crash_after_each_write(
+        12,
+        2,
+        "a completed bind",
+        async |env: &mut Env| {
+            env.create_server("s1", &[]).await;
+            env.create_claim("c").await;
+        },
+        async |env: &mut Env| env.start(2).await,
+        async |env: &Env| count_phase(env, ClaimPhase::Bound).await == 1,
+        async |env: &Env, k| {
+            eventually(
+                &format!("convergence after a crash after write {k}"),
+                DEADLINE,
+                || async {
+                    let s = env.servers().get("s1").await.unwrap();
+                    count_phase(env, ClaimPhase::Bound).await == 1
+                        && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Bound)
+                },
+            )
+            .await;
+            let (servers, claims) = env.all().await;
+            assert_invariants(&servers, &claims);
+        },
+    )
+    .await;
     assert!(
         covered >= 4,
         "a bind has at least four writes; covered {covered}"
@@ -187,54 +180,40 @@ async fn a_crash_after_any_write_of_a_bind_converges() {
 
 #[tokio::test]
 async fn a_crash_after_any_write_of_a_release_converges() {
-    let mut covered = 0;
-    for k in 0..8 {
-        let mut env = Env::new().await;
-        env.create_server("s1", &[]).await;
-        env.create_claim("c").await;
-        env.start(2).await;
-        eventually("c Bound", DEADLINE, || async {
-            count_phase(&env, ClaimPhase::Bound).await == 1
-        })
-        .await;
-        let (before, _) = env.writes();
-        env.apiserver
-            .faults()
-            .fail_after(Env::write_matcher(), k, 100_000, 500);
-        env.delete_claim("c").await;
-        eventually(
-            "a failed write or a completed release",
-            DEADLINE,
-            || async {
-                if env.writes().1 > 0 {
-                    return true;
-                }
-                let s = env.servers().get("s1").await.unwrap();
-                s.spec.server_claim_ref.is_none()
-                    && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
-            },
-        )
-        .await;
-        if env.writes().1 == 0 {
-            break;
-        }
-        assert!(env.writes().0 > before);
-        covered += 1;
-        env.kill().await;
-        env.apiserver.faults().clear();
-        env.start(2).await;
-        eventually(
-            &format!("release after a crash after write {k}"),
-            DEADLINE,
-            || async {
-                let s = env.servers().get("s1").await.unwrap();
-                s.spec.server_claim_ref.is_none()
-                    && s.finalizers().is_empty()
-                    && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
-            },
-        )
-        .await;
-    }
+    let covered = crash_after_each_write(
+        8,
+        2,
+        "a completed release",
+        async |env: &mut Env| {
+            env.create_server("s1", &[]).await;
+            env.create_claim("c").await;
+            env.start(2).await;
+            eventually("c Bound", DEADLINE, || async {
+                count_phase(env, ClaimPhase::Bound).await == 1
+            })
+            .await;
+        },
+        async |env: &mut Env| env.delete_claim("c").await,
+        async |env: &Env| {
+            let s = env.servers().get("s1").await.unwrap();
+            s.spec.server_claim_ref.is_none()
+                && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
+        },
+        async |env: &Env, k| {
+            eventually(
+                &format!("release after a crash after write {k}"),
+                DEADLINE,
+                || async {
+                    let s = env.servers().get("s1").await.unwrap();
+                    s.spec.server_claim_ref.is_none()
+                        && s.finalizers().is_empty()
+                        && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Available)
+                },
+            )
+            .await;
+        },
+    )
+    .await;
     assert!(
         covered >= 1,
         "a release has at least one write; covered {covered}"

@@ -70,13 +70,8 @@ async fn deleting_server_without_a_claim_goes() {
 #[tokio::test]
 async fn deleting_server_whose_claim_is_gone_goes_after_a_live_read() {
     let mut env = Env::new().await;
-    env.put_server(
-        server("s1")
-            .ref_with_uid("c", DELETED_UID)
-            .by_controller()
-            .finalizer(),
-    )
-    .await;
+    env.put_server(server("s1").claimed_for("c", DELETED_UID))
+        .await;
     env.delete_server("s1").await;
     env.start(2).await;
     env.wait_server_gone("s1").await;
@@ -140,7 +135,7 @@ async fn free_server_nobody_names_is_available_and_tidied() {
         server("s1")
             .by_controller()
             .finalizer()
-            .phase(ServerPhase::Bound),
+            .controller_status(ServerPhase::Bound),
     )
     .await;
     env.start(2).await;
@@ -248,9 +243,8 @@ async fn server_whose_claim_is_gone_keeps_a_users_reservation() {
     let mut env = Env::new().await;
     env.put_server(
         server("s1")
-            .ref_with_uid("c", DELETED_UID)
-            .finalizer()
-            .phase(ServerPhase::Bound),
+            .uid_filled_for("c", DELETED_UID)
+            .controller_status(ServerPhase::Bound),
     )
     .await;
     env.start(2).await;
@@ -296,7 +290,8 @@ async fn bound_server_missing_its_finalizer_gets_it_back() {
     let c = env.put_claim(claim("c").bound("s1")).await;
     env.put_server(
         server("s1")
-            .ref_with_uid("c", &c.uid().unwrap())
+            .reserved_for("c")
+            .uid_ref(&ResourceExt::uid(&c).unwrap())
             .by_controller(),
     )
     .await;
@@ -347,9 +342,8 @@ async fn server_whose_claim_went_elsewhere_keeps_a_users_reservation() {
     let c = env.put_claim(claim("c").names("s2")).await;
     env.put_server(
         server("s1")
-            .ref_with_uid("c", &c.uid().unwrap())
-            .finalizer()
-            .phase(ServerPhase::Bound),
+            .uid_filled_for("c", &ResourceExt::uid(&c).unwrap())
+            .controller_status(ServerPhase::Bound),
     )
     .await;
     env.put_server(server("s2")).await;

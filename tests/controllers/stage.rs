@@ -5,278 +5,28 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use server_binder::api::names::*;
 use server_binder::api::*;
 
-use crate::controllers::support::{DEADLINE, Env, NS, wait_for};
+use crate::controllers::support::{DEADLINE, Env, wait_for};
 
-/// The uid of a claim incarnation that no longer exists.
-pub const DELETED_UID: &str = "uid-of-a-deleted-claim";
+// The one fixture builder (shared with tests/binding).
+pub use crate::common::fixtures::{ClaimExt, DELETED_UID, ServerExt, claim, server};
 
-/// The finalizer [`ServerDraft::foreign_finalizer`] adds.
-pub const FOREIGN_FINALIZER: &str = "provisioner.example.com/wipe";
-
-/// A `Server` to stage. The builders speak the vocabulary of tests/common/names.rs.
-pub struct ServerDraft {
-    server: Server,
-    status: Option<ServerStatus>,
-}
-
-pub fn server(name: &str) -> ServerDraft {
-    ServerDraft {
-        server: Server::new(name, ServerSpec::default()),
-        status: None,
-    }
-}
-
-impl ServerDraft {
-    /// The server's labels are exactly these.
-    pub fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
-        self.server.metadata.labels = Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        self
-    }
-
-    /// A user's reservation by name (no uid).
-    pub fn reserved_for(mut self, claim: &str) -> Self {
-        self.server.spec.server_claim_ref = Some(ServerClaimRef {
-            namespace: NS.into(),
-            name: claim.into(),
-            uid: None,
-        });
-        self
-    }
-
-    /// A reservation by name written with an explicit empty uid (`uid: ""`), as tools
-    /// that serialise Go structs write it. The draft serialises it as `"uid": ""`.
-    pub fn reserved_with_empty_uid(mut self, claim: &str) -> Self {
-        self.server.spec.server_claim_ref = Some(ServerClaimRef {
-            namespace: NS.into(),
-            name: claim.into(),
-            uid: Some(String::new()),
-        });
-        self
-    }
-
-    /// A ref with a uid and nothing else: bound to that incarnation of the claim (`uid` of a claim that
-    /// does not exist stands for one that was deleted).
-    pub fn ref_with_uid(mut self, claim: &str, uid: &str) -> Self {
-        self.server.spec.server_claim_ref = Some(ServerClaimRef {
-            namespace: NS.into(),
-            name: claim.into(),
-            uid: Some(uid.into()),
-        });
-        self
-    }
-
-    /// Bound to a stored `claim`, as the server controller leaves it: ref with uid,
-    /// `bound-by-controller`, the finalizer and phase Bound (status included, unlike the
-    /// pure tests' `claimed_for`).
-    pub fn bound_to(self, claim: &ServerClaim) -> Self {
-        self.ref_with_uid(&claim.name_any(), &claim.uid().expect("a stored claim"))
-            .by_controller()
-            .finalizer()
-            .phase(ServerPhase::Bound)
-    }
-
-    /// Bound, as the server controller writes it, to a claim `claim` that has since been
-    /// deleted (its uid is gone).
-    pub fn bound_to_deleted(self, claim: &str) -> Self {
-        self.ref_with_uid(claim, DELETED_UID)
-            .by_controller()
-            .finalizer()
-            .phase(ServerPhase::Bound)
-    }
-
-    pub fn by_controller(mut self) -> Self {
-        self.server
-            .annotations_mut()
-            .insert(ANNOTATION_BOUND_BY_CONTROLLER.into(), ANNOTATION_YES.into());
-        self
-    }
-
-    /// The `server-protection` finalizer.
-    pub fn finalizer(mut self) -> Self {
-        self.server
-            .finalizers_mut()
-            .push(FINALIZER_SERVER_PROTECTION.into());
-        self
-    }
-
-    /// A finalizer of someone else's (a provisioner's), which keeps a deleted server
-    /// around whatever the controllers do.
-    pub fn foreign_finalizer(mut self) -> Self {
-        self.server.finalizers_mut().push(FOREIGN_FINALIZER.into());
-        self
-    }
-
-    /// `spec.releaseGates` with these names.
-    pub fn gates(mut self, names: &[&str]) -> Self {
-        let gates = names.iter().map(|n| ReleaseGate {
-            name: n.to_string(),
-        });
-        self.server.spec.release_gates = Some(gates.collect());
-        self
-    }
-
-    pub fn retain(mut self) -> Self {
-        self.server.spec.reclaim_policy = ReclaimPolicy::Retain;
-        self
-    }
-
-    pub fn unclaimable(mut self) -> Self {
-        self.server.spec.unclaimable = true;
-        self
-    }
-
-    pub fn taint(mut self, key: &str) -> Self {
-        self.server.spec.taints.push(Taint {
-            key: key.into(),
-            value: None,
-            effect: TaintEffect::NoBind,
-        });
-        self
-    }
-
-    /// The server to create, for a test that handles the create itself.
-    pub fn into_server(self) -> Server {
-        self.server
-    }
-
-    pub fn phase(mut self, phase: ServerPhase) -> Self {
-        let claim = self.server.spec.server_claim_ref.as_ref();
-        self.status = Some(ServerStatus {
-            phase: Some(phase),
-            claim: claim.map(|r| format!("{}/{}", r.namespace, r.name)),
-            observed_generation: Some(1),
-            conditions: vec![condition(
-                &format!("{phase:?}"),
-                phase == ServerPhase::Bound,
-            )],
-        });
-        self
-    }
-}
-
-/// A `ServerClaim` to stage, in namespace [`NS`].
-pub struct ClaimDraft {
-    claim: ServerClaim,
-    status: Option<ServerClaimStatus>,
-}
-
-pub fn claim(name: &str) -> ClaimDraft {
-    ClaimDraft {
-        claim: ServerClaim::new(name, ServerClaimSpec::default()),
-        status: None,
-    }
-}
-
-impl ClaimDraft {
-    /// A user-written `serverRef` (a pre-bound claim).
-    pub fn names(mut self, server: &str) -> Self {
-        self.claim.spec.server_ref = Some(ServerRef {
-            name: server.into(),
-        });
-        self
-    }
-
-    /// A `serverRef` the claim controller chose: the ref with `pre-bound`.
-    pub fn chose(self, server: &str) -> Self {
-        self.names(server).pre_bound()
-    }
-
-    pub fn pre_bound(mut self) -> Self {
-        self.claim
-            .annotations_mut()
-            .insert(ANNOTATION_PRE_BOUND.into(), ANNOTATION_YES.into());
-        self
-    }
-
-    pub fn bind_completed(mut self) -> Self {
-        self.claim
-            .annotations_mut()
-            .insert(ANNOTATION_BIND_COMPLETED.into(), ANNOTATION_YES.into());
-        self
-    }
-
-    /// Adds these to `serverSelector.matchLabels`.
-    pub fn selects(mut self, pairs: &[(&str, &str)]) -> Self {
-        let selector = self
-            .claim
-            .spec
-            .server_selector
-            .get_or_insert_with(Default::default);
-        for (k, v) in pairs {
-            selector.match_labels.insert(k.to_string(), v.to_string());
-        }
-        self
-    }
-
-    pub fn tolerates(mut self, key: &str) -> Self {
-        self.claim.spec.tolerations.push(Toleration {
-            key: key.into(),
-            operator: TolerationOperator::Exists,
-            value: None,
-            effect: None,
-        });
-        self
-    }
-
-    /// A status as the claim controller writes it; a `Bound` or `Lost` one carries
-    /// `boundTime` and records the server its `serverRef` names (with that server's uid, when it
-    /// exists as the claim is staged: [`Env::put_claim`]).
-    pub fn phase(mut self, phase: ClaimPhase, reason: &str) -> Self {
-        let mut bound = condition(reason, phase == ClaimPhase::Bound);
-        bound.reason = reason.into();
-        let named = self.claim.spec.server_ref.as_ref().map(|r| r.name.clone());
-        self.status = Some(ServerClaimStatus {
-            phase: Some(phase),
-            conditions: vec![bound],
-            bound_time: Some(Time(jiff_now())),
-            bound_server_ref: named.filter(|_| phase != ClaimPhase::Pending).map(|name| {
-                BoundServerRef {
-                    name,
-                    uid: String::new(),
-                }
-            }),
-        });
-        self
-    }
-
-    /// The claim to create, for a test that handles the create's errors itself.
-    pub fn into_claim(self) -> ServerClaim {
-        self.claim
-    }
-
-    /// A bound claim as the claim controller leaves it.
-    pub fn bound(self, server: &str) -> Self {
-        self.chose(server)
-            .bind_completed()
-            .phase(ClaimPhase::Bound, "Bound")
-    }
-}
-
-fn jiff_now() -> k8s_openapi::jiff::Timestamp {
-    k8s_openapi::jiff::Timestamp::now()
-}
-
-fn condition(reason: &str, status: bool) -> Condition {
-    Condition {
-        type_: CONDITION_BOUND.into(),
-        status: if status { "True" } else { "False" }.into(),
-        reason: reason.into(),
-        message: format!("staged by the test: {reason}"),
-        last_transition_time: Time(jiff_now()),
-        observed_generation: Some(1),
-    }
+/// The object as a client sends it to be created: without the uid, resourceVersion,
+/// generation and creation time the fixture builder gives a stored object (the API
+/// server sets them). A status is the caller's to write through `/status`: a create
+/// drops it.
+pub fn as_new<K: kube::Resource>(mut object: K) -> K {
+    let meta = object.meta_mut();
+    meta.uid = None;
+    meta.resource_version = None;
+    meta.generation = None;
+    meta.creation_timestamp = None;
+    object
 }
 
 /// What the controllers recorded about one object.
@@ -293,8 +43,9 @@ impl Env {
     /// Creates the server, then its status; claims staged before it whose status
     /// records a bind to a server of its name get its uid in that record, as the claim
     /// controller would have written it.
-    pub async fn put_server(&self, draft: ServerDraft) -> Server {
-        let server = put(&self.servers(), &draft.server, draft.status).await;
+    pub async fn put_server(&self, mut server: Server) -> Server {
+        let status = server.status.take();
+        let server = put(&self.servers(), &as_new(server), status).await;
         let claims = self.claims().list(&ListParams::default()).await;
         for c in claims.expect("list claims").items {
             let record = c.status.as_ref().and_then(|s| s.bound_server_ref.as_ref());
@@ -315,17 +66,15 @@ impl Env {
 
     /// Creates the claim, then its status; a status recording a bound server gets that
     /// server's uid if the server exists by then (else a record no server matches).
-    pub async fn put_claim(&self, mut draft: ClaimDraft) -> ServerClaim {
-        let record = draft
-            .status
-            .as_mut()
-            .and_then(|s| s.bound_server_ref.as_mut());
+    pub async fn put_claim(&self, mut claim: ServerClaim) -> ServerClaim {
+        let mut status = claim.status.take();
+        let record = status.as_mut().and_then(|s| s.bound_server_ref.as_mut());
         if let Some(record) = record
             && let Some(server) = self.server(&record.name).await
         {
             record.uid = server.uid().unwrap_or_default();
         }
-        put(&self.claims(), &draft.claim, draft.status).await
+        put(&self.claims(), &as_new(claim), status).await
     }
 
     /// Asks for the server's deletion; a finalizer keeps it, marked as deleting.

@@ -10,9 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use server_binder::api::{
-    ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerClaimSpec, ServerPhase, ServerSpec,
-};
+use server_binder::api::{ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase};
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher};
 use server_binder::controllers::Options;
 use server_binder::runtime::leader::LeaderElection;
@@ -20,6 +18,7 @@ use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
 pub use crate::controllers::names::NS;
 pub use crate::controllers::poll::{eventually, wait_for};
+use crate::controllers::stage::{ServerExt, as_new, claim, server};
 pub use crate::controllers::tools::{kubectl_present, tool_present};
 
 /// How long a test waits for the controllers to do something.
@@ -149,23 +148,15 @@ impl Env {
     }
 
     pub async fn create_server(&self, name: &str, labels: &[(&str, &str)]) -> Server {
-        let mut s = Server::new(name, ServerSpec::default());
-        s.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
         self.servers()
-            .create(&PostParams::default(), &s)
+            .create(&PostParams::default(), &as_new(server(name).labels(labels)))
             .await
             .expect("server created")
     }
 
     pub async fn create_claim(&self, name: &str) -> ServerClaim {
-        let c = ServerClaim::new(name, ServerClaimSpec::default());
         self.claims()
-            .create(&PostParams::default(), &c)
+            .create(&PostParams::default(), &as_new(claim(name)))
             .await
             .expect("claim created")
     }
@@ -217,6 +208,53 @@ impl Env {
             .verb("update")
             .group("metal.binder.dev")
     }
+}
+
+/// The crash after every write of a scenario, one write point at a time: for k = 0, 1,
+/// … (fewer than `most`), a fresh [`Env`] is `arrange`d, the API server fails every
+/// write of the controllers from the k-th on, and `act` sets off the writes. Once a
+/// write failed, the operator is killed (the crash) and restarted with `concurrency`
+/// reconciles and no faults, and `converges(env, k)` waits for the recovery. The loop
+/// ends at the first k the scenario reaches `done` (`done_what` names it) before any
+/// write failed: there is no k-th write, every write point was covered. Returns how
+/// many were.
+pub async fn crash_after_each_write(
+    most: usize,
+    concurrency: u16,
+    done_what: &str,
+    arrange: impl AsyncFn(&mut Env),
+    act: impl AsyncFn(&mut Env),
+    done: impl AsyncFn(&Env) -> bool,
+    converges: impl AsyncFn(&Env, usize),
+) -> usize {
+    let mut covered = 0;
+    for k in 0..most {
+        let mut env = Env::new().await;
+        arrange(&mut env).await;
+        let (before, _) = env.writes();
+        env.apiserver
+            .faults()
+            .fail_after(Env::write_matcher(), k, 100_000, 500);
+        act(&mut env).await;
+        let what = format!("a failed write or {done_what}");
+        eventually(&what, DEADLINE, || async {
+            env.writes().1 > 0 || done(&env).await
+        })
+        .await;
+        if env.writes().1 == 0 {
+            break;
+        }
+        assert!(
+            env.writes().0 > before,
+            "the failed write is the controllers'"
+        );
+        covered += 1;
+        env.kill().await;
+        env.apiserver.faults().clear();
+        env.start(concurrency).await;
+        converges(&env, k).await;
+    }
+    covered
 }
 
 /// The default options with this many reconciles at once.

@@ -217,7 +217,7 @@ async fn bind_and_leave(env: &Env, claim_name: &str) -> i64 {
 async fn a_gate_named_like_a_controller_condition_is_refused() {
     let mut env = Env::new().await;
     for bad in ["Cleaning", "Bound", "disk-wiped", "metal.binder.dev/wiped"] {
-        let draft = server("s1").gates(&[bad]).into_server();
+        let draft = as_new(server("s1").gates(&[bad]));
         let refused = env.servers().create(&PostParams::default(), &draft).await;
         match refused {
             Err(kube::Error::Api(e)) => {
@@ -255,7 +255,7 @@ async fn a_gate_named_like_a_controller_condition_is_refused() {
         .map(|n| n.to_string())
         .chain([long(63), long(64)]);
     for (i, name) in names.enumerate() {
-        let draft = server(&format!("n{i}")).gates(&[&name]).into_server();
+        let draft = as_new(server(&format!("n{i}")).gates(&[&name]));
         let admitted = env.servers().create(&PostParams::default(), &draft).await;
         let checked = server_binder::binding::gates::check_gate_name(&name);
         assert_eq!(
@@ -423,7 +423,7 @@ async fn a_late_pass_for_an_earlier_release_never_counts() {
 #[tokio::test]
 async fn a_server_re_created_while_cleaning_converges() {
     let mut env = Env::new().await;
-    let mut restored = server("s1").gates(&["example.com/wipe"]).into_server();
+    let mut restored = as_new(server("s1").gates(&["example.com/wipe"]));
     restored
         .annotations_mut()
         .insert(ANNOTATION_CLEANING.into(), "9".into());
@@ -431,7 +431,7 @@ async fn a_server_re_created_while_cleaning_converges() {
         .create(&PostParams::default(), &restored)
         .await
         .expect("created at generation 1");
-    let mut mangled = server("s2").gates(&["example.com/wipe"]).into_server();
+    let mut mangled = as_new(server("s2").gates(&["example.com/wipe"]));
     mangled
         .annotations_mut()
         .insert(ANNOTATION_CLEANING.into(), "soon".into());
