@@ -12,12 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 
 use super::assumed::{AssumedChoices, claim_key};
-use super::claim_decision::{ClaimDecision, Liveness, decide_claim, pass_over};
+use super::claim_decision::{ClaimDecision, decide_claim, pass_over};
 use super::claim_plan::{ClaimPlan, plan_claim};
 use super::placement::{PickInputs, WaitingClaims};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
-use super::view::{ClaimView, ServerView, WithLiveClaim, WithLiveServer};
+use super::view::{ClaimView, Liveness, ServerView, WithLiveClaim, WithLiveServer};
 
 /// The claim controller's decision function (swappable for the model check's mutants).
 pub type ClaimDecider =
