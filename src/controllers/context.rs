@@ -8,9 +8,9 @@ use kube::runtime::events::Reporter;
 
 use super::events::EventRecorder;
 
-use super::Options;
 use super::informer::Caches;
 use super::metrics::Metrics;
+use super::options::Options;
 use super::summaries::SummaryWrites;
 
 /// The name events are reported under (`reportingController`).

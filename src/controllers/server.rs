@@ -17,10 +17,10 @@ use crate::binding::{
     ClaimKey, ServerDecision, ServerPlan, claim_of, meta, server_status_after, server_step,
 };
 
-use super::RESYNC;
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
+use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 
