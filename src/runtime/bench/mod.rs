@@ -5,17 +5,11 @@
 
 pub mod apiserver;
 pub mod bind;
+mod error;
 
 use super::cli::{BenchTarget, BindArgs};
 
-/// A benchmark that could not run (as opposed to one that ran and measured badly).
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("benchmark: {0}")]
-    Failed(String),
-    #[error(transparent)]
-    ApiServer(#[from] crate::apiserver::Error),
-}
+pub use error::BenchError;
 
 /// Runs the benchmark the command line chose and prints its report.
 pub async fn run(target: BenchTarget) -> Result<(), String> {

@@ -5,7 +5,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ExplainError, World, variant};
+use super::error::ExplainError;
+use super::variant::variant;
+use super::world::World;
 use crate::api::Server;
 use crate::binding::step::real_server_decider;
 use crate::binding::{
