@@ -79,9 +79,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     let ceiling = ceiling::measure(server, config.ceiling).await?;
     eprintln!("bench bind: write ceiling {ceiling:.0} updates/s");
     let client = server.try_client()?;
-    crate::runtime::dev::install_crds(&client)
-        .await
-        .map_err(Error::Failed)?;
+    crate::runtime::crds::install_crds(&client).await?;
     setup::namespaces(&client, config.namespaces).await?;
     setup::servers(&client, config.servers, config.mix).await?;
     let dir = WorkDir::create()?;
