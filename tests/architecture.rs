@@ -3,8 +3,12 @@
 //! src/ is parsed; every path into the crate (`use crate::…`, an inline `crate::x::…`
 //! anywhere, macro bodies and calls included, and `super::` chains that climb out of
 //! their top module) must point down the layers or stay in its own layer.
+//!
+//! Inside the layers, the same paths resolved to the file that defines what each names
+//! (through re-exports) make a graph of files: outside src/apiserver it has no circles,
+//! and no file takes an item from the mod.rs of a folder it is in.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -125,16 +129,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// `[binding, claim_decision]`, `runtime/leader/mod.rs` is `[runtime, leader]`, lib.rs
 /// and main.rs are `[]`), and its layer.
 fn module_of(relative: &Path) -> (Vec<String>, Layer) {
-    let mut parts: Vec<String> = relative
-        .iter()
-        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
-        .collect();
-    if matches!(
-        parts.last().map(String::as_str),
-        Some("mod" | "lib" | "main")
-    ) {
-        parts.pop();
-    }
+    let parts = module_path(relative);
     let layer = match parts.first() {
         None => Layer::Root,
         Some(top) => Layer::of_module(top).unwrap_or_else(|| {
@@ -145,6 +140,21 @@ fn module_of(relative: &Path) -> (Vec<String>, Layer) {
         }),
     };
     (parts, layer)
+}
+
+/// The module path of a file under src/, as [`module_of`] gives it.
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
 }
 
 /// Where a path into the crate lands: the top module it names, resolved from `module`
@@ -212,14 +222,25 @@ fn with(prefix: &[String], ident: &syn::Ident) -> Vec<String> {
 /// Every `crate::x…`, `super::…::x…` and `server_binder::x…` path in a token stream,
 /// macro bodies and calls included (they are tokens too).
 fn token_paths(tokens: TokenStream, out: &mut Vec<Vec<String>>) {
+    token_paths_from(tokens, &|_| false, out);
+}
+
+/// [`token_paths`], and also the paths that start with a name `in_scope` accepts (a
+/// child module, a name a `use` brought in).
+fn token_paths_from(
+    tokens: TokenStream,
+    in_scope: &dyn Fn(&str) -> bool,
+    out: &mut Vec<Vec<String>>,
+) {
     let flat: Vec<TokenTree> = tokens.into_iter().collect();
     let mut i = 0;
     while i < flat.len() {
         if let TokenTree::Group(g) = &flat[i] {
-            token_paths(g.stream(), out);
+            token_paths_from(g.stream(), in_scope, out);
         }
         let starts_path = matches!(&flat[i], TokenTree::Ident(id)
-            if id == "crate" || id == "super" || id == "server_binder")
+            if id == "crate" || id == "super" || id == "server_binder"
+                || in_scope(&id.to_string()))
             && !(i >= 2 && is_path_sep(&flat[i - 2], &flat[i - 1]));
         if !starts_path {
             i += 1;
@@ -376,4 +397,496 @@ fn the_scanner_sees_every_way_of_naming_a_module() {
     let expected: Vec<(Option<Layer>, String)> =
         expected.iter().map(|(l, p)| (*l, p.to_string())).collect();
     assert_eq!(targets, expected);
+}
+
+// The file graph: which file every path lands in. The layers above say which top
+// modules may use which; inside them, files must not import each other in a circle,
+// and no file may take an item from the mod.rs of a folder it is in: a mod.rs declares
+// its folder's modules and re-exports their items, it is the folder's face, and an
+// import from it runs back up (and, as soon as the mod.rs uses that file, round).
+
+/// The embedded API server is left out of both rules for now: it still has circles, and
+/// files that import from schema/mod.rs (issue 22 covers the rest of src/).
+const EXEMPT: &str = "src/apiserver/";
+
+/// A module, as far as resolving paths needs it.
+#[derive(Debug, Default)]
+struct Module {
+    /// The file it is written in (`src/…`); an inline module shares its file's.
+    file: PathBuf,
+    /// The items it defines.
+    defs: BTreeSet<String>,
+    /// The names its `use` items bring in, each with the path it was written with.
+    uses: BTreeMap<String, Vec<String>>,
+    /// Its glob imports, without the `*`.
+    globs: Vec<Vec<String>>,
+    /// Its child modules, in files of their own or inline.
+    children: BTreeSet<String>,
+}
+
+type Modules = BTreeMap<Vec<String>, Module>;
+
+/// One path from a file to the file it lands in.
+#[derive(Debug)]
+struct FileEdge {
+    from: PathBuf,
+    to: PathBuf,
+    /// The path as written.
+    path: String,
+    line: Option<usize>,
+}
+
+impl fmt::Display for FileEdge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let line = self.line.map_or(String::new(), |l| format!(":{l}"));
+        write!(
+            f,
+            "{}{line} -> {}: `{}`",
+            self.from.display(),
+            self.to.display(),
+            self.path
+        )
+    }
+}
+
+/// The name an item defines, if it is one that paths can name.
+fn defined_name(item: &Item) -> Option<String> {
+    let ident = match item {
+        Item::Const(i) => &i.ident,
+        Item::Enum(i) => &i.ident,
+        Item::Fn(i) => &i.sig.ident,
+        Item::Macro(i) => i.ident.as_ref()?,
+        Item::Static(i) => &i.ident,
+        Item::Struct(i) => &i.ident,
+        Item::Trait(i) => &i.ident,
+        Item::TraitAlias(i) => &i.ident,
+        Item::Type(i) => &i.ident,
+        Item::Union(i) => &i.ident,
+        _ => return None,
+    };
+    Some(ident.to_string())
+}
+
+/// The names a `use` tree brings in (`use a::{self, B as C, d::*}` brings `a` and `C`,
+/// and globs `a::d`).
+fn use_bindings(tree: &UseTree, prefix: &mut Vec<String>, module: &mut Module) {
+    match tree {
+        UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_bindings(&p.tree, prefix, module);
+            prefix.pop();
+        }
+        UseTree::Name(n) if n.ident == "self" => {
+            if let Some(last) = prefix.last() {
+                module.uses.insert(last.clone(), prefix.clone());
+            }
+        }
+        UseTree::Name(n) => {
+            module
+                .uses
+                .insert(n.ident.to_string(), with(prefix, &n.ident));
+        }
+        UseTree::Rename(r) if r.rename != "_" => {
+            module
+                .uses
+                .insert(r.rename.to_string(), with(prefix, &r.ident));
+        }
+        UseTree::Rename(_) => {}
+        UseTree::Glob(_) => module.globs.push(prefix.clone()),
+        UseTree::Group(g) => {
+            for t in &g.items {
+                use_bindings(t, prefix, module);
+            }
+        }
+    }
+}
+
+/// Records the module `path` written in `file` with these items, and its inline modules.
+fn add_module(items: &[Item], path: Vec<String>, file: &Path, modules: &mut Modules) {
+    let mut module = Module {
+        file: file.to_path_buf(),
+        ..Module::default()
+    };
+    for item in items {
+        match item {
+            Item::Mod(m) => {
+                module.children.insert(m.ident.to_string());
+                if let Some((_, inner)) = &m.content {
+                    let mut inner_path = path.clone();
+                    inner_path.push(m.ident.to_string());
+                    add_module(inner, inner_path, file, modules);
+                }
+            }
+            Item::Use(u) => use_bindings(&u.tree, &mut Vec::new(), &mut module),
+            other => {
+                module.defs.extend(defined_name(other));
+            }
+        }
+    }
+    modules.insert(path, module);
+}
+
+/// `path`, written in `module`, from the crate root; `None` for a path that leaves the
+/// crate (`std::…`, `kube::…`) or names something local.
+fn absolute(
+    modules: &Modules,
+    module: &[String],
+    path: &[String],
+    depth: usize,
+) -> Option<Vec<String>> {
+    let first = path.first()?.as_str();
+    let scope = modules.get(module)?;
+    let (base, rest): (Vec<String>, &[String]) = match first {
+        "crate" => (Vec::new(), &path[1..]),
+        "self" => (module.to_vec(), &path[1..]),
+        "super" => {
+            let ups = path.iter().take_while(|s| *s == "super").count();
+            let base = module[..module.len().checked_sub(ups)?].to_vec();
+            (base, &path[ups..])
+        }
+        _ if scope.children.contains(first) => (module.to_vec(), path),
+        // A name a `use` brought in (`use super::meta;` then `meta::name`).
+        _ if depth < 8 && scope.uses.contains_key(first) => {
+            let base = absolute(modules, module, &scope.uses[first], depth + 1)?;
+            (base, &path[1..])
+        }
+        _ => return None,
+    };
+    Some([base, rest.to_vec()].concat())
+}
+
+/// The file an absolute path lands in: the file that defines the item it names (through
+/// any re-exports), or the file of the module it names. An item no module defines
+/// (a derive's output, an enum's variant) lands in the file of the module it is named in.
+fn landing(modules: &Modules, path: &[String], depth: usize) -> Option<PathBuf> {
+    let mut current: Vec<String> = Vec::new();
+    for (i, segment) in path.iter().enumerate() {
+        let module = modules.get(&current)?;
+        if segment == "*" || segment == "self" {
+            return Some(module.file.clone());
+        }
+        if module.children.contains(segment) {
+            current.push(segment.clone());
+            continue;
+        }
+        if module.defs.contains(segment) || depth > 8 {
+            return Some(module.file.clone());
+        }
+        let rest = &path[i + 1..];
+        if let Some(used) = module.uses.get(segment) {
+            // Re-exported or imported: where it comes from, unless from outside.
+            let target = absolute(modules, &current, used, 0)?;
+            return landing(modules, &[target, rest.to_vec()].concat(), depth + 1);
+        }
+        for glob in &module.globs {
+            let Some(base) = absolute(modules, &current, glob, 0) else {
+                continue;
+            };
+            let candidate = [base.clone(), path[i..].to_vec()].concat();
+            if let Some(file) = landing(modules, &candidate, depth + 1)
+                && file != modules[&base].file
+            {
+                return Some(file);
+            }
+        }
+        return Some(module.file.clone());
+    }
+    modules.get(&current).map(|m| m.file.clone())
+}
+
+/// Every path in these items with the module it is written in: `use` paths, and paths
+/// in code that start at `crate`, `super`, a child module or a name a `use` brought in.
+fn scoped_paths(
+    items: &[Item],
+    module: &[String],
+    modules: &Modules,
+    out: &mut Vec<(Vec<String>, Vec<String>)>,
+) {
+    let Some(scope) = modules.get(module) else {
+        return;
+    };
+    let in_scope = |id: &str| scope.children.contains(id) || scope.uses.contains_key(id);
+    for item in items {
+        let mut found = Vec::new();
+        match item {
+            Item::Use(u) => use_paths(&u.tree, &mut Vec::new(), &mut found),
+            Item::Mod(m) if m.content.is_some() => {
+                let mut inner = module.to_vec();
+                inner.push(m.ident.to_string());
+                scoped_paths(&m.content.as_ref().unwrap().1, &inner, modules, out);
+                continue;
+            }
+            other => token_paths_from(other.to_token_stream(), &in_scope, &mut found),
+        }
+        out.extend(found.into_iter().map(|p| (module.to_vec(), p)));
+    }
+}
+
+/// The edges between the files of a crate whose files are these (relative to src/,
+/// with their source). main.rs is another crate: nothing imports it.
+fn file_edges(sources: &[(PathBuf, String)]) -> Vec<FileEdge> {
+    let parsed: Vec<(PathBuf, &str, syn::File)> = sources
+        .iter()
+        .filter(|(relative, _)| relative != Path::new("main.rs"))
+        .map(|(relative, source)| {
+            let file = syn::parse_file(source)
+                .unwrap_or_else(|e| panic!("src/{} does not parse: {e}", relative.display()));
+            (relative.clone(), source.as_str(), file)
+        })
+        .collect();
+    let mut modules = Modules::new();
+    for (relative, _, file) in &parsed {
+        add_module(
+            &file.items,
+            module_path(relative),
+            &Path::new("src").join(relative),
+            &mut modules,
+        );
+    }
+    let mut edges = Vec::new();
+    for (relative, source, file) in &parsed {
+        let from = Path::new("src").join(relative);
+        let mut paths = Vec::new();
+        scoped_paths(&file.items, &module_path(relative), &modules, &mut paths);
+        for (written_in, segments) in paths {
+            let Some(to) = absolute(&modules, &written_in, &segments, 0)
+                .and_then(|a| landing(&modules, &a, 0))
+            else {
+                continue;
+            };
+            if to != from {
+                let line = line_of(source, &segments);
+                // `use a::b::{self}` names `a::b`.
+                let named = match segments.split_last() {
+                    Some((last, init)) if last == "self" => init,
+                    _ => &segments[..],
+                };
+                let path = named.join("::");
+                edges.push(FileEdge {
+                    from: from.clone(),
+                    to,
+                    path,
+                    line,
+                });
+            }
+        }
+    }
+    edges
+}
+
+/// Every file under src/, relative to it, with its source.
+fn sources() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(Path::new(SRC), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|file| {
+            let source = std::fs::read_to_string(&file).expect("readable source");
+            let relative = file.strip_prefix(SRC).expect("under src/").to_path_buf();
+            (relative, source)
+        })
+        .collect()
+}
+
+/// Every circle among the files outside [`EXEMPT`]: per set of files that
+/// reach each other, a shortest circle through its first file, and what ties the set.
+fn circles(edges: &[FileEdge]) -> Vec<String> {
+    let counted = |p: &Path| !p.starts_with(EXEMPT);
+    let inside: Vec<&FileEdge> = edges
+        .iter()
+        .filter(|e| counted(&e.from) && counted(&e.to))
+        .collect();
+    let mut next: BTreeMap<&Path, BTreeSet<&Path>> = BTreeMap::new();
+    for e in &inside {
+        next.entry(&e.from).or_default().insert(&e.to);
+    }
+    let mut seen: BTreeSet<&Path> = BTreeSet::new();
+    let mut found = Vec::new();
+    for &start in next.keys() {
+        let from_start = shortest_paths(&next, start);
+        if seen.contains(start) || !from_start.contains_key(start) {
+            continue;
+        }
+        let set: BTreeSet<&Path> = from_start
+            .keys()
+            .copied()
+            .filter(|&f| shortest_paths(&next, f).contains_key(start))
+            .collect();
+        seen.extend(set.iter().copied());
+        // The search reached `start` again on a shortest way round: walk it back.
+        let mut back = Vec::new();
+        let mut at = from_start[start];
+        while at != start {
+            back.push(at);
+            at = from_start[at];
+        }
+        let circle = std::iter::once(start)
+            .chain(back.into_iter().rev())
+            .chain(std::iter::once(start));
+        let names: Vec<String> = circle.map(|p| p.display().to_string()).collect();
+        found.push(format!(
+            "{} ({} files reach each other):\n{}",
+            names.join(" -> "),
+            set.len(),
+            ties(&inside, &set)
+        ));
+    }
+    found
+}
+
+/// What ties a set of files: per pair, the paths from one to the other (each once, at
+/// its first line).
+fn ties(edges: &[&FileEdge], set: &BTreeSet<&Path>) -> String {
+    let mut by_pair: BTreeMap<(&Path, &Path), Vec<String>> = BTreeMap::new();
+    for e in edges {
+        if set.contains(e.from.as_path()) && set.contains(e.to.as_path()) {
+            let line = e.line.map_or(String::new(), |l| format!(" (line {l})"));
+            let named = by_pair.entry((&e.from, &e.to)).or_default();
+            let path = format!("`{}`{line}", e.path);
+            if !named.contains(&path) {
+                named.push(path);
+            }
+        }
+    }
+    let lines: Vec<String> = by_pair
+        .iter()
+        .map(|((from, to), paths)| {
+            let (from, to) = (from.display(), to.display());
+            format!("    {from} -> {to}: {}", paths.join(", "))
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// Breadth first from `start`: each file reached, with the file it was reached from
+/// (`start` itself only if a circle leads back to it).
+fn shortest_paths<'a>(
+    next: &BTreeMap<&'a Path, BTreeSet<&'a Path>>,
+    start: &'a Path,
+) -> BTreeMap<&'a Path, &'a Path> {
+    let mut before: BTreeMap<&Path, &Path> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(at) = queue.pop_front() {
+        for &to in next.get(at).into_iter().flatten() {
+            if !before.contains_key(to) {
+                before.insert(to, at);
+                queue.push_back(to);
+            }
+        }
+    }
+    before
+}
+
+/// The edges from a file into the mod.rs (or lib.rs) of a folder it is in.
+fn imports_from_a_face(edges: &[FileEdge]) -> Vec<&FileEdge> {
+    let is_face = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs")
+    };
+    edges
+        .iter()
+        .filter(|e| is_face(&e.to) && e.to.parent().is_some_and(|dir| e.from.starts_with(dir)))
+        .collect()
+}
+
+#[test]
+fn no_files_import_each_other_in_a_circle() {
+    let edges = file_edges(&sources());
+    // The scan must resolve what the crate is built on, or it checks nothing: a
+    // plain import, one through a re-export in a mod.rs, one through a child module
+    // named in an attribute.
+    for (from, to) in [
+        ("src/binding/claim_decision.rs", "src/binding/view.rs"),
+        ("src/runtime/explain/claim.rs", "src/binding/meta.rs"),
+        (
+            "src/runtime/bench/mod.rs",
+            "src/runtime/bench/bind/fleet.rs",
+        ),
+    ] {
+        assert!(
+            edges
+                .iter()
+                .any(|e| e.from == Path::new(from) && e.to == Path::new(to)),
+            "the scan found no path from {from} to {to}: it is no longer resolving the source"
+        );
+    }
+    let found = circles(&edges);
+    assert!(
+        found.is_empty(),
+        "{} import circle(s) among the files of src/ (outside {EXEMPT}); move \
+         what ties them into a file below them:\n  {}",
+        found.len(),
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn no_file_imports_from_the_mod_rs_of_its_folder() {
+    let edges = file_edges(&sources());
+    let wrong: BTreeSet<String> = imports_from_a_face(&edges)
+        .iter()
+        .filter(|e| !e.from.starts_with(EXEMPT))
+        .map(|e| e.to_string())
+        .collect();
+    let wrong: Vec<String> = wrong.into_iter().collect();
+    assert!(
+        wrong.is_empty(),
+        "{} path(s) take an item from the mod.rs of their own folder; a mod.rs only \
+         declares and re-exports, so give the item a file of its own:\n  {}",
+        wrong.len(),
+        wrong.join("\n  ")
+    );
+}
+
+/// The file graph itself, on a crate written to break both rules once: `b.rs` takes `A`
+/// through the re-export in mod.rs (so from `a.rs`, which calls into `b.rs`: a circle)
+/// and `K`, which mod.rs defines.
+#[test]
+fn the_file_graph_sees_through_re_exports() {
+    let crate_files = [
+        ("lib.rs", "pub mod binding;"),
+        (
+            "binding/mod.rs",
+            "mod a; mod b; pub use a::A; pub const K: u8 = 1;",
+        ),
+        (
+            "binding/a.rs",
+            "use super::b; pub struct A; fn f() { b::g(); }",
+        ),
+        (
+            "binding/b.rs",
+            "pub fn g() { let _ = super::A; let _ = crate::binding::K; }\n\
+             mod tests { use super::*; }",
+        ),
+    ];
+    let sources: Vec<(PathBuf, String)> = crate_files
+        .iter()
+        .map(|(f, s)| (PathBuf::from(f), s.to_string()))
+        .collect();
+    let edges = file_edges(&sources);
+    let shown: BTreeSet<String> = edges.iter().map(|e| e.to_string()).collect();
+    let expected: BTreeSet<String> = [
+        "src/binding/mod.rs:1 -> src/binding/a.rs: `a::A`",
+        "src/binding/a.rs:1 -> src/binding/b.rs: `super::b`",
+        "src/binding/a.rs:1 -> src/binding/b.rs: `b::g`",
+        "src/binding/b.rs:1 -> src/binding/a.rs: `super::A`",
+        "src/binding/b.rs:1 -> src/binding/mod.rs: `crate::binding::K`",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(shown, expected);
+    let found = circles(&edges);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("src/binding/a.rs -> src/binding/b.rs -> src/binding/a.rs"),
+        "{}",
+        found[0]
+    );
+    let faces: Vec<String> = imports_from_a_face(&edges)
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    assert_eq!(faces, ["crate::binding::K"]);
 }

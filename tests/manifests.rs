@@ -422,7 +422,7 @@ fn read_dockerfile() -> Dockerfile {
 }
 
 /// The Deployment's args through the crate's real command line.
-fn parse_run(args: &[&str]) -> server_binder::runtime::cli::RunArgs {
+fn parse_run(args: &[&str]) -> server_binder::runtime::run::RunArgs {
     use clap::Parser;
     use server_binder::runtime::cli::{Cli, Command};
     let argv: Vec<&str> = std::iter::once("server-binder")

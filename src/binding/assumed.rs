@@ -8,7 +8,7 @@
 //!
 //! When an assumption on server S for claim C starts and ends is protocol, so it lives
 //! here, where the controllers and the model check both run it:
-//! - it starts when a `PickBestFit` is carried out ([`assumption_for`]), before the write;
+//! - it starts when a `PickBestFit` is carried out ([`assumption_for`](super::assumption_for)), before the write;
 //! - it ends when the server cache shows S with a ref or without S (the server side took
 //!   over, or S is gone), when C is deleted, when the claim write fails, or when the claim
 //!   cache shows C, at any version other than the one the pick was decided on, no longer
@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 
 use crate::api::{Server, ServerClaim};
 
-use super::claim_decision::ClaimDecision;
 use super::meta::{self, ClaimKey};
 
 /// One assumed choice of a server for a claim.
@@ -55,15 +54,6 @@ fn names(claim: &ServerClaim, server: &str) -> bool {
         .server_ref
         .as_ref()
         .is_some_and(|r| r.name == server)
-}
-
-/// The server a decision assumes chosen for its claim, if it starts an assumption.
-/// Adopting a reservation does not: the server's ref already keeps it from other picks.
-pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
-    match decision {
-        ClaimDecision::PickBestFit { server } => Some(server),
-        _ => None,
-    }
 }
 
 /// Every assumption in force, by server and by claim.

@@ -22,8 +22,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 
-use super::assumed::{AssumedChoices, EndRule, assumption_for, claim_key, ends_on_claim_event};
-use super::claim_decision::{ClaimDecision, Liveness, decide_claim, pass_over};
+use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
+use super::claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
 use super::claim_plan::{ClaimPlan, plan_claim};
 use super::coalesce::is_summary_refresh;
 use super::gates::cleaning_took;
@@ -34,7 +34,7 @@ use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
 use super::triggers::{Triggers, Wake};
 use super::view::{
-    ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
+    ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
 
 /// The claim controller's decision function (swappable for the model check's mutants).

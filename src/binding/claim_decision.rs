@@ -2,26 +2,16 @@
 //! table in docs/binding.md. Pure: the caller supplies the claim, a view of the servers and
 //! what it has chosen for other claims; the result says what to do, not how to do it.
 
-use crate::api::names::ANNOTATION_PRE_BOUND;
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{records_bind_named, records_bind_to};
-use super::meta;
+use super::meta::{self, is_controller_chosen};
 use super::placement::{PickInputs, Placement, WAITING_FOR_TURN};
 use super::selector::selector_matches;
-use super::server_decision::outranked_on;
-use super::view::{ClaimView, ServerView};
+use super::view::{ClaimView, Liveness, ServerView};
 use super::why::{PickState, Unavailability};
-
-/// Whether absences in the view are confirmed by a live read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Liveness {
-    /// The view is the watch cache, which may lag.
-    Cached,
-    /// The object the decision hinges on was just read live from the API server.
-    Confirmed,
-}
+use super::winner::outranked_on;
 
 /// What the claim controller does with a claim. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,6 +148,16 @@ impl ClaimDecision {
     }
 }
 
+/// The server a decision assumes chosen for its claim, if it starts an assumption
+/// ([`super::assumed`]). Adopting a reservation does not: the server's ref already keeps
+/// it from other picks.
+pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
+    match decision {
+        ClaimDecision::PickBestFit { server } => Some(server),
+        _ => None,
+    }
+}
+
 /// The servers a pick for `claim` passes over: those this controller chose for another
 /// claim and has not yet seen confirmed (`chosen_for_others`, the assumed-choice cache),
 /// and those another claim naming them would win ([`outranked_on`]). The result is the
@@ -174,11 +174,6 @@ pub fn pass_over<'a>(
                 .server(name)
                 .is_some_and(|s| outranked_on(s, claim, claims))
     }
-}
-
-/// Whether the claim controller (not a user) chose the claim's `serverRef`.
-pub fn is_controller_chosen(claim: &ServerClaim) -> bool {
-    meta::has_annotation(claim, ANNOTATION_PRE_BOUND)
 }
 
 /// Decides what to do with `claim`. `pick` is what a pick weighs besides the servers:

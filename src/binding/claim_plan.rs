@@ -7,10 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{BoundServerRef, ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
-use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER, is_controller_chosen};
+use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
-use super::meta;
+use super::meta::{self, is_controller_chosen};
 use super::placement::WAITING_FOR_TURN;
 use super::status::{BoundCondition, with_bound};
 use super::why::Unavailability;

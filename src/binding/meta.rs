@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use kube::Resource;
 
-use crate::api::ServerClaimRef;
-use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_YES};
+use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, ANNOTATION_YES};
+use crate::api::{ServerClaim, ServerClaimRef};
 
 /// A claim's namespace and name: how the binding core keys claims.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -103,4 +103,18 @@ pub fn remove_finalizer<K: Resource>(obj: &mut K, finalizer: &str) {
 /// Whether a claim is on the bound path (both sides agreed once).
 pub fn is_bind_completed<K: Resource>(obj: &K) -> bool {
     has_annotation(obj, ANNOTATION_BIND_COMPLETED)
+}
+
+/// Whether the claim controller (not a user) chose the claim's `serverRef`.
+pub fn is_controller_chosen(claim: &ServerClaim) -> bool {
+    has_annotation(claim, ANNOTATION_PRE_BOUND)
+}
+
+/// The reference that binds a server to this claim object.
+pub fn claim_ref_of(claim: &ServerClaim) -> ServerClaimRef {
+    ServerClaimRef {
+        namespace: namespace(claim).to_string(),
+        name: name(claim).to_string(),
+        uid: uid(claim).map(str::to_string),
+    }
 }

@@ -24,13 +24,14 @@ pub mod summaries;
 pub mod triggers;
 mod view;
 pub mod why;
+mod winner;
 
-pub use assumed::{AssumedChoices, assumption_for, claim_key};
+pub use assumed::{AssumedChoices, claim_key};
 pub use binder::{
     Binder, BinderConfig, ClaimDecider, ClaimStep, ClaimWork, Rules, ServerDecider, ServerStep,
     ServerWork, Sight,
 };
-pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
+pub use claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase, Repairer};
 pub use eligibility::{
@@ -38,12 +39,11 @@ pub use eligibility::{
 };
 pub use evidence::{can_take_back, records_bind_to};
 pub use index::{FreeServerIndex, is_free};
-pub use meta::ClaimKey;
+pub use meta::{ClaimKey, claim_ref_of, is_controller_chosen};
 pub use placement::{ClaimShape, PickInputs, Placement, WAITING_FOR_TURN, WaitingClaims};
 pub use selector::{first_untolerated, selector_matches, tolerates};
 pub use server_decision::{
-    RecordProblem, RollBackCause, ServerDecision, claim_ref_of, decide_server, has_protection,
-    outranked_on,
+    RecordProblem, RollBackCause, ServerDecision, decide_server, has_protection,
 };
 pub use server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};
 pub use status::{
@@ -51,5 +51,8 @@ pub use status::{
     server_status_after,
 };
 pub use triggers::{Triggers, Wake};
-pub use view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer};
+pub use view::{
+    ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
+};
 pub use why::{Cause, Hindrance, PickState, Unavailability, hindrance, selector_text};
+pub use winner::outranked_on;

@@ -23,10 +23,9 @@ use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
 
 use super::assumed::AssumedChoices;
-use super::claim_decision::is_controller_chosen;
 use super::eligibility::server_is_claimable;
 use super::index::{Class, FreeServerIndex};
-use super::meta::{self, ClaimKey};
+use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::selector::{first_untolerated, selector_matches};
 
 /// What a claim asks of a server: its selector and tolerations. Claims of one shape are

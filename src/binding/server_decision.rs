@@ -1,19 +1,16 @@
 //! The server controller's decisions: one variant, and one match arm, per row of the
 //! server table in docs/binding.md. Pure, like the claim side.
 
-use std::cmp::Reverse;
-
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
 
-use super::claim_decision::{Liveness, is_controller_chosen};
 use super::eligibility::{Ineligible, ref_uid};
 use super::evidence::{can_take_back, records_bind_to};
 use super::gates::{Pending, pending_gates, release_gates, release_record};
-use super::meta;
-use super::view::ClaimView;
+use super::meta::{self, claim_ref_of};
+use super::view::{ClaimView, Liveness};
+use super::winner::winner;
 
 /// What the server controller does with a server. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,62 +240,6 @@ fn holds_server(server: &Server, claim: &ServerClaim) -> bool {
         Some(r) => r.name == meta::name(server),
         None => records_bind_to(claim, server),
     }
-}
-
-/// The reference that binds a server to this claim object.
-pub fn claim_ref_of(claim: &ServerClaim) -> ServerClaimRef {
-    ServerClaimRef {
-        namespace: meta::namespace(claim).to_string(),
-        name: meta::name(claim).to_string(),
-        uid: meta::uid(claim).map(str::to_string),
-    }
-}
-
-/// Among the claims naming `server` that may take it ([`can_take_back`]), the one that
-/// wins it: a claim whose status records a bind to this server first (the server lost
-/// its ref, and this restores it), then user-chosen, then controller-chosen, then the
-/// oldest, then by namespace/name.
-fn winner(server: &Server, claims: &(impl ClaimView + ?Sized)) -> Option<(ServerClaimRef, bool)> {
-    claims
-        .claims_naming(meta::name(server))
-        .into_iter()
-        .filter(|c| can_take_back(server, c).is_ok())
-        .min_by_key(|c| rank(server, c, is_controller_chosen(c)))
-        .map(|c| (claim_ref_of(c), records_bind_to(c, server)))
-}
-
-/// A claim's place in the winner rule for `server` (lower wins), were its `serverRef`
-/// controller-chosen or not.
-type Rank = (Reverse<bool>, bool, Option<Time>, String, String);
-
-fn rank(server: &Server, claim: &ServerClaim, controller_chosen: bool) -> Rank {
-    (
-        Reverse(records_bind_to(claim, server)),
-        controller_chosen,
-        claim.metadata.creation_timestamp.clone(),
-        meta::namespace(claim).to_string(),
-        meta::name(claim).to_string(),
-    )
-}
-
-/// Whether another claim naming `server`, and eligible for it, would win it over `claim`
-/// if `claim` picked it now (a pick is controller-chosen). Picking such a server could
-/// only end in a withdrawal (`WithdrawTakenServer`), so the claim controller passes it
-/// over.
-pub fn outranked_on(
-    server: &Server,
-    claim: &ServerClaim,
-    claims: &(impl ClaimView + ?Sized),
-) -> bool {
-    let as_picked = rank(server, claim, true);
-    claims
-        .claims_naming(meta::name(server))
-        .into_iter()
-        .filter(|c| {
-            meta::namespace(*c) != meta::namespace(claim) || meta::name(*c) != meta::name(claim)
-        })
-        .filter(|c| can_take_back(server, c).is_ok())
-        .any(|c| rank(server, c, is_controller_chosen(c)) < as_picked)
 }
 
 /// Whether the server carries the protection finalizer.

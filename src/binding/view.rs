@@ -13,6 +13,15 @@ use super::index::{FreeServerIndex, selector_keys};
 use super::meta::{self, ClaimKey};
 use super::placement::{PickInputs, Placement, WaitingClaims, place};
 
+/// Whether absences in the view are confirmed by a live read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// The view is the watch cache, which may lag.
+    Cached,
+    /// The object the decision hinges on was just read live from the API server.
+    Confirmed,
+}
+
 /// What the claim controller may know about servers.
 pub trait ServerView {
     /// The server of this name, if the view has it.

@@ -9,10 +9,10 @@ use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::instrument;
 
-use super::RESYNC;
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
+use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 use crate::api::{Server, ServerClaim};

@@ -6,7 +6,7 @@ use kube::runtime::controller::Action;
 use thiserror::Error;
 
 use super::metrics::{ControllerKind, Metrics};
-use super::{CONFLICT_RETRY, ERROR_RETRY};
+use super::options::{CONFLICT_RETRY, ERROR_RETRY};
 
 #[derive(Debug, Error)]
 pub enum Error {

@@ -11,12 +11,12 @@ pub mod error;
 pub mod events;
 pub mod informer;
 pub mod metrics;
+pub mod options;
 pub mod own_writes;
 pub mod server;
 mod writes;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{StreamExt, stream};
@@ -32,50 +32,7 @@ pub use context::Context;
 pub use error::Error;
 pub use informer::{CacheWriters, Caches};
 pub use metrics::Metrics;
-
-/// Every object is looked at again this often even without a change: a safety net, as
-/// the PV controller's periodic resync is.
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// After a write conflict, decide again this soon (the watch usually brought the newer
-/// version already, and its event re-triggers the object anyway).
-pub const CONFLICT_RETRY: Duration = Duration::from_millis(100);
-/// After any other failure.
-pub const ERROR_RETRY: Duration = Duration::from_secs(5);
-
-/// How often a waiting claim's summary may be rewritten, by default.
-pub const STATUS_INTERVAL: Duration = Duration::from_secs(10);
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Reconciles each controller runs at once.
-    pub concurrency: u16,
-    /// A waiting claim's summary is rewritten at most once per this interval
-    /// ([`crate::binding::coalesce`]).
-    pub status_interval: Duration,
-    /// The release gates of a server that names none in `spec.releaseGates`
-    /// ([`crate::binding::gates`]).
-    pub release_gates: Vec<String>,
-}
-
-impl Options {
-    /// What the binder reads of the options.
-    pub fn binder_config(&self) -> crate::binding::BinderConfig {
-        crate::binding::BinderConfig {
-            status_interval: self.status_interval,
-            release_gates: self.release_gates.clone(),
-        }
-    }
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            concurrency: 4,
-            status_interval: STATUS_INTERVAL,
-            release_gates: Vec::new(),
-        }
-    }
-}
+pub use options::{CONFLICT_RETRY, ERROR_RETRY, Options, RESYNC, STATUS_INTERVAL};
 
 /// Runs the shared watches for as long as this future runs, and both controllers while
 /// `leading` is true, until `shutdown` is cancelled. On shutdown, reconciles in flight

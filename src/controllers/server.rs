@@ -12,10 +12,10 @@ use tracing::instrument;
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 use crate::binding::{ClaimKey, ServerStep, ServerWork, claim_of, meta, server_status_after};
 
-use super::RESYNC;
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
+use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 

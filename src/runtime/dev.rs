@@ -5,15 +5,19 @@
 //! process is shared.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
 use crate::api::{Server, ServerSpec};
 use crate::apiserver::{ApiServer, Config};
 
-use super::cli::{DevArgs, identity};
+use super::controller_args::ControllerArgs;
+use super::crds::install_crds;
+use super::error::CommandError;
+use super::identity::identity;
 use super::logging;
 use super::operator::{self, OperatorConfig};
 use super::signals;
@@ -26,19 +30,35 @@ const TRY_IT: [&str; 3] = [
     "kubectl describe serverclaim by-ref",
 ];
 
-pub async fn run(args: DevArgs) -> Result<(), String> {
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub controllers: ControllerArgs,
+    /// Where the embedded API server listens (plain HTTP).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Where to write a kubeconfig for it (context namespace `default`).
+    #[arg(long, default_value = "server-binder.kubeconfig")]
+    pub kubeconfig_out: PathBuf,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Create this many demo servers (labelled with a rack and a size).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=10_000))]
+    pub servers: u16,
+}
+
+pub async fn run(args: DevArgs) -> Result<(), CommandError> {
     logging::init(args.controllers.log_format);
     let apiserver = ApiServer::start(Config::default().listen(args.listen))
         .await
-        .map_err(|e| {
-            format!(
-                "cannot start the embedded API server on {}: {e}",
-                args.listen
-            )
+        .map_err(|source| CommandError::ApiServerStart {
+            listen: args.listen,
+            source,
         })?;
     apiserver
         .write_kubeconfig(&args.kubeconfig_out)
-        .map_err(|e| e.to_string())?;
+        .map_err(CommandError::Kubeconfig)?;
     let client = apiserver.client();
     install_crds(&client).await?;
     create_demo_servers(&client, args.servers).await?;
@@ -52,10 +72,8 @@ pub async fn run(args: DevArgs) -> Result<(), String> {
     };
     // The controllers get a client of their own, as they would in a cluster.
     let controllers_client = super::client::operator_client(apiserver.client_config())
-        .map_err(|e| format!("cannot build the controllers' client: {e}"))?;
-    let operator = operator::start(controllers_client, config)
-        .await
-        .map_err(|e| e.to_string())?;
+        .map_err(CommandError::ControllersClient)?;
+    let operator = operator::start(controllers_client, config).await?;
 
     let kubeconfig =
         std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
@@ -76,35 +94,16 @@ Ctrl-C stops everything (nothing is kept).",
         TRY_IT.join("\n    "),
     );
 
-    signals::terminated()
-        .await
-        .map_err(|e| format!("cannot wait for signals: {e}"))?;
+    signals::terminated().await.map_err(CommandError::Signals)?;
     eprintln!("server-binder dev: shutting down");
     operator.shutdown().await;
     apiserver.shutdown().await;
     Ok(())
 }
 
-/// Installs the CRDs through the API, as `kubectl apply -f manifests/crds/` would
-/// (`bench bind` installs them the same way).
-pub(super) async fn install_crds(client: &kube::Client) -> Result<(), String> {
-    let api = Api::<CustomResourceDefinition>::all(client.clone());
-    for crd in crate::api::crds() {
-        api.create(&PostParams::default(), &crd)
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot install CRD {}: {e}",
-                    crd.metadata.name.unwrap_or_default()
-                )
-            })?;
-    }
-    Ok(())
-}
-
 /// `server-01` .. `server-NN`, spread over three racks and three sizes, so selectors
 /// have something to choose between.
-async fn create_demo_servers(client: &kube::Client, count: u16) -> Result<(), String> {
+async fn create_demo_servers(client: &kube::Client, count: u16) -> Result<(), CommandError> {
     let api = Api::<Server>::all(client.clone());
     let width = count.to_string().len().max(2);
     for i in 1..=count {
@@ -126,7 +125,7 @@ async fn create_demo_servers(client: &kube::Client, count: u16) -> Result<(), St
         };
         api.create(&PostParams::default(), &server)
             .await
-            .map_err(|e| format!("cannot create demo server: {e}"))?;
+            .map_err(CommandError::DemoServer)?;
     }
     Ok(())
 }

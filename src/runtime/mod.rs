@@ -6,13 +6,19 @@
 pub mod bench;
 pub mod cli;
 pub mod client;
+pub mod controller_args;
+#[cfg(feature = "embedded-apiserver")]
+mod crds;
 #[cfg(feature = "embedded-apiserver")]
 mod dev;
+pub mod error;
 pub mod explain;
 mod http;
+pub mod identity;
 pub mod leader;
 pub mod logging;
 pub mod operator;
+pub mod run;
 pub mod signals;
 #[cfg(feature = "embedded-apiserver")]
 mod standalone;

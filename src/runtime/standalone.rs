@@ -1,20 +1,35 @@
 //! `server-binder apiserver`: the embedded API server alone, until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::PathBuf;
 
 use crate::apiserver::{ApiServer, Config};
 
+use super::error::CommandError;
 use super::signals;
 
-/// Serves on `listen` and writes a kubeconfig for it to `kubeconfig_out`.
-pub async fn run(listen: SocketAddr, kubeconfig_out: &Path) -> Result<(), String> {
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiserverArgs {
+    /// Address to listen on (plain HTTP).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Where to write a kubeconfig for the server (context namespace `default`).
+    #[arg(long, default_value = "server-binder.kubeconfig")]
+    pub kubeconfig_out: PathBuf,
+}
+
+/// Serves on `--listen` and writes a kubeconfig for it to `--kubeconfig-out`.
+pub async fn run(args: ApiserverArgs) -> Result<(), CommandError> {
+    let ApiserverArgs {
+        listen,
+        kubeconfig_out,
+    } = args;
     let handle = ApiServer::start(Config::default().listen(listen))
         .await
-        .map_err(|e| format!("cannot start the embedded API server on {listen}: {e}"))?;
+        .map_err(|source| CommandError::ApiServerStart { listen, source })?;
     handle
-        .write_kubeconfig(kubeconfig_out)
-        .map_err(|e| e.to_string())?;
+        .write_kubeconfig(&kubeconfig_out)
+        .map_err(CommandError::Kubeconfig)?;
     eprintln!(
         "server-binder apiserver: serving {} (DEVELOPMENT AND TESTS ONLY: plain HTTP, no authentication); kubeconfig written to {}",
         handle.url(),
@@ -22,5 +37,5 @@ pub async fn run(listen: SocketAddr, kubeconfig_out: &Path) -> Result<(), String
     );
     let signalled = signals::terminated().await;
     handle.shutdown().await;
-    signalled.map_err(|e| format!("cannot wait for signals: {e}"))
+    signalled.map_err(CommandError::Signals)
 }

@@ -30,7 +30,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::BenchError as Error;
+use super::error::BenchError as Error;
 use crate::apiserver::{ApiServer, ApiServerHandle, Config};
 
 /// The benchmark's kind: small, cluster-scoped, with a status subresource.

@@ -4,7 +4,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ExplainError, Verdict, World, variant};
+use super::error::ExplainError;
+use super::variant::variant;
+use super::world::World;
 use crate::api::ServerClaim;
 use crate::binding::{
     Binder, Cause, ClaimCatalog, ClaimDecision, ClaimStep, PickState, ServerCatalog, ServerView,
@@ -37,6 +39,22 @@ pub struct ClaimExplanation {
     /// this namespace alone.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+}
+
+/// One server's verdict for a claim, as JSON and YAML print it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub name: String,
+    pub usable: bool,
+    /// The cause it is counted under in the summary, if it cannot serve the claim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// The first reason, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A pick would take this server now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub picked: bool,
 }
 
 pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, ExplainError> {

@@ -4,27 +4,25 @@
 //! as `kubectl-server_binder`, it runs as `kubectl server-binder explain …`.
 
 mod claim;
+mod error;
 mod render;
 mod server;
+mod variant;
+mod world;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use serde::Serialize;
 
-use crate::api::{Server, ServerClaim};
-use crate::binding::{Binder, BinderConfig, Rules};
-use k8s_openapi::jiff::Timestamp;
+pub use claim::Verdict;
+pub use error::{EXIT_CLUSTER, EXIT_NOT_FOUND, ExplainError};
+pub use render::Output;
+use world::World;
 
 /// What explain sends as its User-Agent, so audit logs tell its reads apart.
 pub const USER_AGENT_VALUE: &str = concat!("server-binder-explain/", env!("CARGO_PKG_VERSION"));
-
-/// Exit codes, as `--help` lists them.
-pub const EXIT_NOT_FOUND: u8 = 1;
-pub const EXIT_CLUSTER: u8 = 3;
 
 #[derive(Debug, Clone, clap::Args)]
 #[command(
@@ -47,34 +45,6 @@ pub struct ExplainArgs {
     /// The kubeconfig context to use.
     #[arg(long)]
     pub context: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-    Yaml,
-}
-
-/// Why explain could not explain.
-#[derive(Debug, thiserror::Error)]
-pub enum ExplainError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("Error from server (NotFound): {0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Cluster(String),
-}
-
-impl ExplainError {
-    fn code(&self) -> u8 {
-        match self {
-            Self::Usage(_) => 2,
-            Self::NotFound(_) => EXIT_NOT_FOUND,
-            Self::Cluster(_) => EXIT_CLUSTER,
-        }
-    }
 }
 
 /// Runs `explain` and prints its answer; the exit code says how it went.
@@ -139,87 +109,4 @@ async fn connect(args: &ExplainArgs) -> Result<(Client, String), ExplainError> {
     let client = Client::try_from(config)
         .map_err(|e| ExplainError::Cluster(format!("cannot build a Kubernetes client: {e}")))?;
     Ok((client, namespace))
-}
-
-/// What explain read: every server, and the claims it may list.
-pub(crate) struct World {
-    pub servers: Vec<Server>,
-    pub claims: Vec<ServerClaim>,
-    /// Listing claims in every namespace was forbidden: only the claim's namespace was
-    /// read, so the fair order's view is partial.
-    pub partial: bool,
-}
-
-impl World {
-    /// A binder that listed what was read, as a controller does at its start. Explain
-    /// does not know the operator's `--release-gates`: a server naming none is judged
-    /// without them.
-    fn binder(&self) -> Binder {
-        let config = BinderConfig {
-            status_interval: std::time::Duration::ZERO,
-            release_gates: Vec::new(),
-        };
-        let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
-        Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
-    }
-
-    async fn read(client: &Client, namespace: Option<&str>) -> Result<Self, ExplainError> {
-        let servers = list(Api::<Server>::all(client.clone())).await?;
-        let (claims, partial) = match list(Api::<ServerClaim>::all(client.clone())).await {
-            Ok(claims) => (claims, false),
-            Err(ExplainError::Cluster(_)) if namespace.is_some() => {
-                let ns = namespace.unwrap_or_default();
-                (list(Api::namespaced(client.clone(), ns)).await?, true)
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(Self {
-            servers,
-            claims,
-            partial,
-        })
-    }
-}
-
-async fn list<K>(api: Api<K>) -> Result<Vec<K>, ExplainError>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let plural = K::plural(&());
-    match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list.items),
-        Err(kube::Error::Api(s)) if s.code == 404 => Err(ExplainError::Cluster(format!(
-            "the {plural}.metal.binder.dev CRD is not installed in this cluster: install the CRDs with `kubectl apply -f manifests/crds/`"
-        ))),
-        Err(kube::Error::Api(s)) if s.code == 403 => Err(ExplainError::Cluster(format!(
-            "listing {plural}.metal.binder.dev is forbidden: explain needs get and list on servers (cluster-wide) and serverclaims ({})",
-            s.message
-        ))),
-        Err(e) => Err(ExplainError::Cluster(format!(
-            "cannot reach the API server to list {plural}: {e}"
-        ))),
-    }
-}
-
-/// One server's verdict for a claim, as JSON and YAML print it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
-    pub name: String,
-    pub usable: bool,
-    /// The cause it is counted under in the summary, if it cannot serve the claim.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cause: Option<String>,
-    /// The first reason, in words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// A pick would take this server now.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub picked: bool,
-}
-
-/// A decision's variant name, as docs/binding.md's tables write it.
-fn variant(decision: &impl std::fmt::Debug) -> String {
-    let debug = format!("{decision:?}");
-    let end = debug.find([' ', '{', '(']).unwrap_or(debug.len());
-    debug[..end].to_string()
 }

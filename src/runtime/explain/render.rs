@@ -5,8 +5,15 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::claim::ClaimExplanation;
+use super::error::ExplainError;
 use super::server::ServerExplanation;
-use super::{ExplainError, Output};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+    Yaml,
+}
 
 pub fn output<E: Serialize>(
     e: &E,

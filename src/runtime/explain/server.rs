@@ -4,7 +4,9 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ExplainError, World, variant};
+use super::error::ExplainError;
+use super::variant::variant;
+use super::world::World;
 use crate::api::{Server, ServerClaimRef};
 use crate::binding::{
     Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, gates,

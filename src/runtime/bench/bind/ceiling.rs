@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use super::super::BenchError as Error;
 use super::super::apiserver::{self, BenchConfig};
+use super::super::error::BenchError as Error;
 use crate::apiserver::ApiServerHandle;
 
 pub const WRITERS: usize = 8;

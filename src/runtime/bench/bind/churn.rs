@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 
-use super::super::BenchError as Error;
+use super::super::error::BenchError as Error;
 use super::fleet;
 use super::observe::Observer;
 use super::operator::Operator;

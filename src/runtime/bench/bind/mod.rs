@@ -12,6 +12,7 @@
 
 mod ceiling;
 pub mod churn;
+mod config;
 pub mod fleet;
 mod observe;
 mod operator;
@@ -23,34 +24,14 @@ mod setup;
 
 use std::time::{Duration, Instant};
 
-use super::BenchError as Error;
+pub use config::BindConfig;
+
+use super::error::BenchError as Error;
 use crate::apiserver::{ApiServer, ApiServerHandle, Config};
-use fleet::Mix;
 use observe::Observer;
 use operator::{Operator, WorkDir};
 use report::{BindReport, Measured};
 use scrape::WriteSample;
-
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct BindConfig {
-    pub servers: usize,
-    pub claims: usize,
-    pub mix: Mix,
-    /// The operator's `--concurrency`.
-    pub concurrency: u16,
-    /// Claims per second, created while the operator runs; `None`: all claims first.
-    pub rate: Option<f64>,
-    pub namespaces: usize,
-    /// Stop when no claim was created or bound for this long.
-    pub stall: Duration,
-    /// How long the write ceiling is measured.
-    pub ceiling: Duration,
-    /// Batch mode: leave the servers unregistered (see `--fresh-servers`).
-    pub fresh_servers: bool,
-    /// Change servers while claims wait, once the bind phase is over ([`churn`]).
-    pub churn: Option<churn::Churn>,
-}
 
 /// Runs the benchmark. Fails only if it cannot run (the API server, a create, the
 /// operator fails); claims left unbound are a figure of the report.
@@ -98,9 +79,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     let ceiling = ceiling::measure(server, config.ceiling).await?;
     eprintln!("bench bind: write ceiling {ceiling:.0} updates/s");
     let client = server.try_client()?;
-    crate::runtime::dev::install_crds(&client)
-        .await
-        .map_err(Error::Failed)?;
+    crate::runtime::crds::install_crds(&client).await?;
     setup::namespaces(&client, config.namespaces).await?;
     setup::servers(&client, config.servers, config.mix).await?;
     let dir = WorkDir::create()?;

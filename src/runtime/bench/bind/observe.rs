@@ -22,7 +22,7 @@ use serde::Deserialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::super::BenchError as Error;
+use super::super::error::BenchError as Error;
 use super::fleet;
 use crate::api::ServerClaim;
 

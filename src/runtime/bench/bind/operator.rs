@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::super::BenchError as Error;
+use super::super::error::BenchError as Error;
 use super::scrape::{self, WriteSample};
 
 /// How long the operator may take to list everything and report ready: 100k servers

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
-use super::super::BenchError as Error;
+use super::super::error::BenchError as Error;
 use super::observe::Observer;
 use super::operator::Operator;
 use super::rss;

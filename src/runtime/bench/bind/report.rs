@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::BindConfig;
 use super::churn::ChurnReport;
+use super::config::BindConfig;
 use super::fleet::Mix;
 use super::observe::Seen;
 use super::scrape::WriteSample;

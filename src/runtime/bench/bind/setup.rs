@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::super::BenchError as Error;
+use super::super::error::BenchError as Error;
 use super::fleet::{self, Mix};
 
 /// Creates in flight at once: enough to keep both cores of the API server busy.

@@ -1,0 +1,69 @@
+//! What explain reads from the cluster: the servers, and the claims it may list.
+
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use super::error::ExplainError;
+use crate::api::{Server, ServerClaim};
+use crate::binding::{Binder, BinderConfig, Rules};
+use k8s_openapi::jiff::Timestamp;
+
+/// What explain read: every server, and the claims it may list.
+pub(crate) struct World {
+    pub servers: Vec<Server>,
+    pub claims: Vec<ServerClaim>,
+    /// Listing claims in every namespace was forbidden: only the claim's namespace was
+    /// read, so the fair order's view is partial.
+    pub partial: bool,
+}
+
+impl World {
+    /// A binder that listed what was read, as a controller does at its start. Explain
+    /// does not know the operator's `--release-gates`: a server naming none is judged
+    /// without them.
+    pub fn binder(&self) -> Binder {
+        let config = BinderConfig {
+            status_interval: std::time::Duration::ZERO,
+            release_gates: Vec::new(),
+        };
+        let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
+        Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
+    }
+
+    pub async fn read(client: &Client, namespace: Option<&str>) -> Result<Self, ExplainError> {
+        let servers = list(Api::<Server>::all(client.clone())).await?;
+        let (claims, partial) = match list(Api::<ServerClaim>::all(client.clone())).await {
+            Ok(claims) => (claims, false),
+            Err(ExplainError::Cluster(_)) if namespace.is_some() => {
+                let ns = namespace.unwrap_or_default();
+                (list(Api::namespaced(client.clone(), ns)).await?, true)
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            servers,
+            claims,
+            partial,
+        })
+    }
+}
+
+async fn list<K>(api: Api<K>) -> Result<Vec<K>, ExplainError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let plural = K::plural(&());
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(ExplainError::Cluster(format!(
+            "the {plural}.metal.binder.dev CRD is not installed in this cluster: install the CRDs with `kubectl apply -f manifests/crds/`"
+        ))),
+        Err(kube::Error::Api(s)) if s.code == 403 => Err(ExplainError::Cluster(format!(
+            "listing {plural}.metal.binder.dev is forbidden: explain needs get and list on servers (cluster-wide) and serverclaims ({})",
+            s.message
+        ))),
+        Err(e) => Err(ExplainError::Cluster(format!(
+            "cannot reach the API server to list {plural}: {e}"
+        ))),
+    }
+}
