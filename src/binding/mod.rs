@@ -34,7 +34,8 @@ pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_ch
 pub use claim_plan::{ClaimPlan, plan_claim};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase};
 pub use eligibility::{
-    Ineligible, RefMatch, describe_ref, eligibility, ref_match, ref_uid, server_is_claimable,
+    Ineligible, NotFree, RefMatch, describe_ref, eligibility, not_free, ref_match, ref_uid,
+    server_is_claimable,
 };
 pub use evidence::{can_take_back, records_bind_to};
 pub use index::{FreeServerIndex, is_free};

@@ -7,8 +7,8 @@ use serde::Serialize;
 use super::{ExplainError, World, variant};
 use crate::api::{Server, ServerClaimRef};
 use crate::binding::{
-    Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, gates,
-    is_controller_chosen, meta, ref_uid, server_is_claimable,
+    Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, is_controller_chosen,
+    meta, not_free, ref_uid,
 };
 
 #[derive(Debug, Serialize)]
@@ -106,31 +106,11 @@ fn decide(server: &Server, binder: &Binder) -> ServerDecision {
     }
 }
 
-/// Every reason no new claim may take the server.
+/// Every reason no new claim may take the server, by the rule the free-server index
+/// applies ([`not_free`]); then its taints, which no rule counts against it but which
+/// narrow the claims it suits. The gates a cleaning waits for are the decision's row.
 fn not_available(server: &Server) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Err(why) = server_is_claimable(server) {
-        out.push(why.to_string());
-    }
-    if let Some(record) = gates::release_record(server) {
-        let pending = match record.release {
-            Some(release) => gates::pending_gates(server, &record, release)
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            None => format!("its release id {:?} is being repaired", record.raw),
-        };
-        if !pending.is_empty() {
-            out.push(format!("release gates still pending: {pending}"));
-        }
-    }
-    if let Some(r) = &server.spec.server_claim_ref {
-        out.push(match ref_uid(r) {
-            Some(_) => format!("it is bound to {}", describe_ref(r)),
-            None => format!("it is reserved by name for {}/{}", r.namespace, r.name),
-        });
-    }
+    let mut out: Vec<String> = not_free(server).map(|why| why.to_string()).collect();
     if !server.spec.taints.is_empty() {
         let keys: Vec<&str> = server.spec.taints.iter().map(|t| t.key.as_str()).collect();
         out.push(format!(
