@@ -9,6 +9,7 @@ pub mod binder;
 mod claim_decision;
 mod claim_plan;
 pub mod coalesce;
+mod describe;
 mod effects;
 mod eligibility;
 pub mod evidence;
@@ -32,6 +33,7 @@ pub use binder::{
 };
 pub use claim_decision::{ClaimDecision, Liveness, decide_claim, is_controller_chosen, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
+pub use describe::CLAIM_BEING_DELETED;
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase};
 pub use eligibility::{
     Ineligible, NotFree, RefMatch, describe_ref, eligibility, not_free, ref_match, ref_uid,

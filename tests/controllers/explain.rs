@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 
 use server_binder::api::ClaimPhase;
 use server_binder::apiserver::{ApiServer, Config};
+use server_binder::binding::find_bound;
 use server_binder::runtime::explain::USER_AGENT_VALUE;
 
 use crate::controllers::stage::*;
@@ -196,6 +197,20 @@ async fn the_plugin_explains_servers_and_says_what_is_missing() {
         "{out:?}"
     );
 
+    // The row is in the words the controllers wrote: s1's condition, and second's.
+    let s1 = env.server("s1").await.expect("s1");
+    let wrote = find_bound(&s1.status.expect("a status").conditions).map(|c| c.message.clone());
+    let json = explain_json(&plugin, &["srv", "s1"]).await;
+    let row = json["row"].as_str().expect("a row");
+    assert!(row.starts_with(&wrote.expect("a condition")), "{row}");
+    let json = explain_json(&plugin, &["scl", "second", "-n", NS]).await;
+    let (row, message) = (json["row"].as_str().expect("a row"), &json["message"]);
+    assert_eq!(json["decision"], "ServerAlreadyClaimed");
+    assert!(
+        row.starts_with(message.as_str().expect("a message")),
+        "{json}"
+    );
+
     let out = plugin
         .run(&["server-binder", "explain", "scl", "nope", "-n", NS])
         .await;
@@ -206,6 +221,16 @@ async fn the_plugin_explains_servers_and_says_what_is_missing() {
         .run(&["server-binder", "explain", "widget", "x"])
         .await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// `explain ARGS -o json`, which must succeed.
+async fn explain_json(plugin: &Plugin, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["server-binder", "explain"];
+    all.extend(args);
+    all.extend(["-o", "json"]);
+    let out = plugin.run(&all).await;
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
 /// Against an API server without the CRDs: a clear error and exit code 3.

@@ -216,10 +216,3 @@ pub struct Verdict {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub picked: bool,
 }
-
-/// A decision's variant name, as docs/binding.md's tables write it.
-fn variant(decision: &impl std::fmt::Debug) -> String {
-    let debug = format!("{decision:?}");
-    let end = debug.find([' ', '{', '(']).unwrap_or(debug.len());
-    debug[..end].to_string()
-}

@@ -4,7 +4,7 @@
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::{ExplainError, World, variant};
+use super::{ExplainError, World};
 use crate::api::{Server, ServerClaimRef};
 use crate::binding::{
     Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, is_controller_chosen,
@@ -90,8 +90,8 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
             .map(|t| t.0.to_string()),
         not_available: not_available(server),
         named_by,
-        row: row(&decision),
-        decision: variant(&decision),
+        row: row(&decision, server),
+        decision: decision.name().to_string(),
     })
 }
 
@@ -121,59 +121,12 @@ fn not_available(server: &Server) -> Vec<String> {
     out
 }
 
-/// The decision's row of docs/binding.md's server table, in words.
-fn row(decision: &ServerDecision) -> String {
-    use ServerDecision::*;
-    let what = match decision {
-        Available => "free: no claim names it".to_string(),
-        ClaimForWinner { winner, .. } => {
-            format!("claims name it; it goes to {}", describe_ref(winner))
-        }
-        ReservedClaimMissing => "reserved by name for a claim that does not exist yet".into(),
-        FillUid { claim } => format!(
-            "reserved for {}, which names it: the uid is filled in",
-            describe_ref(claim)
-        ),
-        ReservedAwaitingAdoption => {
-            "reserved for a claim that has not named it yet: waits for it to adopt the server"
-                .into()
-        }
-        ReservedClaimElsewhere => {
-            "reserved for a claim that names another server or cannot take this one".into()
-        }
-        ConfirmClaimGone { claim } => {
-            format!("its claim {} is gone: it is released", describe_ref(claim))
-        }
-        Release { policy } => format!("its claim is gone: released under reclaimPolicy {policy:?}"),
-        BoundConfirmed => "bound to a live claim that names it".into(),
-        BoundAwaitingAdoption => {
-            "holds a claim that has yet to name it (the claim adopts it or restores its ref)".into()
-        }
-        RollBack { .. } => "holds a claim that cannot take it: the ref is rolled back".into(),
-        DeletionBlocked { holder } => format!(
-            "being deleted, but {} still holds it: it stays until that claim is deleted",
-            describe_ref(holder)
-        ),
-        DeletionAllowed => "being deleted, and no live claim holds it".into(),
-        ReleaseToCleaning { gates } => format!(
-            "its claim is gone: released into cleaning, waiting for {}",
-            gates.join(", ")
-        ),
-        RepairCleaningRecord { release, .. } => format!(
-            "being cleaned, but its record cannot be matched: it is rewritten as release {release}"
-        ),
-        Cleaning { release, pending } => format!(
-            "being cleaned after release {release}: waiting for release gates {}",
-            pending
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Cleaned => "every release gate passed: it becomes Available".into(),
-    };
+/// The decision's row of docs/binding.md's server table, in the words the server
+/// controller's condition or event uses.
+fn row(decision: &ServerDecision, server: &Server) -> String {
     format!(
-        "{what} (docs/binding.md, server table: ServerDecision::{})",
-        variant(decision)
+        "{} (docs/binding.md, server table: ServerDecision::{})",
+        decision.describe(server),
+        decision.name()
     )
 }
