@@ -15,6 +15,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde::Serialize;
 
+use super::cli::gate_name;
 use crate::api::{Server, ServerClaim};
 use crate::binding::{Binder, BinderConfig, Rules};
 use k8s_openapi::jiff::Timestamp;
@@ -47,6 +48,12 @@ pub struct ExplainArgs {
     /// The kubeconfig context to use.
     #[arg(long)]
     pub context: Option<String>,
+    /// The operator's --release-gates, which the cluster does not show: a server naming
+    /// no gates of its own is judged with these, as the server controller judges it (a
+    /// recycled server whose claim is gone is released into cleaning). Checked as `run`
+    /// checks them.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = gate_name)]
+    pub release_gates: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -96,12 +103,12 @@ async fn explain(args: &ExplainArgs) -> Result<String, ExplainError> {
     match args.kind.as_str() {
         "serverclaim" | "serverclaims" | "scl" => {
             let ns = args.namespace.clone().unwrap_or(default_ns);
-            let world = World::read(&client, Some(&ns)).await?;
+            let world = World::read(&client, Some(&ns), &args.release_gates).await?;
             let e = claim::explain(&world, &ns, &args.name)?;
             render::output(&e, args.output, render::claim_text)
         }
         "server" | "servers" | "srv" => {
-            let world = World::read(&client, None).await?;
+            let world = World::read(&client, None, &args.release_gates).await?;
             let e = server::explain(&world, &args.name)?;
             render::output(&e, args.output, render::server_text)
         }
@@ -148,22 +155,27 @@ pub(crate) struct World {
     /// Listing claims in every namespace was forbidden: only the claim's namespace was
     /// read, so the fair order's view is partial.
     pub partial: bool,
+    /// The release gates of a server that names none (`--release-gates`).
+    pub release_gates: Vec<String>,
 }
 
 impl World {
-    /// A binder that listed what was read, as a controller does at its start. Explain
-    /// does not know the operator's `--release-gates`: a server naming none is judged
-    /// without them.
+    /// A binder that listed what was read, as a controller does at its start, with the
+    /// release gates explain was given.
     fn binder(&self) -> Binder {
         let config = BinderConfig {
             status_interval: std::time::Duration::ZERO,
-            release_gates: Vec::new(),
+            release_gates: self.release_gates.clone(),
         };
         let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
         Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
     }
 
-    async fn read(client: &Client, namespace: Option<&str>) -> Result<Self, ExplainError> {
+    async fn read(
+        client: &Client,
+        namespace: Option<&str>,
+        release_gates: &[String],
+    ) -> Result<Self, ExplainError> {
         let servers = list(Api::<Server>::all(client.clone())).await?;
         let (claims, partial) = match list(Api::<ServerClaim>::all(client.clone())).await {
             Ok(claims) => (claims, false),
@@ -173,10 +185,13 @@ impl World {
             }
             Err(e) => return Err(e),
         };
+        // An empty entry (`--release-gates ''`) is no gate, as for `run`.
+        let release_gates = release_gates.iter().filter(|g| !g.is_empty()).cloned();
         Ok(Self {
             servers,
             claims,
             partial,
+            release_gates: release_gates.collect(),
         })
     }
 }

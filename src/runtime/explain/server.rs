@@ -95,8 +95,9 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
     })
 }
 
-/// The server controller's decision on what was read (the controller's default release
-/// gates are not visible from here: a server naming none is judged without them).
+/// The server controller's decision on what was read, with the release gates `explain`
+/// was given for a server naming none (the operator's `--release-gates` cannot be read
+/// from the cluster).
 fn decide(server: &Server, binder: &Binder) -> ServerDecision {
     let claims = binder.claims();
     let read = |r: &ServerClaimRef| claims.claim(&r.namespace, &r.name).cloned();
