@@ -9,7 +9,6 @@ use crate::api::{BoundServerRef, ClaimPhase, ServerClaim, ServerClaimStatus, Ser
 
 use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
-use super::eligibility::describe_ref;
 use super::meta::{self, is_controller_chosen};
 use super::placement::WAITING_FOR_TURN;
 use super::status::{BoundCondition, with_bound};
@@ -60,16 +59,15 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
 fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
     match decision {
-        RestoreServerRef { server } => restore_server_ref(claim, server),
-        ClearStaleBindCompleted => drop_bind_completed(claim),
-        BoundServerRefCleared => server_ref_cleared(claim, now),
+        RestoreServerRef { server } => restore_server_ref(claim, server, decision.describe()),
+        ClearStaleBindCompleted => drop_bind_completed(claim, decision.describe()),
+        BoundServerRefCleared => server_ref_cleared(claim, decision.describe(), now),
         ConfirmServerMissing { server } => ClaimPlan {
             confirm_server: Some(server.clone()),
             ..ClaimPlan::default()
         },
-        BoundServerMissing { server } => {
-            let what = format!("bound server {server} no longer exists");
-            lost(claim, LostReason::ServerMissing, what, now)
+        BoundServerMissing { .. } => {
+            lost(claim, LostReason::ServerMissing, decision.describe(), now)
         }
         // The server side is incomplete; the server controller restores it. Nothing here.
         BoundServerRefLost { .. } => ClaimPlan::default(),
@@ -83,12 +81,10 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
                 selector_mismatch: *selector_mismatch,
                 server_deleting: *server_deleting,
             };
-            bound_confirmed(claim, &bound_to(server, server_uid), notes, now)
+            let record = bound_to(server, server_uid);
+            bound_confirmed(claim, &record, notes, decision.describe(), now)
         }
-        BoundMisbound { server, holder } => {
-            let what = format!("bound server {server} now serves {}", describe_ref(holder));
-            lost(claim, LostReason::ServerMisbound, what, now)
-        }
+        BoundMisbound { .. } => lost(claim, LostReason::ServerMisbound, decision.describe(), now),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..ClaimPlan::write(choose(claim, server))
@@ -96,49 +92,42 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
         PickBestFit { server } => ClaimPlan::write(choose(claim, server)),
         WaitForTurn { why } => wait_for_turn(claim, why, now),
         NoMatchingServer { why } => no_matching_server(claim, why, now),
-        WithdrawMissingServer { server } => withdraw(claim, server, "no longer exists".into(), now),
-        ServerNotFound { server } => pending_with_warning(
+        WithdrawMissingServer { .. }
+        | WithdrawIneligibleServer { .. }
+        | WithdrawTakenServer { .. } => withdraw(claim, decision.describe(), now),
+        ServerNotFound { .. } => pending_with_warning(
             claim,
             ("ServerNotFound", "FailedBinding"),
-            format!("server {server} named by serverRef does not exist"),
+            decision.describe(),
             now,
         ),
-        WaitForServer { server } | WaitForUid { server } => waiting_for_server(claim, server, now),
-        WithdrawIneligibleServer { server, why } => {
-            let what = format!("can no longer serve this claim: {why}");
-            withdraw(claim, server, what, now)
+        WaitForServer { .. } | WaitForUid { .. } => {
+            waiting_for_server(claim, decision.describe(), now)
         }
-        ServerMismatch { server, why } => pending_with_warning(
+        ServerMismatch { .. } => pending_with_warning(
             claim,
             ("ServerMismatch", "ServerMismatch"),
-            format!("server {server} cannot serve this claim: {why}"),
+            decision.describe(),
             now,
         ),
-        CompleteBind { server, server_uid } => {
-            complete_bind(claim, &bound_to(server, server_uid), now)
-        }
-        WithdrawTakenServer { server, holder } => {
-            let what = format!("was taken by {}", describe_ref(holder));
-            withdraw(claim, server, what, now)
-        }
-        ServerAlreadyClaimed { server, holder } => pending_with_warning(
+        CompleteBind { server, server_uid } => complete_bind(
+            claim,
+            &bound_to(server, server_uid),
+            decision.describe(),
+            now,
+        ),
+        ServerAlreadyClaimed { .. } => pending_with_warning(
             claim,
             ("ServerAlreadyClaimed", "FailedBinding"),
-            format!(
-                "server {server} named by serverRef is already claimed by {}",
-                describe_ref(holder)
-            ),
+            decision.describe(),
             now,
         ),
     }
 }
 
 /// Drops a `bind-completed` with no bind behind it for the server the claim names (a
-/// copy, a forgery, a bind that ended), and tells the tenant why.
-fn drop_bind_completed(claim: &ServerClaim) -> ClaimPlan {
-    let note = format!(
-        "{ANNOTATION_BIND_COMPLETED} dropped: no bind of this claim is recorded for the server it names (status.boundServerRef, or the server's serverClaimRef); it binds as a new claim"
-    );
+/// copy, a forgery, a bind that ended), and tells the tenant why (`note`).
+fn drop_bind_completed(claim: &ServerClaim, note: String) -> ClaimPlan {
     ClaimPlan {
         event: Some(BindingEvent::warning(
             "BindCompletedDropped",
@@ -152,9 +141,8 @@ fn drop_bind_completed(claim: &ServerClaim) -> ClaimPlan {
 /// Lost: a bound claim whose `serverRef` was cleared while no server holds it. The ref
 /// `pre-bound` marked is gone too, so the annotation goes: a ref the tenant writes next
 /// is its own.
-fn server_ref_cleared(claim: &ServerClaim, now: &Time) -> ClaimPlan {
-    let what = "the claim was bound but its serverRef was cleared";
-    let mut plan = lost(claim, LostReason::ServerRefCleared, what.into(), now);
+fn server_ref_cleared(claim: &ServerClaim, what: String, now: &Time) -> ClaimPlan {
+    let mut plan = lost(claim, LostReason::ServerRefCleared, what, now);
     if is_controller_chosen(claim) {
         plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
     }
@@ -162,21 +150,15 @@ fn server_ref_cleared(claim: &ServerClaim, now: &Time) -> ClaimPlan {
 }
 
 /// Writes `serverRef` back on a bound claim whose ref was cleared while a server still
-/// holds its uid (a bound claim never moves).
-fn restore_server_ref(claim: &ServerClaim, server: &str) -> ClaimPlan {
+/// holds its uid (a bound claim never moves); the Warning's `note` says so.
+fn restore_server_ref(claim: &ServerClaim, server: &str, note: String) -> ClaimPlan {
     let mut object = claim.clone();
     object.spec.server_ref = Some(ServerRef {
         name: server.to_string(),
     });
     ClaimPlan {
         object: Some(object),
-        event: Some(BindingEvent::warning(
-            "ServerRefRestored",
-            "Binding",
-            format!(
-                "serverRef was cleared while the claim is bound to server {server}; restored it (delete the claim to release the server)"
-            ),
-        )),
+        event: Some(BindingEvent::warning("ServerRefRestored", "Binding", note)),
         outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
         ..ClaimPlan::default()
     }
@@ -186,12 +168,11 @@ fn restore_server_ref(claim: &ServerClaim, server: &str) -> ClaimPlan {
 /// yet (a new claim, just picked) keeps none: its server side completes within moments,
 /// and a Pending written now would be overwritten by Bound at once, one write per bind
 /// for nothing. A claim that shows an earlier status (it waited for a match, or lost its
-/// server) is told what it waits for now.
-fn waiting_for_server(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
+/// server) is told what it waits for now (`message`).
+fn waiting_for_server(claim: &ServerClaim, message: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().is_none_or(|s| s.phase.is_none()) {
         return ClaimPlan::default();
     }
-    let message = format!("waiting for server {server} to record this claim");
     ClaimPlan {
         status: pending(claim, "WaitingForServer", message, now),
         ..ClaimPlan::default()
@@ -280,7 +261,7 @@ fn without_annotation(claim: &ServerClaim, key: &str) -> ServerClaim {
     object
 }
 
-/// What a bound claim's condition adds about its server.
+/// What a bound claim's condition adds about its server, and warns of.
 #[derive(Clone, Copy)]
 struct BoundNotes {
     selector_mismatch: bool,
@@ -288,18 +269,6 @@ struct BoundNotes {
 }
 
 impl BoundNotes {
-    fn message(self, server: &str) -> String {
-        let mut message = format!("bound to server {server}");
-        if self.selector_mismatch {
-            message.push_str("; the server does not match the claim's serverSelector (added after the bind), and the binding stays");
-        }
-        if self.server_deleting {
-            message
-                .push_str("; the server is being deleted, and is kept until this claim is deleted");
-        }
-        message
-    }
-
     /// The Warning for a note, the deletion first: it is what the tenant must act on.
     fn warning(self, server: &str) -> Option<BindingEvent> {
         if self.server_deleting {
@@ -325,11 +294,13 @@ fn bound_to(name: &str, uid: &str) -> BoundServerRef {
     }
 }
 
-/// The status of a claim whose server holds its uid, on the bound path.
+/// The status of a claim whose server holds its uid, on the bound path; its condition's
+/// `message` says so, with the `notes`.
 fn bound_confirmed(
     claim: &ServerClaim,
     record: &BoundServerRef,
     notes: BoundNotes,
+    message: String,
     now: &Time,
 ) -> ClaimPlan {
     let server = record.name.as_str();
@@ -340,7 +311,7 @@ fn bound_confirmed(
     let condition = BoundCondition {
         bound: true,
         reason: "Bound",
-        message: notes.message(server),
+        message,
     };
     let mut new_status = bound_status(claim, record, condition, now);
     if finishing_bind {
@@ -374,15 +345,21 @@ fn bound_confirmed(
 
 /// `bind-completed`, then the Bound status recording the server. A claim whose status
 /// already records this bind lost only its annotation (a hand edit): it keeps its
-/// boundTime and counts a repair, not a second bind. Any other claim is bound anew.
-fn complete_bind(claim: &ServerClaim, record: &BoundServerRef, now: &Time) -> ClaimPlan {
+/// boundTime and counts a repair, not a second bind. Any other claim is bound anew; its
+/// condition's `message` says so.
+fn complete_bind(
+    claim: &ServerClaim,
+    record: &BoundServerRef,
+    message: String,
+    now: &Time,
+) -> ClaimPlan {
     let server = record.name.as_str();
     let mut object = claim.clone();
     meta::set_annotation(&mut object, ANNOTATION_BIND_COMPLETED);
     let condition = BoundCondition {
         bound: true,
         reason: "Bound",
-        message: format!("bound to server {server}"),
+        message,
     };
     let same_bind = claim
         .status
@@ -479,9 +456,9 @@ fn choose(claim: &ServerClaim, server: &str) -> ServerClaim {
 ///
 /// A claim whose status still says `Bound` (its `bind-completed` was removed by hand)
 /// first gets a `Pending` status: admission refuses removing `serverRef` from a `Bound`
-/// claim, so the withdraw itself waits for the next pass.
-fn withdraw(claim: &ServerClaim, server: &str, what: String, now: &Time) -> ClaimPlan {
-    let note = format!("chosen server {server} {what}; choosing again");
+/// claim, so the withdraw itself waits for the next pass. `note` says why, in the event
+/// or in that status.
+fn withdraw(claim: &ServerClaim, note: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
         let condition = BoundCondition {
             bound: false,

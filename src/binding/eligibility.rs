@@ -101,21 +101,70 @@ pub fn ref_match(server: &Server, claim: &ServerClaim) -> RefMatch {
 
 /// The claim-independent half of eligibility: could this server serve *some* new claim?
 /// The free-server index holds exactly the servers for which this is true and that carry
-/// no `serverClaimRef`.
+/// no `serverClaimRef` ([`not_free`]).
 pub fn server_is_claimable(server: &Server) -> Result<(), Ineligible> {
-    if meta::is_deleting(server) {
-        return Err(Ineligible::Deleting);
+    claim_independent(server).next().map_or(Ok(()), Err)
+}
+
+/// A claim-independent check of eligibility: whether it applies to a server, and the
+/// reason it gives then.
+type Check = (fn(&Server) -> bool, Ineligible);
+
+/// The claim-independent reasons of eligibility, in its order. A check runs only once
+/// every earlier one found nothing: a decision asks for the first reason alone, of every
+/// server for every waiting claim.
+fn claim_independent(server: &Server) -> impl Iterator<Item = Ineligible> + '_ {
+    let checks: [Check; 4] = [
+        (meta::is_deleting, Ineligible::Deleting),
+        (|s| s.spec.unclaimable, Ineligible::Unclaimable),
+        (is_released, Ineligible::Released),
+        (is_cleaning, Ineligible::Cleaning),
+    ];
+    let applies = move |(check, _): &Check| check(server);
+    checks.into_iter().filter(applies).map(|(_, why)| why)
+}
+
+fn is_released(server: &Server) -> bool {
+    server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
+}
+
+/// Why no new claim may take a server now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotFree<'a> {
+    /// A claim-independent reason of eligibility: being deleted, unclaimable,
+    /// `Released`, being cleaned.
+    Ineligible(Ineligible),
+    /// Its `serverClaimRef` binds it (with a uid) or reserves it by name: only that claim
+    /// may take it.
+    Held(&'a ServerClaimRef),
+}
+
+impl fmt::Display for NotFree<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ineligible(why) => why.fmt(f),
+            Self::Held(r) if ref_uid(r).is_some() => {
+                write!(f, "the server is bound to {}", describe_ref(r))
+            }
+            Self::Held(r) => write!(
+                f,
+                "the server is reserved by name for {}",
+                ClaimKey::of_ref(r)
+            ),
+        }
     }
-    if server.spec.unclaimable {
-        return Err(Ineligible::Unclaimable);
-    }
-    if server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released) {
-        return Err(Ineligible::Released);
-    }
-    if is_cleaning(server) {
-        return Err(Ineligible::Cleaning);
-    }
-    Ok(())
+}
+
+/// Every reason no new claim may take `server` now, in eligibility's order (none: it is
+/// free, and only its taints and labels decide which claims it suits). The free-server
+/// index ([`super::is_free`]) and eligibility ([`server_is_claimable`]) apply this rule;
+/// `explain server` lists it. Lazy, like [`server_is_claimable`]: a caller asking only
+/// whether there is a reason pays for the first.
+pub fn not_free(server: &Server) -> impl Iterator<Item = NotFree<'_>> {
+    let held = server.spec.server_claim_ref.iter().map(NotFree::Held);
+    claim_independent(server)
+        .map(NotFree::Ineligible)
+        .chain(held)
 }
 
 /// Whether `server` can serve `claim`: not being deleted, not unclaimable, every taint

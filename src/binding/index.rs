@@ -22,14 +22,14 @@ use std::sync::Arc;
 
 use crate::api::{Server, ServerClaim, ServerSelector, Taint};
 
-use super::eligibility::server_is_claimable;
+use super::eligibility::not_free;
 use super::meta;
 use super::selector::{first_untolerated, selector_matches};
 
 /// Whether a server belongs in the index: claimable by some new claim and not reserved
-/// or bound (no `serverClaimRef`).
+/// or bound (no `serverClaimRef`), by [`not_free`]'s rule.
 pub fn is_free(server: &Server) -> bool {
-    server.spec.server_claim_ref.is_none() && server_is_claimable(server).is_ok()
+    not_free(server).next().is_none()
 }
 
 /// The label keys a selector reads.

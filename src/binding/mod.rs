@@ -9,6 +9,7 @@ pub mod binder;
 mod claim_decision;
 mod claim_plan;
 pub mod coalesce;
+mod describe;
 mod effects;
 mod eligibility;
 pub mod evidence;
@@ -33,9 +34,11 @@ pub use binder::{
 };
 pub use claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};
+pub use describe::CLAIM_BEING_DELETED;
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase, Repairer};
 pub use eligibility::{
-    Ineligible, RefMatch, describe_ref, eligibility, ref_match, ref_uid, server_is_claimable,
+    Ineligible, NotFree, RefMatch, describe_ref, eligibility, not_free, ref_match, ref_uid,
+    server_is_claimable,
 };
 pub use evidence::{can_take_back, records_bind_to};
 pub use index::{FreeServerIndex, is_free};

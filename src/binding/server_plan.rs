@@ -8,11 +8,12 @@ use crate::api::names::{
 };
 use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatus};
 
+use super::describe::{AVAILABLE, waiting_for_gates};
 use super::effects::{BindingEvent, Outcome, Related, RepairCase};
 use super::eligibility::describe_ref;
 use super::gates::{Pending, gates_annotation, release_generation};
 use super::meta::{self, ClaimKey};
-use super::server_decision::{RecordProblem, RollBackCause, ServerDecision};
+use super::server_decision::ServerDecision;
 use super::status::{BoundCondition, with_bound, with_condition};
 
 /// The writes and side effects of one server decision.
@@ -67,6 +68,7 @@ pub fn claim_of<'a>(
 /// One arm per decision, in the order of docs/binding.md's server table.
 fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
     use ServerDecision::*;
+    let note = || decision.describe(server);
     match decision {
         Available => ServerPlan {
             // Also drop a `bound-by-controller` left behind when an admin cleared the ref
@@ -83,38 +85,31 @@ fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPla
         },
         ClaimForWinner { winner, restoring } => ServerPlan {
             outcome: restoring.then_some(Outcome::Repair(RepairCase::ServerRefRestored)),
-            ..claim_for(server, winner, true, now)
+            ..claim_for(server, winner, true, note(), now)
         },
         ReservedClaimMissing | ReservedAwaitingAdoption | ReservedClaimElsewhere => ServerPlan {
             status: after_unbind(server, now),
             ..ServerPlan::default()
         },
-        FillUid { claim } => claim_for(server, claim, false, now),
+        FillUid { claim } => claim_for(server, claim, false, note(), now),
         ConfirmClaimGone { claim } => ServerPlan {
             confirm_claim: Some(claim.clone()),
             ..ServerPlan::default()
         },
-        Release { policy } => release(server, *policy, now),
-        BoundConfirmed => bound(server, "Bound", "", now),
-        BoundAwaitingAdoption => bound(
-            server,
-            "AwaitingClaim",
-            ", which has yet to record this server",
-            now,
-        ),
-        RollBack { cause } => roll_back(server, cause, now),
-        DeletionBlocked { holder } => deletion_blocked(server, holder, now),
-        ReleaseToCleaning { gates } => release_to_cleaning(server, gates, now),
-        RepairCleaningRecord {
-            release,
-            gates,
-            problem,
-        } => repair_cleaning_record(server, *release, gates, problem, now),
+        Release { policy } => release(server, *policy, note(), now),
+        BoundConfirmed => bound(server, "Bound", note(), now),
+        BoundAwaitingAdoption => bound(server, "AwaitingClaim", note(), now),
+        RollBack { .. } => roll_back(server, note(), now),
+        DeletionBlocked { .. } => deletion_blocked(server, note(), now),
+        ReleaseToCleaning { gates } => release_to_cleaning(server, gates, note(), now),
+        RepairCleaningRecord { release, gates, .. } => {
+            repair_cleaning_record(server, *release, gates, note(), now)
+        }
         Cleaning { release, pending } => ServerPlan {
             status: cleaning_status(server, *release, pending, now),
             ..ServerPlan::default()
         },
-        Cleaned => cleaned(server, now),
+        Cleaned => cleaned(server, note(), now),
         DeletionAllowed => ServerPlan {
             object: changed(server, |s| {
                 meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
@@ -129,14 +124,14 @@ fn holder(server: &Server) -> ServerClaimRef {
     server.spec.server_claim_ref.clone().unwrap_or_default()
 }
 
-/// Phase Bound to the claim the server holds (the condition says "bound to claim X" and
-/// then `more`), and the protection finalizer if it is missing.
-fn bound(server: &Server, reason: &'static str, more: &str, now: &Time) -> ServerPlan {
+/// Phase Bound to the claim the server holds (the condition's `message` says so), and
+/// the protection finalizer if it is missing.
+fn bound(server: &Server, reason: &'static str, message: String, now: &Time) -> ServerPlan {
     let holder = holder(server);
     let condition = BoundCondition {
         bound: true,
         reason,
-        message: format!("bound to claim {}{more}", describe_ref(&holder)),
+        message,
     };
     let status = server_status(server, ServerPhase::Bound, Some(&holder), condition, now);
     let object = changed(server, |s| {
@@ -152,17 +147,9 @@ fn bound(server: &Server, reason: &'static str, more: &str, now: &Time) -> Serve
     }
 }
 
-/// Undoes a server side whose claim will never complete it: the server is free again.
-fn roll_back(server: &Server, cause: &RollBackCause, now: &Time) -> ServerPlan {
-    let holder = describe_ref(&holder(server));
-    let note = match cause {
-        RollBackCause::NamesAnother(other) => {
-            format!("claim {holder} names server {other} now; this server is free again")
-        }
-        RollBackCause::CannotAdopt(why) => format!(
-            "claim {holder} names no server and cannot take this one ({why}); this server is free again"
-        ),
-    };
+/// Undoes a server side whose claim will never complete it: the server is free again,
+/// and its event's `note` says why.
+fn roll_back(server: &Server, note: String, now: &Time) -> ServerPlan {
     let object = unbind(server);
     ServerPlan {
         status: after_unbind(&object, now),
@@ -173,12 +160,9 @@ fn roll_back(server: &Server, cause: &RollBackCause, now: &Time) -> ServerPlan {
     }
 }
 
-/// A server being deleted while a live claim holds it: it stays, and says why.
-fn deletion_blocked(server: &Server, holder: &ServerClaimRef, now: &Time) -> ServerPlan {
-    let message = format!(
-        "server is being deleted but claim {} still holds it; delete the claim first",
-        describe_ref(holder)
-    );
+/// A server being deleted while a live claim holds it: it stays, and says why
+/// (`message`).
+fn deletion_blocked(server: &Server, message: String, now: &Time) -> ServerPlan {
     let condition = BoundCondition {
         bound: true,
         reason: "DeletionBlocked",
@@ -196,11 +180,13 @@ fn deletion_blocked(server: &Server, holder: &ServerClaimRef, now: &Time) -> Ser
 }
 
 /// Binds the server to `claim` in one write (the ref with uid and the finalizer, plus
-/// `bound-by-controller` when the controller, not a user, chose the claim), then Bound.
+/// `bound-by-controller` when the controller, not a user, chose the claim), then Bound;
+/// its event's `note` says so.
 fn claim_for(
     server: &Server,
     claim: &ServerClaimRef,
     by_controller: bool,
+    note: String,
     now: &Time,
 ) -> ServerPlan {
     let mut object = server.clone();
@@ -220,11 +206,6 @@ fn claim_for(
         },
         now,
     );
-    let note = if by_controller {
-        format!("server is claimed by {}", describe_ref(claim))
-    } else {
-        format!("server is claimed by {}, as reserved", describe_ref(claim))
-    };
     ServerPlan {
         object: Some(object),
         status,
@@ -233,18 +214,14 @@ fn claim_for(
     }
 }
 
-/// Releases a server whose bound claim is gone.
-fn release(server: &Server, policy: ReclaimPolicy, now: &Time) -> ServerPlan {
+/// Releases a server whose bound claim is gone; its event's `note` says so.
+fn release(server: &Server, policy: ReclaimPolicy, note: String, now: &Time) -> ServerPlan {
     let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
-    let (object, status, note) = match policy {
+    let (object, status) = match policy {
         ReclaimPolicy::Recycle => {
             let object = unbind(server);
             let status = after_unbind(&object, now);
-            let note = format!(
-                "released from claim {}, which is gone (reclaimPolicy Recycle)",
-                describe_ref(&holder)
-            );
-            (Some(object), status, note)
+            (Some(object), status)
         }
         ReclaimPolicy::Retain => {
             let object = changed(server, |s| {
@@ -264,11 +241,7 @@ fn release(server: &Server, policy: ReclaimPolicy, now: &Time) -> ServerPlan {
                 },
                 now,
             );
-            let note = format!(
-                "released from claim {}, which is gone (reclaimPolicy Retain: clear spec.serverClaimRef to reuse)",
-                describe_ref(&holder)
-            );
-            (object, status, note)
+            (object, status)
         }
     };
     let wrote = object.is_some() || status.is_some();
@@ -325,7 +298,7 @@ fn available(server: &Server, now: &Time) -> Option<ServerStatus> {
         BoundCondition {
             bound: false,
             reason: "Available",
-            message: "free for any claim that can use it".into(),
+            message: AVAILABLE.into(),
         },
         now,
     )
@@ -369,16 +342,10 @@ fn server_status(
 /// Releases a recycled server with release gates, and starts its cleaning in the same
 /// write: the ref cleared as `Release` clears it, the `cleaning` annotation set to the
 /// release's id (the generation this write produces) and the gates in force recorded
-/// (docs/binding.md, "Release gates").
-fn release_to_cleaning(server: &Server, gates: &[String], now: &Time) -> ServerPlan {
-    let holder = holder(server);
+/// (docs/binding.md, "Release gates"). Its event's `note` says so.
+fn release_to_cleaning(server: &Server, gates: &[String], note: String, now: &Time) -> ServerPlan {
     let release = release_generation(server);
     let object = with_record(&unbind(server), release, gates);
-    let note = format!(
-        "released from claim {}, which is gone (reclaimPolicy Recycle); no claim may bind until the release gates pass for release {release}: {}",
-        describe_ref(&holder),
-        gates.join(", ")
-    );
     let pending: Vec<Pending> = gates.iter().map(|g| Pending::named(g)).collect();
     ServerPlan {
         status: cleaning_status(&object, release, &pending, now),
@@ -402,27 +369,16 @@ fn with_record(server: &Server, release: i64, gates: &[String]) -> Server {
 }
 
 /// Rewrites a cleaning record no cleaner can match (one write of the annotations), then
-/// the Cleaning status; a Warning says what was wrong and what a cleaner copies now.
+/// the Cleaning status; a Warning's `note` says what was wrong and what a cleaner copies
+/// now.
 fn repair_cleaning_record(
     server: &Server,
     release: i64,
     gates: &[String],
-    problem: &RecordProblem,
+    note: String,
     now: &Time,
 ) -> ServerPlan {
     let object = with_record(server, release, gates);
-    let what = match problem {
-        RecordProblem::UnusableRelease(raw) => format!(
-            "{ANNOTATION_CLEANING} was {raw:?}, which no cleaner can copy into observedGeneration"
-        ),
-        RecordProblem::GatesNotRecorded => {
-            format!("{ANNOTATION_CLEANING_GATES} was missing")
-        }
-    };
-    let note = format!(
-        "{what}; recorded release {release} with gates {}: a cleaner passes each with observedGeneration {release}",
-        gates.join(", ")
-    );
     let pending: Vec<Pending> = gates.iter().map(|g| Pending::named(g)).collect();
     ServerPlan {
         status: cleaning_status(&object, release, &pending, now),
@@ -451,14 +407,10 @@ fn cleaning_status(
         reason: "Cleaning",
         message: format!("released; waiting for release gates: {}", names.join(", ")),
     };
-    let detailed: Vec<String> = pending.iter().map(Pending::to_string).collect();
     let cleaning = BoundCondition {
         bound: true,
         reason: "WaitingForGates",
-        message: format!(
-            "waiting for release gates: {} (a cleaner passes a gate by setting the condition of its name to True with observedGeneration {release}, the value of {ANNOTATION_CLEANING} when it started)",
-            detailed.join(", ")
-        ),
+        message: waiting_for_gates(release, pending),
     };
     let reserved = server.spec.server_claim_ref.as_ref();
     let status = server_status(server, ServerPhase::Cleaning, reserved, bound, now);
@@ -466,8 +418,9 @@ fn cleaning_status(
 }
 
 /// Every gate passed: the record of the cleaning goes (the server is claimable again),
-/// then phase Available (or reserved) with the `Cleaning` condition False.
-fn cleaned(server: &Server, now: &Time) -> ServerPlan {
+/// then phase Available (or reserved) with the `Cleaning` condition False; the event's
+/// `note` says so.
+fn cleaned(server: &Server, note: String, now: &Time) -> ServerPlan {
     let mut object = server.clone();
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING);
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING_GATES);
@@ -480,11 +433,7 @@ fn cleaned(server: &Server, now: &Time) -> ServerPlan {
     ServerPlan {
         object: Some(object),
         status,
-        event: Some(BindingEvent::normal(
-            "Cleaned",
-            "Releasing",
-            "every release gate passed; the server is available again",
-        )),
+        event: Some(BindingEvent::normal("Cleaned", "Releasing", note)),
         ..ServerPlan::default()
     }
 }

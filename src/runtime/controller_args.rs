@@ -34,7 +34,7 @@ pub struct ControllerArgs {
 }
 
 /// A `--release-gates` entry, checked as admission checks `spec.releaseGates`.
-fn gate_name(name: &str) -> Result<String, crate::binding::gates::GateNameError> {
+pub(super) fn gate_name(name: &str) -> Result<String, crate::binding::gates::GateNameError> {
     let name = name.trim();
     if name.is_empty() {
         return Ok(String::new());

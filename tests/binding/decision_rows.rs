@@ -3,12 +3,13 @@
 //! markdown, so neither side can move alone. A row that names a field's value
 //! (`Release { policy: Recycle }`) names a variant of that field's enum, and then every
 //! variant of that enum has its row; a field named beside the decision
-//! (`BoundConfirmed` (`selector_mismatch`)) is a field of that variant.
+//! (`BoundConfirmed` (`selector_mismatch`)) is a field of that variant. And each enum's
+//! `name()`, which `explain` prints, returns its variant's name in every arm.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use syn::{Fields, Item, ItemEnum, Type};
+use syn::{Expr, Fields, ImplItem, Item, ItemEnum, Lit, Pat, Type};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -304,4 +305,82 @@ fn a_decision_cell_reads_as_variant_values_and_fields() {
         row.values,
         [("cause".to_string(), "NamesAnother".to_string())]
     );
+}
+
+/// The arms of `fn name` in every `impl <enumeration>` under src/: each arm's variant
+/// (every alternative of an `|` pattern) and the string it returns.
+fn name_arms(dir: &Path, enumeration: &str, out: &mut Vec<(String, String)>) {
+    for entry in std::fs::read_dir(dir).expect("src/ lists") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            name_arms(&path, enumeration, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let source = std::fs::read_to_string(&path).expect("readable");
+            let file = syn::parse_file(&source).expect("parses");
+            for item in &file.items {
+                let Item::Impl(imp) = item else { continue };
+                if type_name(&imp.self_ty) != enumeration || imp.trait_.is_some() {
+                    continue;
+                }
+                for f in &imp.items {
+                    if let ImplItem::Fn(f) = f
+                        && f.sig.ident == "name"
+                    {
+                        match_arms(&f.block.stmts, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn match_arms(stmts: &[syn::Stmt], out: &mut Vec<(String, String)>) {
+    let Some(syn::Stmt::Expr(Expr::Match(m), None)) = stmts.last() else {
+        panic!("`fn name` ends in no match");
+    };
+    for arm in &m.arms {
+        let Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(name),
+            ..
+        }) = &*arm.body
+        else {
+            panic!("an arm of `fn name` returns no string literal");
+        };
+        for variant in pattern_variants(&arm.pat) {
+            out.push((variant, name.value()));
+        }
+    }
+}
+
+/// The variants a pattern names: `A { .. }`, `A`, `A(..)`, `Enum::A`, `A | B`.
+fn pattern_variants(pat: &Pat) -> Vec<String> {
+    let last = |p: &syn::Path| p.segments.last().expect("a segment").ident.to_string();
+    match pat {
+        Pat::Struct(p) => vec![last(&p.path)],
+        Pat::TupleStruct(p) => vec![last(&p.path)],
+        Pat::Path(p) => vec![last(&p.path)],
+        Pat::Ident(p) => vec![p.ident.to_string()],
+        Pat::Or(p) => p.cases.iter().flat_map(pattern_variants).collect(),
+        other => panic!("an arm of `fn name` matches {}", quote::quote!(#other)),
+    }
+}
+
+#[test]
+fn each_decision_s_name_is_its_variant_s() {
+    let mut enums = BTreeMap::new();
+    enums_in(&Path::new(ROOT).join("src"), &mut enums);
+    for table in &TABLES {
+        let mut arms = Vec::new();
+        name_arms(&Path::new(ROOT).join("src"), table.enumeration, &mut arms);
+        let wrong: Vec<_> = arms.iter().filter(|(v, n)| v != n).collect();
+        assert!(
+            wrong.is_empty(),
+            "{}::name() misnames: {wrong:?}",
+            table.enumeration
+        );
+        let named: BTreeSet<&str> = arms.iter().map(|(v, _)| v.as_str()).collect();
+        let declared = &enums[table.enumeration];
+        let declared: BTreeSet<&str> = declared.keys().map(String::as_str).collect();
+        assert_eq!(named, declared, "{}::name()'s arms", table.enumeration);
+    }
 }

@@ -9,6 +9,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use crate::common::claim_admission;
 mod claim_table;
 mod decision_rows;
+mod descriptions;
 mod index_props;
 mod model;
 mod placement_props;

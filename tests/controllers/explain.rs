@@ -5,8 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use server_binder::api::ClaimPhase;
+use server_binder::api::names::CONDITION_CLEANING;
+use server_binder::api::{ClaimPhase, ServerPhase};
 use server_binder::apiserver::{ApiServer, Config};
+use server_binder::binding::find_bound;
+use server_binder::controllers::Options;
 use server_binder::runtime::explain::USER_AGENT_VALUE;
 
 use crate::controllers::stage::*;
@@ -196,6 +199,20 @@ async fn the_plugin_explains_servers_and_says_what_is_missing() {
         "{out:?}"
     );
 
+    // The row is in the words the controllers wrote: s1's condition, and second's.
+    let s1 = env.server("s1").await.expect("s1");
+    let wrote = find_bound(&s1.status.expect("a status").conditions).map(|c| c.message.clone());
+    let json = explain_json(&plugin, &["srv", "s1"]).await;
+    let row = json["row"].as_str().expect("a row");
+    assert!(row.starts_with(&wrote.expect("a condition")), "{row}");
+    let json = explain_json(&plugin, &["scl", "second", "-n", NS]).await;
+    let (row, message) = (json["row"].as_str().expect("a row"), &json["message"]);
+    assert_eq!(json["decision"], "ServerAlreadyClaimed");
+    assert!(
+        row.starts_with(message.as_str().expect("a message")),
+        "{json}"
+    );
+
     let out = plugin
         .run(&["server-binder", "explain", "scl", "nope", "-n", NS])
         .await;
@@ -206,6 +223,75 @@ async fn the_plugin_explains_servers_and_says_what_is_missing() {
         .run(&["server-binder", "explain", "widget", "x"])
         .await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// `explain ARGS -o json`, which must succeed.
+async fn explain_json(plugin: &Plugin, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["server-binder", "explain"];
+    all.extend(args);
+    all.extend(["-o", "json"]);
+    let out = plugin.run(&all).await;
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// The operator's `--release-gates` cannot be read from the cluster: given the same,
+/// explain judges a server naming no gates as the server controller does. Before the
+/// controller acts on a server whose claim is gone, explain says it goes through
+/// cleaning only when given the gates; once the controller (started with them) acted,
+/// explain names the gate pending, in the controller's words. A bad gate name is bad
+/// usage, as for `run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_judges_a_release_with_the_release_gates_it_is_given() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.put_server(server("s1").bound_to_deleted("gone")).await;
+    env.put_server(server("s2").gates(&[]).bound_to_deleted("gone"))
+        .await;
+    let plugin = Plugin::install(|p| env.apiserver.write_kubeconfig(p).unwrap());
+    let gate = "example.com/wipe";
+    let without = explain_json(&plugin, &["srv", "s1"]).await;
+    assert_eq!(without["decision"], "Release", "{without}");
+    let with = explain_json(&plugin, &["srv", "s1", "--release-gates", gate]).await;
+    assert_eq!(with["decision"], "ReleaseToCleaning", "{with}");
+    assert!(with["row"].as_str().unwrap().contains(gate), "{with}");
+    let own = explain_json(&plugin, &["srv", "s2", "--release-gates", gate]).await;
+    assert_eq!(own["decision"], "Release", "its own (no) gates win: {own}");
+
+    let bad = plugin
+        .run(&[
+            "server-binder",
+            "explain",
+            "srv",
+            "s1",
+            "--release-gates",
+            "wipe",
+        ])
+        .await;
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(stderr(&bad).contains("no domain prefix"), "{bad:?}");
+
+    env.start_with(Options {
+        release_gates: vec![gate.to_string()],
+        ..options(2)
+    })
+    .await;
+    let s1 = env
+        .wait_server_phase("s1", ServerPhase::Cleaning, "Cleaning")
+        .await;
+    let cleaning = s1.status.expect("a status").conditions;
+    let cleaning = cleaning.iter().find(|c| c.type_ == CONDITION_CLEANING);
+    let json = explain_json(&plugin, &["srv", "s1"]).await;
+    assert_eq!(json["decision"], "Cleaning", "{json}");
+    let row = json["row"].as_str().expect("a row");
+    assert!(
+        row.starts_with(&cleaning.expect("Cleaning").message),
+        "{row}"
+    );
+    let text = stdout(&plugin.run(&["server-binder", "explain", "srv", "s1"]).await);
+    assert!(text.contains("the server is being cleaned"), "{text}");
 }
 
 /// Against an API server without the CRDs: a clear error and exit code 3.

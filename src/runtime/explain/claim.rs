@@ -5,12 +5,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::error::ExplainError;
-use super::variant::variant;
 use super::world::World;
 use crate::api::ServerClaim;
 use crate::binding::{
-    Binder, Cause, ClaimCatalog, ClaimDecision, ClaimStep, PickState, ServerCatalog, ServerView,
-    Sight, Unavailability, find_bound, hindrance, meta, pass_over,
+    Binder, CLAIM_BEING_DELETED, Cause, ClaimCatalog, ClaimDecision, ClaimStep, PickState,
+    ServerCatalog, ServerView, Sight, Unavailability, find_bound, hindrance, meta, pass_over,
 };
 
 #[derive(Debug, Serialize)]
@@ -101,8 +100,10 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         chosen_by: chosen_by(claim),
         bind_completed: meta::is_bind_completed(claim),
         bound_time: status.bound_time.map(|t| t.0.to_string()),
-        decision: decision.as_ref().map_or("None".into(), variant),
-        row: decision.as_ref().map_or_else(deleting_row, row),
+        decision: decision.as_ref().map_or("None", ClaimDecision::name).into(),
+        row: decision
+            .as_ref()
+            .map_or_else(|| CLAIM_BEING_DELETED.into(), row),
         summary,
         servers: verdicts,
         partial: world.partial,
@@ -118,10 +119,6 @@ fn decide(claim: &ServerClaim, binder: &Binder) -> Option<ClaimDecision> {
         ClaimStep::Wait { decision, .. } => Some(*decision),
         ClaimStep::Idle | ClaimStep::ReadServer(_) => None,
     }
-}
-
-fn deleting_row() -> String {
-    "is being deleted: the claim controller does nothing, and its server is released once it is gone".into()
 }
 
 fn chosen_by(claim: &ServerClaim) -> &'static str {
@@ -173,34 +170,12 @@ fn verdicts(
     (summary, out.into_iter().map(|(_, v)| v).collect())
 }
 
-/// The decision's row of docs/binding.md's claim table, in words.
+/// The decision's row of docs/binding.md's claim table, in the words the claim
+/// controller's condition or event uses.
 fn row(decision: &ClaimDecision) -> String {
-    use ClaimDecision::*;
-    let what = match decision {
-        RestoreServerRef { server } => format!("bound, but its serverRef was cleared while server {server} still holds it: the controller writes it back"),
-        ClearStaleBindCompleted => "carries bind-completed without a bind behind it (copied): the controller drops it and binds the claim afresh".into(),
-        BoundServerRefCleared => "was bound, its serverRef is cleared and no server holds it: Lost (ServerRefCleared)".into(),
-        ConfirmServerMissing { server } | BoundServerMissing { server } => format!("was bound to server {server}, which no longer exists: Lost (ServerMissing)"),
-        BoundServerRefLost { server } => format!("is bound; server {server} lost its ref for a moment and the server controller restores it"),
-        BoundConfirmed { server, .. } => format!("is bound to server {server}, which holds its uid"),
-        BoundMisbound { server, holder } => format!("was bound to server {server}, which now serves {}/{}: Lost (ServerMisbound)", holder.namespace, holder.name),
-        AdoptReservedServer { server } => format!("server {server} is reserved for it: the controller adopts it"),
-        PickBestFit { server } => format!("waits for a server; a pick now takes {server}"),
-        WaitForTurn { .. } => "waits its turn: the servers it could take are kept for claims ahead of it (served oldest first, namespaces in turn)".into(),
-        NoMatchingServer { .. } => "waits: no free server can serve it now".into(),
-        WithdrawMissingServer { server } => format!("the controller chose server {server}, which no longer exists: it withdraws and picks again"),
-        ServerNotFound { server } => format!("names server {server}, which does not exist"),
-        WaitForServer { server } | WaitForUid { server } => format!("names server {server}, and waits for the server controller to record it"),
-        WithdrawIneligibleServer { server, why } => format!("the controller chose server {server}, which can no longer serve it ({why}): it withdraws"),
-        ServerMismatch { server, why } => format!("names server {server}, which cannot serve it: {why}"),
-        CompleteBind { server, .. } => {
-            format!("server {server} holds its uid: the bind completes")
-        }
-        WithdrawTakenServer { server, holder } => format!("the controller chose server {server}, which {}/{} took: it withdraws", holder.namespace, holder.name),
-        ServerAlreadyClaimed { server, holder } => format!("names server {server}, which is claimed by {}/{}", holder.namespace, holder.name),
-    };
     format!(
-        "{what} (docs/binding.md, claim table: ClaimDecision::{})",
-        variant(decision)
+        "{} (docs/binding.md, claim table: ClaimDecision::{})",
+        decision.describe(),
+        decision.name()
     )
 }

@@ -7,7 +7,6 @@ mod claim;
 mod error;
 mod render;
 mod server;
-mod variant;
 mod world;
 
 use std::path::PathBuf;
@@ -16,6 +15,7 @@ use std::process::ExitCode;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::controller_args::gate_name;
 pub use claim::Verdict;
 pub use error::{EXIT_CLUSTER, EXIT_NOT_FOUND, ExplainError};
 pub use render::Output;
@@ -45,6 +45,12 @@ pub struct ExplainArgs {
     /// The kubeconfig context to use.
     #[arg(long)]
     pub context: Option<String>,
+    /// The operator's --release-gates, which the cluster does not show: a server naming
+    /// no gates of its own is judged with these, as the server controller judges it (a
+    /// recycled server whose claim is gone is released into cleaning). Checked as `run`
+    /// checks them.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = gate_name)]
+    pub release_gates: Vec<String>,
 }
 
 /// Runs `explain` and prints its answer; the exit code says how it went.
@@ -66,12 +72,12 @@ async fn explain(args: &ExplainArgs) -> Result<String, ExplainError> {
     match args.kind.as_str() {
         "serverclaim" | "serverclaims" | "scl" => {
             let ns = args.namespace.clone().unwrap_or(default_ns);
-            let world = World::read(&client, Some(&ns)).await?;
+            let world = World::read(&client, Some(&ns), &args.release_gates).await?;
             let e = claim::explain(&world, &ns, &args.name)?;
             render::output(&e, args.output, render::claim_text)
         }
         "server" | "servers" | "srv" => {
-            let world = World::read(&client, None).await?;
+            let world = World::read(&client, None, &args.release_gates).await?;
             let e = server::explain(&world, &args.name)?;
             render::output(&e, args.output, render::server_text)
         }

@@ -5,12 +5,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::error::ExplainError;
-use super::variant::variant;
 use super::world::World;
 use crate::api::{Server, ServerClaimRef};
 use crate::binding::{
-    Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, gates,
-    is_controller_chosen, meta, ref_uid, server_is_claimable,
+    Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, is_controller_chosen,
+    meta, not_free, ref_uid,
 };
 
 #[derive(Debug, Serialize)]
@@ -92,13 +91,14 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
             .map(|t| t.0.to_string()),
         not_available: not_available(server),
         named_by,
-        row: row(&decision),
-        decision: variant(&decision),
+        row: row(&decision, server),
+        decision: decision.name().to_string(),
     })
 }
 
-/// The server controller's decision on what was read (the controller's default release
-/// gates are not visible from here: a server naming none is judged without them).
+/// The server controller's decision on what was read, with the release gates `explain`
+/// was given for a server naming none (the operator's `--release-gates` cannot be read
+/// from the cluster).
 fn decide(server: &Server, binder: &Binder) -> ServerDecision {
     let claims = binder.claims();
     let read = |r: &ServerClaimRef| claims.claim(&r.namespace, &r.name).cloned();
@@ -108,31 +108,11 @@ fn decide(server: &Server, binder: &Binder) -> ServerDecision {
     }
 }
 
-/// Every reason no new claim may take the server.
+/// Every reason no new claim may take the server, by the rule the free-server index
+/// applies ([`not_free`]); then its taints, which no rule counts against it but which
+/// narrow the claims it suits. The gates a cleaning waits for are the decision's row.
 fn not_available(server: &Server) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Err(why) = server_is_claimable(server) {
-        out.push(why.to_string());
-    }
-    if let Some(record) = gates::release_record(server) {
-        let pending = match record.release {
-            Some(release) => gates::pending_gates(server, &record, release)
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            None => format!("its release id {:?} is being repaired", record.raw),
-        };
-        if !pending.is_empty() {
-            out.push(format!("release gates still pending: {pending}"));
-        }
-    }
-    if let Some(r) = &server.spec.server_claim_ref {
-        out.push(match ref_uid(r) {
-            Some(_) => format!("it is bound to {}", describe_ref(r)),
-            None => format!("it is reserved by name for {}/{}", r.namespace, r.name),
-        });
-    }
+    let mut out: Vec<String> = not_free(server).map(|why| why.to_string()).collect();
     if !server.spec.taints.is_empty() {
         let keys: Vec<&str> = server.spec.taints.iter().map(|t| t.key.as_str()).collect();
         out.push(format!(
@@ -143,59 +123,12 @@ fn not_available(server: &Server) -> Vec<String> {
     out
 }
 
-/// The decision's row of docs/binding.md's server table, in words.
-fn row(decision: &ServerDecision) -> String {
-    use ServerDecision::*;
-    let what = match decision {
-        Available => "free: no claim names it".to_string(),
-        ClaimForWinner { winner, .. } => {
-            format!("claims name it; it goes to {}", describe_ref(winner))
-        }
-        ReservedClaimMissing => "reserved by name for a claim that does not exist yet".into(),
-        FillUid { claim } => format!(
-            "reserved for {}, which names it: the uid is filled in",
-            describe_ref(claim)
-        ),
-        ReservedAwaitingAdoption => {
-            "reserved for a claim that has not named it yet: waits for it to adopt the server"
-                .into()
-        }
-        ReservedClaimElsewhere => {
-            "reserved for a claim that names another server or cannot take this one".into()
-        }
-        ConfirmClaimGone { claim } => {
-            format!("its claim {} is gone: it is released", describe_ref(claim))
-        }
-        Release { policy } => format!("its claim is gone: released under reclaimPolicy {policy:?}"),
-        BoundConfirmed => "bound to a live claim that names it".into(),
-        BoundAwaitingAdoption => {
-            "holds a claim that has yet to name it (the claim adopts it or restores its ref)".into()
-        }
-        RollBack { .. } => "holds a claim that cannot take it: the ref is rolled back".into(),
-        DeletionBlocked { holder } => format!(
-            "being deleted, but {} still holds it: it stays until that claim is deleted",
-            describe_ref(holder)
-        ),
-        DeletionAllowed => "being deleted, and no live claim holds it".into(),
-        ReleaseToCleaning { gates } => format!(
-            "its claim is gone: released into cleaning, waiting for {}",
-            gates.join(", ")
-        ),
-        RepairCleaningRecord { release, .. } => format!(
-            "being cleaned, but its record cannot be matched: it is rewritten as release {release}"
-        ),
-        Cleaning { release, pending } => format!(
-            "being cleaned after release {release}: waiting for release gates {}",
-            pending
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Cleaned => "every release gate passed: it becomes Available".into(),
-    };
+/// The decision's row of docs/binding.md's server table, in the words the server
+/// controller's condition or event uses.
+fn row(decision: &ServerDecision, server: &Server) -> String {
     format!(
-        "{what} (docs/binding.md, server table: ServerDecision::{})",
-        variant(decision)
+        "{} (docs/binding.md, server table: ServerDecision::{})",
+        decision.describe(server),
+        decision.name()
     )
 }

@@ -15,22 +15,27 @@ pub(crate) struct World {
     /// Listing claims in every namespace was forbidden: only the claim's namespace was
     /// read, so the fair order's view is partial.
     pub partial: bool,
+    /// The release gates of a server that names none (`--release-gates`).
+    pub release_gates: Vec<String>,
 }
 
 impl World {
-    /// A binder that listed what was read, as a controller does at its start. Explain
-    /// does not know the operator's `--release-gates`: a server naming none is judged
-    /// without them.
+    /// A binder that listed what was read, as a controller does at its start, with the
+    /// release gates explain was given.
     pub fn binder(&self) -> Binder {
         let config = BinderConfig {
             status_interval: std::time::Duration::ZERO,
-            release_gates: Vec::new(),
+            release_gates: self.release_gates.clone(),
         };
         let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
         Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
     }
 
-    pub async fn read(client: &Client, namespace: Option<&str>) -> Result<Self, ExplainError> {
+    pub async fn read(
+        client: &Client,
+        namespace: Option<&str>,
+        release_gates: &[String],
+    ) -> Result<Self, ExplainError> {
         let servers = list(Api::<Server>::all(client.clone())).await?;
         let (claims, partial) = match list(Api::<ServerClaim>::all(client.clone())).await {
             Ok(claims) => (claims, false),
@@ -40,10 +45,13 @@ impl World {
             }
             Err(e) => return Err(e),
         };
+        // An empty entry (`--release-gates ''`) is no gate, as for `run`.
+        let release_gates = release_gates.iter().filter(|g| !g.is_empty()).cloned();
         Ok(Self {
             servers,
             claims,
             partial,
+            release_gates: release_gates.collect(),
         })
     }
 }
