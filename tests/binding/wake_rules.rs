@@ -73,18 +73,19 @@ fn a_wake_orders_the_waiting_claims_fairly() {
         b1,
         bound,
     ]);
+    assert_eq!(woken_in_order(&all), ["a1", "b1", "a2", "bound"]);
+}
+
+/// The order in which a wake of every claim hands them over, with one free server for
+/// them: scarce, so the order matters.
+fn woken_in_order(all: &ClaimCatalog) -> Vec<String> {
     let wake = Wake {
         claims: all.iter().map(claim_key).collect(),
         ..Wake::default()
     };
-    // One free server for three waiting claims: scarce, so the order matters.
     let world = servers(vec![server("s1")]);
-    let order: Vec<String> = wake
-        .claims_in_order(&world, &all)
-        .into_iter()
-        .map(|k| k.name)
-        .collect();
-    assert_eq!(order, ["a1", "b1", "a2", "bound"]);
+    let order = wake.claims_in_order(&world, all).into_iter();
+    order.map(|k| k.name).collect()
 }
 
 /// A pick in flight (a claim naming a server, its bind not yet in its status) is its
@@ -99,15 +100,5 @@ fn a_pick_in_flight_counts_as_its_namespaces_turn() {
         claim("a1").created(1),
         b1,
     ]);
-    let wake = Wake {
-        claims: all.iter().map(claim_key).collect(),
-        ..Wake::default()
-    };
-    let world = servers(vec![server("s1")]);
-    let order: Vec<String> = wake
-        .claims_in_order(&world, &all)
-        .into_iter()
-        .map(|k| k.name)
-        .collect();
-    assert_eq!(order[..2], ["b1", "a1"]);
+    assert_eq!(woken_in_order(&all)[..2], ["b1", "a1"]);
 }
