@@ -4,8 +4,8 @@
 //! It owns, as pure data, what a controller process knows: the catalogs of servers and
 //! claims (fed by the watches), the assumed choices, and when it last wrote each waiting
 //! claim's summary. Time is passed in; nothing here reads a clock or does I/O. Its
-//! interface is the protocol's glue (docs/binding.md, "Wake-ups", "Assumed choices",
-//! "Summaries"):
+//! interface is the protocol's glue (docs/binding.md, "Carrying out a decision",
+//! "Wake-up rules", "The assumed-choice cache", "Why a claim waits"):
 //!
 //! - [`Binder::apply_server`], [`Binder::apply_claim`], [`Binder::relist_servers`],
 //!   [`Binder::relist_claims`]: a watched change, or a relist → who to wake;
@@ -190,16 +190,6 @@ impl Binder {
 
     pub fn assumed(&self) -> &AssumedChoices {
         &self.assumed
-    }
-
-    pub fn config(&self) -> &BinderConfig {
-        &self.config
-    }
-
-    /// The server controller's default release gates change (the model check's restart
-    /// with other flags).
-    pub fn set_release_gates(&mut self, gates: Vec<String>) {
-        self.config.release_gates = gates;
     }
 
     /// The claims of `wake` in the order to reconcile them
