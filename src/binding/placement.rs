@@ -98,9 +98,16 @@ pub struct WaitingClaims {
     /// choices; scanning every controller-chosen claim in flight on every pick cost a
     /// third of the throughput at 30k.)
     serving: BTreeMap<ClaimKey, (String, ClaimShape)>,
-    /// Per namespace, when its bound claims were bound, for the turns of the fair order.
+    /// Per namespace, when its claims were bound, for the turns of the fair order: the
+    /// bound claims in the cache, and the deleted ones whose bind may still count (bound
+    /// no earlier than the oldest claim in the cache was created), so that a namespace
+    /// that deletes its claims once they are bound does not get its turns back.
     served: HashMap<String, BTreeSet<(Timestamp, String)>>,
     served_at: HashMap<ClaimKey, Timestamp>,
+    /// When each claim in the cache was created, oldest first: no turn counts a bind
+    /// older than the oldest, so deleted claims' binds before it are let go.
+    created: BTreeSet<(Timestamp, ClaimKey)>,
+    created_at: HashMap<ClaimKey, Timestamp>,
     /// Claims naming a server whose bind is not recorded yet (a pick in flight, a user's
     /// claim): served now, for the turns of the fair order, so that a cache that has not
     /// seen a bind's status yet does not hand the namespace its next turn early.
@@ -119,12 +126,20 @@ const MAX_WEIGHED_SHAPES: usize = 64;
 pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
 
 impl WaitingClaims {
-    /// Records the claim's current state (`None`: gone).
+    /// Records the claim's current state (`None`: deleted; its bind, if any, still counts
+    /// for its namespace's turns).
     pub fn put(&mut self, key: &ClaimKey, claim: Option<&ServerClaim>) {
-        self.forget(key);
         let Some(claim) = claim else {
+            self.served_at.remove(key);
+            self.forget(key);
+            self.let_go_of_old_service();
             return;
         };
+        self.forget(key);
+        if let Some(t) = claim.metadata.creation_timestamp.as_ref().map(|t| t.0) {
+            self.created.insert((t, key.clone()));
+            self.created_at.insert(key.clone(), t);
+        }
         let shape = ClaimShape::of(claim);
         let shape = match self.known.get_key_value(&shape) {
             Some((existing, _)) => existing.clone(),
@@ -177,6 +192,9 @@ impl WaitingClaims {
         }
         self.serving.remove(key);
         self.taking.remove(key);
+        if let Some(t) = self.created_at.remove(key) {
+            self.created.remove(&(t, key.clone()));
+        }
         if let Some(t) = self.served_at.remove(key)
             && let Some(served) = self.served.get_mut(&key.namespace)
         {
@@ -185,6 +203,20 @@ impl WaitingClaims {
                 self.served.remove(&key.namespace);
             }
         }
+    }
+
+    /// Lets go of the deleted claims' binds that can no longer count: a turn counts binds
+    /// since the oldest waiting claim was created, and no claim in the cache, waiting now
+    /// or later, was created before the oldest one.
+    fn let_go_of_old_service(&mut self) {
+        let horizon = self.created.first().map(|(t, _)| *t);
+        self.served.retain(|_, binds| {
+            match horizon {
+                Some(t) => *binds = binds.split_off(&(t, String::new())),
+                None => binds.clear(),
+            }
+            !binds.is_empty()
+        });
     }
 
     /// The shape a waiting claim is queued under.
@@ -580,11 +612,11 @@ pub fn in_fair_order(keys: &BTreeSet<ClaimKey>, waiting: &WaitingClaims) -> Vec<
 ///
 /// A claim's turn is its rank among its namespace's waiting claims (oldest first), plus
 /// how many claims its namespace was served since the oldest waiting claim was created
-/// (bound since then, or naming a server and not yet bound: a pick in flight, a user's
-/// claim). So namespaces take turns: after a namespace
-/// is served once, every other namespace's next claim comes before its next one, however
-/// many it has waiting. The order is a function of the claim cache alone: a restarted
-/// controller, or a second one, computes the same.
+/// (bound since then, deleted since or not, or naming a server and not yet bound: a pick
+/// in flight, a user's claim). So namespaces take turns: after a namespace is served
+/// once, every other namespace's next claim comes before its next one, however many it
+/// has waiting. The order is a function of the claim cache and of the binds of deleted
+/// claims this process saw (docs/binding.md, "The matching": what a restart forgets).
 struct FairOrder<'w> {
     turn: HashMap<&'w ClaimKey, usize>,
 }

@@ -102,3 +102,15 @@ fn a_pick_in_flight_counts_as_its_namespaces_turn() {
     ]);
     assert_eq!(woken_in_order(&all)[..2], ["b1", "a1"]);
 }
+
+/// A bound claim that is deleted still counts as its namespace's service: deleting
+/// claims once they are bound does not give a namespace its turns back.
+#[test]
+fn a_deleted_bound_claim_still_counts_as_its_namespaces_turn() {
+    let mut b1 = claim("b1").created(3);
+    b1.metadata.namespace = Some("team-b".into());
+    let served = claim("a0").created(0).chose("s9").phase(ClaimPhase::Bound);
+    let mut all = claims(vec![served, claim("a1").created(1), b1]);
+    all.remove(NS, "a0");
+    assert_eq!(woken_in_order(&all), ["b1", "a1"]);
+}

@@ -122,3 +122,54 @@ async fn scarce_servers_go_to_namespaces_in_turn() {
     })
     .await;
 }
+
+/// One server; team-a creates five claims, then team-b one; each claim is deleted once it
+/// is Bound. team-b's claim is served second, not after team-a's burst: a namespace's
+/// service is remembered after its claims are deleted (docs/binding.md, "The matching",
+/// the fair order).
+#[tokio::test]
+async fn a_namespace_that_deletes_its_bound_claims_still_takes_turns() {
+    let mut env = Env::new().await;
+    env.create_namespace("team-b").await;
+    env.create_server("s1", &[]).await;
+    let create = |ns: &'static str, name: String| {
+        let api: Api<ServerClaim> = Api::namespaced(env.client.clone(), ns);
+        async move {
+            let c = ServerClaim::new(&name, ServerClaimSpec::default());
+            api.create(&PostParams::default(), &c).await.expect("claim");
+        }
+    };
+    for i in 0..5 {
+        create(NS, format!("a{i}")).await;
+    }
+    // A second later: the creation timestamps have a resolution of a second.
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    create("team-b", "b0".into()).await;
+    env.start(4).await;
+    let all_claims: Api<ServerClaim> = Api::all(env.client.clone());
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        let bound = eventually("the next claim Bound", DEADLINE, || async {
+            let claims = all_claims.list(&Default::default()).await.unwrap().items;
+            claims
+                .into_iter()
+                .find(|c| phase(c) == Some(ClaimPhase::Bound))
+                .ok_or("none Bound yet")
+        })
+        .await;
+        let (ns, name) = (
+            bound.metadata.namespace.unwrap(),
+            bound.metadata.name.unwrap(),
+        );
+        order.push(name.clone());
+        let api: Api<ServerClaim> = Api::namespaced(env.client.clone(), &ns);
+        api.delete(&name, &Default::default())
+            .await
+            .expect("deleted");
+        eventually("the claim gone", DEADLINE, || async {
+            api.get_opt(&name).await.unwrap().is_none()
+        })
+        .await;
+    }
+    assert_eq!(order, ["a0", "b0", "a1"], "the order of the binds");
+}
