@@ -142,8 +142,15 @@ async fn a_namespace_that_deletes_its_bound_claims_still_takes_turns() {
     for i in 0..5 {
         create(NS, format!("a{i}")).await;
     }
-    // A second later: the creation timestamps have a resolution of a second.
-    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    // Created later than team-a's: creation timestamps have a resolution of a second, so
+    // wait until the clock is in a later second than a4's creation.
+    let a4 = env.claim("a4").await.expect("a4");
+    let a4_created = a4.metadata.creation_timestamp.expect("created").0;
+    eventually("a later second", DEADLINE, || async {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        now.as_second() > a4_created.as_second()
+    })
+    .await;
     create("team-b", "b0".into()).await;
     env.start(4).await;
     let all_claims: Api<ServerClaim> = Api::all(env.client.clone());
