@@ -123,6 +123,20 @@ pub struct ClaimWork {
     pub since_created: Option<f64>,
 }
 
+impl ClaimWork {
+    /// Whether the binder needs the result of the object write: only a pick's, which
+    /// starts or ends its assumption.
+    pub fn reports_object_write(&self) -> bool {
+        self.picked.is_some()
+    }
+
+    /// Whether the binder needs to hear of the status write: only a waiting claim's
+    /// summary, which starts its interval.
+    pub fn reports_status_write(&self) -> bool {
+        self.decision.waits() && self.plan.status.is_some()
+    }
+}
+
 /// One server reconcile's answer.
 #[derive(Clone, Debug)]
 pub enum ServerStep {
@@ -435,7 +449,7 @@ impl Binder {
     /// The claim's status was written at `now`: a waiting claim's summary starts its
     /// interval.
     pub fn claim_status_written(&mut self, work: &ClaimWork, now: Timestamp) {
-        if work.decision.waits() && work.plan.status.is_some() {
+        if work.reports_status_write() {
             self.summaries.wrote(&work.key, now);
         }
     }

@@ -84,7 +84,11 @@ impl Caches {
     }
 
     /// Reports the end of a claim's object write to the binder and wakes whom it says.
+    /// Most writes tell the binder nothing: those skip its lock.
     pub fn claim_object_written(&self, work: &ClaimWork, written: Result<&ServerClaim, ()>) {
+        if !work.reports_object_write() {
+            return;
+        }
         let mut binder = self.binder.write();
         let wake = binder.claim_object_written(work, written);
         self.wake(binder, wake);
@@ -92,6 +96,9 @@ impl Caches {
 
     /// Reports a claim's status write to the binder.
     pub fn claim_status_written(&self, work: &ClaimWork) {
+        if !work.reports_status_write() {
+            return;
+        }
         self.binder
             .write()
             .claim_status_written(work, Timestamp::now());
