@@ -23,6 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
+use super::backoff::RefusedWrites;
 use super::claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
 use super::claim_plan::{ClaimPlan, plan_claim};
 use super::coalesce::is_summary_refresh;
@@ -124,10 +125,11 @@ pub struct ClaimWork {
 }
 
 impl ClaimWork {
-    /// Whether the binder needs the result of the object write: only a pick's, which
-    /// starts or ends its assumption.
-    pub fn reports_object_write(&self) -> bool {
+    /// Whether the binder needs to hear how the object write ended: a pick's, which
+    /// starts or ends its assumption, and a refusal that makes the claim back off.
+    pub fn reports_object_write(&self, written: &ObjectWrite<'_>) -> bool {
         self.picked.is_some()
+            || matches!(written, ObjectWrite::Refused(_)) && self.decision.backs_off_when_refused()
     }
 
     /// Whether the binder needs to hear of the status write: only a waiting claim's
@@ -164,6 +166,19 @@ pub struct Binder {
     claims: ClaimCatalog,
     assumed: AssumedChoices,
     summaries: SummaryClock,
+    refused: RefusedWrites,
+}
+
+/// How a claim's object write ended, as the binder needs to hear it.
+#[derive(Clone, Copy, Debug)]
+pub enum ObjectWrite<'a> {
+    /// Written; the claim as the API server returned it.
+    Written(&'a ServerClaim),
+    /// The resourceVersion precondition failed: the claim changed, decide again.
+    Conflict,
+    /// Refused or failed, with the API server's message (or the transport's). A lost
+    /// response counts too: the claim backs off, and its next try sees what was written.
+    Refused(&'a str),
 }
 
 impl Binder {
@@ -177,6 +192,7 @@ impl Binder {
             claims: ClaimCatalog::new(),
             assumed: AssumedChoices::new(),
             summaries,
+            refused: RefusedWrites::default(),
         }
     }
 
@@ -204,6 +220,16 @@ impl Binder {
 
     pub fn assumed(&self) -> &AssumedChoices {
         &self.assumed
+    }
+
+    pub fn refused(&self) -> &RefusedWrites {
+        &self.refused
+    }
+
+    /// Ends the claim's back-off at `now` (a driver that moves time in steps of its own:
+    /// the model check).
+    pub fn end_backoff(&mut self, key: &ClaimKey, now: Timestamp) {
+        self.refused.expire(key, now);
     }
 
     /// The claims of `wake` in the order to reconcile them
@@ -273,6 +299,7 @@ impl Binder {
             }
             None => self.claims.remove(&key.namespace, &key.name),
         }
+        self.refused.observe_claim(key, new.as_deref());
         let rule = self.rules.assumption_ends;
         let ended = self.assumed.observe_claim_with(rule, key, new.as_deref());
         let mut wake = (self.rules.triggers.claim_changed)(
@@ -356,12 +383,20 @@ impl Binder {
         if meta::is_deleting(claim) {
             return ClaimStep::Idle;
         }
-        let decision = self.decide_claim(claim, live, sight);
+        let key = claim_key(claim);
+        let decision = self.decide_claim(claim, live, sight, now);
         let plan = plan_claim(claim, &decision, &Time(now));
         if let Some(server) = plan.confirm_server {
             return ClaimStep::ReadServer(server);
         }
-        let key = claim_key(claim);
+        let backing_off = self.refused.backing_off(&key, now);
+        if let Some(after) = backing_off.and_then(|r| remaining(r.until, now))
+            && plan.is_noop()
+        {
+            // Its status already says it backs off: look again when the back-off ends.
+            let decision = Box::new(decision);
+            return ClaimStep::Wait { decision, after };
+        }
         if is_summary_refresh(claim, &plan)
             && let Some(after) = self.summaries.delay(&key, now)
         {
@@ -371,7 +406,10 @@ impl Binder {
         }
         // A claim that waits is looked at again once its summary may be rewritten, so
         // the summary follows the servers within about one interval.
-        let then = decision.waits().then(|| self.summaries.interval());
+        let then = match backing_off {
+            Some(r) => remaining(r.until, now),
+            None => decision.waits().then(|| self.summaries.interval()),
+        };
         ClaimStep::Act(Box::new(ClaimWork {
             key,
             picked: assumption_for(&decision).map(str::to_string),
@@ -387,8 +425,10 @@ impl Binder {
         claim: &ServerClaim,
         live: Option<(&str, Option<&Server>)>,
         sight: Sight,
+        now: Timestamp,
     ) -> ClaimDecision {
         let key = claim_key(claim);
+        let held_back = self.refused.held_back(now);
         let (nobody, blind);
         let (claims, waiting) = match sight {
             Sight::All => (&self.claims, self.claims.waiting()),
@@ -405,6 +445,8 @@ impl Binder {
             skip: &skip,
             waiting,
             assumed: &self.assumed,
+            held_back: &held_back,
+            refused: self.refused.backing_off(&key, now),
         };
         let decide = self.rules.claim;
         match live {
@@ -420,29 +462,39 @@ impl Binder {
         }
     }
 
-    /// The write of the claim's object (metadata and spec) ended: `Ok` with the claim as
-    /// the API server returned it, `Err` if it was refused or its answer lost. Returns
-    /// who to wake: a failed pick's server is free again for the claims that passed it
-    /// over. (Once the pick is written, the assumption lasts until the watches show it
-    /// taken over or withdrawn, whatever becomes of the status write after it.)
+    /// The write of the claim's object (metadata and spec) for `claim` ended at `now`.
+    /// Returns who to wake: a failed pick's server is free again for the claims that
+    /// passed it over. (Once the pick is written, the assumption lasts until the watches
+    /// show it taken over or withdrawn, whatever becomes of the status write after it.)
+    /// A refused write on the unbound path starts the claim's back-off.
     pub fn claim_object_written(
         &mut self,
         work: &ClaimWork,
-        written: Result<&ServerClaim, ()>,
+        claim: &ServerClaim,
+        written: ObjectWrite<'_>,
+        now: Timestamp,
     ) -> Wake {
+        if let ObjectWrite::Refused(message) = written
+            && work.decision.backs_off_when_refused()
+        {
+            self.refused
+                .refused(claim, work.decision.name(), message, now);
+        }
         let Some(server) = &work.picked else {
             return Wake::default();
         };
         match written {
-            Ok(latest) => {
+            ObjectWrite::Written(latest) => {
                 let version = latest.metadata.resource_version.clone();
                 self.assumed.written(server, &work.key, version);
                 Wake::default()
             }
-            Err(()) => match self.assumed.write_failed(server, &work.key) {
-                Some(server) => self.assumption_ended(&server),
-                None => Wake::default(),
-            },
+            ObjectWrite::Conflict | ObjectWrite::Refused(_) => {
+                match self.assumed.write_failed(server, &work.key) {
+                    Some(server) => self.assumption_ended(&server),
+                    None => Wake::default(),
+                }
+            }
         }
     }
 
@@ -537,6 +589,12 @@ impl Binder {
             act => act,
         }
     }
+}
+
+/// How long from `now` until `until`, if it is later.
+fn remaining(until: Timestamp, now: Timestamp) -> Option<Duration> {
+    let left = Duration::try_from(until.duration_since(now)).ok()?;
+    (!left.is_zero()).then_some(left)
 }
 
 /// Seconds from the claim's creation until `now`.

@@ -4,6 +4,7 @@
 
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
+use super::backoff::Refusal;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
@@ -55,6 +56,10 @@ pub enum ClaimDecision {
     },
 
     // ---- Unbound path. ----
+    /// The claim's last write was refused and it backs off ([`super::backoff`]): Pending
+    /// `WriteRefused` with the API server's message, Warning `WriteRefused`; nothing else
+    /// until the back-off ends.
+    WriteRefused { refusal: Refusal },
     /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
     AdoptReservedServer { server: String },
     /// No `serverRef`, an eligible free server exists: choose the best fit.
@@ -119,6 +124,23 @@ impl ClaimDecision {
         }
     }
 
+    /// Whether a refused write of this decision's plan makes the claim back off: the
+    /// unbound path's writes of the claim object (a pick, an adoption, a withdrawal, the
+    /// completing `bind-completed`). A bound claim's repairs are retried as any failure.
+    pub fn backs_off_when_refused(&self) -> bool {
+        use ClaimDecision::*;
+        matches!(
+            self,
+            AdoptReservedServer { .. }
+                | PickBestFit { .. }
+                | NoMatchingServer { .. }
+                | WithdrawMissingServer { .. }
+                | WithdrawIneligibleServer { .. }
+                | CompleteBind { .. }
+                | WithdrawTakenServer { .. }
+        )
+    }
+
     /// The server the decision is about, if it names one.
     pub fn server(&self) -> Option<&str> {
         use ClaimDecision::*;
@@ -142,6 +164,7 @@ impl ClaimDecision {
             | ServerAlreadyClaimed { server, .. } => Some(server),
             BoundServerRefCleared
             | ClearStaleBindCompleted
+            | WriteRefused { .. }
             | WaitForTurn { .. }
             | NoMatchingServer { .. } => None,
         }
@@ -273,6 +296,11 @@ fn decide_unbound(
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
     use ClaimDecision::*;
+    if let Some(refusal) = pick.refused {
+        return WriteRefused {
+            refusal: refusal.clone(),
+        };
+    }
     let controller_chosen = is_controller_chosen(claim);
     let Some(server) = claim.spec.server_ref.as_ref().map(|r| r.name.clone()) else {
         if let Some(reserved) = adoptable_reservation(claim, servers) {

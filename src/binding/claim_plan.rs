@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{BoundServerRef, ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
+use super::backoff::{WRITE_REFUSED, backs_off};
 use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use super::meta::{self, is_controller_chosen};
@@ -85,11 +86,17 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             bound_confirmed(claim, &record, notes, decision.describe(), now)
         }
         BoundMisbound { .. } => lost(claim, LostReason::ServerMisbound, decision.describe(), now),
+        WriteRefused { .. } => pending_with_warning(
+            claim,
+            (WRITE_REFUSED, WRITE_REFUSED),
+            decision.describe(),
+            now,
+        ),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
-            ..ClaimPlan::write(choose(claim, server))
+            ..choose(claim, server, now)
         },
-        PickBestFit { server } => ClaimPlan::write(choose(claim, server)),
+        PickBestFit { server } => choose(claim, server, now),
         WaitForTurn { why } => wait_for_turn(claim, why, now),
         NoMatchingServer { why } => no_matching_server(claim, why, now),
         WithdrawMissingServer { .. }
@@ -442,14 +449,25 @@ fn status_with(
     })
 }
 
-/// The claim with `serverRef` set to `server` by the controller (with `pre-bound`).
-fn choose(claim: &ServerClaim, server: &str) -> ServerClaim {
+/// Sets `serverRef` to `server` by the controller (with `pre-bound`). A claim whose
+/// status says it backs off after a refused write is tried again now: its status says it
+/// waits for the server instead, or the server controller would not bind it.
+fn choose(claim: &ServerClaim, server: &str, now: &Time) -> ClaimPlan {
     let mut object = claim.clone();
     object.spec.server_ref = Some(ServerRef {
         name: server.to_string(),
     });
     meta::set_annotation(&mut object, ANNOTATION_PRE_BOUND);
-    object
+    let status = backs_off(claim)
+        .then(|| {
+            let message = format!("waiting for server {server} to record this claim");
+            pending(claim, "WaitingForServer", message, now)
+        })
+        .flatten();
+    ClaimPlan {
+        status,
+        ..ClaimPlan::write(object)
+    }
 }
 
 /// Gives up a controller-chosen server: clears `serverRef` and `pre-bound` in one write.

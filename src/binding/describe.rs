@@ -32,6 +32,7 @@ impl ClaimDecision {
             BoundServerRefLost { .. } => "BoundServerRefLost",
             BoundConfirmed { .. } => "BoundConfirmed",
             BoundMisbound { .. } => "BoundMisbound",
+            WriteRefused { .. } => "WriteRefused",
             AdoptReservedServer { .. } => "AdoptReservedServer",
             PickBestFit { .. } => "PickBestFit",
             WaitForTurn { .. } => "WaitForTurn",
@@ -78,6 +79,7 @@ impl ClaimDecision {
             BoundMisbound { server, holder } => {
                 format!("bound server {server} now serves {}", describe_ref(holder))
             }
+            WriteRefused { refusal } => refusal.describe(),
             AdoptReservedServer { server } => {
                 format!("server {server} is reserved for this claim: the claim adopts it")
             }

@@ -5,6 +5,7 @@
 //! into the writes, event and outcome the controllers carry out.
 
 pub mod assumed;
+pub mod backoff;
 pub mod binder;
 mod claim_decision;
 mod claim_plan;
@@ -29,8 +30,8 @@ mod winner;
 
 pub use assumed::{AssumedChoices, claim_key};
 pub use binder::{
-    Binder, BinderConfig, ClaimDecider, ClaimStep, ClaimWork, Rules, ServerDecider, ServerStep,
-    ServerWork, Sight,
+    Binder, BinderConfig, ClaimDecider, ClaimStep, ClaimWork, ObjectWrite, Rules, ServerDecider,
+    ServerStep, ServerWork, Sight,
 };
 pub use claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
 pub use claim_plan::{ClaimPlan, plan_claim};

@@ -23,6 +23,7 @@ use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
 
 use super::assumed::AssumedChoices;
+use super::backoff::{Refusal, backs_off};
 use super::eligibility::server_is_claimable;
 use super::index::{Class, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
@@ -82,9 +83,13 @@ impl Waiter {
 }
 
 /// Whether a claim waits for a pick: no `serverRef`, not on the bound path, not being
-/// deleted (the claim controller leaves a deleting claim alone).
+/// deleted (the claim controller leaves a deleting claim alone), not backing off after a
+/// refused write (its status says so: it is ahead of nobody until it tries again).
 pub fn is_waiting(claim: &ServerClaim) -> bool {
-    claim.spec.server_ref.is_none() && !meta::is_bind_completed(claim) && !meta::is_deleting(claim)
+    claim.spec.server_ref.is_none()
+        && !meta::is_bind_completed(claim)
+        && !meta::is_deleting(claim)
+        && !backs_off(claim)
 }
 
 /// The claims the matching and the fair order read, kept up to date one claim at a time
@@ -156,6 +161,7 @@ impl WaitingClaims {
         if let Some(r) = &claim.spec.server_ref
             && !meta::is_bind_completed(claim)
             && !is_controller_chosen(claim)
+            && !backs_off(claim)
         {
             let serving = (r.name.clone(), ClaimShape::of(claim));
             self.serving.insert(key.clone(), serving);
@@ -280,6 +286,11 @@ pub struct PickInputs<'a> {
     pub waiting: &'a WaitingClaims,
     /// Picks this controller made whose writes the caches may not show yet.
     pub assumed: &'a AssumedChoices,
+    /// The claims backing off after a refused write (in this process's memory; the
+    /// claim cache also shows it once their status says so): ahead of nobody.
+    pub held_back: &'a [ClaimKey],
+    /// This claim's refusal, while it backs off.
+    pub refused: Option<&'a Refusal>,
 }
 
 /// Where a waiting claim goes.
@@ -384,6 +395,9 @@ impl<'p> Busy<'p> {
                 busy.taken.insert(server);
             }
         }
+        // A claim backing off is ahead of nobody and takes nothing.
+        busy.placed
+            .extend(inputs.held_back.iter().filter(|k| *k != me));
         // A user's claim naming a free server it can take will take it (or win it). It
         // does not wait, so it takes a server but places no waiting claim.
         for (key, (server, shape)) in &inputs.waiting.serving {

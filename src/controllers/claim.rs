@@ -2,7 +2,7 @@
 //! ([`decide_claim`], [`plan_claim`]) and doing exactly that. It writes only claims.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -16,7 +16,9 @@ use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 use crate::api::{Server, ServerClaim};
-use crate::binding::{ClaimStep, ClaimWork, Sight, claim_key, claim_status_after, meta};
+use crate::binding::{
+    ClaimStep, ClaimWork, ObjectWrite, Sight, claim_key, claim_status_after, meta,
+};
 
 const KIND: ControllerKind = ControllerKind::Claim;
 
@@ -55,7 +57,10 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
         ClaimStep::Wait { after, .. } => return Ok(Action::requeue(after)),
         ClaimStep::Idle | ClaimStep::ReadServer(_) => return Ok(Action::await_change()),
     };
-    execute(claim, &work, ctx).await?;
+    if execute(claim, &work, ctx).await? == Carried::Refused {
+        // Its next reconcile says so on the claim and starts the back-off.
+        return Ok(Action::requeue(Duration::ZERO));
+    }
     Ok(Action::requeue(work.then.unwrap_or(RESYNC)))
 }
 
@@ -67,16 +72,25 @@ fn decide(claim: &ServerClaim, ctx: &Context, live: Option<(&str, Option<&Server
     binder.reconcile_claim(claim, live, Sight::All, Timestamp::now())
 }
 
+/// How a plan was carried out, when it did not fail.
+#[derive(PartialEq, Eq)]
+enum Carried {
+    Done,
+    /// The object write was refused and the claim backs off.
+    Refused,
+}
+
 /// Writes the plan (object, then status), each write's result reported to the binder,
 /// then records its event and counts its outcome.
-async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result<()> {
+async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result<Carried> {
     let plan = &work.plan;
     let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), meta::namespace(claim));
     let mut latest = None;
     if let Some(object) = &plan.object {
         let written = replace(ctx, KIND, &api, object, Part::Object).await;
-        let result = written.as_ref().map_err(|_| ());
-        ctx.caches.claim_object_written(work, result);
+        if report_object_write(claim, work, &written, ctx) {
+            return Ok(Carried::Refused);
+        }
         latest = Some(written?);
     }
     if let Some(status) = &plan.status {
@@ -97,5 +111,43 @@ async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result
     if let Some(outcome) = plan.outcome {
         ctx.metrics.outcome(KIND, outcome, work.since_created);
     }
-    Ok(())
+    Ok(Carried::Done)
+}
+
+/// Tells the binder how the object write ended; true if it was refused and the claim
+/// backs off (docs/binding.md, "Refused writes"): counted, logged, and said on the claim
+/// by its next reconcile.
+fn report_object_write(
+    claim: &ServerClaim,
+    work: &ClaimWork,
+    written: &Result<ServerClaim>,
+    ctx: &Context,
+) -> bool {
+    let refusal;
+    let mut backs_off = false;
+    let outcome = match written {
+        Ok(latest) => ObjectWrite::Written(latest),
+        Err(Error::Conflict { .. }) => ObjectWrite::Conflict,
+        Err(Error::Api { source, .. }) => {
+            refusal = api_message(source);
+            backs_off = work.decision.backs_off_when_refused();
+            if backs_off {
+                ctx.metrics.write_refused(work.decision.name());
+                tracing::warn!(write = work.decision.name(), message = %refusal, "claim write refused; backing off");
+            }
+            ObjectWrite::Refused(&refusal)
+        }
+    };
+    ctx.caches.claim_object_written(work, claim, outcome);
+    backs_off
+}
+
+/// What the API server said (its Status message), or what failed on the way.
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!("{} ({})", status.message, status.code)
+        }
+        other => other.to_string(),
+    }
 }

@@ -26,7 +26,9 @@ use tokio::sync::watch;
 use super::own_writes::OwnWrites;
 
 use crate::api::{Server, ServerClaim};
-use crate::binding::{Binder, BinderConfig, ClaimKey, ClaimWork, Rules, Wake, claim_key};
+use crate::binding::{
+    Binder, BinderConfig, ClaimKey, ClaimWork, ObjectWrite, Rules, Wake, claim_key,
+};
 
 /// Where a controller wants its triggers while it runs (`None`: not running; triggers
 /// are dropped and the controller resyncs everything when it starts).
@@ -85,12 +87,17 @@ impl Caches {
 
     /// Reports the end of a claim's object write to the binder and wakes whom it says.
     /// Most writes tell the binder nothing: those skip its lock.
-    pub fn claim_object_written(&self, work: &ClaimWork, written: Result<&ServerClaim, ()>) {
-        if !work.reports_object_write() {
+    pub fn claim_object_written(
+        &self,
+        work: &ClaimWork,
+        claim: &ServerClaim,
+        written: ObjectWrite<'_>,
+    ) {
+        if !work.reports_object_write(&written) {
             return;
         }
         let mut binder = self.binder.write();
-        let wake = binder.claim_object_written(work, written);
+        let wake = binder.claim_object_written(work, claim, written, Timestamp::now());
         self.wake(binder, wake);
     }
 

@@ -75,6 +75,7 @@ pub struct Metrics {
     lost_claims: IntCounterVec,
     repairs: IntCounterVec,
     api_writes: IntCounterVec,
+    refused_writes: IntCounterVec,
     reconcile_duration: HistogramVec,
     reconcile_errors: IntCounterVec,
     leader: IntGauge,
@@ -140,6 +141,11 @@ impl Metrics {
                 "Writes the controllers issued to the API server, by controller, resource (servers, servers/status, serverclaims, serverclaims/status) and result (ok, conflict, error)",
                 &["controller", "resource", "result"],
             ),
+            refused_writes: r.counters(
+                "claim_writes_refused_total",
+                "Claim writes the API server refused (not conflicts) after which the claim backs off, by the decision whose write it was (PickBestFit, AdoptReservedServer, CompleteBind, ...)",
+                &["write"],
+            ),
             reconcile_duration: r.histograms(
                 "reconcile_duration_seconds",
                 "Time one reconcile took, including its API calls, by controller",
@@ -178,6 +184,9 @@ impl Metrics {
                     result.as_str(),
                 ]);
             }
+        }
+        for write in ["PickBestFit", "AdoptReservedServer", "CompleteBind"] {
+            self.refused_writes.with_label_values(&[write]);
         }
         for policy in [ReclaimPolicy::Recycle, ReclaimPolicy::Retain] {
             self.releases.with_label_values(&[policy_label(policy)]);
@@ -229,6 +238,11 @@ impl Metrics {
         self.api_writes
             .with_label_values(&[controller.as_str(), resource, result.as_str()])
             .inc();
+    }
+
+    /// A claim's write for `write` (a decision's name) was refused: the claim backs off.
+    pub fn write_refused(&self, write: &str) {
+        self.refused_writes.with_label_values(&[write]).inc();
     }
 
     pub fn reconciled(&self, controller: ControllerKind, seconds: f64) {

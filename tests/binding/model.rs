@@ -17,6 +17,8 @@
 //! - either controller crashes (bounded): it loses its cache, its assumed choices and the
 //!   rest of its plan, and relists;
 //! - either controller resyncs (bounded): everything of its kind is woken;
+//! - a claim's back-off after a refused write ends (its timer; the binder's back-off is
+//!   kept, its length abstracted);
 //! - the next scripted user action happens (delete or create a claim, cordon, taint,
 //!   relabel a server, add a selector, ...).
 //!
@@ -35,7 +37,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::assumed::Assumption;
+use server_binder::binding::backoff::{self, Refusal};
 use server_binder::binding::gates;
+use server_binder::binding::triggers;
 use server_binder::binding::triggers::Wake;
 use server_binder::binding::*;
 
@@ -145,7 +149,19 @@ pub struct Scenario {
     pub default_gates: Vec<&'static str>,
     /// A tenant who forges, if any.
     pub tenant: Option<Tenant>,
+    /// Which claim object writes admission refuses (old, new), like a webhook of the
+    /// cluster's own would: every time, whatever the budget.
+    pub refuses: Option<Refuser>,
+    /// Claims bound in every quiescent state (liveness beside a claim that never binds).
+    pub must_bind: Vec<&'static str>,
+    /// Claims that can never bind (admission refuses their writes): they back off for
+    /// good, so their back-off timers do not keep a state from being quiescent, and
+    /// invariant 2 does not ask them to bind.
+    pub never_bind: Vec<&'static str>,
 }
+
+/// Whether admission refuses a claim write from `old` to `new`.
+pub type Refuser = fn(&ServerClaim, &ServerClaim) -> bool;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Who {
@@ -236,9 +252,16 @@ impl Ctl {
         self.wake(who, wake);
     }
 
-    /// The object write of a pick ended: the binder says what to wake.
-    fn claim_object_written(&mut self, work: &ClaimWork, written: Result<&ServerClaim, ()>) {
-        let wake = self.binder.claim_object_written(work, written);
+    /// The object write of a claim plan ended: the binder says what to wake.
+    fn claim_object_written(
+        &mut self,
+        work: &ClaimWork,
+        claim: &ServerClaim,
+        written: ObjectWrite<'_>,
+    ) {
+        let wake = self
+            .binder
+            .claim_object_written(work, claim, written, now().0);
         self.wake(Who::ClaimController, wake);
     }
 }
@@ -248,6 +271,8 @@ struct State {
     truth: Truth,
     claim_ctl: Ctl,
     server_ctl: Ctl,
+    /// The scenario's admission rule for claim writes.
+    refuses: Option<Refuser>,
     crashes: u8,
     faults: u8,
     resyncs: u8,
@@ -388,12 +413,16 @@ impl State {
     }
 
     fn is_quiescent(&self, scenario: &Scenario) -> bool {
+        let timers = self.claim_ctl.binder.refused().held_back(now().0);
         [&self.claim_ctl, &self.server_ctl].iter().all(|c| {
             c.claim_events.is_empty()
                 && c.server_events.is_empty()
                 && c.woken.is_empty()
                 && c.in_flight.is_none()
         }) && self.next_user_op >= scenario.user_ops.len()
+            && timers
+                .iter()
+                .all(|k| scenario.never_bind.contains(&k.name.as_str()))
     }
 }
 
@@ -433,6 +462,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     let mut initial = State {
         claim_ctl: Ctl::fresh(&truth, Who::ClaimController, &protocol, &default_gates),
         server_ctl: Ctl::fresh(&truth, Who::ServerController, &protocol, &default_gates),
+        refuses: scenario.refuses,
         crashes: scenario.crashes,
         faults: scenario.faults,
         resyncs: scenario.resyncs,
@@ -477,9 +507,12 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         let mut violation = check_always(&state, &user_refs).err();
         if violation.is_none() && state.is_quiescent(scenario) {
             report.quiescent += 1;
-            violation = check_quiescent(&state).err();
+            violation = check_quiescent(&state, &scenario.never_bind).err();
             if violation.is_none() && scenario.all_bind {
                 violation = check_all_bound(&state.truth).err();
+            }
+            if violation.is_none() {
+                violation = check_bound(&state.truth, &scenario.must_bind).err();
             }
         }
         if let Some(v) = violation {
@@ -541,7 +574,8 @@ fn successors(state: &State, scenario: &Scenario) -> Vec<(String, State)> {
             if state.faults > 0 {
                 let mut next = state.clone();
                 next.faults -= 1;
-                abandon(&mut next, who);
+                let failed = injected_failure(state, who);
+                abandon(&mut next, who, failed);
                 out.push((format!("{who:?} write fails (injected)"), next));
             }
         } else {
@@ -549,6 +583,7 @@ fn successors(state: &State, scenario: &Scenario) -> Vec<(String, State)> {
         }
         out.extend(restarts(state, who));
     }
+    out.extend(backoffs_end(state));
     if let Some(op) = scenario.user_ops.get(state.next_user_op) {
         let mut next = state.clone();
         next.next_user_op += 1;
@@ -633,6 +668,22 @@ fn restarts(state: &State, who: Who) -> Vec<(String, State)> {
     out
 }
 
+/// A claim's back-off ends: the claim controller's timer wakes it. A state where only
+/// timers are left counts as quiescent (a timer fires later, like a resync), so what
+/// must hold while a claim backs off is checked there.
+fn backoffs_end(state: &State) -> Vec<(String, State)> {
+    let backing_off = state.claim_ctl.binder.refused().held_back(now().0);
+    backing_off
+        .into_iter()
+        .map(|key| {
+            let mut next = state.clone();
+            next.claim_ctl.binder.end_backoff(&key, now().0);
+            next.claim_ctl.woken.insert(key.name.clone());
+            (format!("the back-off of claim {} ends", key.name), next)
+        })
+        .collect()
+}
+
 impl State {
     fn ctl_ref(&self, who: Who) -> &Ctl {
         match who {
@@ -643,22 +694,29 @@ impl State {
 }
 
 /// A failed or conflicting write: the rest of the plan is dropped, the object is woken
-/// again (the controller requeues it), and a pick's assumption ends.
-fn abandon(state: &mut State, who: Who) {
+/// again (the controller requeues it), and a failed claim object write is reported to
+/// the binder (a pick's assumption ends; a refusal starts a back-off).
+fn abandon(state: &mut State, who: Who, failed: Option<ObjectWrite<'_>>) {
     let ctl = state.ctl(who);
     let Some(in_flight) = ctl.in_flight.take() else {
         return;
     };
     let name = in_flight.name();
-    if let InFlight::Claim {
-        assumed: Some(_),
-        work,
-        ..
-    } = &in_flight
-    {
-        ctl.claim_object_written(work, Err(()));
+    if let (InFlight::Claim { work, base, .. }, Some(failed)) = (&in_flight, failed) {
+        ctl.claim_object_written(work, base, failed);
     }
     ctl.woken.insert(name);
+}
+
+/// How an injected failure of the controller's next write is reported: a claim's object
+/// write is refused (the binary backs off after any failure but a conflict).
+fn injected_failure(state: &State, who: Who) -> Option<ObjectWrite<'static>> {
+    match &state.ctl_ref(who).in_flight {
+        Some(InFlight::Claim {
+            object: Some(_), ..
+        }) => Some(ObjectWrite::Refused("refused (injected)")),
+        _ => None,
+    }
 }
 
 fn reconciles(state: &State, who: Who) -> Vec<(String, State)> {
@@ -826,7 +884,8 @@ fn push_decided(out: &mut Vec<(String, State)>, decided: State, who: Who, label:
     if decided.faults > 0 {
         let mut failed = decided.clone();
         failed.faults -= 1;
-        abandon(&mut failed, who);
+        let injected = injected_failure(&failed, who);
+        abandon(&mut failed, who, injected);
         out.push((
             format!("{who:?} {label}; its write fails (injected)"),
             failed,
@@ -891,7 +950,7 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                         object: None,
                         status: None,
                     });
-                    abandon(&mut next, who);
+                    abandon(&mut next, who, None);
                     vec![(format!("write to server {name} conflicts"), next)]
                 }
             }
@@ -910,6 +969,21 @@ fn claim_write(
 ) -> Vec<(String, State)> {
     let (assumed, work) = pick;
     let name = meta::name(&base).to_string();
+    if let Some(obj) = &object
+        && next.refuses.is_some_and(|refuses| refuses(&base, obj))
+    {
+        next.claim_ctl.in_flight = Some(InFlight::Claim {
+            base,
+            object: None,
+            status: None,
+            assumed,
+            work,
+        });
+        let refused = ObjectWrite::Refused("denied by admission");
+        abandon(&mut next, Who::ClaimController, Some(refused));
+        return vec![(format!("write to claim {name} is refused"), next)];
+    }
+    let object_write = object.is_some();
     let result = match object {
         Some(obj) => next.truth.write_claim(&obj).map(|written| {
             status.map(|s| InFlight::Claim {
@@ -939,7 +1013,8 @@ fn claim_write(
                 assumed,
                 work,
             });
-            abandon(&mut next, Who::ClaimController);
+            let failed = object_write.then_some(ObjectWrite::Conflict);
+            abandon(&mut next, Who::ClaimController, failed);
             return vec![(format!("write to claim {name} conflicts"), next)];
         }
     };
@@ -953,7 +1028,7 @@ fn claim_write(
     let mut response_first = next.clone();
     response_first
         .claim_ctl
-        .claim_object_written(&work, Ok(&written));
+        .claim_object_written(&work, &base, ObjectWrite::Written(&written));
     response_first.claim_changed(&name);
     out.push((
         format!("writes claim {name} (response, then event)"),
@@ -963,7 +1038,9 @@ fn claim_write(
         let mut lost = next.clone();
         lost.faults -= 1;
         lost.claim_changed(&name);
-        lost.claim_ctl.claim_object_written(&work, Err(()));
+        let lost_response = ObjectWrite::Refused("response lost (injected)");
+        lost.claim_ctl
+            .claim_object_written(&work, &base, lost_response);
         lost.claim_ctl.in_flight = None;
         lost.claim_ctl.woken.insert(name.clone());
         out.push((
@@ -972,7 +1049,8 @@ fn claim_write(
         ));
     }
     next.claim_changed(&name);
-    next.claim_ctl.claim_object_written(&work, Ok(&written));
+    next.claim_ctl
+        .claim_object_written(&work, &base, ObjectWrite::Written(&written));
     out.push((format!("writes claim {name} (event, then response)"), next));
     out
 }
@@ -1206,8 +1284,8 @@ fn check_all_bound(truth: &Truth) -> Result<(), String> {
 }
 
 /// Invariant 2 (and phase consistency), once nothing is left to do.
-fn check_quiescent(state: &State) -> Result<(), String> {
-    check_converged(&state.truth)?;
+fn check_quiescent(state: &State, never_bind: &[&str]) -> Result<(), String> {
+    check_converged(&state.truth, never_bind)?;
     check_nothing_left(state)
 }
 
@@ -1229,8 +1307,27 @@ fn check_nothing_left(state: &State) -> Result<(), String> {
     Ok(())
 }
 
+/// The claims of `names` are bound (their server holds their uid).
+fn check_bound(truth: &Truth, names: &[&str]) -> Result<(), String> {
+    for name in names {
+        let claim = truth.claim(name);
+        let held = truth.servers.values().any(|s| {
+            s.spec
+                .server_claim_ref
+                .as_ref()
+                .is_some_and(|r| r.name == *name && ref_uid(r) == meta::uid(claim))
+        });
+        if !held || claim_phase(claim) != ClaimPhase::Bound {
+            return Err(format!(
+                "liveness: claim {name} is not bound in a quiescent state, beside a claim that never binds"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Invariant 2 (and phase consistency) on the stored objects.
-fn check_converged(truth: &Truth) -> Result<(), String> {
+fn check_converged(truth: &Truth, never_bind: &[&str]) -> Result<(), String> {
     let holds = |server: &Server, claim: &ServerClaim| {
         server
             .spec
@@ -1255,7 +1352,10 @@ fn check_converged(truth: &Truth) -> Result<(), String> {
             .status
             .as_ref()
             .is_some_and(|s| s.bound_time.is_some());
-        if is_bound || (meta::is_bind_completed(claim) && was_bound) {
+        if is_bound
+            || (meta::is_bind_completed(claim) && was_bound)
+            || never_bind.contains(&name.as_str())
+        {
             continue;
         }
         let user_choice = (!is_controller_chosen(claim))
@@ -1318,6 +1418,8 @@ fn fingerprint(state: &State) -> u64 {
         truth,
         claim_ctl,
         server_ctl,
+        // Fixed for a whole exploration.
+        refuses: _,
         crashes,
         faults,
         resyncs,
@@ -1440,6 +1542,18 @@ fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
         }
     }
     woken.hash(h);
+    // A refusal's count and time only set the back-off's length, which the model
+    // abstracts (its end is a step); whether it is running tells states apart.
+    for (key, refusal) in binder.refused().iter() {
+        let Refusal {
+            uid,
+            count: _,
+            until,
+            write,
+            message,
+        } = refusal;
+        (key, uid, *until > now().0, write, message).hash(h);
+    }
     for (server, a) in assumed.iter() {
         let Assumption {
             claim,
@@ -1889,6 +2003,40 @@ pub fn failed_pick() -> Scenario {
     }
 }
 
+/// A claim (`aaa`, the oldest) whose every write admission refuses, as a webhook of the
+/// cluster's own might, and a claim (`bbb`) that fits the one server too: `aaa` backs
+/// off, ahead of nobody, and `bbb` binds (docs/binding.md, "Refused writes").
+pub fn refused_pick() -> Scenario {
+    Scenario {
+        name: "refused-pick",
+        servers: vec![server("s1")],
+        claims: vec![claim("aaa").created(1), claim("bbb").created(2)],
+        crashes: 1,
+        faults: 1,
+        max_lag: MAX_LAG,
+        refuses: Some(|_, new| meta::name(new) == "aaa"),
+        must_bind: vec!["bbb"],
+        never_bind: vec!["aaa"],
+        ..Scenario::default()
+    }
+}
+
+/// As [`refused_pick`], but `aaa`'s pick is let in and only its completing write
+/// (`bind-completed`) is refused: `aaa` keeps the server it won, backing off, and no
+/// invariant breaks (no liveness is promised to `bbb`: the one server is `aaa`'s).
+pub fn refused_completion() -> Scenario {
+    Scenario {
+        name: "refused-completion",
+        refuses: Some(|old, new| {
+            meta::name(new) == "aaa"
+                && !meta::is_bind_completed(old)
+                && meta::is_bind_completed(new)
+        }),
+        must_bind: vec![],
+        ..refused_pick()
+    }
+}
+
 /// A claim whose status shows it waiting, with the summary the claim controller writes.
 fn showing_a_summary(claim: ServerClaim) -> ServerClaim {
     let mut claim = claim.phase(ClaimPhase::Pending);
@@ -2041,6 +2189,9 @@ pub fn gate_config_changes() -> Scenario {
         all_bind: false,
         default_gates: vec![WIPE],
         tenant: None,
+        refuses: None,
+        must_bind: vec![],
+        never_bind: vec![],
     }
 }
 
@@ -2102,6 +2253,9 @@ pub fn tenant_forgery() -> Scenario {
             ],
             budget: 2,
         }),
+        refuses: None,
+        must_bind: vec![],
+        never_bind: vec![],
     }
 }
 
@@ -2140,6 +2294,9 @@ pub fn lost_and_re_pointed() -> Scenario {
             ],
             budget: 3,
         }),
+        refuses: None,
+        must_bind: vec![],
+        never_bind: vec![],
     }
 }
 
@@ -2343,6 +2500,16 @@ fn a_failed_pick_holds_in_every_interleaving() {
 }
 
 #[test]
+fn a_claim_whose_writes_are_refused_holds_nobody_back() {
+    assert_holds(refused_pick());
+}
+
+#[test]
+fn a_claim_whose_completing_write_is_refused_breaks_no_invariant() {
+    assert_holds(refused_completion());
+}
+
+#[test]
 fn orphan_and_cordon_holds_in_every_interleaving() {
     assert_holds(orphan_and_cordon());
 }
@@ -2409,6 +2576,38 @@ fn caught(what: &str, scenario: Scenario, mutant: Protocol) -> String {
 /// The wake-up rules without "an assumed choice that ends wakes the pending claims".
 fn without_assumption_end_wakeup(_: &str, _: &ServerCatalog, _: &ClaimCatalog) -> Wake {
     Wake::default()
+}
+
+/// The wake-up rules without "a claim that starts backing off wakes the pending claims"
+/// (it stops being ahead of them). With [`decides_with_no_one_held_back`], a refused
+/// claim keeps its place.
+fn refusal_wakes_nobody(
+    old: Option<&ServerClaim>,
+    new: Option<&ServerClaim>,
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+) -> Wake {
+    let mut wake = triggers::on_claim_change(old, new, servers, claims);
+    if new.is_some_and(backoff::backs_off) && !old.is_some_and(backoff::backs_off) {
+        let key = new.map(claim_key).expect("a claim");
+        wake.claims = [key].into_iter().collect();
+    }
+    wake
+}
+
+/// The claim decision without the binder's memory of the claims backing off: until the
+/// refused claim's status says so, it is still ahead of the others.
+fn decides_with_no_one_held_back(
+    claim: &ServerClaim,
+    servers: &dyn ServerView,
+    pick: &PickInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    let pick = PickInputs {
+        held_back: &[],
+        ..*pick
+    };
+    decide_claim(claim, servers, &pick, liveness)
 }
 
 /// The assumed-choice rule before issue 10: an assumption is "seen" only by the one event
@@ -2522,6 +2721,15 @@ const MUTANTS: &[Mutant] = &[
         says: LIVENESS,
     },
     Mutant {
+        name: "refusal-keeps-its-place",
+        mutate: |p| {
+            p.rules.claim = decides_with_no_one_held_back;
+            p.rules.triggers.claim_changed = refusal_wakes_nobody;
+        },
+        worlds: &[refused_pick],
+        says: LIVENESS,
+    },
+    Mutant {
         name: "old-assumption-rule",
         mutate: |p| p.rules.assumption_ends = old_assumption_rule,
         worlds: &[eligibility_churn],
@@ -2589,6 +2797,7 @@ mutant_tests! {
     the_model_check_catches_lowest_name_first: "lowest-name-first";
     the_model_check_catches_a_dropped_wake_up_rule: "dropped-trigger";
     the_model_check_catches_the_old_assumed_choice_rule: "old-assumption-rule";
+    the_model_check_catches_a_refused_claim_that_keeps_its_place: "refusal-keeps-its-place";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
 }

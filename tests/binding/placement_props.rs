@@ -180,7 +180,9 @@ impl Driver {
             }
             let written = apply_claim_plan(&mut self.truth, &work.plan, &claim);
             if written.is_err() {
-                self.binder.claim_object_written(&work, Err(()));
+                let conflict = ObjectWrite::Conflict;
+                self.binder
+                    .claim_object_written(&work, &claim, conflict, now().0);
             }
             changed |= written.is_ok();
         }

@@ -27,6 +27,8 @@ pub fn alone<'a>(skip: &'a dyn Fn(&str) -> bool) -> PickInputs<'a> {
         skip,
         waiting: &NO_WAITING,
         assumed: &NO_ASSUMED,
+        held_back: &[],
+        refused: None,
     }
 }
 

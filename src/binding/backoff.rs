@@ -1,0 +1,215 @@
+//! Claims whose writes the API server refused, and how they back off (docs/binding.md,
+//! "Refused writes"). Pure data: the time is passed in.
+//!
+//! An admission webhook of the cluster's own, a quota, a policy engine or the object
+//! size limit can refuse a claim's write for good. A claim retried at once would keep its
+//! place in the fair order and re-assume its server on every retry: the claims behind it
+//! would wait beside a free server. So, as kube-scheduler moves a pod that failed into
+//! its back-off queue, a refused claim steps out of the queue:
+//!
+//! - its write is retried after an exponential back-off ([`backoff_after`]), kept in
+//!   this process's memory ([`RefusedWrites`]);
+//! - its status says so (`Bound` condition, reason [`WRITE_REFUSED`], with the API
+//!   server's message). That status is the durable, controller-written mark every
+//!   decision reads ([`backs_off`]): such a claim is not ahead of anyone in the fair
+//!   order, wins no server, and a server whose controller-made ref holds it is rolled
+//!   back. So it holds no server while it backs off, whichever write was refused.
+//! - its next try rewrites its status first (a pick, a summary), and with it the mark.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::api::ServerClaim;
+
+use super::meta::{self, ClaimKey};
+use super::status::find_bound;
+
+/// The `Bound` condition reason, and the Warning event's, of a claim whose write was
+/// refused and that backs off.
+pub const WRITE_REFUSED: &str = "WriteRefused";
+
+/// The first back-off after a refusal.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest back-off: a claim fixed by its tenant is retried within this long.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How long a claim backs off after its `count`-th refusal in a row (1, 2, 4 … seconds,
+/// at most [`MAX_BACKOFF`]).
+pub fn backoff_after(count: u32) -> Duration {
+    let doublings = count.saturating_sub(1).min(16);
+    FIRST_BACKOFF
+        .saturating_mul(1 << doublings)
+        .min(MAX_BACKOFF)
+}
+
+/// Whether the claim's status marks it as backing off after a refused write (and it
+/// records no bind: a bound claim never backs off). Only controllers write status, so a
+/// tenant can neither set nor clear the mark.
+pub fn backs_off(claim: &ServerClaim) -> bool {
+    let Some(status) = claim.status.as_ref() else {
+        return false;
+    };
+    status.bound_server_ref.is_none()
+        && find_bound(&status.conditions).is_some_and(|c| c.reason == WRITE_REFUSED)
+}
+
+/// One claim's refusals in a row.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Refusal {
+    /// The incarnation of the claim refused (a claim re-created under its name starts
+    /// afresh).
+    pub uid: Option<String>,
+    /// Refusals since the claim last was bound.
+    pub count: u32,
+    /// When the claim may be tried again.
+    pub until: Timestamp,
+    /// What the refused write was for (the decision's name, e.g. `PickBestFit`).
+    pub write: &'static str,
+    /// The API server's answer.
+    pub message: String,
+}
+
+impl Refusal {
+    /// What the claim's condition and event say. It leaves out the count and the time,
+    /// so a claim refused again with the same answer is not written again (the metric
+    /// counts every refusal).
+    pub fn describe(&self) -> String {
+        format!(
+            "the API server refused this claim's update ({}): {}; the controller retries with a back-off of up to {}s and holds no server meanwhile",
+            self.write,
+            self.message,
+            MAX_BACKOFF.as_secs()
+        )
+    }
+}
+
+/// The claims that back off, by key. Entries end when the claim is deleted, re-created
+/// or bound; an expired one keeps its count, so a claim refused again backs off longer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RefusedWrites {
+    by_claim: BTreeMap<ClaimKey, Refusal>,
+}
+
+impl RefusedWrites {
+    /// The claim's write (`write`, a decision's name) was refused at `now` with `message`.
+    pub fn refused(
+        &mut self,
+        claim: &ServerClaim,
+        write: &'static str,
+        message: &str,
+        now: Timestamp,
+    ) {
+        let key = ClaimKey::of(meta::namespace(claim), meta::name(claim));
+        let uid = meta::uid(claim).map(str::to_string);
+        let count = match self.by_claim.get(&key) {
+            Some(r) if r.uid == uid => r.count + 1,
+            _ => 1,
+        };
+        let back_off =
+            SignedDuration::try_from(backoff_after(count)).unwrap_or(SignedDuration::MAX);
+        let refusal = Refusal {
+            uid,
+            count,
+            until: now.saturating_add(back_off).unwrap_or(now),
+            write,
+            message: message.to_string(),
+        };
+        self.by_claim.insert(key, refusal);
+    }
+
+    /// The claim's refusal if it still backs off at `now`.
+    pub fn backing_off(&self, key: &ClaimKey, now: Timestamp) -> Option<&Refusal> {
+        self.by_claim.get(key).filter(|r| r.until > now)
+    }
+
+    /// The claims that back off at `now` (few: only refused ones).
+    pub fn held_back(&self, now: Timestamp) -> Vec<ClaimKey> {
+        let active = self.by_claim.iter().filter(|(_, r)| r.until > now);
+        active.map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Ends the claim's back-off now, keeping its count (for a driver that moves time in
+    /// steps of its own, like the model check).
+    pub fn expire(&mut self, key: &ClaimKey, now: Timestamp) {
+        if let Some(r) = self.by_claim.get_mut(key) {
+            r.until = r.until.min(now);
+        }
+    }
+
+    /// A claim watch event (`None`: deleted): a claim gone, re-created, or bound starts
+    /// afresh.
+    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&ServerClaim>) {
+        let Some(r) = self.by_claim.get(key) else {
+            return;
+        };
+        let fresh = claim.is_none_or(|c| {
+            meta::uid(c) != r.uid.as_deref()
+                || c.status
+                    .as_ref()
+                    .is_some_and(|s| s.bound_server_ref.is_some())
+        });
+        if fresh {
+            self.by_claim.remove(key);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_claim.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ClaimKey, &Refusal)> {
+        self.by_claim.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServerClaimSpec;
+    use kube::api::ObjectMeta;
+
+    fn claim(uid: &str) -> ServerClaim {
+        ServerClaim {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("c".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            spec: ServerClaimSpec::default(),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn back_off_doubles_up_to_its_cap() {
+        let secs: Vec<u64> = (1..=8).map(|n| backoff_after(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(backoff_after(u32::MAX), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn refusals_in_a_row_back_off_longer_until_the_claim_starts_afresh() {
+        let t0 = Timestamp::UNIX_EPOCH;
+        let key = ClaimKey::of("ns", "c");
+        let mut r = RefusedWrites::default();
+        r.refused(&claim("u1"), "PickBestFit", "too big", t0);
+        assert!(r.backing_off(&key, t0).is_some());
+        let t1 = t0 + SignedDuration::from_secs(1);
+        assert!(
+            r.backing_off(&key, t1).is_none(),
+            "one second, then retried"
+        );
+        r.refused(&claim("u1"), "PickBestFit", "too big", t1);
+        assert_eq!(r.backing_off(&key, t1).map(|r| r.count), Some(2));
+        assert!(
+            r.backing_off(&key, t1 + SignedDuration::from_secs(1))
+                .is_some()
+        );
+        assert_eq!(r.held_back(t1), vec![key.clone()]);
+        r.observe_claim(&key, Some(&claim("u2")));
+        assert!(r.is_empty(), "a re-created claim starts afresh");
+    }
+}
