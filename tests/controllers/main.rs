@@ -14,6 +14,7 @@ mod long_names;
 mod metrics;
 use crate::common::names;
 mod placement;
+mod refused;
 use crate::common::poll;
 mod rbac;
 mod server_rows;

@@ -1,0 +1,86 @@
+//! A claim whose writes the API server refuses (docs/binding.md, "Refused writes"): it
+//! backs off, says so on itself, and holds nobody back.
+
+use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::api::{Api, ListParams, PostParams};
+use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec};
+
+use crate::controllers::support::*;
+
+/// The API server's limit on all of an object's annotations together.
+const ANNOTATIONS_LIMIT: usize = 256 * 1024;
+
+/// A claim whose annotations are 20 bytes short of the limit: adding `pre-bound` is
+/// refused (422), as an admission webhook of the cluster's own might refuse it.
+fn too_big_to_pick(name: &str) -> ServerClaim {
+    let key = "example.com/blob";
+    let value = "x".repeat(ANNOTATIONS_LIMIT - key.len() - 20);
+    let mut claim = ServerClaim::new(name, ServerClaimSpec::default());
+    claim.metadata.annotations = Some([(key.to_string(), value)].into());
+    claim
+}
+
+fn condition(c: &ServerClaim) -> Option<(String, String)> {
+    let status = c.status.as_ref()?;
+    let bound = status.conditions.iter().find(|c| c.type_ == "Bound")?;
+    Some((bound.reason.clone(), bound.message.clone()))
+}
+
+/// One free server; `aaa`, the older claim, can never take `pre-bound`; `bbb` can. Before
+/// back-off, `aaa` kept its place in the fair order and `bbb` waited beside the free
+/// server for good, while `aaa` showed no status at all.
+#[tokio::test]
+async fn a_claim_whose_pick_is_refused_steps_aside_and_says_why() {
+    let mut env = Env::new().await;
+    env.create_server("s1", &[]).await;
+    let pp = PostParams::default();
+    env.claims()
+        .create(&pp, &too_big_to_pick("aaa"))
+        .await
+        .expect("aaa fits the limit");
+    env.create_claim("bbb").await;
+    let metrics = env.start_with_endpoint(2).await;
+
+    eventually("bbb Bound to s1", DEADLINE, || async {
+        let bbb = env.claims().get("bbb").await.expect("bbb");
+        let on = bbb.spec.server_ref.as_ref().map(|r| r.name.clone());
+        (phase(&bbb) == Some(ClaimPhase::Bound) && on.as_deref() == Some("s1"))
+            .then_some(())
+            .ok_or(condition(&bbb))
+    })
+    .await;
+    let (reason, message) = eventually("aaa says WriteRefused", DEADLINE, || async {
+        let aaa = env.claims().get("aaa").await.expect("aaa");
+        let said = condition(&aaa).filter(|(reason, _)| reason == "WriteRefused");
+        said.ok_or(condition(&aaa))
+    })
+    .await;
+    assert_eq!(reason, "WriteRefused");
+    assert!(
+        message.contains("PickBestFit") && message.contains("262144"),
+        "the message quotes the API server: {message}"
+    );
+    let aaa = env.claims().get("aaa").await.expect("aaa");
+    assert_eq!(phase(&aaa), Some(ClaimPhase::Pending));
+    assert!(aaa.spec.server_ref.is_none(), "aaa holds no server");
+
+    let events = Api::<EventV1>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items;
+    let warned = events.iter().any(|e| {
+        e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aaa")
+            && e.reason.as_deref() == Some("WriteRefused")
+            && e.type_.as_deref() == Some("Warning")
+    });
+    assert!(warned, "a Warning WriteRefused on aaa");
+    let (_, exposition) = http_get(metrics, "/metrics").await;
+    let refused = exposition
+        .lines()
+        .find(|l| l.starts_with("server_binder_claim_writes_refused_total{write=\"PickBestFit\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert!(refused.is_some_and(|n| n >= 1.0), "counted: {refused:?}");
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
