@@ -83,4 +83,31 @@ async fn a_claim_whose_pick_is_refused_steps_aside_and_says_why() {
     assert!(refused.is_some_and(|n| n >= 1.0), "counted: {refused:?}");
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
+
+    let explained = explain_json(&env, "aaa").await;
+    assert_eq!(explained["reason"], "WriteRefused", "{explained}");
+    assert_eq!(explained["decision"], "WriteRefused", "explain agrees: {explained}");
+    let row = explained["row"].as_str().unwrap_or_default();
+    assert!(row.starts_with("backing off"), "{row}");
+}
+
+/// `server-binder explain serverclaim NAME -o json`, the binary against this API server.
+async fn explain_json(env: &Env, name: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig written");
+    let args = ["explain", "serverclaim", name, "-n", NS, "-o", "json"].map(String::from);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_server-binder"))
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("explain runs")
+    })
+    .await
+    .expect("joined");
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("JSON")
 }

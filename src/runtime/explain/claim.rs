@@ -5,6 +5,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::error::ExplainError;
+use crate::binding::backoff::{WRITE_REFUSED, backs_off};
 use super::world::World;
 use crate::api::ServerClaim;
 use crate::binding::{
@@ -100,10 +101,14 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         chosen_by: chosen_by(claim),
         bind_completed: meta::is_bind_completed(claim),
         bound_time: status.bound_time.map(|t| t.0.to_string()),
-        decision: decision.as_ref().map_or("None", ClaimDecision::name).into(),
+        decision: match &decision {
+            _ if backs_off(claim) => WRITE_REFUSED,
+            decision => decision.as_ref().map_or("None", ClaimDecision::name),
+        }
+        .into(),
         row: decision
             .as_ref()
-            .map_or_else(|| CLAIM_BEING_DELETED.into(), row),
+            .map_or_else(|| CLAIM_BEING_DELETED.into(), |d| row(claim, d)),
         summary,
         servers: verdicts,
         partial: world.partial,
@@ -171,11 +176,19 @@ fn verdicts(
 }
 
 /// The decision's row of docs/binding.md's claim table, in the words the claim
-/// controller's condition or event uses.
-fn row(decision: &ClaimDecision) -> String {
-    format!(
+/// controller's condition or event uses. A claim whose status says it backs off after a
+/// refused write is not tried again before its back-off ends (the controller's memory,
+/// which explain cannot read): the row says so, then what its next try does.
+fn row(claim: &ServerClaim, decision: &ClaimDecision) -> String {
+    let next = format!(
         "{} (docs/binding.md, claim table: ClaimDecision::{})",
         decision.describe(),
         decision.name()
-    )
+    );
+    if backs_off(claim) {
+        return format!(
+            "backing off after the API server refused its write (the message above quotes it), ahead of nobody and holding no server; at its next try: {next}"
+        );
+    }
+    next
 }
