@@ -310,8 +310,8 @@ fn decide_unbound(
             Placement::Pick(server) => PickBestFit {
                 server: server.to_string(),
             },
-            Placement::WaitForTurn => WaitForTurn {
-                why: unavailability(claim, servers, pick, true),
+            Placement::WaitForTurn(ahead) => WaitForTurn {
+                why: unavailability(claim, servers, pick, true).with_ahead(ahead),
             },
             Placement::NoMatch => NoMatchingServer {
                 why: unavailability(claim, servers, pick, false),

@@ -293,13 +293,25 @@ pub struct PickInputs<'a> {
     pub refused: Option<&'a Refusal>,
 }
 
+/// The claims ahead of a claim that waits its turn, in the fair order: the first few,
+/// and how many there are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ahead {
+    pub first: Vec<ClaimKey>,
+    pub total: usize,
+}
+
+/// How many of the claims ahead a claim's message names.
+pub const AHEAD_NAMED: usize = 3;
+
 /// Where a waiting claim goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement<'a> {
     /// Take this server.
     Pick(&'a str),
-    /// Servers fit, but every maximum matching needs them for claims ahead of this one.
-    WaitForTurn,
+    /// Servers fit, but every maximum matching needs them for claims ahead of this one
+    /// (those that compete with it for the same servers).
+    WaitForTurn(Ahead),
     /// No free server fits.
     NoMatch,
 }
@@ -337,19 +349,24 @@ pub fn place<'a>(
     let scarce = full < demand.iter().sum::<i64>();
     // When servers are scarce, only a claim the fair order reaches is served: one that a
     // maximum matching of the claims ahead of it, plus it, covers.
-    let ahead = scarce.then(|| net.demand_ahead_of(&me, inputs.waiting));
-    let ahead_served = ahead.as_ref().map(|a| net.max_flow(a, &supply));
-    if let (Some(a), Some(served)) = (&ahead, ahead_served)
+    let queue = scarce.then(|| net.demand_ahead_of(&me, inputs.waiting));
+    let ahead = queue.as_ref().map(|(demand, _)| demand);
+    let ahead_served = ahead.map(|a| net.max_flow(a, &supply));
+    if let (Some((a, keys)), Some(served)) = (&queue, ahead_served)
         && net.max_flow(&changed(a, 0, 1), &supply) == served
     {
-        return Placement::WaitForTurn;
+        let first = keys.iter().take(AHEAD_NAMED).map(|k| (*k).clone());
+        return Placement::WaitForTurn(Ahead {
+            first: first.collect(),
+            total: keys.len(),
+        });
     }
     // The first class (in the order of `usable_classes_of_mine`) from which a maximum
     // matching of all waiting claims serves this one, and, when scarce, one of the claims ahead of
     // it plus this one too: then no claim ahead is left out.
     let after_pick = |j: usize| changed(&supply, j, -1);
     let keeps_max = |j: usize| net.max_flow(&changed(&demand, 0, -1), &after_pick(j)) == full - 1;
-    let keeps_ahead = |j: usize| match (&ahead, ahead_served) {
+    let keeps_ahead = |j: usize| match (ahead, ahead_served) {
         (Some(a), Some(served)) => net.max_flow(a, &after_pick(j)) == served,
         _ => true,
     };
@@ -486,8 +503,13 @@ impl<'i, 'w> Network<'i, 'w> {
         usable.into_iter().map(|(.., name, j)| (j, name)).collect()
     }
 
-    /// Per shape, the waiting claims ahead of `me` in the fair order ([`FairOrder`]).
-    fn demand_ahead_of(&self, me: &Waiter, waiting: &WaitingClaims) -> Vec<i64> {
+    /// Per shape, the waiting claims ahead of `me` in the fair order ([`FairOrder`]); and
+    /// those claims, first in the order first.
+    fn demand_ahead_of(
+        &self,
+        me: &Waiter,
+        waiting: &'w WaitingClaims,
+    ) -> (Vec<i64>, Vec<&'w ClaimKey>) {
         let queued: Vec<(usize, &Waiter)> = self
             .shapes
             .iter()
@@ -499,12 +521,15 @@ impl<'i, 'w> Network<'i, 'w> {
         let order = FairOrder::of(everyone, waiting);
         let mine = order.key(me);
         let mut ahead = vec![0; self.shapes.len()];
+        let mut keys = Vec::new();
         for (i, w) in &queued {
             if order.key(w) < mine {
                 ahead[*i] += 1;
+                keys.push((order.key(w), &w.key));
             }
         }
-        ahead
+        keys.sort();
+        (ahead, keys.into_iter().map(|(_, k)| k).collect())
     }
 
     /// The size of a maximum matching with these capacities: max flow from the shapes

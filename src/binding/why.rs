@@ -14,6 +14,7 @@ use crate::api::{SelectorOperator, Server, ServerClaim, ServerSelector};
 
 use super::eligibility::{Ineligible, eligibility};
 use super::meta;
+use super::placement::Ahead;
 
 /// Why a server cannot take a claim now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +150,9 @@ pub struct Unavailability {
     pub taints: BTreeSet<String>,
     /// The claim's selector, as kubectl prints one.
     pub selector: Option<String>,
+    /// For a claim that waits its turn: the claims ahead of it that compete for the same
+    /// servers, first in the fair order first.
+    pub ahead: Ahead,
 }
 
 /// The taint keys the summary names before it says "…".
@@ -178,6 +182,11 @@ impl Unavailability {
             }
         }
         out
+    }
+
+    /// This summary, naming the claims ahead (a claim that waits its turn).
+    pub fn with_ahead(self, ahead: Ahead) -> Self {
+        Self { ahead, ..self }
     }
 
     /// The causes, most servers first (ties in [`Cause`] order).
@@ -222,9 +231,24 @@ impl fmt::Display for Unavailability {
             })
             .collect();
         if parts.is_empty() {
-            return write!(f, ".");
+            write!(f, ".")?;
+        } else {
+            write!(f, ": {}.", parts.join(", "))?;
         }
-        write!(f, ": {}.", parts.join(", "))
+        write_ahead(f, &self.ahead)
+    }
+}
+
+/// " Ahead of it: ns/a, ns/b, ns/c and 4 more." (nothing when none is named).
+fn write_ahead(f: &mut fmt::Formatter<'_>, ahead: &Ahead) -> fmt::Result {
+    if ahead.total == 0 {
+        return Ok(());
+    }
+    let names: Vec<String> = ahead.first.iter().map(ToString::to_string).collect();
+    write!(f, " Ahead of it: {}", names.join(", "))?;
+    match ahead.total.saturating_sub(ahead.first.len()) {
+        0 => write!(f, "."),
+        more => write!(f, " and {more} more."),
     }
 }
 

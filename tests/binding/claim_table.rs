@@ -806,9 +806,16 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
         decide(&a1, &world, &waiting),
         ClaimDecision::PickBestFit { server: s("s1") }
     );
+    // The message names the claims ahead, first in the fair order first.
     let turn = "0/1 servers can serve this claim: 1 is kept for claims ahead of it.";
-    assert_eq!(waits_turn(&decide(&a2, &world, &waiting)), turn);
-    assert_eq!(waits_turn(&decide(&b1, &world, &waiting)), turn);
+    assert_eq!(
+        waits_turn(&decide(&a2, &world, &waiting)),
+        format!("{turn} Ahead of it: team-a/a1, team-b/b1.")
+    );
+    assert_eq!(
+        waits_turn(&decide(&b1, &world, &waiting)),
+        format!("{turn} Ahead of it: team-a/a1.")
+    );
 
     // a1 was served (bound after a2 was created); one more server frees: team-b's turn,
     // although a2 is older than b1.
@@ -820,8 +827,28 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
         ClaimDecision::PickBestFit { server: s("s2") }
     );
     let turn = "0/2 servers can serve this claim: 1 is held by another claim, \
-        1 is kept for claims ahead of it.";
+        1 is kept for claims ahead of it. Ahead of it: team-b/b1.";
     assert_eq!(waits_turn(&decide(&a2, &world, &waiting)), turn);
+}
+
+/// A claim waiting its turn behind many names the first three ahead, then a count.
+#[test]
+fn a_claim_waiting_its_turn_names_the_first_claims_ahead_then_a_count() {
+    let all: Vec<ServerClaim> = (1..=6)
+        .map(|i| in_namespace(claim(&format!("c{i}")).created(i), "team-a"))
+        .collect();
+    let world = servers(vec![server("s1")]);
+    let waiting = claims(all.clone());
+    let pick = PickInputs {
+        waiting: waiting.waiting(),
+        ..alone(&|_| false)
+    };
+    let d = decide_claim(&all[5], &world, &pick, Liveness::Cached);
+    assert!(
+        waits_turn(&d).ends_with(" Ahead of it: team-a/c1, team-a/c2, team-a/c3 and 2 more."),
+        "{}",
+        waits_turn(&d)
+    );
 }
 
 /// The summary of a `WaitForTurn` decision, as its message reads.

@@ -40,7 +40,7 @@ pub fn pick_alone<'a>(
 ) -> Option<&'a str> {
     match servers.place(claim, &alone(skip)) {
         Placement::Pick(name) => Some(name),
-        Placement::WaitForTurn | Placement::NoMatch => None,
+        Placement::WaitForTurn(_) | Placement::NoMatch => None,
     }
 }
 

@@ -86,7 +86,10 @@ async fn a_claim_whose_pick_is_refused_steps_aside_and_says_why() {
 
     let explained = explain_json(&env, "aaa").await;
     assert_eq!(explained["reason"], "WriteRefused", "{explained}");
-    assert_eq!(explained["decision"], "WriteRefused", "explain agrees: {explained}");
+    assert_eq!(
+        explained["decision"], "WriteRefused",
+        "explain agrees: {explained}"
+    );
     let row = explained["row"].as_str().unwrap_or_default();
     assert!(row.starts_with("backing off"), "{row}");
 }

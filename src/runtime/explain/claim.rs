@@ -5,9 +5,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::error::ExplainError;
-use crate::binding::backoff::{WRITE_REFUSED, backs_off};
 use super::world::World;
 use crate::api::ServerClaim;
+use crate::binding::backoff::{WRITE_REFUSED, backs_off};
 use crate::binding::{
     Binder, CLAIM_BEING_DELETED, Cause, ClaimCatalog, ClaimDecision, ClaimStep, PickState,
     ServerCatalog, ServerView, Sight, Unavailability, find_bound, hindrance, meta, pass_over,
@@ -150,7 +150,12 @@ fn verdicts(
         skip: &skip,
         waits_turn: matches!(decision, ClaimDecision::WaitForTurn { .. }),
     };
-    let summary = Unavailability::of(claim, servers.all(), state).to_string();
+    // The summary the condition carries: a claim waiting its turn also names the claims
+    // ahead of it, which only the decision knows.
+    let summary = match decision {
+        ClaimDecision::WaitForTurn { why } => why.to_string(),
+        _ => Unavailability::of(claim, servers.all(), state).to_string(),
+    };
     let picked = match decision {
         ClaimDecision::PickBestFit { server } => Some(server.as_str()),
         _ => None,
