@@ -141,11 +141,7 @@ impl Metrics {
                 "Writes the controllers issued to the API server, by controller, resource (servers, servers/status, serverclaims, serverclaims/status) and result (ok, conflict, error)",
                 &["controller", "resource", "result"],
             ),
-            refused_writes: r.counters(
-                "claim_writes_refused_total",
-                "Claim writes the API server refused (not conflicts) after which the claim backs off, by the decision whose write it was (PickBestFit, AdoptReservedServer, CompleteBind, ...)",
-                &["write"],
-            ),
+            refused_writes: refused_writes_counter(&r),
             reconcile_duration: r.histograms(
                 "reconcile_duration_seconds",
                 "Time one reconcile took, including its API calls, by controller",
@@ -184,9 +180,6 @@ impl Metrics {
                     result.as_str(),
                 ]);
             }
-        }
-        for write in ["PickBestFit", "AdoptReservedServer", "CompleteBind"] {
-            self.refused_writes.with_label_values(&[write]);
         }
         for policy in [ReclaimPolicy::Recycle, ReclaimPolicy::Retain] {
             self.releases.with_label_values(&[policy_label(policy)]);
@@ -309,6 +302,19 @@ impl Metrics {
 
 /// 10 s to a day: a power-off takes seconds, a disk wipe hours. Exported (empty) from
 /// the start, like the counters, so a dashboard sees it before the first cleaning.
+/// `claim_writes_refused_total{write}`, with the writes a refusal usually hits zeroed.
+fn refused_writes_counter(r: &Registrar) -> IntCounterVec {
+    let c = r.counters(
+        "claim_writes_refused_total",
+        "Claim writes the API server refused (not conflicts) after which the claim backs off, by the decision whose write it was (PickBestFit, AdoptReservedServer, CompleteBind, ...)",
+        &["write"],
+    );
+    for write in ["PickBestFit", "AdoptReservedServer", "CompleteBind"] {
+        c.with_label_values(&[write]);
+    }
+    c
+}
+
 fn cleaning_histogram(r: &Registrar) -> HistogramVec {
     let h = r.histograms(
         "cleaning_duration_seconds",
