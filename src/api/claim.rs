@@ -137,6 +137,11 @@ pub struct ServerClaimStatus {
     /// what the binder takes as evidence of a bind; an annotation on the claim is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_server_ref: Option<BoundServerRef>,
+    /// The server this claim gave back, unbound, because the API server refused the write
+    /// that would have completed its bind: the server controller frees it, and the claim
+    /// does not adopt it again. Cleared when the claim is Bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given_back_server_ref: Option<BoundServerRef>,
 }
 
 /// The server object a claim is bound to: its name, and its uid, so a server re-created

@@ -6,7 +6,7 @@ use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
 use super::backoff::Refusal;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
-use super::evidence::{records_bind_named, records_bind_to};
+use super::evidence::{gave_back, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
 use super::placement::{PickInputs, Placement, WAITING_FOR_TURN};
 use super::selector::selector_matches;
@@ -60,6 +60,14 @@ pub enum ClaimDecision {
     /// `WriteRefused` with the API server's message, Warning `WriteRefused`; nothing else
     /// until the back-off ends.
     WriteRefused { refusal: Refusal },
+    /// C backs off because its completing write (`CompleteBind`) was refused, and S, which
+    /// it chose, holds its uid: give S back (clear `serverRef` and `pre-bound`), recording
+    /// it in `status.givenBackServerRef`, Pending `WriteRefused`, Warning `WriteRefused`.
+    GiveBackServer {
+        server: String,
+        server_uid: String,
+        refusal: Refusal,
+    },
     /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
     AdoptReservedServer { server: String },
     /// No `serverRef`, an eligible free server exists: choose the best fit.
@@ -137,6 +145,7 @@ impl ClaimDecision {
                 | WithdrawMissingServer { .. }
                 | WithdrawIneligibleServer { .. }
                 | CompleteBind { .. }
+                | GiveBackServer { .. }
                 | WithdrawTakenServer { .. }
         )
     }
@@ -159,6 +168,7 @@ impl ClaimDecision {
             | WithdrawIneligibleServer { server, .. }
             | ServerMismatch { server, .. }
             | WaitForUid { server }
+            | GiveBackServer { server, .. }
             | CompleteBind { server, .. }
             | WithdrawTakenServer { server, .. }
             | ServerAlreadyClaimed { server, .. } => Some(server),
@@ -296,12 +306,20 @@ fn decide_unbound(
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
     use ClaimDecision::*;
+    let controller_chosen = is_controller_chosen(claim);
     if let Some(refusal) = pick.refused {
-        return WriteRefused {
-            refusal: refusal.clone(),
+        let refusal = refusal.clone();
+        return match held_after_refused_completion(claim, servers, &refusal) {
+            // A user's serverRef is the tenant's to clear; one already cleared (a
+            // give-back whose status write failed) leaves only the status to write.
+            Some(s) if controller_chosen || claim.spec.server_ref.is_none() => GiveBackServer {
+                server: meta::name(s).to_string(),
+                server_uid: meta::uid(s).unwrap_or_default().to_string(),
+                refusal,
+            },
+            _ => WriteRefused { refusal },
         };
     }
-    let controller_chosen = is_controller_chosen(claim);
     let Some(server) = claim.spec.server_ref.as_ref().map(|r| r.name.clone()) else {
         if let Some(reserved) = adoptable_reservation(claim, servers) {
             return AdoptReservedServer { server: reserved };
@@ -360,6 +378,30 @@ fn decide_unbound(
     }
 }
 
+/// The server that holds the claim's uid, when the write the claim backs off from was
+/// the one completing that bind (or giving it back), and the claim has not recorded it
+/// as given back yet: the one it names, or (a give-back whose status write failed) the
+/// lowest-named one reserved for it.
+fn held_after_refused_completion<'s>(
+    claim: &ServerClaim,
+    servers: &'s (impl ServerView + ?Sized),
+    refusal: &Refusal,
+) -> Option<&'s Server> {
+    if !matches!(refusal.write, "CompleteBind" | "GiveBackServer") {
+        return None;
+    }
+    let holds = |s: &&Server| ref_match(s, claim) == RefMatch::SameUid;
+    match &claim.spec.server_ref {
+        // Named again after an earlier give-back: a new bind, whatever the record says.
+        Some(r) => servers.server(&r.name).filter(holds),
+        None => servers
+            .reserved_for(meta::namespace(claim), meta::name(claim))
+            .into_iter()
+            .filter(|s| holds(s) && !gave_back(claim, s))
+            .min_by_key(|s| meta::name(*s)),
+    }
+}
+
 fn is_released(server: &Server) -> bool {
     server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
 }
@@ -384,7 +426,12 @@ fn adoptable_reservation(
     servers
         .reserved_for(meta::namespace(claim), meta::name(claim))
         .into_iter()
-        .filter(|s| matches!(ref_match(s, claim), RefMatch::NameOnly | RefMatch::SameUid))
+        .filter(|s| match ref_match(s, claim) {
+            RefMatch::NameOnly => true,
+            // Not the bind it gave back (its uid still on the server): that is freed.
+            RefMatch::SameUid => !gave_back(claim, s),
+            _ => false,
+        })
         .filter(|s| eligibility(s, claim).is_ok())
         .map(|s| meta::name(s).to_string())
         .min()

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{BoundServerRef, ClaimPhase, ServerClaim, ServerClaimStatus, ServerRef};
 
-use super::backoff::{WRITE_REFUSED, backs_off};
+use super::backoff::{Refusal, WRITE_REFUSED, backs_off};
 use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use super::meta::{self, is_controller_chosen};
@@ -86,6 +86,11 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             bound_confirmed(claim, &record, notes, decision.describe(), now)
         }
         BoundMisbound { .. } => lost(claim, LostReason::ServerMisbound, decision.describe(), now),
+        GiveBackServer {
+            server,
+            server_uid,
+            refusal,
+        } => give_back(claim, &bound_to(server, server_uid), refusal, now),
         WriteRefused { .. } => pending_with_warning(
             claim,
             (WRITE_REFUSED, WRITE_REFUSED),
@@ -438,7 +443,16 @@ fn status_with(
         now,
     );
     let record = record.cloned();
-    if conditions.is_none() && current.phase == Some(phase) && current.bound_server_ref == record {
+    // A bound claim has given nothing back.
+    let given_back = current
+        .given_back_server_ref
+        .clone()
+        .filter(|_| phase != ClaimPhase::Bound);
+    if conditions.is_none()
+        && current.phase == Some(phase)
+        && current.bound_server_ref == record
+        && current.given_back_server_ref == given_back
+    {
         return None;
     }
     Some(ServerClaimStatus {
@@ -446,6 +460,7 @@ fn status_with(
         conditions: conditions.unwrap_or(current.conditions),
         bound_time: current.bound_time,
         bound_server_ref: record,
+        given_back_server_ref: given_back,
     })
 }
 
@@ -496,6 +511,38 @@ fn withdraw(claim: &ServerClaim, note: String, now: &Time) -> ClaimPlan {
         event: Some(BindingEvent::normal("Rebinding", "Binding", note)),
         outcome: Some(Outcome::Rebind),
         ..ClaimPlan::default()
+    }
+}
+
+/// Gives back a server whose completing write was refused: clears `serverRef` and
+/// `pre-bound` in one write, then `Pending` / `WriteRefused` recording the server given
+/// back (the server controller frees it; the claim does not adopt it again). The
+/// condition says what the refusal says, so the back-off's next rows write nothing.
+fn give_back(
+    claim: &ServerClaim,
+    server: &BoundServerRef,
+    refusal: &Refusal,
+    now: &Time,
+) -> ClaimPlan {
+    let mut object = claim.clone();
+    object.spec.server_ref = None;
+    meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
+    // Already withdrawn (a give-back whose status write failed): the status only.
+    let object = (object != *claim).then_some(object);
+    let mut status = pending(claim, WRITE_REFUSED, refusal.describe(), now)
+        .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
+    status.given_back_server_ref = Some(server.clone());
+    let note = format!(
+        "{}; it gave back server {}, which its bind could not complete",
+        refusal.describe(),
+        server.name
+    );
+    ClaimPlan {
+        object,
+        status: Some(status),
+        event: Some(BindingEvent::warning(WRITE_REFUSED, "Binding", note)),
+        outcome: Some(Outcome::Rebind),
+        confirm_server: None,
     }
 }
 

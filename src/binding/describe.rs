@@ -33,6 +33,7 @@ impl ClaimDecision {
             BoundConfirmed { .. } => "BoundConfirmed",
             BoundMisbound { .. } => "BoundMisbound",
             WriteRefused { .. } => "WriteRefused",
+            GiveBackServer { .. } => "GiveBackServer",
             AdoptReservedServer { .. } => "AdoptReservedServer",
             PickBestFit { .. } => "PickBestFit",
             WaitForTurn { .. } => "WaitForTurn",
@@ -79,7 +80,7 @@ impl ClaimDecision {
             BoundMisbound { server, holder } => {
                 format!("bound server {server} now serves {}", describe_ref(holder))
             }
-            WriteRefused { refusal } => refusal.describe(),
+            WriteRefused { refusal } | GiveBackServer { refusal, .. } => refusal.describe(),
             AdoptReservedServer { server } => {
                 format!("server {server} is reserved for this claim: the claim adopts it")
             }
@@ -256,6 +257,9 @@ fn rolled_back(server: &Server, cause: &RollBackCause) -> String {
         }
         RollBackCause::CannotAdopt(why) => format!(
             "claim {holder} names no server and cannot take this one ({why}); this server is free again"
+        ),
+        RollBackCause::GivenBack => format!(
+            "claim {holder} gave this server back: the API server refused the write that would have completed its bind; this server is free again"
         ),
     }
 }

@@ -35,6 +35,18 @@ pub fn records_bind_to(claim: &ServerClaim, server: &Server) -> bool {
     bound_record(claim).is_some_and(|r| *r == record_of(server))
 }
 
+/// Whether the claim gave this very server object back after its completing write was
+/// refused (`status.givenBackServerRef`, controller-written): while the server's ref
+/// still carries the claim's uid, the server controller frees it and the claim does not
+/// adopt it (a reservation by name that the freeing leaves behind is adopted anew).
+pub fn gave_back(claim: &ServerClaim, server: &Server) -> bool {
+    let given_back = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.given_back_server_ref.as_ref());
+    given_back.is_some_and(|r| *r == record_of(server))
+}
+
 /// Whether the claim's status records a bind to a server of this name (for a server
 /// that is gone, whose uid nobody can compare).
 pub fn records_bind_named(claim: &ServerClaim, server: &str) -> bool {

@@ -6,7 +6,7 @@ use crate::api::names::FINALIZER_SERVER_PROTECTION;
 use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
 
 use super::eligibility::{Ineligible, ref_uid};
-use super::evidence::{can_take_back, records_bind_to};
+use super::evidence::{can_take_back, gave_back, records_bind_to};
 use super::gates::{Pending, pending_gates, release_gates, release_record};
 use super::meta::{self, claim_ref_of};
 use super::view::{ClaimView, Liveness};
@@ -89,6 +89,8 @@ pub enum RollBackCause {
     NamesAnother(String),
     /// The claim names no server and cannot adopt this one.
     CannotAdopt(Ineligible),
+    /// The claim gave this server back: its completing write was refused.
+    GivenBack,
 }
 
 /// Decides what to do with `server`; `default_gates` are the release gates of a server
@@ -151,6 +153,9 @@ pub fn decide_server(
         // The claim names nothing: it restores its serverRef if bound, or adopts the
         // server if it can; a server it cannot adopt would be an orphaned reservation
         // forever, so it rolls back.
+        None if gave_back(c, server) => RollBack {
+            cause: RollBackCause::GivenBack,
+        },
         None => match can_take_back(server, c) {
             Ok(()) => BoundAwaitingAdoption,
             Err(why) => RollBack {

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
 use crate::api::{Server, ServerClaim};
 
 use super::assumed::claim_key;
@@ -163,13 +164,17 @@ fn left_without_a_server(
     if let Some(now) = waiting_shape(new) {
         return now != shape;
     }
-    // It took its server if that server is free, or already records it (the server
-    // side's write can reach the cache first).
+    // It took a free server if that server is free, or already records it by the server
+    // controller's hand (the server side's write can reach the cache first). A server
+    // reserved for it by an admin was never free: adopting it leaves the free servers to
+    // the others.
     let records_it = |s: &Server| {
-        s.spec
-            .server_claim_ref
-            .as_ref()
-            .is_some_and(|r| r.namespace == meta::namespace(new) && r.name == meta::name(new))
+        let by_controller = meta::has_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER);
+        by_controller
+            && s.spec
+                .server_claim_ref
+                .as_ref()
+                .is_some_and(|r| r.namespace == meta::namespace(new) && r.name == meta::name(new))
     };
     let took = new
         .spec

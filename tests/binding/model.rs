@@ -273,6 +273,8 @@ struct State {
     server_ctl: Ctl,
     /// The scenario's admission rule for claim writes.
     refuses: Option<Refuser>,
+    /// Back-off ends still to come ([`BACKOFF_ENDS`]).
+    backoff_ends: u8,
     crashes: u8,
     faults: u8,
     resyncs: u8,
@@ -463,6 +465,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         claim_ctl: Ctl::fresh(&truth, Who::ClaimController, &protocol, &default_gates),
         server_ctl: Ctl::fresh(&truth, Who::ServerController, &protocol, &default_gates),
         refuses: scenario.refuses,
+        backoff_ends: BACKOFF_ENDS,
         crashes: scenario.crashes,
         faults: scenario.faults,
         resyncs: scenario.resyncs,
@@ -512,7 +515,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
                 violation = check_all_bound(&state.truth).err();
             }
             if violation.is_none() {
-                violation = check_bound(&state.truth, &scenario.must_bind).err();
+                violation = check_bound(&state.truth, scenario).err();
             }
         }
         if let Some(v) = violation {
@@ -668,15 +671,25 @@ fn restarts(state: &State, who: Who) -> Vec<(String, State)> {
     out
 }
 
+/// How many back-offs may end in one run: a claim refused for good retries, gives back,
+/// picks again, and each round moves its generation, so the rounds are bounded as crashes
+/// are. A back-off that never ends leaves a state that is never quiescent (unless its
+/// claim can never bind), so no check is skipped wrongly, only not reached.
+const BACKOFF_ENDS: u8 = 2;
+
 /// A claim's back-off ends: the claim controller's timer wakes it. A state where only
 /// timers are left counts as quiescent (a timer fires later, like a resync), so what
 /// must hold while a claim backs off is checked there.
 fn backoffs_end(state: &State) -> Vec<(String, State)> {
+    if state.backoff_ends == 0 {
+        return Vec::new();
+    }
     let backing_off = state.claim_ctl.binder.refused().held_back(now().0);
     backing_off
         .into_iter()
         .map(|key| {
             let mut next = state.clone();
+            next.backoff_ends -= 1;
             next.claim_ctl.binder.end_backoff(&key, now().0);
             next.claim_ctl.woken.insert(key.name.clone());
             (format!("the back-off of claim {} ends", key.name), next)
@@ -1307,9 +1320,9 @@ fn check_nothing_left(state: &State) -> Result<(), String> {
     Ok(())
 }
 
-/// The claims of `names` are bound (their server holds their uid).
-fn check_bound(truth: &Truth, names: &[&str]) -> Result<(), String> {
-    for name in names {
+/// The scenario's `must_bind` claims are bound (their server holds their uid).
+fn check_bound(truth: &Truth, scenario: &Scenario) -> Result<(), String> {
+    for name in &scenario.must_bind {
         let claim = truth.claim(name);
         let held = truth.servers.values().any(|s| {
             s.spec
@@ -1420,6 +1433,7 @@ fn fingerprint(state: &State) -> u64 {
         server_ctl,
         // Fixed for a whole exploration.
         refuses: _,
+        backoff_ends,
         crashes,
         faults,
         resyncs,
@@ -1454,6 +1468,7 @@ fn fingerprint(state: &State) -> u64 {
         ctl_fp(ctl, &ranks, &mut h);
     }
     ((*crashes, *faults, *resyncs), *next_user_op, *tenant_budget).hash(&mut h);
+    backoff_ends.hash(&mut h);
     (default_gates, cleaners, dirty, held, user_claim_refs).hash(&mut h);
     entitlement.is_some().hash(&mut h);
     h.finish()
@@ -1597,11 +1612,12 @@ fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
                         conditions,
                         bound_time,
                         bound_server_ref,
+                        given_back_server_ref,
                     } = status;
                     (
                         *phase,
                         bound_time.is_some(),
-                        bound_server_ref,
+                        (bound_server_ref, given_back_server_ref),
                         conditions_fp(conditions),
                     )
                 })
@@ -1682,10 +1698,11 @@ fn claim_fp(c: &ServerClaim, ranks: &Ranks, h: &mut FxHasher) {
             conditions,
             bound_time,
             bound_server_ref,
+            given_back_server_ref,
         }) => (
             *phase,
             bound_time.is_some(),
-            bound_server_ref.as_ref(),
+            Some((bound_server_ref.as_ref(), given_back_server_ref.as_ref())),
             bound_fp(conditions, *generation),
         ),
     };
@@ -2022,17 +2039,19 @@ pub fn refused_pick() -> Scenario {
 }
 
 /// As [`refused_pick`], but `aaa`'s pick is let in and only its completing write
-/// (`bind-completed`) is refused: `aaa` keeps the server it won, backing off, and no
-/// invariant breaks (no liveness is promised to `bbb`: the one server is `aaa`'s).
+/// (`bind-completed`) is refused: `aaa` gives the server back while it backs off, and
+/// `bbb` binds. Without injected faults: a pick whose response is lost counts as a
+/// refused pick, after which `aaa` holds the server it named until its back-off ends,
+/// and the model bounds how many back-offs end.
 pub fn refused_completion() -> Scenario {
     Scenario {
         name: "refused-completion",
+        faults: 0,
         refuses: Some(|old, new| {
             meta::name(new) == "aaa"
                 && !meta::is_bind_completed(old)
                 && meta::is_bind_completed(new)
         }),
-        must_bind: vec![],
         ..refused_pick()
     }
 }
@@ -2505,7 +2524,7 @@ fn a_claim_whose_writes_are_refused_holds_nobody_back() {
 }
 
 #[test]
-fn a_claim_whose_completing_write_is_refused_breaks_no_invariant() {
+fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
     assert_holds(refused_completion());
 }
 
@@ -2593,6 +2612,22 @@ fn refusal_wakes_nobody(
         wake.claims = [key].into_iter().collect();
     }
     wake
+}
+
+/// The server side without "a server its claim gave back is rolled back": it waits for
+/// the claim to adopt it, which the claim never does.
+fn keeps_a_given_back_server(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+) -> ServerDecision {
+    match decide_server(server, claims, liveness, gates) {
+        ServerDecision::RollBack {
+            cause: RollBackCause::GivenBack,
+        } => ServerDecision::BoundAwaitingAdoption,
+        decision => decision,
+    }
 }
 
 /// The claim decision without the binder's memory of the claims backing off: until the
@@ -2730,6 +2765,12 @@ const MUTANTS: &[Mutant] = &[
         says: LIVENESS,
     },
     Mutant {
+        name: "keeps-given-back-server",
+        mutate: |p| p.rules.server = keeps_a_given_back_server,
+        worlds: &[refused_completion],
+        says: &["liveness: claim bbb", "invariant 2"],
+    },
+    Mutant {
         name: "old-assumption-rule",
         mutate: |p| p.rules.assumption_ends = old_assumption_rule,
         worlds: &[eligibility_churn],
@@ -2798,6 +2839,7 @@ mutant_tests! {
     the_model_check_catches_a_dropped_wake_up_rule: "dropped-trigger";
     the_model_check_catches_the_old_assumed_choice_rule: "old-assumption-rule";
     the_model_check_catches_a_refused_claim_that_keeps_its_place: "refusal-keeps-its-place";
+    the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
 }

@@ -419,6 +419,7 @@ impl ClaimExt for ServerClaim {
                     uid: String::new(),
                 }
             }),
+            given_back_server_ref: None,
         });
         self
     }

@@ -13,8 +13,13 @@ const ANNOTATIONS_LIMIT: usize = 256 * 1024;
 /// A claim whose annotations are 20 bytes short of the limit: adding `pre-bound` is
 /// refused (422), as an admission webhook of the cluster's own might refuse it.
 fn too_big_to_pick(name: &str) -> ServerClaim {
+    short_of_the_limit(name, 20)
+}
+
+/// A claim whose annotations leave `room` bytes under the limit.
+fn short_of_the_limit(name: &str, room: usize) -> ServerClaim {
     let key = "example.com/blob";
-    let value = "x".repeat(ANNOTATIONS_LIMIT - key.len() - 20);
+    let value = "x".repeat(ANNOTATIONS_LIMIT - key.len() - room);
     let mut claim = ServerClaim::new(name, ServerClaimSpec::default());
     claim.metadata.annotations = Some([(key.to_string(), value)].into());
     claim
@@ -113,4 +118,52 @@ async fn explain_json(env: &Env, name: &str) -> serde_json::Value {
     .expect("joined");
     assert!(out.status.success(), "{out:?}");
     serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// Room for `pre-bound` (29 bytes with its value) but not for `bind-completed` too: the
+/// pick is let in and the completing write refused. `aaa` gives its server back (its
+/// status records it), the server controller frees it, and `bbb` binds it. Before, `aaa`
+/// held `s1` for good with no phase.
+#[tokio::test]
+async fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
+    let mut env = Env::new().await;
+    env.create_server("s1", &[]).await;
+    env.claims()
+        .create(&PostParams::default(), &short_of_the_limit("aaa", 40))
+        .await
+        .expect("aaa fits the limit");
+    env.create_claim("bbb").await;
+    env.start(2).await;
+
+    eventually("bbb Bound to s1", DEADLINE, || async {
+        let bbb = env.claims().get("bbb").await.expect("bbb");
+        let on = bbb.spec.server_ref.as_ref().map(|r| r.name.clone());
+        (phase(&bbb) == Some(ClaimPhase::Bound) && on.as_deref() == Some("s1"))
+            .then_some(())
+            .ok_or(condition(&bbb))
+    })
+    .await;
+    let aaa = env.claims().get("aaa").await.expect("aaa");
+    let given_back = aaa
+        .status
+        .as_ref()
+        .and_then(|s| s.given_back_server_ref.clone());
+    assert_eq!(given_back.map(|r| r.name).as_deref(), Some("s1"), "{aaa:?}");
+    // Its condition moves on once its back-off ends (NoMatchingServer: s1 is bbb's now);
+    // the Warning stays.
+    let events = Api::<EventV1>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items;
+    let gave_back = events.iter().any(|e| {
+        e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aaa")
+            && e.reason.as_deref() == Some("WriteRefused")
+            && e.note
+                .as_deref()
+                .is_some_and(|n| n.contains("CompleteBind") && n.contains("gave back server s1"))
+    });
+    assert!(gave_back, "a Warning WriteRefused says aaa gave s1 back");
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
 }
