@@ -224,7 +224,8 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         release_build: !cfg!(debug_assertions),
         by_tenant: (config.tenants == Tenants::Flood).then(|| {
             let schedule = config.schedule();
-            tenant_report::build(&schedule, &m.seen, m.operator_ready, m.clock_start)
+            let clock = (m.operator_ready, m.clock_start);
+            tenant_report::build(&schedule, &m.seen, clock, tenant_report::WINDOW)
         }),
         churn: m.churn,
     }

@@ -8,18 +8,21 @@
 //!   of all, if a flood claim never bound). Throughout it the flood has a claim waiting,
 //!   so every server that frees is wanted, and goes to the claim the fair order puts
 //!   first.
-//! - a namespace's *demand* in the phase: its claims seen created before the phase
-//!   ended; its *binds*: its claims seen Bound before it ended.
-//! - its *fair share*: the phase's binds split max-min fairly over the demands
-//!   ([`stats::max_min_shares`]): a namespace that asked for less than an even split gets
-//!   all it asked for, and the others split what is left evenly.
-//! - *Jain's index* of x = binds ÷ fair share over the namespaces with demand: 1.0
-//!   exactly when every namespace got its max-min fair share, 1/n when one got it all.
+//! - a namespace's *binds*: its claims seen Bound in the phase; its *demand*: its
+//!   claims seen created in it.
+//! - its *fair share*: the phase is cut into [`WINDOW`]s; each window's binds are split
+//!   max-min fairly ([`stats::max_min_shares`]) over the namespaces' claims waiting in
+//!   it (created before it ended, not bound before it began): a namespace that asks for
+//!   less than an even split gets all it asks for, and the others split what is left
+//!   evenly. Its fair share is the sum over the windows.
+//! - *Jain's index* of x = binds ÷ fair share over the namespaces with a share:
+//!   `(Σx)² / (n·Σx²)`, 1.0 exactly when every namespace got its fair share, 1/n when
+//!   one got every bind.
 //! - the *small tenants' wait*: p50 and p99 over the claims of every namespace but the
 //!   flood that were created in the scarce phase and bound.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -52,6 +55,8 @@ pub struct TenantReport {
     /// From the clock's start (the first claim, with `--rate`) to the phase's end.
     pub scarce_phase_secs: f64,
     pub scarce_binds: usize,
+    /// The windows whose binds are shared.
+    pub window_secs: f64,
     /// Jain's index of binds ÷ fair share; none if nothing was bound.
     pub jain_index: Option<f64>,
     /// The small tenants' claims created in the scarce phase, and their waits.
@@ -60,18 +65,49 @@ pub struct TenantReport {
     pub small_wait_p99_ms: f64,
 }
 
-/// What one namespace counted, before the percentiles and the shares.
+/// The windows the scarce phase is cut into. In each, that window's binds are split
+/// max-min fairly over the namespaces' claims waiting in it. Long enough to hold many
+/// binds, so that a tenant whose claims are served as they come counts as getting all
+/// it asked for; short against the phase, so that a tenant kept waiting while others
+/// are served shows it: its waiting claims ask again in every window they wait.
+pub const WINDOW: Duration = Duration::from_secs(1);
+
+/// What one namespace counted, before the percentiles.
 #[derive(Clone, Default)]
 struct Tally {
     created: usize,
     waits: Vec<f64>,
     demand: usize,
-    binds: usize,
+}
+
+/// The scarce phase, cut into windows from `start`.
+struct Phase {
+    start: Instant,
+    end: Instant,
+    window: Duration,
+}
+
+impl Phase {
+    /// The window `at` falls in (the first, if before the start).
+    fn index(&self, at: Instant) -> usize {
+        (at.saturating_duration_since(self.start).as_nanos() / self.window.as_nanos().max(1))
+            as usize
+    }
+
+    fn windows(&self) -> usize {
+        self.index(self.end) + 1
+    }
 }
 
 /// The figures of what `seen` saw of the claims `schedule` created; `ready` is the
-/// operator's readiness and `start` where the clock starts.
-pub fn build(schedule: &Schedule, seen: &Seen, ready: Instant, start: Instant) -> TenantReport {
+/// operator's readiness, `start` where the clock starts, and `window` the length of
+/// the windows whose binds are shared ([`WINDOW`]).
+pub fn build(
+    schedule: &Schedule,
+    seen: &Seen,
+    (ready, start): (Instant, Instant),
+    window: Duration,
+) -> TenantReport {
     let end = scarce_end(schedule, seen);
     let in_phase = |at: Option<Instant>| at.zip(end).is_some_and(|(at, end)| at <= end);
     let mut tallies = vec![Tally::default(); schedule.namespaces];
@@ -81,7 +117,6 @@ pub fn build(schedule: &Schedule, seen: &Seen, ready: Instant, start: Instant) -
         let (t, wait) = (&mut tallies[k], seen.wait_ms(j, ready));
         t.created += usize::from(seen.added[j].is_some());
         t.waits.extend(wait);
-        t.binds += usize::from(in_phase(seen.bound[j]));
         if in_phase(seen.added[j]) {
             t.demand += 1;
             if !schedule.is_flood(k) {
@@ -90,25 +125,71 @@ pub fn build(schedule: &Schedule, seen: &Seen, ready: Instant, start: Instant) -
             }
         }
     }
-    let demands: Vec<usize> = tallies.iter().map(|t| t.demand).collect();
-    let scarce_binds = tallies.iter().map(|t| t.binds).sum();
-    let shares = stats::max_min_shares(&demands, scarce_binds);
-    let xs: Vec<f64> = (tallies.iter().zip(&shares))
+    let phase = end.map(|end| Phase { start, end, window });
+    let (binds, shares) = match &phase {
+        Some(phase) => fair_shares(schedule, seen, phase),
+        None => (vec![0; schedule.namespaces], vec![0.0; schedule.namespaces]),
+    };
+    let xs: Vec<f64> = (binds.iter().zip(&shares))
         .filter(|(_, share)| **share > 0.0)
-        .map(|(t, share)| t.binds as f64 / share)
+        .map(|(&b, share)| b as f64 / share)
         .collect();
     let small = sorted(small_waits);
     TenantReport {
-        namespaces: (tallies.into_iter().zip(shares).enumerate())
-            .map(|(k, (t, share))| figures(schedule, k, t, share))
-            .collect(),
         scarce_phase_secs: end.map_or(0.0, |e| e.saturating_duration_since(start).as_secs_f64()),
-        scarce_binds,
+        scarce_binds: binds.iter().sum(),
+        window_secs: window.as_secs_f64(),
         jain_index: stats::jain(&xs),
+        namespaces: (tallies
+            .into_iter()
+            .zip(binds.into_iter().zip(shares))
+            .enumerate())
+        .map(|(k, (t, share))| figures(schedule, k, t, share))
+        .collect(),
         small_claims,
         small_wait_p50_ms: stats::percentile(&small, 0.50),
         small_wait_p99_ms: stats::percentile(&small, 0.99),
     }
+}
+
+/// Per namespace, its binds in the phase and its fair share of them: window by window,
+/// the window's binds split max-min over the claims waiting in it (created before it
+/// ended, not bound before it began), summed.
+fn fair_shares(schedule: &Schedule, seen: &Seen, phase: &Phase) -> (Vec<usize>, Vec<f64>) {
+    let (n, windows) = (schedule.namespaces, phase.windows());
+    // Per namespace and window: claims that start (+1) and stop (-1) waiting there, and
+    // binds.
+    let mut waiting = vec![vec![0i64; windows + 1]; n];
+    let mut binds = vec![vec![0usize; windows]; n];
+    for j in 0..schedule.claims.min(seen.added.len()) {
+        let Some(added) = seen.added[j].filter(|&a| a <= phase.end) else {
+            continue;
+        };
+        let k = schedule.namespace(j);
+        let bound = seen.bound[j].filter(|&b| b <= phase.end);
+        waiting[k][phase.index(added)] += 1;
+        waiting[k][bound.map_or(windows - 1, |b| phase.index(b)) + 1] -= 1;
+        if let Some(b) = bound {
+            binds[k][phase.index(b)] += 1;
+        }
+    }
+    let (mut total, mut fair) = (vec![0; n], vec![0.0; n]);
+    let mut demand = vec![0i64; n];
+    for w in 0..windows {
+        for k in 0..n {
+            demand[k] += waiting[k][w];
+            total[k] += binds[k][w];
+        }
+        let asked: Vec<usize> = demand.iter().map(|&d| d.max(0) as usize).collect();
+        let shared = (0..n).map(|k| binds[k][w]).sum();
+        for (k, share) in stats::max_min_shares(&asked, shared)
+            .into_iter()
+            .enumerate()
+        {
+            fair[k] += share;
+        }
+    }
+    (total, fair)
 }
 
 /// When the scarce phase ended: the flood's last bind, or the last bind of all if a
@@ -129,7 +210,12 @@ fn sorted(mut values: Vec<f64>) -> Vec<f64> {
     values
 }
 
-fn figures(schedule: &Schedule, k: usize, t: Tally, fair_share: f64) -> NamespaceFigures {
+fn figures(
+    schedule: &Schedule,
+    k: usize,
+    t: Tally,
+    (binds, fair_share): (usize, f64),
+) -> NamespaceFigures {
     let waits = sorted(t.waits);
     NamespaceFigures {
         namespace: fleet::namespace_name(k),
@@ -139,7 +225,7 @@ fn figures(schedule: &Schedule, k: usize, t: Tally, fair_share: f64) -> Namespac
         wait_p50_ms: stats::percentile(&waits, 0.50),
         wait_p99_ms: stats::percentile(&waits, 0.99),
         scarce_demand: t.demand,
-        scarce_binds: t.binds,
+        scarce_binds: binds,
         fair_share,
     }
 }
@@ -151,8 +237,8 @@ impl fmt::Display for TenantReport {
             .map_or("n/a".to_owned(), |j| format!("{j:.3}"));
         writeln!(
             f,
-            "scarce phase       {:.2} s (to the flood's last bind), {} binds; Jain's index {jain} (over binds ÷ max-min fair share)",
-            self.scarce_phase_secs, self.scarce_binds
+            "scarce phase       {:.2} s (to the flood's last bind), {} binds; Jain's index {jain} (binds ÷ fair share, max-min per {} s window)",
+            self.scarce_phase_secs, self.scarce_binds, self.window_secs
         )?;
         writeln!(
             f,
@@ -161,7 +247,7 @@ impl fmt::Display for TenantReport {
         )?;
         write!(
             f,
-            "  {:<18} {:>8} {:>8} {:>11} {:>11}   {:>8} {:>8} {:>10}   (scarce phase: demand, binds, fair share)",
+            "  {:<18} {:>8} {:>8} {:>11} {:>11}   {:>8} {:>8} {:>10} {:>7}   (scarce phase: demand, binds, fair share, binds ÷ share)",
             "namespace",
             "created",
             "bound",
@@ -169,13 +255,19 @@ impl fmt::Display for TenantReport {
             "wait p99",
             "demand",
             "binds",
-            "fair share"
+            "fair share",
+            "x"
         )?;
         for n in &self.namespaces {
             let name = format!("{}{}", n.namespace, if n.flood { " (flood)" } else { "" });
+            let x = if n.fair_share > 0.0 {
+                format!("{:.2}", n.scarce_binds as f64 / n.fair_share)
+            } else {
+                "-".to_owned()
+            };
             write!(
                 f,
-                "\n  {name:<18} {:>8} {:>8} {:>8.1} ms {:>8.1} ms   {:>8} {:>8} {:>10.1}",
+                "\n  {name:<18} {:>8} {:>8} {:>8.1} ms {:>8.1} ms   {:>8} {:>8} {:>10.1} {x:>7}",
                 n.created,
                 n.bound,
                 n.wait_p50_ms,
@@ -191,87 +283,126 @@ impl fmt::Display for TenantReport {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::runtime::bench::bind::tenants::Tenants;
 
-    /// Ten claims: 0..8 the flood's, created at 0; 8 and 9 one small tenant's each,
-    /// created at 100 ms. `bound` gives each claim's bind time in ms.
-    fn seen(bound: [Option<u64>; 10]) -> (Schedule, Seen, Instant) {
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Which waiting claim comes first (the least key), from its index, its creation
+    /// and the time, in ms.
+    type Order = fn(usize, u64, u64) -> (bool, u64, usize);
+
+    /// 50 claims over 3 namespaces: 0..40 the flood's, created at 0; 40..50 two small
+    /// tenants' in turn, one every 40 ms from 100 ms. One server frees every 10 ms from
+    /// 10 ms and goes to the waiting claim `first` puts first. Returns what the watch
+    /// would have seen, and time zero.
+    fn run(first: Order) -> (Schedule, Seen, Instant) {
         let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let schedule = Schedule::new(Tenants::Flood, 10, 3);
+        let schedule = Schedule::new(Tenants::Flood, 50, 3);
+        let created: Vec<u64> = (0..50)
+            .map(|j| {
+                if j < 40 {
+                    0
+                } else {
+                    100 + 40 * (j as u64 - 40)
+                }
+            })
+            .collect();
+        let mut bound = vec![None; 50];
+        for t in (10..).step_by(10).take(50) {
+            let waiting = (0..50).filter(|&j| created[j] <= t && bound[j].is_none());
+            if let Some(j) = waiting.min_by_key(|&j| first(j, created[j], t)) {
+                bound[j] = Some(t);
+            }
+        }
+        let at = |ms: u64| t0 + MS * ms as u32;
         let seen = Seen {
-            added: (0..10)
-                .map(|j| Some(at(if j < 8 { 0 } else { 100 })))
-                .collect(),
+            added: created.iter().map(|&c| Some(at(c))).collect(),
             bound: bound.iter().map(|b| b.map(at)).collect(),
             ..Seen::default()
         };
         (schedule, seen, t0)
     }
 
+    /// The small tenants first, then the oldest: what a fair order does here.
+    fn small_first(j: usize, created: u64, _: u64) -> (bool, u64, usize) {
+        (j < 40, created, j)
+    }
+
+    /// The oldest first.
+    fn oldest_first(j: usize, created: u64, _: u64) -> (bool, u64, usize) {
+        (false, created, j)
+    }
+
+    /// The flood first until 400 ms, then the small tenants.
+    fn small_late(j: usize, created: u64, t: u64) -> (bool, u64, usize) {
+        ((j < 40) == (t >= 400), created, j)
+    }
+
     #[test]
-    fn the_small_tenants_served_first_is_fair() {
-        // Two servers, each used 100 ms: the small claims take the first ones to free.
-        let ms = [10, 10, 200, 210, 300, 310, 400, 410, 110, 120].map(Some);
-        let (schedule, seen, t0) = seen(ms);
-        let r = build(&schedule, &seen, t0, t0);
-        assert_eq!(r.scarce_binds, 10);
-        assert!((r.scarce_phase_secs - 0.41).abs() < 1e-9, "{r:?}");
-        assert_eq!(r.jain_index, Some(1.0));
+    fn the_small_tenants_served_as_they_come_is_fair() {
+        let (schedule, seen, t0) = run(small_first);
+        let r = build(&schedule, &seen, (t0, t0), 100 * MS);
+        // Every claim binds by 500 ms, the flood's last; the small ones as they come.
+        assert_eq!(r.scarce_binds, 50);
+        assert!((r.scarce_phase_secs - 0.5).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.jain_index, Some(1.0), "{r:#?}");
+        assert_eq!((r.small_claims, r.small_wait_p99_ms), (10, 0.0));
         let flood = &r.namespaces[0];
-        assert!(flood.flood && flood.created == 8 && flood.scarce_binds == 8);
-        assert_eq!((flood.wait_p50_ms, flood.wait_p99_ms), (210.0, 410.0));
-        assert_eq!(
-            (r.small_claims, r.small_wait_p50_ms, r.small_wait_p99_ms),
-            (2, 10.0, 20.0)
-        );
-        assert_eq!(r.namespaces[2].fair_share, 1.0);
+        assert!(flood.flood && flood.created == 40 && flood.scarce_binds == 40);
+        assert_eq!(flood.fair_share, 40.0);
+        assert_eq!(r.namespaces[1].fair_share, 5.0);
     }
 
     #[test]
     fn the_small_tenants_served_after_the_flood_is_not() {
-        // First come, first served: the small claims bind after the flood's last.
-        let ms = [10, 10, 100, 110, 200, 210, 300, 310, 400, 410].map(Some);
-        let (schedule, seen, t0) = seen(ms);
-        let r = build(&schedule, &seen, t0, t0);
-        // The phase ends at 310 ms: the flood's 8 binds, where max-min gives it 6 and
-        // each small tenant its 1. x = (8/6, 0, 0): Jain's index 1/3.
-        assert_eq!(r.scarce_binds, 8);
-        assert_eq!(r.namespaces[0].fair_share, 6.0);
+        let (schedule, seen, t0) = run(oldest_first);
+        let r = build(&schedule, &seen, (t0, t0), 100 * MS);
+        // The flood has all 40 binds to 400 ms while the small claims wait from 100 ms:
+        // Jain's index of (40/24.7, 0, 0) is 1/3.
+        assert_eq!(r.scarce_binds, 40);
         let j = r.jain_index.unwrap();
-        assert!((j - 1.0 / 3.0).abs() < 1e-9, "{j}");
+        assert!((j - 1.0 / 3.0).abs() < 1e-9, "{r:#?}");
+        let flood_share = r.namespaces[0].fair_share;
+        assert!((flood_share - (9.0 + 7.0 + 5.0 + 10.0 / 3.0 + 1.0 / 3.0)).abs() < 1e-9);
+        // The first small claim, created at 100 ms, binds at 410 ms.
         assert_eq!(r.small_wait_p99_ms, 310.0);
     }
 
     #[test]
+    fn the_small_tenants_kept_waiting_is_not_though_they_are_served_in_the_end() {
+        let (schedule, seen, t0) = run(small_late);
+        let r = build(&schedule, &seen, (t0, t0), 100 * MS);
+        // Every claim binds in the phase, the small ones from 400 ms: they waited while
+        // the flood took every bind.
+        assert_eq!(r.scarce_binds, 50);
+        let j = r.jain_index.unwrap();
+        assert!(j < 0.8, "{r:#?}");
+        // The whole phase as one window hides it: each got all it asked for.
+        let whole = build(&schedule, &seen, (t0, t0), 1000 * MS);
+        assert_eq!(whole.jain_index, Some(1.0), "{whole:#?}");
+    }
+
+    #[test]
     fn a_flood_never_done_ends_the_phase_at_the_last_bind() {
-        let mut ms = [10, 10, 200, 210, 300, 310, 400, 410, 110, 120].map(Some);
-        ms[7] = None;
-        let (schedule, seen, t0) = seen(ms);
-        let r = build(&schedule, &seen, t0, t0);
-        assert_eq!(r.scarce_binds, 9);
-        assert!((r.scarce_phase_secs - 0.40).abs() < 1e-9, "{r:?}");
-        assert_eq!(r.namespaces[0].bound, 7);
-        let nothing = build(
-            &schedule,
-            &Seen {
-                bound: vec![None; 10],
-                ..seen
-            },
-            t0,
-            t0,
-        );
-        assert_eq!((nothing.jain_index, nothing.scarce_binds), (None, 0));
+        let (schedule, mut seen, t0) = run(small_first);
+        seen.bound[39] = None;
+        let r = build(&schedule, &seen, (t0, t0), 100 * MS);
+        assert_eq!(r.scarce_binds, 49);
+        assert!((r.scarce_phase_secs - 0.49).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.namespaces[0].bound, 39);
+        let nothing = Seen {
+            bound: vec![None; 50],
+            ..seen
+        };
+        let r = build(&schedule, &nothing, (t0, t0), 100 * MS);
+        assert_eq!((r.jain_index, r.scarce_binds), (None, 0));
     }
 
     #[test]
     fn prints_a_line_per_namespace_and_the_index() {
-        let ms = [10, 10, 200, 210, 300, 310, 400, 410, 110, 120].map(Some);
-        let (schedule, seen, t0) = seen(ms);
-        let text = build(&schedule, &seen, t0, t0).to_string();
+        let (schedule, seen, t0) = run(small_first);
+        let text = build(&schedule, &seen, (t0, t0), 100 * MS).to_string();
         assert!(text.contains("Jain's index 1.000"), "{text}");
         assert!(text.contains("\n  tenant-0 (flood) "), "{text}");
         for k in 1..3 {
