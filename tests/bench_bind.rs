@@ -182,3 +182,52 @@ fn churn_while_claims_wait_costs_at_most_one_status_write_per_interval() {
     let per_minute = num(churn, "status_writes_per_pending_claim_per_min");
     assert!((per_minute - writes / 10.0 / (secs / 60.0)).abs() < 1e-9);
 }
+
+/// A flood and four small tenants on six servers, each claim deleted 300 ms after it
+/// binds: every claim binds in the end (deleting claims frees their servers), and the
+/// report has a line per namespace and a fairness index in [0, 1]. How fair is the
+/// figure's business, not this test's.
+#[test]
+fn a_flood_and_small_tenants_on_scarce_servers_report_each_namespace_and_a_fairness() {
+    let report = bench_bind(&[
+        "--servers",
+        "6",
+        "--claims",
+        "40",
+        "--namespaces",
+        "5",
+        "--tenants",
+        "flood",
+        "--rate",
+        "10",
+        "--hold-ms",
+        "300",
+        "--stall-secs",
+        "10",
+    ]);
+    assert_eq!(report["bound"], 40, "{report:#}");
+    assert_eq!(report["tenants"], "flood");
+    assert_eq!(report["hold_ms"], 300);
+    let tenants = &report["by_tenant"];
+    let namespaces = tenants["namespaces"].as_array().expect("per namespace");
+    let created: Vec<u64> = namespaces
+        .iter()
+        .map(|n| n["created"].as_u64().expect("a count"))
+        .collect();
+    // Four in five claims are the flood's; the other eight go round-robin.
+    assert_eq!(created, [32, 2, 2, 2, 2], "{report:#}");
+    assert_eq!(namespaces[0]["flood"], true);
+    for n in namespaces {
+        assert_eq!(n["bound"], n["created"], "{report:#}");
+        let (p50, p99) = (num(n, "wait_p50_ms"), num(n, "wait_p99_ms"));
+        assert!(0.0 <= p50 && p50 <= p99, "{report:#}");
+        assert!(
+            num(n, "scarce_binds") <= num(n, "scarce_demand"),
+            "{report:#}"
+        );
+    }
+    let jain = num(tenants, "jain_index");
+    assert!((0.0..=1.0 + 1e-9).contains(&jain), "{report:#}");
+    assert!(num(tenants, "small_wait_p99_ms") >= num(tenants, "small_wait_p50_ms"));
+    assert!(num(tenants, "scarce_phase_secs") > 0.0, "{report:#}");
+}

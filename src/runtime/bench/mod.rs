@@ -53,9 +53,21 @@ pub struct BindArgs {
     /// throughput).
     #[arg(long, value_parser = positive_rate)]
     pub rate: Option<f64>,
-    /// Namespaces the claims are spread over, round-robin (tenant-0, tenant-1, ...).
+    /// Namespaces the claims are spread over (tenant-0, tenant-1, ...), as --tenants says.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub namespaces: u64,
+    /// How claims are spread over the namespaces. `even`: round-robin. `flood`: tenant-0
+    /// has 4 in 5 claims, created at once; the other namespaces (--namespaces 2 or more)
+    /// share the rest round-robin, created at --rate per second in all. The report then
+    /// gives each namespace's binds and waits, and Jain's fairness index while servers
+    /// are scarce (use fewer servers than claims, and --hold-ms).
+    #[arg(long, value_enum, default_value_t = bind::tenants::Tenants::Even)]
+    pub tenants: bind::tenants::Tenants,
+    /// Delete each claim this many milliseconds after it is seen Bound, as a tenant
+    /// gives a server back after using it: with fewer servers than claims, servers free
+    /// at a steady pace and binds go on. 0: claims are kept.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub hold_ms: u64,
     /// Stop when no claim was created or bound for this many seconds; claims still
     /// unbound are reported (not an error).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -137,6 +149,8 @@ async fn run_bind(args: BindArgs) -> Result<(), BenchError> {
         concurrency: args.concurrency,
         rate: args.rate,
         namespaces: args.namespaces as usize,
+        tenants: args.tenants,
+        hold: (args.hold_ms > 0).then(|| std::time::Duration::from_millis(args.hold_ms)),
         stall: std::time::Duration::from_secs(args.stall_secs),
         ceiling: std::time::Duration::from_secs(args.ceiling_secs),
         fresh_servers: args.fresh_servers,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::churn;
 use super::fleet::Mix;
+use super::tenants::{Schedule, Tenants};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -18,6 +19,10 @@ pub struct BindConfig {
     /// Claims per second, created while the operator runs; `None`: all claims first.
     pub rate: Option<f64>,
     pub namespaces: usize,
+    /// How the claims are spread over the namespaces and when they are created.
+    pub tenants: Tenants,
+    /// Delete each claim this long after it is seen Bound (`hold.rs`).
+    pub hold: Option<Duration>,
     /// Stop when no claim was created or bound for this long.
     pub stall: Duration,
     /// How long the write ceiling is measured.
@@ -26,4 +31,11 @@ pub struct BindConfig {
     pub fresh_servers: bool,
     /// Change servers while claims wait, once the bind phase is over ([`churn`]).
     pub churn: Option<churn::Churn>,
+}
+
+impl BindConfig {
+    /// Which namespace each claim goes in, and when it is created.
+    pub fn schedule(&self) -> Schedule {
+        Schedule::new(self.tenants, self.claims, self.namespaces)
+    }
 }

@@ -1,5 +1,6 @@
-//! The objects `bench bind` creates: `N` servers, `M` claims over `K` namespaces, shaped
-//! by the mix. Pure: names, labels, selectors, taints and tolerations from indexes.
+//! The objects `bench bind` creates: `N` servers and `M` claims, shaped by the mix. Pure:
+//! names, labels, selectors, taints and tolerations from indexes (which namespace a
+//! claim goes in is `--tenants`' choice: `tenants.rs`).
 //!
 //! Every mix keeps one complete assignment open when `N >= M`: claim `j` may always bind
 //! to server `j` (same index). A claim that stays unbound with enough servers is then
@@ -77,11 +78,6 @@ pub fn namespace_name(k: usize) -> String {
     format!("tenant-{k}")
 }
 
-/// Claims go round-robin over the namespaces.
-pub fn claim_namespace(j: usize, namespaces: usize) -> String {
-    namespace_name(j % namespaces.max(1))
-}
-
 fn rack(i: usize) -> String {
     format!("r{}", i % RACKS)
 }
@@ -129,7 +125,8 @@ pub fn server(i: usize, mix: Mix) -> Server {
     }
 }
 
-pub fn claim(j: usize, mix: Mix, namespaces: usize) -> ServerClaim {
+/// Claim `j`, in `namespace` (which `--tenants` chooses).
+pub fn claim(j: usize, mix: Mix, namespace: String) -> ServerClaim {
     let mut spec = ServerClaimSpec::default();
     match mix {
         // Odd j lies in an odd rack (j % 10 is odd), which server j shares.
@@ -144,7 +141,7 @@ pub fn claim(j: usize, mix: Mix, namespaces: usize) -> ServerClaim {
         _ => {}
     }
     let mut claim = ServerClaim::new(&claim_name(j), spec);
-    claim.metadata.namespace = Some(claim_namespace(j, namespaces));
+    claim.metadata.namespace = Some(namespace);
     claim
 }
 
@@ -162,7 +159,7 @@ mod tests {
             Mix::DistinctSelectors,
         ] {
             for j in 0..40 {
-                let (s, c) = (server(j, mix), claim(j, mix, 3));
+                let (s, c) = (server(j, mix), claim(j, mix, namespace_name(j % 3)));
                 let labels = s.metadata.labels.clone().unwrap_or_default();
                 if let Some(sel) = &c.spec.server_selector {
                     for r in &sel.match_expressions {
@@ -175,10 +172,11 @@ mod tests {
     }
 
     #[test]
-    fn names_round_trip_and_spread_over_namespaces() {
+    fn names_round_trip() {
         assert_eq!(claim_index(&claim_name(1234)), Some(1234));
         assert_eq!(claim_index("other-1"), None);
-        assert_eq!(claim_namespace(4, 3), "tenant-1");
-        assert_eq!(claim_namespace(4, 0), "tenant-0");
+        assert_eq!(namespace_name(4), "tenant-4");
+        let c = claim(7, Mix::Any, namespace_name(2));
+        assert_eq!(c.metadata.namespace.as_deref(), Some("tenant-2"));
     }
 }

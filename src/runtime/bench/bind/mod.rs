@@ -5,15 +5,19 @@
 //! ([`ceiling`]); install the CRDs, create the namespaces and the servers ([`setup`]);
 //! open the claims watch ([`observe`]); then either create every claim and start the
 //! operator (batch), or start the operator, wait until it is ready and settled and
-//! create claims at `--rate` per second. The operator is this binary's `run` in a child
-//! process ([`operator`]); the bench samples its RSS and prints progress ([`progress`])
-//! until every claim is Bound or nothing happens for the stall timeout, scrapes its
-//! `/metrics` once ([`scrape`]), kills it and reports ([`report`]).
+//! create claims at `--rate` per second, in the namespaces and at the times `--tenants`
+//! gives them ([`tenants`]). The operator is this binary's `run` in a child process
+//! ([`operator`]); the bench samples its RSS and prints progress ([`progress`]) until
+//! every claim is Bound or nothing happens for the stall timeout, with `--hold-ms`
+//! deleting each claim a while after it is Bound ([`hold`]); it scrapes the operator's
+//! `/metrics` once ([`scrape`]), kills it and reports ([`report`], with `--tenants flood`
+//! each namespace's figures and the fairness: [`tenant_report`]).
 
 mod ceiling;
 pub mod churn;
 mod config;
 pub mod fleet;
+mod hold;
 mod observe;
 mod operator;
 mod progress;
@@ -21,6 +25,9 @@ pub mod report;
 mod rss;
 mod scrape;
 mod setup;
+mod stats;
+mod tenant_report;
+pub mod tenants;
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +39,7 @@ use observe::Observer;
 use operator::{Operator, WorkDir};
 use report::{BindReport, Measured};
 use scrape::WriteSample;
+use tenants::Tenants;
 
 /// Runs the benchmark. Fails only if it cannot run (the API server, a create, the
 /// operator fails); claims left unbound are a figure of the report.
@@ -43,6 +51,11 @@ pub async fn run(config: BindConfig) -> Result<BindReport, Error> {
     }
     if config.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(Error::Failed("--rate must be a positive number".into()));
+    }
+    if config.tenants == Tenants::Flood && config.namespaces < 2 {
+        return Err(Error::Failed(
+            "--tenants flood needs --namespaces 2 or more: the flood and a small tenant".into(),
+        ));
     }
     let server = ApiServer::start(Config::default()).await?;
     // On SIGINT or SIGTERM the run is dropped, and with it the operator's guard, so that
@@ -68,7 +81,7 @@ struct Started {
     baseline: Vec<WriteSample>,
     settle: Option<Duration>,
     /// The paced claim creator, with `--rate`.
-    creator: progress::Creator,
+    creator: progress::Task,
 }
 
 async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindReport, Error> {
@@ -84,7 +97,8 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     setup::servers(&client, config.servers, config.mix).await?;
     let dir = WorkDir::create()?;
     server.write_kubeconfig(&dir.kubeconfig())?;
-    let observer = Observer::start(&client, config.claims).await?;
+    let (on_bound, mut holder) = holder(&client, config);
+    let observer = Observer::start(&client, config.claims, on_bound).await?;
     let mut started = match config.rate {
         None => batch(&client, config, &dir).await?,
         Some(rate) => paced(&client, config, &dir, rate).await?,
@@ -92,15 +106,19 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     let waited = progress::wait(
         &observer,
         &mut started.operator,
-        &mut started.creator,
+        &mut [&mut started.creator, &mut holder],
         config.claims,
         config.stall,
         started.ready.max(started.clock_start),
     )
     .await?;
     // Still creating after a stall cannot be (each create is progress); stop it anyway.
-    if let Some(creator) = started.creator.take() {
-        creator.abort();
+    // Claims are used only in the bind phase: the churn's waiting claims stay waiting.
+    for task in [started.creator.take(), holder.take()]
+        .into_iter()
+        .flatten()
+    {
+        task.abort();
     }
     // The bind figures end here; the churn's writes are its own.
     let metrics = started.operator.metrics().await?;
@@ -143,7 +161,7 @@ async fn batch(
     if !config.fresh_servers {
         register_fleet(dir, config).await?;
     }
-    setup::claims(client, config.claims, config.mix, config.namespaces).await?;
+    setup::claims(client, config.mix, config.schedule()).await?;
     eprintln!("bench bind: starting the operator");
     let mut operator = Operator::spawn(dir, config.concurrency)?;
     let ready = operator.wait_ready().await?;
@@ -167,6 +185,20 @@ async fn register_fleet(dir: &WorkDir, config: &BindConfig) -> Result<(), Error>
     Ok(())
 }
 
+/// With `--hold-ms`: the sender the claims watch reports binds to, and the task that
+/// deletes each claim a hold time after it is Bound.
+fn holder(
+    client: &kube::Client,
+    config: &BindConfig,
+) -> (Option<observe::BoundSender>, progress::Task) {
+    let Some(hold) = config.hold else {
+        return (None, None);
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(hold::run(client.clone(), config.schedule(), hold, rx));
+    (Some(tx), Some(task))
+}
+
 /// The operator first, ready and settled (done with the first status of every fresh
 /// server), then claims at `rate`: time counts from the first claim, and the writes the
 /// operator made before it are not counted per bind.
@@ -183,9 +215,9 @@ async fn paced(
     let settle = Some(settled.saturating_duration_since(ready));
     eprintln!("bench bind: creating {} claims at {rate}/s", config.claims);
     let clock_start = Instant::now();
-    let (client, c) = (client.clone(), config.clone());
+    let (client, mix, schedule) = (client.clone(), config.mix, config.schedule());
     let creator = tokio::spawn(async move {
-        setup::paced_claims(&client, c.claims, c.mix, c.namespaces, rate, clock_start).await
+        setup::paced_claims(&client, mix, schedule, rate, clock_start).await
     });
     Ok(Started {
         operator,

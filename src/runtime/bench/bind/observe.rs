@@ -1,7 +1,8 @@
 //! The one watch that times the binds: serverclaims in all namespaces, opened (its
 //! initial list done) before the first claim is created. For every claim it records
 //! when it was first seen at all and when it was first seen with `status.phase: Bound`,
-//! as `Instant`s taken the moment each event arrives.
+//! as `Instant`s taken the moment each event arrives; with `--hold-ms` it also passes
+//! each claim first seen Bound on to the holder (`hold.rs`), which deletes it.
 //!
 //! Events are decoded into [`ObservedClaim`], which keeps only the name, the
 //! resourceVersion (the watch resumes from it) and whether the phase is Bound, so a
@@ -19,7 +20,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
 use serde::Deserialize;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::super::error::BenchError as Error;
@@ -119,11 +120,10 @@ impl Seen {
         }
     }
 
-    fn record(&mut self, claim: &ObservedClaim, now: Instant) {
+    /// Records what `claim` shows at `now`; returns its index if it is first seen Bound.
+    fn record(&mut self, claim: &ObservedClaim, now: Instant) -> Option<usize> {
         let index = claim.metadata.name.as_deref().and_then(fleet::claim_index);
-        let Some(j) = index.filter(|&j| j < self.added.len()) else {
-            return;
-        };
+        let j = index.filter(|&j| j < self.added.len())?;
         if self.added[j].is_none() {
             self.added[j] = Some(now);
             self.added_count += 1;
@@ -133,9 +133,24 @@ impl Seen {
             self.bound[j] = Some(now);
             self.bound_count += 1;
             self.last_change = Some(now);
+            return Some(j);
         }
+        None
+    }
+
+    /// Claim `j`'s wait in ms, if it was seen Bound: from when it was first seen, or
+    /// from `ready` (the operator's readiness) if it was created before, as no bind can
+    /// come earlier.
+    pub fn wait_ms(&self, j: usize, ready: Instant) -> Option<f64> {
+        let from = self.added.get(j)?.map_or(ready, |a| a.max(ready));
+        let bound = (*self.bound.get(j)?)?;
+        Some(bound.saturating_duration_since(from).as_secs_f64() * 1e3)
     }
 }
+
+/// Where the watch reports each claim the moment it is first seen Bound, and when
+/// (for `--hold-ms`).
+pub type BoundSender = mpsc::UnboundedSender<(usize, Instant)>;
 
 /// The running watch.
 pub struct Observer {
@@ -146,12 +161,17 @@ pub struct Observer {
 impl Observer {
     /// Opens the watch and returns once its initial list is done, so that every claim
     /// created from now on arrives as an event.
-    pub async fn start(client: &kube::Client, claims: usize) -> Result<Self, Error> {
+    /// Each claim first seen Bound is also sent to `on_bound`, if given.
+    pub async fn start(
+        client: &kube::Client,
+        claims: usize,
+        on_bound: Option<BoundSender>,
+    ) -> Result<Self, Error> {
         let seen = Arc::new(Mutex::new(Seen::new(claims)));
         let (synced_tx, synced) = oneshot::channel();
         let api: Api<ObservedClaim> = Api::all(client.clone());
         let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-        let task = tokio::spawn(follow(events, seen.clone(), synced_tx));
+        let task = tokio::spawn(follow(events, seen.clone(), synced_tx, on_bound));
         match tokio::time::timeout(Duration::from_secs(60), synced).await {
             Ok(Ok(())) => Ok(Self { seen, task }),
             _ => {
@@ -178,13 +198,21 @@ async fn follow(
     events: impl futures::Stream<Item = watcher::Result<Event<ObservedClaim>>>,
     seen: Arc<Mutex<Seen>>,
     synced: oneshot::Sender<()>,
+    on_bound: Option<BoundSender>,
 ) {
     let mut synced = Some(synced);
     futures::pin_mut!(events);
     while let Some(event) = events.next().await {
         let now = Instant::now();
         match event {
-            Ok(Event::Apply(c) | Event::InitApply(c)) => seen.lock().record(&c, now),
+            Ok(Event::Apply(c) | Event::InitApply(c)) => {
+                let newly_bound = seen.lock().record(&c, now);
+                // Sent in the order of `now`, which the holder relies on. A closed
+                // channel (the holder has stopped) loses nothing the figures need.
+                if let (Some(j), Some(tx)) = (newly_bound, &on_bound) {
+                    let _ = tx.send((j, now));
+                }
+            }
             Ok(Event::InitDone) => {
                 if let Some(tx) = synced.take() {
                     let _ = tx.send(());

@@ -1,7 +1,8 @@
 //! Waiting for the binds: every 200 ms the operator's RSS is sampled and the watch's
 //! counts are read; every second a progress line goes to stderr. The wait ends when
 //! every claim is Bound, or when nothing happened (no claim created or bound) for the
-//! stall timeout, or with an error if the operator dies or a paced create fails.
+//! stall timeout, or with an error if the operator dies, a paced create or a `--hold-ms`
+//! delete fails.
 
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,9 @@ pub struct Waited {
     pub peak_rss_kib: u64,
 }
 
-/// The paced claim creator, if one runs; taken once it has finished.
-pub type Creator = Option<JoinHandle<Result<(), Error>>>;
+/// A task beside the operator (the paced claim creator, the holder), if one runs;
+/// taken once it has finished.
+pub type Task = Option<JoinHandle<Result<(), Error>>>;
 
 /// Waits until `claims` are Bound or `stall` passes without a change; `since` is when
 /// the stall clock starts at the latest (the operator's readiness, as it cannot bind
@@ -31,7 +33,7 @@ pub type Creator = Option<JoinHandle<Result<(), Error>>>;
 pub async fn wait(
     observer: &Observer,
     operator: &mut Operator,
-    creator: &mut Creator,
+    tasks: &mut [&mut Task],
     claims: usize,
     stall: Duration,
     since: Instant,
@@ -42,11 +44,8 @@ pub async fn wait(
     loop {
         tick.tick().await;
         operator.check_alive()?;
-        if creator.as_ref().is_some_and(JoinHandle::is_finished)
-            && let Some(done) = creator.take()
-        {
-            done.await
-                .map_err(|e| Error::Failed(format!("the claim creator: {e}")))??;
+        for task in tasks.iter_mut() {
+            check(task).await?;
         }
         let rss = rss::read(operator.pid()).unwrap_or_default().rss_kib;
         waited.peak_rss_kib = waited.peak_rss_kib.max(rss);
@@ -72,4 +71,15 @@ pub async fn wait(
             (last_line, bound_at_line) = (Instant::now(), bound);
         }
     }
+}
+
+/// The task's error, if it has failed.
+async fn check(task: &mut Task) -> Result<(), Error> {
+    if task.as_ref().is_some_and(JoinHandle::is_finished)
+        && let Some(done) = task.take()
+    {
+        done.await
+            .map_err(|e| Error::Failed(format!("a task of the bench: {e}")))??;
+    }
+    Ok(())
 }

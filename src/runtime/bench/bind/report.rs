@@ -30,6 +30,9 @@ use super::config::BindConfig;
 use super::fleet::Mix;
 use super::observe::Seen;
 use super::scrape::WriteSample;
+use super::stats::percentile;
+use super::tenant_report::{self, TenantReport};
+use super::tenants::Tenants;
 
 /// The protocol's floor: the writes one bind needs (docs/binding.md).
 pub const FLOOR_WRITES_PER_BIND: f64 = 5.0;
@@ -52,6 +55,9 @@ pub struct BindReport {
     /// Claims per second, or none: all claims created before the operator started.
     pub rate: Option<f64>,
     pub namespaces: usize,
+    pub tenants: Tenants,
+    /// Each claim was deleted this long after it was seen Bound (`--hold-ms`).
+    pub hold_ms: Option<u64>,
     /// Batch mode: the servers were never registered by an operator (`--fresh-servers`).
     pub fresh_servers: bool,
     pub bound: usize,
@@ -85,6 +91,8 @@ pub struct BindReport {
     pub release_build: bool,
     /// With `--churn-secs`: what server churn cost while claims waited.
     pub churn: Option<ChurnReport>,
+    /// With `--tenants flood`: each namespace's figures and the fairness.
+    pub by_tenant: Option<TenantReport>,
 }
 
 /// What a run measured, for [`build`].
@@ -103,31 +111,10 @@ pub struct Measured {
     pub churn: Option<ChurnReport>,
 }
 
-/// The nearest-rank percentile `p` (0..=1) of sorted `values`; 0 if there are none.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = (sorted.len() as f64 * p).ceil() as usize;
-    sorted
-        .get(rank.saturating_sub(1).min(sorted.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or(0.0)
-}
-
 /// Each claim's latency (see the module's definition), sorted, in ms.
 fn latencies(seen: &Seen, ready: Instant) -> Vec<f64> {
-    let mut ms: Vec<f64> = seen
-        .bound
-        .iter()
-        .zip(&seen.added)
-        .filter_map(|(bound, added)| {
-            let from = added.map_or(ready, |a| a.max(ready));
-            Some(
-                bound
-                    .as_ref()?
-                    .saturating_duration_since(from)
-                    .as_secs_f64()
-                    * 1e3,
-            )
-        })
+    let mut ms: Vec<f64> = (0..seen.bound.len())
+        .filter_map(|j| seen.wait_ms(j, ready))
         .collect();
     ms.sort_unstable_by(f64::total_cmp);
     ms
@@ -206,6 +193,8 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         concurrency: config.concurrency,
         rate: config.rate,
         namespaces: config.namespaces,
+        tenants: config.tenants,
+        hold_ms: config.hold.map(|h| h.as_millis() as u64),
         fresh_servers: config.fresh_servers && config.rate.is_none(),
         bound,
         unbound: config.claims - bound.min(config.claims),
@@ -233,6 +222,11 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         },
         watch_errors: m.seen.watch_errors,
         release_build: !cfg!(debug_assertions),
+        by_tenant: (config.tenants == Tenants::Flood).then(|| {
+            let schedule = config.schedule();
+            let clock = (m.operator_ready, m.clock_start);
+            tenant_report::build(&schedule, &m.seen, clock, tenant_report::WINDOW)
+        }),
         churn: m.churn,
     }
 }
@@ -247,6 +241,9 @@ impl fmt::Display for BindReport {
             "bind latency       p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms  (Bound seen − max(created, operator ready))",
             l.p50, l.p90, l.p99, l.max
         )?;
+        if let Some(tenants) = &self.by_tenant {
+            writeln!(f, "{tenants}")?;
+        }
         writeln!(
             f,
             "operator RSS       peak {:.1} MiB, {:.2} KiB per cached object ({} servers + claims)",
@@ -286,8 +283,13 @@ impl fmt::Display for BindReport {
 }
 
 impl BindReport {
-    fn fmt_header(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (mode, from) = match self.rate {
+    /// How the claims were created, and where time counts from.
+    fn mode(&self) -> (String, &'static str) {
+        match self.rate {
+            Some(r) if self.tenants == Tenants::Flood => (
+                format!("the flood's claims at once, the others at {r}/s"),
+                "first claim created",
+            ),
             Some(r) => (format!("claims at {r}/s"), "first claim created"),
             None if self.fresh_servers => (
                 "claims before operator, fresh servers".to_owned(),
@@ -297,7 +299,32 @@ impl BindReport {
                 "claims before operator, fleet registered".to_owned(),
                 "operator start",
             ),
-        };
+        }
+    }
+
+    /// Who created the claims, and how long each was used.
+    fn fmt_tenants(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.tenants == Tenants::Flood {
+            let small = match self.namespaces {
+                ..=2 => "tenant-1 has".to_owned(),
+                n => format!("tenant-1..tenant-{} share", n - 1),
+            };
+            writeln!(
+                f,
+                "tenants            flood: tenant-0 has 4 in 5 claims; {small} the rest, round-robin"
+            )?;
+        }
+        if let Some(hold) = self.hold_ms {
+            writeln!(
+                f,
+                "hold               each claim deleted {hold} ms after it is seen Bound (its server then freed)"
+            )?;
+        }
+        Ok(())
+    }
+
+    fn fmt_header(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (mode, from) = self.mode();
         writeln!(
             f,
             "bench bind: {} servers, {} claims in {} namespace{}, mix {}, concurrency {}, {mode}; {} CPUs, {} build",
@@ -314,6 +341,7 @@ impl BindReport {
                 "DEBUG (figures meaningless; use --release)"
             },
         )?;
+        self.fmt_tenants(f)?;
         writeln!(
             f,
             "bound              {}/{} ({} unbound)",
@@ -384,19 +412,6 @@ impl BindReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.50), 50.0);
-        assert_eq!(percentile(&v, 0.90), 90.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&v, 1.0), 100.0);
-        assert_eq!(percentile(&v, 0.0), 1.0);
-        assert_eq!(percentile(&[7.0], 0.99), 7.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
-        assert_eq!(percentile(&[1.0, 2.0, 3.0], 0.5), 2.0);
-    }
 
     #[test]
     fn latency_counts_from_the_later_of_creation_and_readiness() {

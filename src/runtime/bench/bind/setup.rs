@@ -1,6 +1,6 @@
 //! Filling the API server over HTTP: the namespaces, the servers and the claims, many
 //! creates in flight so that 100k objects take seconds; and, for `--rate`, claims paced
-//! at a fixed rate.
+//! at a fixed rate (with `--tenants flood`, the flood's at once beside them).
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::super::error::BenchError as Error;
 use super::fleet::{self, Mix};
+use super::tenants::Schedule;
 
 /// Creates in flight at once: enough to keep both cores of the API server busy.
 const IN_FLIGHT: usize = 32;
@@ -40,7 +41,7 @@ pub async fn namespaces(client: &kube::Client, count: usize) -> Result<(), Error
                 .map_err(|e| failed("namespace", &name, e))
         })
     });
-    create_all("namespaces", count, create).await
+    create_all("namespaces", 0..count, &create).await
 }
 
 pub async fn servers(client: &kube::Client, count: usize, mix: Mix) -> Result<(), Error> {
@@ -54,14 +55,15 @@ pub async fn servers(client: &kube::Client, count: usize, mix: Mix) -> Result<()
                 .map_err(|e| failed("server", &fleet::server_name(i), e))
         })
     });
-    create_all("servers", count, create).await
+    create_all("servers", 0..count, &create).await
 }
 
-fn claim_creator(client: &kube::Client, mix: Mix, namespaces: usize) -> Create {
+fn claim_creator(client: &kube::Client, mix: Mix, schedule: Schedule) -> Create {
     let client = client.clone();
     Box::new(move |j| {
-        let claim = fleet::claim(j, mix, namespaces);
-        let api = Api::namespaced(client.clone(), &fleet::claim_namespace(j, namespaces));
+        let namespace = fleet::namespace_name(schedule.namespace(j));
+        let api = Api::namespaced(client.clone(), &namespace);
+        let claim = fleet::claim(j, mix, namespace);
         Box::pin(async move {
             api.create(&PostParams::default(), &claim)
                 .await
@@ -72,47 +74,51 @@ fn claim_creator(client: &kube::Client, mix: Mix, namespaces: usize) -> Create {
 }
 
 /// Creates all claims as fast as the API server takes them.
-pub async fn claims(
-    client: &kube::Client,
-    count: usize,
-    mix: Mix,
-    namespaces: usize,
-) -> Result<(), Error> {
-    let create = claim_creator(client, mix, namespaces);
-    create_all("claims", count, create).await
+pub async fn claims(client: &kube::Client, mix: Mix, schedule: Schedule) -> Result<(), Error> {
+    let create = claim_creator(client, mix, schedule);
+    create_all("claims", 0..schedule.claims, &create).await
 }
 
-/// Creates claim `j` at `start + j / rate` (later if the API server falls behind), quietly:
-/// the bind progress line says how far it got.
+/// Creates each claim at its time in the schedule at `rate`, counted from `start` (later
+/// if the API server falls behind), quietly: the bind progress line says how far it got.
+/// Claims the schedule creates at once (a flood) are created meanwhile, as fast as the
+/// API server takes them: in the same stream they would hold up the paced ones.
 pub async fn paced_claims(
     client: &kube::Client,
-    count: usize,
     mix: Mix,
-    namespaces: usize,
+    schedule: Schedule,
     rate: f64,
     start: Instant,
 ) -> Result<(), Error> {
-    let create = claim_creator(client, mix, namespaces);
+    let create = claim_creator(client, mix, schedule);
+    let (at_once, paced): (Vec<usize>, Vec<usize>) =
+        (0..schedule.claims).partition(|&j| schedule.offset(j, rate).is_none());
     let start = tokio::time::Instant::from_std(start);
-    stream::iter(0..count)
+    let paced = stream::iter(paced)
         .then(|j| async move {
-            tokio::time::sleep_until(start + Duration::from_secs_f64(j as f64 / rate)).await;
+            let offset = schedule.offset(j, rate).unwrap_or_default();
+            tokio::time::sleep_until(start + offset).await;
             j
         })
         .map(&create)
         .buffer_unordered(IN_FLIGHT)
-        .try_for_each(|()| async { Ok(()) })
-        .await
+        .try_for_each(|()| async { Ok(()) });
+    let at_once = create_all("claims at once", at_once.into_iter(), &create);
+    futures::try_join!(at_once, paced).map(drop)
 }
 
-/// Runs `create(0..count)`, [`IN_FLIGHT`] at a time, with a line on stderr every second
-/// and one at the end.
-async fn create_all(what: &str, count: usize, create: Create) -> Result<(), Error> {
+/// Runs `create` on each of `indexes`, [`IN_FLIGHT`] at a time, with a line on stderr
+/// every second and one at the end.
+async fn create_all(
+    what: &str,
+    indexes: impl ExactSizeIterator<Item = usize>,
+    create: &Create,
+) -> Result<(), Error> {
     let start = Instant::now();
     let mut last_line = start;
-    let mut done = 0;
-    let mut results = stream::iter(0..count)
-        .map(&create)
+    let (mut done, count) = (0, indexes.len());
+    let mut results = stream::iter(indexes)
+        .map(create)
         .buffer_unordered(IN_FLIGHT);
     while let Some(result) = results.next().await {
         result?;
