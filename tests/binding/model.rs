@@ -174,7 +174,7 @@ enum InFlight {
     Claim {
         base: ServerClaim,
         object: Option<ServerClaim>,
-        status: Option<ServerClaimStatus>,
+        status: Option<Box<ServerClaimStatus>>,
         /// The server this plan's pick assumed, until its object write's result.
         assumed: Option<String>,
         /// The binder's step being carried out (reported on each write's result).
@@ -806,7 +806,7 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
         next.claim_ctl.in_flight = Some(InFlight::Claim {
             base: claim.clone(),
             object: work.plan.object.clone(),
-            status: work.plan.status.clone(),
+            status: work.plan.status.clone().map(Box::new),
             assumed: work.picked.clone(),
             work: Arc::new((**work).clone()),
         });
@@ -923,7 +923,7 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             status,
             assumed,
             work,
-        } => claim_write(next, base, object, status, (assumed, work)),
+        } => claim_write(next, base, object, status.map(|s| *s), (assumed, work)),
         InFlight::Server {
             base,
             object,
@@ -1000,7 +1000,7 @@ fn claim_write(
     let result = match object {
         Some(obj) => next.truth.write_claim(&obj).map(|written| {
             status.map(|s| InFlight::Claim {
-                status: Some(claim_status_after(&s, &base, &written)),
+                status: Some(Box::new(claim_status_after(&s, &base, &written))),
                 base: written,
                 object: None,
                 assumed: None,
@@ -1605,7 +1605,7 @@ fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
                 claim_fp(o, ranks, h);
             }
             status
-                .as_ref()
+                .as_deref()
                 .map(|status| {
                     let ServerClaimStatus {
                         phase,
