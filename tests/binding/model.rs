@@ -706,6 +706,24 @@ impl State {
     }
 }
 
+/// A claim plan's write failed (`failed`: how its object write ended, if that was it):
+/// the plan is abandoned.
+fn fail_claim_write(
+    next: &mut State,
+    base: ServerClaim,
+    (assumed, work): (Option<String>, Arc<ClaimWork>),
+    failed: Option<ObjectWrite<'_>>,
+) {
+    next.claim_ctl.in_flight = Some(InFlight::Claim {
+        base,
+        object: None,
+        status: None,
+        assumed,
+        work,
+    });
+    abandon(next, Who::ClaimController, failed);
+}
+
 /// A failed or conflicting write: the rest of the plan is dropped, the object is woken
 /// again (the controller requeues it), and a failed claim object write is reported to
 /// the binder (a pick's assumption ends; a refusal starts a back-off).
@@ -985,15 +1003,8 @@ fn claim_write(
     if let Some(obj) = &object
         && next.refuses.is_some_and(|refuses| refuses(&base, obj))
     {
-        next.claim_ctl.in_flight = Some(InFlight::Claim {
-            base,
-            object: None,
-            status: None,
-            assumed,
-            work,
-        });
         let refused = ObjectWrite::Refused("denied by admission");
-        abandon(&mut next, Who::ClaimController, Some(refused));
+        fail_claim_write(&mut next, base, (assumed, work), Some(refused));
         return vec![(format!("write to claim {name} is refused"), next)];
     }
     let object_write = object.is_some();
@@ -1019,15 +1030,8 @@ fn claim_write(
     let rest = match result {
         Ok(rest) => rest,
         Err(Conflict) => {
-            next.claim_ctl.in_flight = Some(InFlight::Claim {
-                base,
-                object: None,
-                status: None,
-                assumed,
-                work,
-            });
             let failed = object_write.then_some(ObjectWrite::Conflict);
-            abandon(&mut next, Who::ClaimController, failed);
+            fail_claim_write(&mut next, base, (assumed, work), failed);
             return vec![(format!("write to claim {name} conflicts"), next)];
         }
     };
@@ -2622,10 +2626,24 @@ fn keeps_a_given_back_server(
     liveness: Liveness,
     gates: &[String],
 ) -> ServerDecision {
+    waits_instead_of_rolling_back(server, claims, liveness, gates, |cause| {
+        *cause == RollBackCause::GivenBack
+    })
+}
+
+/// The server decision, but waiting for an adoption where it would roll back for a
+/// `cause` that `which` picks (the mutants of the rollback rows).
+fn waits_instead_of_rolling_back(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+    which: fn(&RollBackCause) -> bool,
+) -> ServerDecision {
     match decide_server(server, claims, liveness, gates) {
-        ServerDecision::RollBack {
-            cause: RollBackCause::GivenBack,
-        } => ServerDecision::BoundAwaitingAdoption,
+        ServerDecision::RollBack { cause } if which(&cause) => {
+            ServerDecision::BoundAwaitingAdoption
+        }
         decision => decision,
     }
 }
@@ -2684,12 +2702,9 @@ fn waits_for_any_adoption(
     liveness: Liveness,
     gates: &[String],
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates) {
-        ServerDecision::RollBack {
-            cause: RollBackCause::CannotAdopt(_),
-        } => ServerDecision::BoundAwaitingAdoption,
-        other => other,
-    }
+    waits_instead_of_rolling_back(server, claims, liveness, gates, |cause| {
+        matches!(cause, RollBackCause::CannotAdopt(_))
+    })
 }
 
 /// A mutant the model check must catch: the rules it changes, the worlds it is run in,

@@ -25,6 +25,27 @@ fn short_of_the_limit(name: &str, room: usize) -> ServerClaim {
     claim
 }
 
+/// Waits until `bbb` is Bound to `s1`.
+async fn bbb_binds_s1(env: &Env) {
+    eventually("bbb Bound to s1", DEADLINE, || async {
+        let bbb = env.claims().get("bbb").await.expect("bbb");
+        let on = bbb.spec.server_ref.as_ref().map(|r| r.name.clone());
+        (phase(&bbb) == Some(ClaimPhase::Bound) && on.as_deref() == Some("s1"))
+            .then_some(())
+            .ok_or(condition(&bbb))
+    })
+    .await;
+}
+
+/// The events of the fixtures' namespace.
+async fn events(env: &Env) -> Vec<EventV1> {
+    Api::<EventV1>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+}
+
 fn condition(c: &ServerClaim) -> Option<(String, String)> {
     let status = c.status.as_ref()?;
     let bound = status.conditions.iter().find(|c| c.type_ == "Bound")?;
@@ -46,14 +67,7 @@ async fn a_claim_whose_pick_is_refused_steps_aside_and_says_why() {
     env.create_claim("bbb").await;
     let metrics = env.start_with_endpoint(2).await;
 
-    eventually("bbb Bound to s1", DEADLINE, || async {
-        let bbb = env.claims().get("bbb").await.expect("bbb");
-        let on = bbb.spec.server_ref.as_ref().map(|r| r.name.clone());
-        (phase(&bbb) == Some(ClaimPhase::Bound) && on.as_deref() == Some("s1"))
-            .then_some(())
-            .ok_or(condition(&bbb))
-    })
-    .await;
+    bbb_binds_s1(&env).await;
     let (reason, message) = eventually("aaa says WriteRefused", DEADLINE, || async {
         let aaa = env.claims().get("aaa").await.expect("aaa");
         let said = condition(&aaa).filter(|(reason, _)| reason == "WriteRefused");
@@ -69,11 +83,7 @@ async fn a_claim_whose_pick_is_refused_steps_aside_and_says_why() {
     assert_eq!(phase(&aaa), Some(ClaimPhase::Pending));
     assert!(aaa.spec.server_ref.is_none(), "aaa holds no server");
 
-    let events = Api::<EventV1>::namespaced(env.client.clone(), NS)
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items;
+    let events = events(&env).await;
     let warned = events.iter().any(|e| {
         e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aaa")
             && e.reason.as_deref() == Some("WriteRefused")
@@ -135,14 +145,7 @@ async fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
     env.create_claim("bbb").await;
     env.start(2).await;
 
-    eventually("bbb Bound to s1", DEADLINE, || async {
-        let bbb = env.claims().get("bbb").await.expect("bbb");
-        let on = bbb.spec.server_ref.as_ref().map(|r| r.name.clone());
-        (phase(&bbb) == Some(ClaimPhase::Bound) && on.as_deref() == Some("s1"))
-            .then_some(())
-            .ok_or(condition(&bbb))
-    })
-    .await;
+    bbb_binds_s1(&env).await;
     let aaa = env.claims().get("aaa").await.expect("aaa");
     let given_back = aaa
         .status
@@ -151,11 +154,7 @@ async fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
     assert_eq!(given_back.map(|r| r.name).as_deref(), Some("s1"), "{aaa:?}");
     // Its condition moves on once its back-off ends (NoMatchingServer: s1 is bbb's now);
     // the Warning stays.
-    let events = Api::<EventV1>::namespaced(env.client.clone(), NS)
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items;
+    let events = events(&env).await;
     let gave_back = events.iter().any(|e| {
         e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("aaa")
             && e.reason.as_deref() == Some("WriteRefused")
