@@ -67,6 +67,9 @@ pub struct Refusal {
     pub until: Timestamp,
     /// What the refused write was for (the decision's name, e.g. `PickBestFit`).
     pub write: &'static str,
+    /// Whether it was the write completing a bind (or giving its server back): the claim
+    /// then gives back the server that holds its uid.
+    pub completing: bool,
     /// The API server's answer.
     pub message: String,
 }
@@ -93,11 +96,12 @@ pub struct RefusedWrites {
 }
 
 impl RefusedWrites {
-    /// The claim's write (`write`, a decision's name) was refused at `now` with `message`.
+    /// The claim's write (`write`: a decision's name, and whether it completes a bind) was
+    /// refused at `now` with `message`.
     pub fn refused(
         &mut self,
         claim: &ServerClaim,
-        write: &'static str,
+        (write, completing): (&'static str, bool),
         message: &str,
         now: Timestamp,
     ) {
@@ -114,6 +118,7 @@ impl RefusedWrites {
             count,
             until: now.saturating_add(back_off).unwrap_or(now),
             write,
+            completing,
             message: message.to_string(),
         };
         self.by_claim.insert(key, refusal);
@@ -195,14 +200,14 @@ mod tests {
         let t0 = Timestamp::UNIX_EPOCH;
         let key = ClaimKey::of("ns", "c");
         let mut r = RefusedWrites::default();
-        r.refused(&claim("u1"), "PickBestFit", "too big", t0);
+        r.refused(&claim("u1"), ("PickBestFit", false), "too big", t0);
         assert!(r.backing_off(&key, t0).is_some());
         let t1 = t0 + SignedDuration::from_secs(1);
         assert!(
             r.backing_off(&key, t1).is_none(),
             "one second, then retried"
         );
-        r.refused(&claim("u1"), "PickBestFit", "too big", t1);
+        r.refused(&claim("u1"), ("PickBestFit", false), "too big", t1);
         assert_eq!(r.backing_off(&key, t1).map(|r| r.count), Some(2));
         assert!(
             r.backing_off(&key, t1 + SignedDuration::from_secs(1))

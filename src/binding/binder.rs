@@ -477,8 +477,8 @@ impl Binder {
         if let ObjectWrite::Refused(message) = written
             && work.decision.backs_off_when_refused()
         {
-            self.refused
-                .refused(claim, work.decision.name(), message, now);
+            let write = (work.decision.name(), work.decision.completes_a_bind());
+            self.refused.refused(claim, write, message, now);
         }
         let Some(server) = &work.picked else {
             return Wake::default();

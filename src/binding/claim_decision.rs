@@ -150,6 +150,15 @@ impl ClaimDecision {
         )
     }
 
+    /// Whether the decision's object write completes a bind, or gives back the server of
+    /// one whose completion was refused.
+    pub fn completes_a_bind(&self) -> bool {
+        matches!(
+            self,
+            ClaimDecision::CompleteBind { .. } | ClaimDecision::GiveBackServer { .. }
+        )
+    }
+
     /// The server the decision is about, if it names one.
     pub fn server(&self) -> Option<&str> {
         use ClaimDecision::*;
@@ -387,7 +396,7 @@ fn held_after_refused_completion<'s>(
     servers: &'s (impl ServerView + ?Sized),
     refusal: &Refusal,
 ) -> Option<&'s Server> {
-    if !matches!(refusal.write, "CompleteBind" | "GiveBackServer") {
+    if !refusal.completing {
         return None;
     }
     let holds = |s: &&Server| ref_match(s, claim) == RefMatch::SameUid;

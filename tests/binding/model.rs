@@ -1569,9 +1569,10 @@ fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
             count: _,
             until,
             write,
+            completing,
             message,
         } = refusal;
-        (key, uid, *until > now().0, write, message).hash(h);
+        (key, uid, *until > now().0, write, completing, message).hash(h);
     }
     for (server, a) in assumed.iter() {
         let Assumption {
