@@ -262,7 +262,15 @@ impl Binder {
             None => self.servers.remove(name),
         }
         self.assumed.observe_server(name, new.as_deref());
-        (self.rules.triggers.server_changed)(old.as_deref(), new.as_deref(), &self.claims)
+        let in_flight = self.assumed.len();
+        let (servers, claims) = (&self.servers, &self.claims);
+        (self.rules.triggers.server_changed)(
+            old.as_deref(),
+            new.as_deref(),
+            servers,
+            claims,
+            in_flight,
+        )
     }
 
     /// A claim changed (`None`: deleted).

@@ -627,6 +627,39 @@ fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
     (shape_in, class_in, edges)
 }
 
+/// The waiting claims a server that just became free can go to: for each shape that fits
+/// it, the first `per_shape` in the fair order. A claim with at least (free servers +
+/// picks in flight) claims of its own shape ahead of it cannot pick: those claims can
+/// take every server it could, so the matching of the claims ahead is full without it.
+/// Waking only these, not every waiting claim, keeps a freed server from queueing a
+/// reconcile of every claim of a flood ahead of the one whose turn it is.
+pub fn first_waiting_for(
+    server: &Server,
+    per_shape: usize,
+    waiting: &WaitingClaims,
+) -> Vec<ClaimKey> {
+    let fitting: Vec<&BTreeSet<Waiter>> = waiting
+        .by_shape
+        .iter()
+        .filter(|(shape, _)| shape.fits_server(server))
+        .map(|(_, members)| members)
+        .collect();
+    if fitting.is_empty() {
+        return Vec::new();
+    }
+    let order = FairOrder::of(waiting.shape_of.values().map(|(_, w)| w), waiting);
+    let mut first = Vec::new();
+    for members in fitting {
+        let mut queue: Vec<&Waiter> = members.iter().collect();
+        if queue.len() > per_shape {
+            queue.select_nth_unstable_by(per_shape, |a, b| order.key(a).cmp(&order.key(b)));
+            queue.truncate(per_shape);
+        }
+        first.extend(queue.into_iter().map(|w| w.key.clone()));
+    }
+    first
+}
+
 /// `keys` with the waiting ones first, in the fair order, then the rest by key: the
 /// order in which a wake-up hands claims to the claim controller, so that when a server
 /// frees, the claim the fair order reaches is reconciled first.

@@ -25,7 +25,7 @@ use super::assumed::claim_key;
 use super::evidence::can_take_back;
 use super::index::is_free;
 use super::meta::{self, ClaimKey};
-use super::placement::{ClaimShape, in_fair_order, is_waiting};
+use super::placement::{ClaimShape, first_waiting_for, in_fair_order, is_waiting};
 use super::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
 /// The objects each controller must reconcile after a change.
@@ -64,7 +64,8 @@ impl Wake {
 /// The wake-up rules, swappable so the model check can drop one as a mutant.
 #[derive(Clone, Copy)]
 pub struct Triggers {
-    pub server_changed: fn(Option<&Server>, Option<&Server>, &ClaimCatalog) -> Wake,
+    pub server_changed:
+        fn(Option<&Server>, Option<&Server>, &ServerCatalog, &ClaimCatalog, usize) -> Wake,
     pub claim_changed:
         fn(Option<&ServerClaim>, Option<&ServerClaim>, &ServerCatalog, &ClaimCatalog) -> Wake,
     pub assumption_ended: fn(&str, &ServerCatalog, &ClaimCatalog) -> Wake,
@@ -80,8 +81,15 @@ impl Triggers {
     }
 }
 
-/// A server changed from `old` to `new` (`None`: absent); `claims` is the claim cache.
-pub fn on_server_change(old: Option<&Server>, new: Option<&Server>, claims: &ClaimCatalog) -> Wake {
+/// A server changed from `old` to `new` (`None`: absent); `servers` and `claims` are the
+/// caches after it, `in_flight` the picks whose writes the caches may not show yet.
+pub fn on_server_change(
+    old: Option<&Server>,
+    new: Option<&Server>,
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+    in_flight: usize,
+) -> Wake {
     let mut wake = Wake::default();
     let Some(name) = new.or(old).map(meta::name) else {
         return wake;
@@ -102,7 +110,11 @@ pub fn on_server_change(old: Option<&Server>, new: Option<&Server>, claims: &Cla
             !is_free(o) || o.spec != n.spec || o.metadata.labels != n.metadata.labels
         })
     {
-        wake.pending_claims(claims);
+        // The claims it can go to ([`first_waiting_for`]); a claim backing off after a
+        // refused write is woken by its own timer.
+        let per_shape = servers.free_index().len() + in_flight + 1;
+        wake.claims
+            .extend(first_waiting_for(n, per_shape, claims.waiting()));
     }
     wake
 }

@@ -2061,6 +2061,25 @@ pub fn refused_completion() -> Scenario {
     }
 }
 
+/// `a` holds `s1`; `b`, `c` and `d`, alike, wait. `a` is deleted: `s1` is released and
+/// wakes only the first two waiting claims in the fair order (free servers + picks in
+/// flight + 1 per shape), not `d`. `b`, first, binds; a failed pick still lets `c` in.
+pub fn freed_server_wakes_the_first() -> Scenario {
+    let mut claims = a_bound_and_b_waiting();
+    claims.push(claim("c").created(3));
+    claims.push(claim("d").created(4));
+    Scenario {
+        name: "freed-server-wakes-the-first",
+        servers: vec![a_on_s1(&[])],
+        claims,
+        user_ops: vec![UserOp::DeleteClaim("a")],
+        crashes: 0,
+        faults: 1,
+        max_lag: 2,
+        ..Scenario::default()
+    }
+}
+
 /// A claim whose status shows it waiting, with the summary the claim controller writes.
 fn showing_a_summary(claim: ServerClaim) -> ServerClaim {
     let mut claim = claim.phase(ClaimPhase::Pending);
@@ -2534,6 +2553,11 @@ fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
 }
 
 #[test]
+fn a_freed_server_that_wakes_the_first_claims_holds_in_every_interleaving() {
+    assert_holds(freed_server_wakes_the_first());
+}
+
+#[test]
 fn orphan_and_cordon_holds_in_every_interleaving() {
     assert_holds(orphan_and_cordon());
 }
@@ -2647,6 +2671,26 @@ fn waits_instead_of_rolling_back(
         }
         decision => decision,
     }
+}
+
+/// The wake-up rules without "a server that becomes free wakes the first waiting claims".
+fn freed_server_wakes_nobody(
+    old: Option<&Server>,
+    new: Option<&Server>,
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+    _: usize,
+) -> Wake {
+    let mut wake = triggers::on_server_change(old, new, servers, claims, 0);
+    let waiting = |k: &ClaimKey| claims.waiting().shape_of(k).is_some();
+    let named: BTreeSet<ClaimKey> = [old, new]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.spec.server_claim_ref.iter())
+        .map(|r| ClaimKey::of(&r.namespace, &r.name))
+        .collect();
+    wake.claims.retain(|k| !waiting(k) || named.contains(k));
+    wake
 }
 
 /// The claim decision without the binder's memory of the claims backing off: until the
@@ -2787,6 +2831,12 @@ const MUTANTS: &[Mutant] = &[
         says: &["liveness: claim bbb", "invariant 2"],
     },
     Mutant {
+        name: "freed-server-wakes-nobody",
+        mutate: |p| p.rules.triggers.server_changed = freed_server_wakes_nobody,
+        worlds: &[freed_server_wakes_the_first],
+        says: LIVENESS,
+    },
+    Mutant {
         name: "old-assumption-rule",
         mutate: |p| p.rules.assumption_ends = old_assumption_rule,
         worlds: &[eligibility_churn],
@@ -2856,6 +2906,7 @@ mutant_tests! {
     the_model_check_catches_the_old_assumed_choice_rule: "old-assumption-rule";
     the_model_check_catches_a_refused_claim_that_keeps_its_place: "refusal-keeps-its-place";
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
+    the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
 }
