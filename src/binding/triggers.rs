@@ -7,7 +7,7 @@
 //!
 //! | change | wakes |
 //! |---|---|
-//! | a server changes | the server; the claims naming it; the claims its old and new ref name; every pending claim if it is free now and was not, or changed while free |
+//! | a server changes | the server; the claims naming it; the claims its old and new ref name; if it is free now and was not, or changed while free: per claim shape that fits it, the first (free servers + picks in flight + 1) waiting claims in the fair order ([`first_waiting_for`]) |
 //! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; every pending claim if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape: the matching may now give the others what it kept for it |
 //! | an assumed choice ends | every pending claim, if its server is free: they passed it over |
 //! | a relist | everything |
