@@ -101,11 +101,11 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         chosen_by: chosen_by(claim),
         bind_completed: meta::is_bind_completed(claim),
         bound_time: status.bound_time.map(|t| t.0.to_string()),
-        decision: match &decision {
-            _ if backs_off(claim) => WRITE_REFUSED,
-            decision => decision.as_ref().map_or("None", ClaimDecision::name),
-        }
-        .into(),
+        decision: if backs_off(claim) {
+            WRITE_REFUSED.into()
+        } else {
+            decision.as_ref().map_or("None", ClaimDecision::name).into()
+        },
         row: decision
             .as_ref()
             .map_or_else(|| CLAIM_BEING_DELETED.into(), |d| row(claim, d)),
