@@ -51,6 +51,13 @@ fn is_cleaning(s: &Server) -> bool {
         && s.annotations().contains_key(ANNOTATION_CLEANING)
 }
 
+/// The message of the server's `Cleaning` condition, if it has one.
+fn cleaning_message(s: &Server) -> Option<&str> {
+    let conditions = s.status.as_ref()?.conditions.iter();
+    let mut cleaning = conditions.filter(|c| c.type_ == CONDITION_CLEANING);
+    cleaning.next().map(|c| c.message.as_str())
+}
+
 /// `a` holds s1 (gates wipe and power-off); `b` waits. Returns once `a` is Bound, with
 /// the operator's metrics address.
 async fn tenant_on_a_gated_server(env: &mut Env) -> std::net::SocketAddr {
@@ -75,20 +82,18 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
     // A stale pass: recorded while `a` still holds the server.
     pass_gate(&env, "s1", "example.com/wipe").await;
     env.delete_claim("a").await;
-    let s1 = env.wait_server("s1", "Cleaning", is_cleaning).await;
-    let cleaning = s1.status.as_ref().unwrap().conditions.iter();
-    let cleaning = cleaning
-        .clone()
-        .find(|c| c.type_ == CONDITION_CLEANING)
-        .expect("the Cleaning condition");
+    // The release's own status write names the gates; the next reconcile, deciding
+    // `Cleaning` on what it wrote, adds what it knows of each (the stale pass).
+    let s1 = env
+        .wait_server("s1", "Cleaning, saying wipe's pass is stale", |s| {
+            is_cleaning(s) && cleaning_message(s).is_some_and(|m| m.contains("its pass is for"))
+        })
+        .await;
+    let cleaning = cleaning_message(&s1).expect("the Cleaning condition");
     assert!(
-        cleaning
-            .message
-            .contains("example.com/wipe (its pass is for release")
-            && cleaning
-                .message
-                .contains(", example.com/power-off (a cleaner passes"),
-        "{cleaning:?}"
+        cleaning.contains("example.com/wipe (its pass is for release")
+            && cleaning.contains(", example.com/power-off (a cleaner passes"),
+        "{cleaning}"
     );
     let note = env.wait_event("Server", "s1", "Normal", "Cleaning").await;
     assert!(
