@@ -110,16 +110,15 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
     .await;
 
     pass_gate(&env, "s1", "example.com/power-off").await;
-    env.wait_server(
-        "s1",
-        "still Cleaning: wipe was passed for the old release",
-        |s| {
-            is_cleaning(s)
-                && s.status.as_ref().unwrap().conditions.iter().any(|c| {
-                    c.type_ == CONDITION_CLEANING && c.message.contains("gates: example.com/wipe ")
-                })
-        },
-    )
+    // Only wipe is left, and still for its stale pass: the controller has read the
+    // power-off pass (the message before it also begins with wipe).
+    env.wait_server("s1", "still Cleaning, for wipe alone", |s| {
+        is_cleaning(s)
+            && cleaning_message(s).is_some_and(|m| {
+                m.contains("gates: example.com/wipe (its pass is for release")
+                    && !m.contains("example.com/power-off")
+            })
+    })
     .await;
     assert_eq!(
         phase(&env.claim("b").await.unwrap()),
