@@ -58,6 +58,14 @@ fn cleaning_message(s: &Server) -> Option<&str> {
     cleaning.next().map(|c| c.message.as_str())
 }
 
+/// Waits until the operator's `/metrics` shows `sample`: the gauges are computed from
+/// its watch cache, which may lag the API server, and a cleaning is counted after its
+/// `Cleaned` event is recorded.
+async fn wait_metric(metrics: std::net::SocketAddr, sample: &str) {
+    let scrape = || async { http_get(metrics, "/metrics").await.1 };
+    wait_for(sample, DEADLINE, scrape, |text| text.contains(sample)).await;
+}
+
 /// `a` holds s1 (gates wipe and power-off); `b` waits. Returns once `a` is Bound, with
 /// the operator's metrics address.
 async fn tenant_on_a_gated_server(env: &mut Env) -> std::net::SocketAddr {
@@ -124,20 +132,12 @@ async fn a_released_server_is_bound_only_after_its_gates_pass_for_this_release()
         phase(&env.claim("b").await.unwrap()),
         Some(ClaimPhase::Pending)
     );
-    let (_, text) = http_get(metrics, "/metrics").await;
-    assert!(
-        text.contains("server_binder_servers{phase=\"Cleaning\"} 1"),
-        "{text}"
-    );
+    wait_metric(metrics, "server_binder_servers{phase=\"Cleaning\"} 1").await;
 
     pass_gate(&env, "s1", "example.com/wipe").await;
     env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
     env.wait_event("Server", "s1", "Normal", "Cleaned").await;
-    let (_, text) = http_get(metrics, "/metrics").await;
-    assert!(
-        text.contains("server_binder_cleaning_duration_seconds_count 1"),
-        "{text}"
-    );
+    wait_metric(metrics, "server_binder_cleaning_duration_seconds_count 1").await;
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
 }
