@@ -29,7 +29,7 @@ use super::claim_plan::{ClaimPlan, plan_claim};
 use super::coalesce::is_summary_refresh;
 use super::gates::cleaning_took;
 use super::meta::{self, ClaimKey};
-use super::placement::PickInputs;
+use super::placement::{PickInputs, Placement};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -37,12 +37,15 @@ use super::triggers::{Triggers, Wake};
 use super::view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
+use super::winner::{Turn, turn_on};
 
 /// The claim controller's decision function (swappable for the model check's mutants).
 pub type ClaimDecider =
     fn(&ServerClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
-/// The server controller's decision function; the slice is the default release gates.
-pub type ServerDecider = fn(&Server, &dyn ClaimView, Liveness, &[String]) -> ServerDecision;
+/// The server controller's decision function; the slice is the default release gates,
+/// the last argument whether a claim naming the server has its turn.
+pub type ServerDecider =
+    fn(&Server, &dyn ClaimView, Liveness, &[String], Turn<'_>) -> ServerDecision;
 
 /// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
 #[derive(Clone, Copy)]
@@ -57,8 +60,8 @@ impl Rules {
     pub fn real() -> Self {
         Self {
             claim: |claim, servers, pick, liveness| decide_claim(claim, servers, pick, liveness),
-            server: |server, claims, liveness, gates| {
-                decide_server(server, claims, liveness, gates)
+            server: |server, claims, liveness, gates, turn| {
+                decide_server(server, claims, liveness, gates, turn)
             },
             triggers: Triggers::real(),
             assumption_ends: ends_on_claim_event,
@@ -441,14 +444,15 @@ impl Binder {
         let (claims, waiting) = match sight {
             Sight::All => (&self.claims, self.claims.waiting()),
             Sight::NotYetRivals => {
-                // Neither their refs nor that they are being served.
+                // Not their refs (their namespaces' turns count them as served).
                 nobody = ClaimCatalog::new();
                 blind = self.claims.waiting().without_serving();
                 (&nobody, &blind)
             }
         };
         let chosen_for_others = |server: &str| self.assumed.chosen_for_other(server, &key);
-        let skip = pass_over(claim, &self.servers, claims, &chosen_for_others);
+        let turn = |rival: &ServerClaim, server: &str| self.has_turn(rival, server, now);
+        let skip = pass_over(claim, &self.servers, claims, &chosen_for_others, &turn);
         let pick = PickInputs {
             skip: &skip,
             waiting,
@@ -468,6 +472,25 @@ impl Binder {
                 decide(claim, &view, &pick, Liveness::Confirmed)
             }
         }
+    }
+
+    /// Whether the fair order lets `claim`, which names `server`, take it now
+    /// ([`turn_on`]), as this binder sees the claims and its picks in flight.
+    pub fn has_turn(&self, claim: &ServerClaim, server: &str, now: Timestamp) -> bool {
+        let key = claim_key(claim);
+        let held_back = self.refused.held_back(now);
+        let chosen_for_others = |s: &str| self.assumed.chosen_for_other(s, &key);
+        let pick = PickInputs {
+            skip: &chosen_for_others,
+            waiting: self.claims.waiting(),
+            assumed: &self.assumed,
+            held_back: &held_back,
+            refused: None,
+        };
+        matches!(
+            turn_on(server, claim, &self.servers, &pick),
+            Placement::Pick(_)
+        )
     }
 
     /// The write of the claim's object (metadata and spec) for `claim` ended at `now`.
@@ -524,8 +547,10 @@ impl Binder {
     ) -> ServerStep {
         let decide = self.rules.server;
         let gates = &self.config.release_gates;
+        let in_turn = |claim: &ServerClaim| self.has_turn(claim, meta::name(server), now);
+        let turn: Turn<'_> = &in_turn;
         let decision = match live {
-            None => decide(server, &self.claims, Liveness::Cached, gates),
+            None => decide(server, &self.claims, Liveness::Cached, gates, turn),
             Some((r, live)) => {
                 let view = WithLiveClaim {
                     base: &self.claims,
@@ -533,7 +558,7 @@ impl Binder {
                     name: &r.name,
                     live,
                 };
-                decide(server, &view, Liveness::Confirmed, gates)
+                decide(server, &view, Liveness::Confirmed, gates, turn)
             }
         };
         let plan = plan_server(server, &decision, &Time(now));

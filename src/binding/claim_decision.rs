@@ -12,7 +12,7 @@ use super::placement::{PickInputs, Placement, WAITING_FOR_TURN};
 use super::selector::selector_matches;
 use super::view::{ClaimView, Liveness, ServerView};
 use super::why::{PickState, Unavailability};
-use super::winner::outranked_on;
+use super::winner::{outranked_on, turn_on};
 
 /// What the claim controller does with a claim. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +84,9 @@ pub enum ClaimDecision {
     WithdrawMissingServer { server: String },
     /// The user-chosen server is missing: Pending `ServerNotFound`.
     ServerNotFound { server: String },
-    /// The server has no `serverClaimRef` and is eligible: wait for the server controller.
+    /// The server has no `serverClaimRef` and is eligible, and the claim's ref is
+    /// controller-chosen or the claim has its turn for it ([`turn_on`]): wait for the
+    /// server controller.
     WaitForServer { server: String },
     /// The controller-chosen server has no ref but is not eligible: withdraw, pick again.
     WithdrawIneligibleServer { server: String, why: Ineligible },
@@ -202,19 +204,22 @@ pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
 
 /// The servers a pick for `claim` passes over: those this controller chose for another
 /// claim and has not yet seen confirmed (`chosen_for_others`, the assumed-choice cache),
-/// and those another claim naming them would win ([`outranked_on`]). The result is the
+/// and those another claim naming them would win ([`outranked_on`]; `turn`: whether a
+/// claim naming a server has its turn, [`super::winner::turn_on`]). The result is the
 /// `chosen_for_others` argument of [`decide_claim`].
 pub fn pass_over<'a>(
     claim: &'a ServerClaim,
     servers: &'a (impl ServerView + ?Sized),
     claims: &'a (impl ClaimView + ?Sized),
     chosen_for_others: &'a dyn Fn(&str) -> bool,
+    turn: &'a dyn Fn(&ServerClaim, &str) -> bool,
 ) -> impl Fn(&str) -> bool + 'a {
     move |name| {
+        let in_turn = |rival: &ServerClaim| turn(rival, name);
         chosen_for_others(name)
             || servers
                 .server(name)
-                .is_some_and(|s| outranked_on(s, claim, claims))
+                .is_some_and(|s| outranked_on(s, claim, claims, &in_turn))
     }
 }
 
@@ -357,7 +362,7 @@ fn decide_unbound(
         // A reservation by name does not override the claim's selector: an ineligible
         // reserved server is withdrawn or reported like an unreserved one.
         found @ (RefMatch::Empty | RefMatch::NameOnly) => match eligibility(s, claim) {
-            Ok(()) if found == RefMatch::Empty => WaitForServer { server },
+            Ok(()) if found == RefMatch::Empty => wait_for_named_server(claim, s, servers, pick),
             Ok(()) => WaitForUid { server },
             Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
             Err(why) => ServerMismatch { server, why },
@@ -385,6 +390,30 @@ fn decide_unbound(
             }
         }
     }
+}
+
+/// A claim naming a free server it is eligible for waits for the server controller: a
+/// pick (controller-chosen) was made in its turn, and a user's claim waits its turn
+/// first. A name is not a place in the queue (docs/binding.md, "The matching").
+fn wait_for_named_server(
+    claim: &ServerClaim,
+    s: &Server,
+    servers: &(impl ServerView + ?Sized),
+    pick: &PickInputs<'_>,
+) -> ClaimDecision {
+    let server = meta::name(s).to_string();
+    if is_controller_chosen(claim) {
+        return ClaimDecision::WaitForServer { server };
+    }
+    let Placement::WaitForTurn(ahead) = turn_on(&server, claim, servers, pick) else {
+        return ClaimDecision::WaitForServer { server };
+    };
+    let state = PickState {
+        skip: &|_| false,
+        waits_turn: true,
+    };
+    let why = Unavailability::of(claim, [s], state).with_ahead(ahead);
+    ClaimDecision::WaitForTurn { why }
 }
 
 /// The server that holds the claim's uid, when the write the claim backs off from was

@@ -97,6 +97,7 @@ impl ClaimDecision {
             WithdrawIneligibleServer { server, why } => {
                 withdrawal(server, &format!("can no longer serve this claim: {why}"))
             }
+
             ServerMismatch { server, why } => {
                 format!("server {server} cannot serve this claim: {why}")
             }

@@ -59,4 +59,4 @@ pub use view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
 pub use why::{Cause, Hindrance, PickState, Unavailability, hindrance, selector_text};
-pub use winner::outranked_on;
+pub use winner::{Turn, outranked_on, turn_on};

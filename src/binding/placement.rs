@@ -98,11 +98,18 @@ pub fn is_waiting(claim: &ServerClaim) -> bool {
 pub struct WaitingClaims {
     by_shape: HashMap<Arc<ClaimShape>, BTreeSet<Waiter>>,
     shape_of: HashMap<ClaimKey, (Arc<ClaimShape>, Waiter)>,
-    /// User-chosen claims on the unbound path naming a server, with their shape: they
-    /// will take that server. (A controller's own picks in flight are its assumed
-    /// choices; scanning every controller-chosen claim in flight on every pick cost a
-    /// third of the throughput at 30k.)
-    serving: BTreeMap<ClaimKey, (String, ClaimShape)>,
+    /// User-chosen claims on the unbound path naming a server, with their shape and
+    /// place in the fair order: they take that server when their turn comes. (A
+    /// controller's own picks in flight are its assumed choices; scanning every
+    /// controller-chosen claim in flight on every pick cost a third of the throughput
+    /// at 30k.)
+    serving: BTreeMap<ClaimKey, (String, ClaimShape, Waiter)>,
+    /// Controller-chosen claims on the unbound path (picks whose server side is not
+    /// written yet), by the server they name: a user's claim naming that server has its
+    /// turn only if they could do without it ([`place_named`]). Looked up by server, never
+    /// walked.
+    picks: BTreeMap<String, BTreeMap<ClaimKey, (ClaimShape, Waiter)>>,
+    pick_of: HashMap<ClaimKey, String>,
     /// Per namespace, when its claims were bound, for the turns of the fair order: the
     /// bound claims in the cache, and the deleted ones whose bind may still count (bound
     /// no earlier than the oldest claim in the cache was created), so that a namespace
@@ -163,8 +170,18 @@ impl WaitingClaims {
             && !is_controller_chosen(claim)
             && !backs_off(claim)
         {
-            let serving = (r.name.clone(), ClaimShape::of(claim));
+            let serving = (r.name.clone(), ClaimShape::of(claim), Waiter::of(claim));
             self.serving.insert(key.clone(), serving);
+        }
+        if let Some(r) = &claim.spec.server_ref
+            && !meta::is_bind_completed(claim)
+            && is_controller_chosen(claim)
+            && !backs_off(claim)
+        {
+            let pick = (ClaimShape::of(claim), Waiter::of(claim));
+            let on = self.picks.entry(r.name.clone()).or_default();
+            on.insert(key.clone(), pick);
+            self.pick_of.insert(key.clone(), r.name.clone());
         }
         match bound_time(claim) {
             Some(t) => {
@@ -197,6 +214,14 @@ impl WaitingClaims {
             }
         }
         self.serving.remove(key);
+        if let Some(server) = self.pick_of.remove(key)
+            && let Some(on) = self.picks.get_mut(&server)
+        {
+            on.remove(key);
+            if on.is_empty() {
+                self.picks.remove(&server);
+            }
+        }
         self.taking.remove(key);
         if let Some(t) = self.created_at.remove(key) {
             self.created.remove(&(t, key.clone()));
@@ -231,10 +256,25 @@ impl WaitingClaims {
     }
 
     /// These claims as a cache that has not seen the claims naming servers would show
-    /// them (the model check's view of another process's claims).
+    /// them (the model check's view of another process's claims). Their namespaces'
+    /// turns stay as they are: such a cache shows those claims waiting, ranked in their
+    /// namespace's queue, which moves the others' turns as much as taking a server does.
     pub fn without_serving(&self) -> Self {
         Self {
             serving: BTreeMap::new(),
+            picks: BTreeMap::new(),
+            pick_of: HashMap::new(),
+            ..self.clone()
+        }
+    }
+
+    /// These claims as a cache that counted no namespace's service would show them:
+    /// turns by each namespace's own queue alone (the model check's mutant of the fair
+    /// order).
+    pub fn without_service(&self) -> Self {
+        Self {
+            served: HashMap::new(),
+            served_at: HashMap::new(),
             taking: BTreeSet::new(),
             ..self.clone()
         }
@@ -248,6 +288,13 @@ impl WaitingClaims {
             .range(from..)
             .take_while(|k| k.namespace == namespace);
         mine.count()
+    }
+
+    /// The servers users' claims on the unbound path name, with those claims.
+    pub fn named(&self) -> impl Iterator<Item = (&str, &ClaimKey)> {
+        self.serving
+            .iter()
+            .map(|(key, (server, ..))| (server.as_str(), key))
     }
 
     /// How many claims wait.
@@ -327,7 +374,6 @@ pub fn place<'a>(
     inputs: &PickInputs<'_>,
 ) -> Placement<'a> {
     let shape = ClaimShape::of(claim);
-    let me = Waiter::of(claim);
     if shape.selector.as_ref().is_some_and(|s| !index.tracks(s)) {
         // A view built by hand whose index does not split by this selector's keys: the
         // classes cannot say what fits, so fall back to the plain lowest name.
@@ -336,12 +382,66 @@ pub fn place<'a>(
             .pick(claim, inputs.skip, &labels_of)
             .map_or(Placement::NoMatch, Placement::Pick);
     }
-    let mut busy = Busy::of(&me.key, index, server_of, inputs);
+    serve(
+        claim,
+        Asks::Shape(&shape),
+        index,
+        server_of,
+        adopting,
+        inputs,
+    )
+}
+
+/// Whether the fair order lets `claim`, which names the free `server` itself (a user's
+/// `serverRef`), take it now: `Pick(server)` when it does, `WaitForTurn` when every
+/// maximum matching of the claims ahead of it needs that server. A name says which
+/// server, never when: a tenant cannot pass the claims ahead of it by naming the server
+/// they would take. A pick of that server in flight counts as the waiting claim it was
+/// (it may withdraw and take another server, or may need this one). `NoMatch` when the
+/// server is not free, or the claim's selector and tolerations do not fit it.
+pub fn place_named<'a>(
+    claim: &ServerClaim,
+    server: &str,
+    index: &'a FreeServerIndex,
+    server_of: &dyn Fn(&str) -> Option<&'a Server>,
+    adopting: &[&ClaimKey],
+    inputs: &PickInputs<'_>,
+) -> Placement<'a> {
+    let fits = server_of(server).is_some_and(|s| ClaimShape::of(claim).fits_server(s));
+    if !fits || index.class_of(server).is_none() {
+        return Placement::NoMatch;
+    }
+    serve(
+        claim,
+        Asks::Server(server),
+        index,
+        server_of,
+        adopting,
+        inputs,
+    )
+}
+
+/// Where a claim asking for `mine` goes: the matching and the fair order of [`place`].
+fn serve<'a>(
+    claim: &ServerClaim,
+    mine: Asks<'_>,
+    index: &'a FreeServerIndex,
+    server_of: &dyn Fn(&str) -> Option<&'a Server>,
+    adopting: &[&ClaimKey],
+    inputs: &PickInputs<'_>,
+) -> Placement<'a> {
+    let me = Waiter::of(claim);
+    let named = match mine {
+        Asks::Server(server) => Some(server),
+        Asks::Shape(_) => None,
+    };
+    let mut busy = Busy::of(&me.key, named, index, server_of, inputs);
     let others_adopting = adopting.iter().filter(|k| ***k != me.key);
-    busy.placed.extend(others_adopting.copied());
-    let net = Network::around(&shape, &me.key, index, inputs.waiting, &busy);
-    let mine = net.usable_classes_of_mine(&shape, inputs);
-    if mine.is_empty() {
+    busy.placed.extend(others_adopting.clone().copied());
+    busy.taking.extend(others_adopting.copied());
+    let net = Network::around(mine, &me.key, index, inputs.waiting, &busy);
+    let usable = net.usable_classes_of_mine(mine, inputs);
+    if usable.is_empty() {
         return Placement::NoMatch;
     }
     let (demand, supply) = (net.demand(), net.supply());
@@ -370,11 +470,11 @@ pub fn place<'a>(
         (Some(a), Some(served)) => net.max_flow(a, &after_pick(j)) == served,
         _ => true,
     };
-    let chosen = mine
+    let chosen = usable
         .iter()
         .find(|(j, _)| keeps_max(*j) && keeps_ahead(*j))
-        .or_else(|| mine.iter().find(|(j, _)| keeps_max(*j)))
-        .or(mine.first());
+        .or_else(|| usable.iter().find(|(j, _)| keeps_max(*j)))
+        .or(usable.first());
     chosen.map_or(Placement::NoMatch, |(_, name)| Placement::Pick(name))
 }
 
@@ -386,18 +486,30 @@ fn changed(caps: &[i64], i: usize, delta: i64) -> Vec<i64> {
 }
 
 /// Picks in flight: free servers already spoken for and waiting claims already placed,
-/// which the caches do not show yet.
+/// which the caches do not show yet; and the free servers that users' claims name.
 struct Busy<'p> {
     taken: HashSet<&'p str>,
     placed: HashSet<&'p ClaimKey>,
+    /// The placed claims that take a server (picks in flight, adoptions), not those
+    /// backing off: served now, for the turns of the fair order, also while the cache
+    /// still shows them waiting.
+    taking: HashSet<&'p ClaimKey>,
+    /// Free servers a user's claim names and fits, with those claims (not the picker):
+    /// each server is a class of its own, and its claims a node asking for it alone, so
+    /// the claims naming a server wait their turn like any other.
+    named: BTreeMap<&'p str, Vec<&'p Waiter>>,
+    /// When the picker names a server: the picks of it in flight (controller-chosen
+    /// claims naming it), as the waiting claims they were, free to take another server.
+    rivals: Vec<(&'p ClaimShape, &'p Waiter)>,
 }
 
 impl<'p> Busy<'p> {
     /// One pass over the picks in flight: O(assumed choices + user-chosen claims in
     /// flight), with no copies (this runs on every pick, and a burst keeps thousands of
-    /// picks in flight).
+    /// picks in flight). `mine`: the server the picker names, if it names one.
     fn of<'a>(
         me: &ClaimKey,
+        mine: Option<&'p str>,
         index: &FreeServerIndex,
         server_of: &dyn Fn(&str) -> Option<&'a Server>,
         inputs: &PickInputs<'p>,
@@ -405,9 +517,15 @@ impl<'p> Busy<'p> {
         let mut busy = Busy {
             taken: HashSet::new(),
             placed: HashSet::new(),
+            taking: HashSet::new(),
+            named: BTreeMap::new(),
+            rivals: Vec::new(),
         };
-        for (server, a) in inputs.assumed.iter().filter(|(_, a)| &a.claim != me) {
+        // A pick in flight of the server the picker names is a rival, not a placed claim.
+        let others = inputs.assumed.iter().filter(|(_, a)| &a.claim != me);
+        for (server, a) in others.filter(|(s, _)| Some(s.as_str()) != mine) {
             busy.placed.insert(&a.claim);
+            busy.taking.insert(&a.claim);
             if index.class_of(server).is_some() {
                 busy.taken.insert(server);
             }
@@ -415,39 +533,109 @@ impl<'p> Busy<'p> {
         // A claim backing off is ahead of nobody and takes nothing.
         busy.placed
             .extend(inputs.held_back.iter().filter(|k| *k != me));
-        // A user's claim naming a free server it can take will take it (or win it). It
-        // does not wait, so it takes a server but places no waiting claim.
-        for (key, (server, shape)) in &inputs.waiting.serving {
-            if key == me || inputs.assumed.is_assumed(server) || index.class_of(server).is_none() {
+        for (key, (server, shape, waiter)) in &inputs.waiting.serving {
+            let gone = key == me || busy.placed.contains(key);
+            let picked = inputs.assumed.is_assumed(server) && Some(server.as_str()) != mine;
+            if gone || picked || index.class_of(server).is_none() {
                 continue;
             }
             if server_of(server).is_some_and(|s| shape.fits_server(s)) {
                 busy.taken.insert(server);
+                busy.named.entry(server).or_default().push(waiter);
             }
+        }
+        if let Some(server) = mine {
+            busy.taken.insert(server);
+            busy.named.entry(server).or_default();
+            let fits = |shape: &ClaimShape| server_of(server).is_some_and(|s| shape.fits_server(s));
+            let picks = inputs.waiting.picks.get(server).into_iter().flatten();
+            let rivals = picks.filter(|(key, (shape, _))| {
+                *key != me && !busy.placed.contains(key) && fits(shape)
+            });
+            busy.rivals
+                .extend(rivals.map(|(_, (shape, waiter))| (shape, waiter)));
         }
         busy
     }
 }
 
-/// The flow network around the picker's shape: node 0 on the claim side is the picker's
-/// shape; every shape and class reachable from it through fits is in, nothing else.
-/// `'i`: the index's classes and names; `'w`: the waiting claims and the picker.
+/// What a node on the claim side of the network asks for.
+#[derive(Clone, Copy, Debug)]
+enum Asks<'w> {
+    /// Any free server its shape fits: the waiting claims of one shape.
+    Shape(&'w ClaimShape),
+    /// This free server alone: the claims naming it.
+    Server(&'w str),
+}
+
+/// The claims queued under a node, for the fair order.
+#[derive(Clone, Copy)]
+enum Queue<'w> {
+    /// Only the picker (its shape has no waiting claims in the cache yet).
+    Picker,
+    Shape(&'w BTreeSet<Waiter>),
+    Named(&'w [&'w Waiter]),
+}
+
+impl<'w> Queue<'w> {
+    fn iter(self) -> Box<dyn Iterator<Item = &'w Waiter> + 'w> {
+        match self {
+            Queue::Picker => Box::new(std::iter::empty()),
+            Queue::Shape(set) => Box::new(set.iter()),
+            Queue::Named(list) => Box::new(list.iter().copied()),
+        }
+    }
+}
+
+/// The servers of a node on the server side: a class of free servers, or one free
+/// server that claims name.
+#[derive(Clone, Copy)]
+enum Members<'i> {
+    Class(&'i BTreeSet<String>),
+    One(&'i str),
+}
+
+impl<'i> Members<'i> {
+    /// The lowest-named member not skipped.
+    fn first_not(self, skip: &dyn Fn(&str) -> bool) -> Option<&'i str> {
+        match self {
+            Members::Class(set) => set.iter().map(String::as_str).find(|n| !skip(n)),
+            Members::One(name) => (!skip(name)).then_some(name),
+        }
+    }
+}
+
+/// Whether the claims of a node asking for `asks` can take every server of `class`.
+fn fits(asks: Asks<'_>, class: &FreeClass<'_>) -> bool {
+    match (asks, class.1) {
+        (Asks::Shape(shape), _) => shape.fits(class.0),
+        (Asks::Server(name), Members::One(member)) => name == member,
+        (Asks::Server(_), Members::Class(_)) => false,
+    }
+}
+
+/// The flow network around the picker's node: node 0 on the claim side is the picker's
+/// shape (or the server it names); every node reachable from it through fits is in,
+/// nothing else. `'i`: the index's classes and names; `'w`: the waiting claims and the
+/// picker.
 struct Network<'i, 'w> {
     shapes: Vec<Shape<'w>>,
     classes: Vec<FreeClass<'i>>,
     edges: Vec<(usize, usize)>,
     placed: &'w HashSet<&'w ClaimKey>,
+    taking: &'w HashSet<&'w ClaimKey>,
     me: &'w ClaimKey,
 }
 
-/// A waiting shape: its demand and, if the cache queues claims of it, those claims.
-type Shape<'w> = (&'w ClaimShape, i64, Option<&'w BTreeSet<Waiter>>);
-/// A class of free servers: its members and its supply (members not spoken for).
-type FreeClass<'i> = (&'i Class, &'i BTreeSet<String>, i64);
+/// A node on the claim side: what it asks for, its demand, and its queued claims.
+type Shape<'w> = (Asks<'w>, i64, Queue<'w>);
+/// A node on the server side: its class, its members and its supply (members not spoken
+/// for).
+type FreeClass<'i> = (&'i Class, Members<'i>, i64);
 
 impl<'i, 'w> Network<'i, 'w> {
     fn around(
-        mine: &'w ClaimShape,
+        mine: Asks<'w>,
         me: &'w ClaimKey,
         index: &'i FreeServerIndex,
         waiting: &'w WaitingClaims,
@@ -468,6 +656,7 @@ impl<'i, 'w> Network<'i, 'w> {
                 .map(|(i, j)| (shape_at[i], class_at[j]))
                 .collect(),
             placed: &busy.placed,
+            taking: &busy.taking,
             me,
         }
     }
@@ -480,12 +669,13 @@ impl<'i, 'w> Network<'i, 'w> {
         self.classes.iter().map(|c| c.2).collect()
     }
 
-    /// The classes the picker's shape fits, each with its lowest server the pick does not
+    /// The classes the picker's node fits, each with its lowest server the pick does not
     /// pass over: untainted first, then those the fewest other shapes of claims fit (the
-    /// claims still to come are likely to need the others), then by that name.
+    /// claims still to come are likely to need the others), then by that name. A claim
+    /// naming a server has that server only, whoever else's pick passes it over.
     fn usable_classes_of_mine(
         &self,
-        mine: &ClaimShape,
+        mine: Asks<'_>,
         inputs: &PickInputs<'_>,
     ) -> Vec<(usize, &'i str)> {
         let mut usable: Vec<(bool, usize, &'i str, usize)> = self
@@ -494,16 +684,21 @@ impl<'i, 'w> Network<'i, 'w> {
             .filter(|(i, _)| *i == 0)
             .filter_map(|&(_, j)| {
                 let (class, members, _) = self.classes[j];
-                let name = members.iter().find(|n| !(inputs.skip)(n))?;
-                let contest = inputs.waiting.contest(mine, class);
-                Some((!class.taints.is_empty(), contest, name.as_str(), j))
+                let (name, contest) = match mine {
+                    Asks::Shape(shape) => (
+                        members.first_not(inputs.skip)?,
+                        inputs.waiting.contest(shape, class),
+                    ),
+                    Asks::Server(_) => (members.first_not(&|_| false)?, 0),
+                };
+                Some((!class.taints.is_empty(), contest, name, j))
             })
             .collect();
         usable.sort();
         usable.into_iter().map(|(.., name, j)| (j, name)).collect()
     }
 
-    /// Per shape, the waiting claims ahead of `me` in the fair order ([`FairOrder`]); and
+    /// Per node, the waiting claims ahead of `me` in the fair order ([`FairOrder`]); and
     /// those claims, first in the order first.
     fn demand_ahead_of(
         &self,
@@ -514,11 +709,17 @@ impl<'i, 'w> Network<'i, 'w> {
             .shapes
             .iter()
             .enumerate()
-            .flat_map(|(i, s)| s.2.into_iter().flatten().map(move |w| (i, w)))
+            .flat_map(|(i, s)| s.2.iter().map(move |w| (i, w)))
             .filter(|(_, w)| &w.key != self.me && !self.placed.contains(&w.key))
             .collect();
         let everyone = queued.iter().map(|(_, w)| *w).chain(std::iter::once(me));
-        let order = FairOrder::of(everyone, waiting);
+        // Picks in flight that the cache does not show taking a server yet serve their
+        // namespace now.
+        let mut in_flight: HashMap<&str, usize> = HashMap::new();
+        for key in self.taking.iter().filter(|k| !waiting.taking.contains(**k)) {
+            *in_flight.entry(key.namespace.as_str()).or_default() += 1;
+        }
+        let order = FairOrder::of_taking(everyone, waiting, &in_flight);
         let mine = order.key(me);
         let mut ahead = vec![0; self.shapes.len()];
         let mut keys = Vec::new();
@@ -549,13 +750,14 @@ impl<'i, 'w> Network<'i, 'w> {
     }
 }
 
-/// Every waiting shape with its demand (waiting claims not yet placed); the picker's own
-/// shape first, counting the picker once whatever the cache shows of it.
+/// Every claim-side node with its demand (waiting claims not yet placed): the picker's
+/// own first, counting the picker once whatever the cache shows of it; then the shapes
+/// of waiting claims; then the free servers users' claims name.
 fn waiting_shapes<'w>(
-    mine: &'w ClaimShape,
+    mine: Asks<'w>,
     me: &ClaimKey,
     waiting: &'w WaitingClaims,
-    busy: &Busy,
+    busy: &'w Busy,
 ) -> Vec<Shape<'w>> {
     let mut not_waiting: HashMap<*const ClaimShape, i64> = HashMap::new();
     for key in busy.placed.iter().copied().chain(std::iter::once(me)) {
@@ -563,20 +765,35 @@ fn waiting_shapes<'w>(
             *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
         }
     }
-    let mut shapes = vec![(mine, 1, None)];
+    let mut shapes = vec![(mine, 1, Queue::Picker)];
     for (shape, members) in &waiting.by_shape {
         let gone = not_waiting.get(&Arc::as_ptr(shape)).copied().unwrap_or(0);
         let demand = members.len() as i64 - gone;
-        if **shape == *mine {
-            shapes[0] = (&**shape, demand + 1, Some(members));
+        let node = (Asks::Shape(shape), demand, Queue::Shape(members));
+        if matches!(mine, Asks::Shape(m) if **shape == *m) {
+            shapes[0] = (node.0, demand + 1, node.2);
         } else if demand > 0 {
-            shapes.push((&**shape, demand, Some(members)));
+            shapes.push(node);
+        }
+    }
+    for (shape, waiter) in &busy.rivals {
+        let queue = Queue::Named(std::slice::from_ref(waiter));
+        shapes.push((Asks::Shape(shape), 1, queue));
+    }
+    for (server, namers) in &busy.named {
+        let demand = namers.len() as i64;
+        let node = (Asks::Server(server), demand, Queue::Named(namers));
+        if matches!(mine, Asks::Server(m) if m == *server) {
+            shapes[0] = (node.0, demand + 1, node.2);
+        } else if demand > 0 {
+            shapes.push(node);
         }
     }
     shapes
 }
 
-/// Every class of free servers with its supply (members not yet spoken for).
+/// Every class of free servers with its supply (members not yet spoken for), then every
+/// free server claims name as a class of its own.
 fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i>> {
     let mut taken: HashMap<*const Class, i64> = HashMap::new();
     for name in &busy.taken {
@@ -584,20 +801,35 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
             *taken.entry(class as *const Class).or_default() += 1;
         }
     }
-    index
-        .class_list()
-        .map(|(class, members)| {
-            let gone = taken.get(&(class as *const Class)).copied().unwrap_or(0);
-            (class, members, members.len() as i64 - gone)
-        })
-        .filter(|c| c.2 > 0)
-        .collect()
+    let mut named: HashMap<*const Class, Vec<&str>> = HashMap::new();
+    for name in busy.named.keys() {
+        if let Some(class) = index.class_of(name) {
+            named.entry(class as *const Class).or_default().push(name);
+        }
+    }
+    let mut classes = Vec::new();
+    let mut singles = Vec::new();
+    for (class, members) in index.class_list() {
+        let key = class as *const Class;
+        let gone = taken.get(&key).copied().unwrap_or(0);
+        let supply = members.len() as i64 - gone;
+        if supply > 0 {
+            classes.push((class, Members::Class(members), supply));
+        }
+        for name in named.get(&key).into_iter().flatten() {
+            if let Some(member) = members.get(*name) {
+                singles.push((class, Members::One(member.as_str()), 1));
+            }
+        }
+    }
+    classes.extend(singles);
+    classes
 }
 
 type Component = (Vec<usize>, Vec<usize>, Vec<(usize, usize)>);
 
-/// The shapes and classes reachable from shape 0 through fits, and the fits among them.
-/// Costs one fit test per (reached shape, class) and (reached class, shape) pair.
+/// The nodes reachable from claim-side node 0 through fits, and the fits among them.
+/// Costs one fit test per (reached node, class) and (reached class, node) pair.
 fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
     let (mut shape_seen, mut class_seen) = (vec![false; shapes.len()], vec![false; classes.len()]);
     let (mut shape_in, mut class_in, mut edges) = (vec![0], Vec::new(), Vec::new());
@@ -607,7 +839,7 @@ fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
         let i = shape_in[next_shape];
         next_shape += 1;
         for (j, class) in classes.iter().enumerate() {
-            if !shapes[i].0.fits(class.0) {
+            if !fits(shapes[i].0, class) {
                 continue;
             }
             edges.push((i, j));
@@ -617,7 +849,7 @@ fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
             class_seen[j] = true;
             class_in.push(j);
             for (k, shape) in shapes.iter().enumerate() {
-                if !shape_seen[k] && shape.0.fits(class.0) {
+                if !shape_seen[k] && fits(shape.0, class) {
                     shape_seen[k] = true;
                     shape_in.push(k);
                 }
@@ -695,6 +927,16 @@ struct FairOrder<'w> {
 
 impl<'w> FairOrder<'w> {
     fn of(waiters: impl Iterator<Item = &'w Waiter>, waiting: &WaitingClaims) -> Self {
+        Self::of_taking(waiters, waiting, &HashMap::new())
+    }
+
+    /// The order with `in_flight` more claims per namespace taking a server than the
+    /// cache shows (this controller's picks whose writes it has not seen yet).
+    fn of_taking(
+        waiters: impl Iterator<Item = &'w Waiter>,
+        waiting: &WaitingClaims,
+        in_flight: &HashMap<&str, usize>,
+    ) -> Self {
         let mut by_namespace: BTreeMap<&str, Vec<&Waiter>> = BTreeMap::new();
         for w in waiters {
             by_namespace.entry(&w.key.namespace).or_default().push(w);
@@ -712,7 +954,11 @@ impl<'w> FairOrder<'w> {
                 Some(t) => set.range((t, String::new())..).count(),
                 None => set.len(),
             });
-            let offset = served + waiting.taking_in(namespace);
+            // A claim naming a free server is taking it, and queued for its turn too:
+            // counted once, by its rank.
+            let queued_taking = queue.iter().filter(|w| waiting.taking.contains(&w.key));
+            let taking = waiting.taking_in(namespace) - queued_taking.count();
+            let offset = served + taking + in_flight.get(namespace).copied().unwrap_or(0);
             for (rank, w) in queue.into_iter().enumerate() {
                 turn.insert(&w.key, offset + rank);
             }

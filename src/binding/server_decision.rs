@@ -10,12 +10,13 @@ use super::evidence::{can_take_back, gave_back, records_bind_to};
 use super::gates::{Pending, pending_gates, release_gates, release_record};
 use super::meta::{self, claim_ref_of};
 use super::view::{ClaimView, Liveness};
-use super::winner::winner;
+use super::winner::{Turn, winner};
 
 /// What the server controller does with a server. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServerDecision {
-    /// No ref and no eligible claim names the server: phase Available, drop the finalizer.
+    /// No ref and no eligible claim in its turn names the server (a claim naming it out
+    /// of its turn waits, `WaitingForTurn`): phase Available, drop the finalizer.
     Available,
     /// No ref, claims name the server: write the winner's ref (with uid), the
     /// `bound-by-controller` annotation and the finalizer; then phase Bound; Normal `Claimed`.
@@ -94,12 +95,14 @@ pub enum RollBackCause {
 }
 
 /// Decides what to do with `server`; `default_gates` are the release gates of a server
-/// that names none (`--release-gates`).
+/// that names none (`--release-gates`); `turn` whether the fair order lets a claim naming
+/// the free server take it now ([`super::winner::turn_on`]).
 pub fn decide_server(
     server: &Server,
     claims: &(impl ClaimView + ?Sized),
     liveness: Liveness,
     default_gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
     use ServerDecision::*;
 
@@ -129,7 +132,7 @@ pub fn decide_server(
     }
 
     let Some(r) = claim_ref else {
-        return match winner(server, claims) {
+        return match winner(server, claims, turn) {
             Some((winner, restoring)) => ClaimForWinner { winner, restoring },
             None => Available,
         };

@@ -11,7 +11,7 @@ use crate::api::{Server, ServerClaim};
 
 use super::index::{FreeServerIndex, selector_keys};
 use super::meta::{self, ClaimKey};
-use super::placement::{PickInputs, Placement, WaitingClaims, place};
+use super::placement::{PickInputs, Placement, WaitingClaims, place, place_named};
 
 /// Whether absences in the view are confirmed by a live read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,14 @@ pub trait ServerView {
     fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&Server>;
     /// Where `claim` goes among the free servers ([`place`]).
     fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_>;
+    /// Whether the fair order lets `claim`, which names `server`, take it now
+    /// ([`place_named`]).
+    fn place_named(
+        &self,
+        claim: &ServerClaim,
+        server: &str,
+        inputs: &PickInputs<'_>,
+    ) -> Placement<'_>;
     /// Every server the view holds (for why a claim waits: [`super::why`]).
     fn all(&self) -> Box<dyn Iterator<Item = &Server> + '_>;
 }
@@ -158,6 +166,23 @@ impl ServerCatalog {
     }
 
     /// The free-server index (for its figures).
+    /// The waiting claims that a server reserved for them by name fits: they adopt it,
+    /// not a free one.
+    fn adopting<'a>(&'a self, waiting: &'a WaitingClaims) -> Vec<&'a ClaimKey> {
+        let adopts = |key: &ClaimKey| {
+            let shape = waiting.shape_of(key);
+            let reserved = self.reserved_for(&key.namespace, &key.name).into_iter();
+            let by_name = |s: &&Server| {
+                s.spec
+                    .server_claim_ref
+                    .as_ref()
+                    .is_some_and(|r| r.uid.as_deref().is_none_or(str::is_empty))
+            };
+            shape.is_some_and(|shape| reserved.filter(by_name).any(|s| shape.fits_server(s)))
+        };
+        self.reserved_by_name.keys().filter(|k| adopts(k)).collect()
+    }
+
     pub fn free_index(&self) -> &FreeServerIndex {
         &self.free
     }
@@ -195,25 +220,20 @@ impl ServerView for ServerCatalog {
     }
 
     fn place(&self, claim: &ServerClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
-        let adopts = |key: &ClaimKey| {
-            let shape = inputs.waiting.shape_of(key);
-            let reserved = self.reserved_for(&key.namespace, &key.name).into_iter();
-            let by_name = |s: &&Server| {
-                s.spec
-                    .server_claim_ref
-                    .as_ref()
-                    .is_some_and(|r| r.uid.as_deref().is_none_or(str::is_empty))
-            };
-            shape.is_some_and(|shape| reserved.filter(by_name).any(|s| shape.fits_server(s)))
-        };
-        let adopting: Vec<&ClaimKey> = self.reserved_by_name.keys().filter(|k| adopts(k)).collect();
-        place(
-            claim,
-            &self.free,
-            &|name| self.server(name),
-            &adopting,
-            inputs,
-        )
+        let adopting = self.adopting(inputs.waiting);
+        let server_of = |name: &str| self.server(name);
+        place(claim, &self.free, &server_of, &adopting, inputs)
+    }
+
+    fn place_named(
+        &self,
+        claim: &ServerClaim,
+        server: &str,
+        inputs: &PickInputs<'_>,
+    ) -> Placement<'_> {
+        let adopting = self.adopting(inputs.waiting);
+        let server_of = |name: &str| self.server(name);
+        place_named(claim, server, &self.free, &server_of, &adopting, inputs)
     }
 
     fn all(&self) -> Box<dyn Iterator<Item = &Server> + '_> {
@@ -372,6 +392,19 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
             ..*inputs
         };
         self.base.place(claim, &inputs)
+    }
+
+    fn place_named(
+        &self,
+        claim: &ServerClaim,
+        server: &str,
+        inputs: &PickInputs<'_>,
+    ) -> Placement<'_> {
+        if server == self.name {
+            // Overlays confirm that a named server is gone, never offer it.
+            return Placement::NoMatch;
+        }
+        self.base.place_named(claim, server, inputs)
     }
 
     fn all(&self) -> Box<dyn Iterator<Item = &Server> + '_> {

@@ -2,6 +2,10 @@
 //! it. The server controller applies it when it writes a ref ([`winner`]); the claim
 //! controller reads it to pass over a server a pick could only lose ([`outranked_on`]).
 //! Both decisions use this one order, so they cannot disagree on who wins.
+//!
+//! A name is not a place in the queue: a user's claim that names a free server takes it
+//! only when the fair order reaches it for that server ([`turn_on`]), unless its status
+//! records a bind to it. Both sides ask the same question of the same function.
 
 use std::cmp::Reverse;
 
@@ -11,20 +15,46 @@ use crate::api::{Server, ServerClaim, ServerClaimRef};
 
 use super::evidence::{can_take_back, records_bind_to};
 use super::meta::{self, claim_ref_of, is_controller_chosen};
-use super::view::ClaimView;
+use super::placement::{PickInputs, Placement};
+use super::view::{ClaimView, ServerView};
 
-/// Among the claims naming `server` that may take it ([`can_take_back`]), the one that
-/// wins it: a claim whose status records a bind to this server first (the server lost
-/// its ref, and this restores it), then user-chosen, then controller-chosen, then the
-/// oldest, then by namespace/name.
+/// Whether the fair order lets a claim naming a server take it now (the binder answers
+/// it with [`turn_on`]).
+pub type Turn<'a> = &'a dyn Fn(&ServerClaim) -> bool;
+
+/// Where the fair order puts a user's claim, which names the free server `server`
+/// itself: `Pick` when the claims ahead of it can do without that server, `WaitForTurn`
+/// when they need it ([`super::placement::place_named`]).
+pub fn turn_on<'s>(
+    server: &str,
+    claim: &ServerClaim,
+    servers: &'s (impl ServerView + ?Sized),
+    pick: &PickInputs<'_>,
+) -> Placement<'s> {
+    servers.place_named(claim, server, pick)
+}
+
+/// Whether a claim naming `server` may win it now: its status records a bind to it; or
+/// its ref is controller-chosen (a pick, made in its turn); or it is a user's and has
+/// its turn.
+fn in_turn(server: &Server, claim: &ServerClaim, turn: Turn<'_>) -> bool {
+    records_bind_to(claim, server) || is_controller_chosen(claim) || turn(claim)
+}
+
+/// Among the claims naming `server` that may take it ([`can_take_back`]) and have their
+/// turn (`turn`, unless the claim's status records a bind to it), the one that wins it:
+/// a claim whose status records a bind to this server first (the server lost its ref,
+/// and this restores it), then user-chosen, then controller-chosen, then the oldest,
+/// then by namespace/name.
 pub(super) fn winner(
     server: &Server,
     claims: &(impl ClaimView + ?Sized),
+    turn: Turn<'_>,
 ) -> Option<(ServerClaimRef, bool)> {
     claims
         .claims_naming(meta::name(server))
         .into_iter()
-        .filter(|c| can_take_back(server, c).is_ok())
+        .filter(|c| can_take_back(server, c).is_ok() && in_turn(server, c, turn))
         .min_by_key(|c| rank(server, c, is_controller_chosen(c)))
         .map(|c| (claim_ref_of(c), records_bind_to(c, server)))
 }
@@ -43,14 +73,16 @@ fn rank(server: &Server, claim: &ServerClaim, controller_chosen: bool) -> Rank {
     )
 }
 
-/// Whether another claim naming `server`, and eligible for it, would win it over `claim`
-/// if `claim` picked it now (a pick is controller-chosen). Picking such a server could
-/// only end in a withdrawal (`WithdrawTakenServer`), so the claim controller passes it
-/// over.
+/// Whether another claim naming `server`, eligible for it and in its turn, would win it
+/// over `claim` if `claim` picked it now (a pick is controller-chosen). Picking such a
+/// server could only end in a withdrawal (`WithdrawTakenServer`), so the claim
+/// controller passes it over. A claim naming it out of its turn wins nothing: the claims
+/// ahead of it may take the server.
 pub fn outranked_on(
     server: &Server,
     claim: &ServerClaim,
     claims: &(impl ClaimView + ?Sized),
+    turn: Turn<'_>,
 ) -> bool {
     let as_picked = rank(server, claim, true);
     claims
@@ -60,5 +92,6 @@ pub fn outranked_on(
             meta::namespace(*c) != meta::namespace(claim) || meta::name(*c) != meta::name(claim)
         })
         .filter(|c| can_take_back(server, c).is_ok())
-        .any(|c| rank(server, c, is_controller_chosen(c)) < as_picked)
+        .filter(|c| rank(server, c, is_controller_chosen(c)) < as_picked)
+        .any(|c| in_turn(server, c, turn))
 }

@@ -227,7 +227,7 @@ fn unbound_skips_servers_already_chosen_for_other_claims() {
 fn pick_with_rivals(c: &ServerClaim, rivals: Vec<ServerClaim>) -> ClaimDecision {
     let world = servers(vec![server("a"), server("b").unclaimable(), server("c")]);
     let others = claims(rivals);
-    let skip = pass_over(c, &world, &others, &|_| false);
+    let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
     decide_claim(c, &world, &alone(&skip), Liveness::Cached)
 }
 
@@ -857,4 +857,59 @@ fn waits_turn(d: &ClaimDecision) -> String {
         ClaimDecision::WaitForTurn { why } => why.to_string(),
         other => panic!("expected WaitForTurn, got {other:?}"),
     }
+}
+
+/// [q] A name is not a place in the queue: a user's claim naming the one free server
+/// waits its turn while an older claim needs that server, and the older claim's pick does
+/// not pass it over; with a second server for the older claim, the name has its turn.
+#[test]
+fn a_users_claim_naming_a_server_waits_its_turn() {
+    let a = in_namespace(claim("a").created(1), "team-a");
+    let b = in_namespace(claim("b").names("s1").created(2), "team-b");
+    let decide = |c: &ServerClaim, world: &ServerCatalog, cache: &ClaimCatalog| {
+        let turn = |rival: &ServerClaim, server: &str| {
+            let pick = PickInputs {
+                waiting: cache.waiting(),
+                ..alone(&|_| false)
+            };
+            matches!(turn_on(server, rival, world, &pick), Placement::Pick(_))
+        };
+        let skip = pass_over(c, world, cache, &|_| false, &turn);
+        let pick = PickInputs {
+            waiting: cache.waiting(),
+            ..alone(&skip)
+        };
+        decide_claim(c, world, &pick, Liveness::Cached)
+    };
+    let cache = claims(vec![a.clone(), b.clone()]);
+    let one = servers(vec![server("s1")]);
+    assert_eq!(
+        waits_turn(&decide(&b, &one, &cache)),
+        "0/1 servers can serve this claim: 1 is kept for claims ahead of it. \
+         Ahead of it: team-a/a."
+    );
+    assert_eq!(
+        decide(&a, &one, &cache),
+        ClaimDecision::PickBestFit { server: s("s1") }
+    );
+
+    // Once `a` picked s1, `b` still does not have its turn: the pick needs s1.
+    let a_picked = a.clone().chose("s1");
+    let cache = claims(vec![a_picked, b.clone()]);
+    assert!(matches!(
+        decide(&b, &one, &cache),
+        ClaimDecision::WaitForTurn { .. }
+    ));
+
+    // With s2 for `a`, the name has its turn, and `a` leaves s1 to it.
+    let two = servers(vec![server("s1"), server("s2")]);
+    let cache = claims(vec![a.clone(), b.clone()]);
+    assert_eq!(
+        decide(&b, &two, &cache),
+        ClaimDecision::WaitForServer { server: s("s1") }
+    );
+    assert_eq!(
+        decide(&a, &two, &cache),
+        ClaimDecision::PickBestFit { server: s("s2") }
+    );
 }

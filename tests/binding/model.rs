@@ -196,6 +196,20 @@ impl InFlight {
     }
 }
 
+/// The claim of this name in the binder's cache. Claim names are unique across the
+/// namespaces of a world, so the model keys claims by name.
+fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b ServerClaim> {
+    binder.claims().iter().find(|c| meta::name(*c) == name)
+}
+
+/// The key of the claim of this name: its namespace from the object, or (deleted) from
+/// the cache.
+fn claim_key_in(binder: &Binder, name: &str, new: Option<&ServerClaim>) -> ClaimKey {
+    let known = new.or_else(|| claim_named(binder, name));
+    let namespace = known.map_or(NS, |c| meta::namespace(c));
+    ClaimKey::of(namespace, name)
+}
+
 /// One controller process: its binder (the caches, the assumed choices), the watch
 /// events not yet delivered to it, the objects woken and not yet reconciled, and the
 /// rest of the plan it is carrying out.
@@ -241,9 +255,8 @@ impl Ctl {
     /// A claim changed in this controller's cache (its own write, a user's, or a watch
     /// event delivered): the binder applies it and says what to wake.
     fn see_claim(&mut self, who: Who, name: &str, new: Option<ServerClaim>) {
-        let wake = self
-            .binder
-            .apply_claim(&ClaimKey::of(NS, name), new.map(Arc::new));
+        let key = claim_key_in(&self.binder, name, new.as_ref());
+        let wake = self.binder.apply_claim(&key, new.map(Arc::new));
         self.wake(who, wake);
     }
 
@@ -805,7 +818,7 @@ fn writes_nothing(step: &ClaimStep) -> bool {
 /// A claim reconcile: each step the binder may take, started on the claim controller's
 /// binder (a pick starts its assumption there).
 fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
-    let Some(claim) = state.claim_ctl.binder.claims().claim(NS, name) else {
+    let Some(claim) = claim_named(&state.claim_ctl.binder, name) else {
         return vec![nothing_to_do(state, Who::ClaimController, name)];
     };
     let mut out = Vec::new();
@@ -851,11 +864,7 @@ fn server_work(state: &State, server: &Server) -> ServerWork {
 /// Whether reconciling `name` now would write nothing, whichever way it looks.
 fn would_do_nothing(state: &State, who: Who, name: &str) -> bool {
     match who {
-        Who::ClaimController => state
-            .claim_ctl
-            .binder
-            .claims()
-            .claim(NS, name)
+        Who::ClaimController => claim_named(&state.claim_ctl.binder, name)
             .is_none_or(|c| claim_steps(state, c).iter().all(|(s, _)| writes_nothing(s))),
         Who::ServerController => state
             .server_ctl
@@ -1336,7 +1345,7 @@ fn check_bound(truth: &Truth, scenario: &Scenario) -> Result<(), String> {
         });
         if !held || claim_phase(claim) != ClaimPhase::Bound {
             return Err(format!(
-                "liveness: claim {name} is not bound in a quiescent state, beside a claim that never binds"
+                "liveness: claim {name} is not bound in a quiescent state (must_bind)"
             ));
         }
     }
@@ -1914,6 +1923,67 @@ pub fn user_ref_race() -> Scenario {
     }
 }
 
+/// One server, `aaa` waiting for it, then `bbb`, whose user names that server: a name
+/// says which server, not when, so `aaa`, ahead in the fair order, binds in every
+/// quiescent state and `bbb` waits its turn (docs/binding.md, "The matching").
+pub fn named_server_waits_its_turn() -> Scenario {
+    Scenario {
+        name: "named-server-waits-its-turn",
+        servers: vec![server("s1")],
+        claims: vec![claim("aaa").created(1), claim("bbb").names("s1").created(2)],
+        crashes: 1,
+        // A lost response counts as a refused write, and a claim backing off is ahead
+        // of nobody: with one, `bbb` may bind first, as it should.
+        faults: 0,
+        max_lag: MAX_LAG,
+        must_bind: vec!["aaa"],
+        ..Scenario::default()
+    }
+}
+
+/// Namespaces take turns (docs/binding.md, "The matching"): `a0` and `x0` of team-a hold
+/// s1 and s2; `a1` and `a2` of team-a wait, then `b1` of team-b. Both holders go, in
+/// either order and at any time: `a1`, first, takes one server, and `b1`, not `a2`,
+/// the other, although `a2` is older: team-a was served since `b1` began waiting.
+pub fn namespaces_take_turns() -> Scenario {
+    let holder = |name: &str, on: &str, created: i64| {
+        claim(name)
+            .chose(on)
+            .bind_completed()
+            .phase(ClaimPhase::Bound)
+            .created(created)
+    };
+    let mut b1 = claim("b1").created(4);
+    b1.metadata.namespace = Some("team-b".into());
+    Scenario {
+        name: "namespaces-take-turns",
+        servers: vec![
+            server("s1")
+                .claimed_for("a0", "uid-a0")
+                .phase(ServerPhase::Bound),
+            server("s2")
+                .claimed_for("x0", "uid-x0")
+                .phase(ServerPhase::Bound),
+        ],
+        claims: vec![
+            holder("a0", "s1", 0),
+            holder("x0", "s2", 0),
+            claim("a1").created(2),
+            claim("a2").created(3),
+            b1,
+        ],
+        user_ops: vec![UserOp::DeleteClaim("a0"), UserOp::DeleteClaim("x0")],
+        // A restarted claim controller does not see its own picks from before (known
+        // gap 5), and a lost response counts as a refusal (the claim backs off): either
+        // may pass a claim over, as docs/binding.md says.
+        crashes: 0,
+        faults: 0,
+        max_lag: 2,
+        must_bind: vec!["a1", "b1"],
+        ..Scenario::default()
+    }
+}
+
 /// Three claims compete for two servers: one takes any server, one wants rack r1 by
 /// selector, and a user pre-bound one to s1 (rack r1), the server the controller would
 /// pick first for either of the others.
@@ -2370,6 +2440,16 @@ fn stranding_binds_every_claim_in_every_interleaving() {
 }
 
 #[test]
+fn namespaces_take_turns_in_every_interleaving() {
+    assert_holds(namespaces_take_turns());
+}
+
+#[test]
+fn a_named_server_waits_its_turn_in_every_interleaving() {
+    assert_holds(named_server_waits_its_turn());
+}
+
+#[test]
 fn user_ref_race_binds_every_claim_in_every_interleaving() {
     assert_holds(user_ref_race());
 }
@@ -2386,8 +2466,9 @@ fn skips_release_gates(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates) {
+    match decide_server(server, claims, liveness, gates, turn) {
         ServerDecision::ReleaseToCleaning { .. } => ServerDecision::Release {
             policy: ReclaimPolicy::Recycle,
         },
@@ -2422,8 +2503,9 @@ fn trusts_bind_completed(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
-    let decision = decide_server(server, claims, liveness, gates);
+    let decision = decide_server(server, claims, liveness, gates, turn);
     let free = server.spec.server_claim_ref.is_none()
         && !gates::is_cleaning(server)
         && matches!(
@@ -2455,6 +2537,7 @@ fn gate_passes_itself(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let alias = |g: &str| format!("x.io/{g}-alias");
@@ -2490,7 +2573,7 @@ fn gate_passes_itself(
             .collect();
         status.conditions.extend(copies);
     }
-    decide_server(&seen, claims, liveness, gates)
+    decide_server(&seen, claims, liveness, gates, turn)
 }
 
 /// Release gates before issue 20: every reconcile of a cleaning server reads the gates
@@ -2500,6 +2583,7 @@ fn gates_from_the_flag(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let now: Vec<String> = gates::release_gates(server, gates)
@@ -2514,7 +2598,7 @@ fn gates_from_the_flag(
     {
         *recorded = now.join(",");
     }
-    decide_server(&seen, claims, liveness, gates)
+    decide_server(&seen, claims, liveness, gates, turn)
 }
 
 #[test]
@@ -2574,8 +2658,9 @@ fn without_winner_priority(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates) {
+    match decide_server(server, claims, liveness, gates, turn) {
         ServerDecision::ClaimForWinner { .. } => {
             let mut contenders = claims.claims_naming(meta::name(server));
             contenders.retain(|c| eligibility(server, c).is_ok());
@@ -2650,10 +2735,39 @@ fn keeps_a_given_back_server(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(server, claims, liveness, gates, |cause| {
+    waits_instead_of_rolling_back(server, claims, liveness, gates, turn, |cause| {
         *cause == RollBackCause::GivenBack
     })
+}
+
+/// The fair order without namespaces' service: each namespace's queue alone, so the
+/// oldest claim goes first however often its namespace was just served.
+fn ignores_namespace_turns(
+    claim: &ServerClaim,
+    servers: &dyn ServerView,
+    pick: &PickInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    let blind = pick.waiting.without_service();
+    let pick = PickInputs {
+        waiting: &blind,
+        ..*pick
+    };
+    decide_claim(claim, servers, &pick, liveness)
+}
+
+/// The server side before turns: a user's claim naming a free server wins it whatever
+/// the claims ahead of it need.
+fn name_jumps_the_queue(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+    _turn: Turn<'_>,
+) -> ServerDecision {
+    decide_server(server, claims, liveness, gates, &|_| true)
 }
 
 /// The server decision, but waiting for an adoption where it would roll back for a
@@ -2663,9 +2777,10 @@ fn waits_instead_of_rolling_back(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
     which: fn(&RollBackCause) -> bool,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates) {
+    match decide_server(server, claims, liveness, gates, turn) {
         ServerDecision::RollBack { cause } if which(&cause) => {
             ServerDecision::BoundAwaitingAdoption
         }
@@ -2729,6 +2844,7 @@ fn empty_uid_is_a_uid(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
     let mut seen_as = server.clone();
     if let Some(r) = seen_as.spec.server_claim_ref.as_mut()
@@ -2736,7 +2852,7 @@ fn empty_uid_is_a_uid(
     {
         r.uid = Some("an empty uid".into());
     }
-    decide_server(&seen_as, claims, liveness, gates)
+    decide_server(&seen_as, claims, liveness, gates, turn)
 }
 
 /// The server side before issue 10: it waits for a claim that names nothing to adopt the
@@ -2746,8 +2862,9 @@ fn waits_for_any_adoption(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
+    turn: Turn<'_>,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(server, claims, liveness, gates, |cause| {
+    waits_instead_of_rolling_back(server, claims, liveness, gates, turn, |cause| {
         matches!(cause, RollBackCause::CannotAdopt(_))
     })
 }
@@ -2837,6 +2954,18 @@ const MUTANTS: &[Mutant] = &[
         says: LIVENESS,
     },
     Mutant {
+        name: "oldest-first",
+        mutate: |p| p.rules.claim = ignores_namespace_turns,
+        worlds: &[namespaces_take_turns],
+        says: LIVENESS,
+    },
+    Mutant {
+        name: "name-jumps-the-queue",
+        mutate: |p| p.rules.server = name_jumps_the_queue,
+        worlds: &[named_server_waits_its_turn],
+        says: &["liveness: claim aaa"],
+    },
+    Mutant {
         name: "old-assumption-rule",
         mutate: |p| p.rules.assumption_ends = old_assumption_rule,
         worlds: &[eligibility_churn],
@@ -2907,6 +3036,8 @@ mutant_tests! {
     the_model_check_catches_a_refused_claim_that_keeps_its_place: "refusal-keeps-its-place";
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
+    the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";
+    the_model_check_catches_a_fair_order_without_turns: "oldest-first";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
 }

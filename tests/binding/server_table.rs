@@ -89,6 +89,34 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
     ));
 }
 
+/// [q] A user's claim out of its turn for the server is no candidate: the server stays
+/// `Available` for the claims ahead, or goes to a pick, or to a claim restoring a bind;
+/// the turn is not asked of those.
+#[test]
+fn winner_is_only_among_users_claims_in_their_turn() {
+    let srv = server("s1");
+    let out_of_turn: Turn<'_> = &|_| false;
+    let decide = |world: Vec<ServerClaim>| {
+        decide_server(&srv, &claims(world), Liveness::Cached, &[], out_of_turn)
+    };
+    let user = claim("u").names("s1").created(1);
+    assert_eq!(decide(vec![user.clone()]), ServerDecision::Available);
+    let pick = claim("p").chose("s1").created(50);
+    assert!(matches!(
+        decide(vec![user.clone(), pick]),
+        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "p"
+    ));
+    let restoring = claim("r")
+        .names("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound)
+        .created(50);
+    assert!(matches!(
+        decide(vec![user, restoring]),
+        ServerDecision::ClaimForWinner { winner, restoring: true } if winner.name == "r"
+    ));
+}
+
 #[test]
 fn winner_then_prefers_the_oldest_then_the_name() {
     let srv = server("s1");
@@ -541,7 +569,13 @@ fn a_gated_recycle_releases_and_starts_cleaning_in_one_write() {
 fn the_gates_in_force_are_recorded_at_the_release() {
     let bound = server("s1").claimed_for("c", "uid-c");
     let default = [s("x.io/wipe")];
-    let d = decide_server(&bound, &claims(vec![]), Liveness::Confirmed, &default);
+    let d = decide_server(
+        &bound,
+        &claims(vec![]),
+        Liveness::Confirmed,
+        &default,
+        IN_TURN,
+    );
     let p = plan(&bound, &d);
     let w = written(&p);
     assert_eq!(
@@ -551,7 +585,7 @@ fn the_gates_in_force_are_recorded_at_the_release() {
     let mut cleaning = w.clone();
     cleaning.metadata.generation = Some(2);
     for flag in [vec![], vec![s("x.io/other")]] {
-        let d = decide_server(&cleaning, &claims(vec![]), Liveness::Cached, &flag);
+        let d = decide_server(&cleaning, &claims(vec![]), Liveness::Cached, &flag, IN_TURN);
         assert_eq!(
             d,
             ServerDecision::Cleaning {
@@ -638,6 +672,7 @@ fn a_record_that_cannot_be_matched_is_repaired() {
         &claims(vec![]),
         Liveness::Cached,
         &[s("x.io/wipe")],
+        IN_TURN,
     );
     assert_eq!(
         d,
@@ -661,13 +696,25 @@ fn a_record_that_cannot_be_matched_is_repaired() {
 fn the_default_gates_apply_unless_the_server_says_otherwise() {
     let bound = server("s1").claimed_for("c", "uid-c");
     let default = [s("wipe")];
-    let d = decide_server(&bound, &claims(vec![]), Liveness::Confirmed, &default);
+    let d = decide_server(
+        &bound,
+        &claims(vec![]),
+        Liveness::Confirmed,
+        &default,
+        IN_TURN,
+    );
     assert!(
         matches!(d, ServerDecision::ReleaseToCleaning { .. }),
         "{d:?}"
     );
     let none = bound.clone().gates(&[]);
-    let d = decide_server(&none, &claims(vec![]), Liveness::Confirmed, &default);
+    let d = decide_server(
+        &none,
+        &claims(vec![]),
+        Liveness::Confirmed,
+        &default,
+        IN_TURN,
+    );
     assert_eq!(
         d,
         ServerDecision::Release {
@@ -675,7 +722,13 @@ fn the_default_gates_apply_unless_the_server_says_otherwise() {
         }
     );
     let retained = bound.retain();
-    let d = decide_server(&retained, &claims(vec![]), Liveness::Confirmed, &default);
+    let d = decide_server(
+        &retained,
+        &claims(vec![]),
+        Liveness::Confirmed,
+        &default,
+        IN_TURN,
+    );
     assert_eq!(
         d,
         ServerDecision::Release {

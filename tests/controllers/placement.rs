@@ -5,6 +5,7 @@
 use kube::api::{Api, PostParams};
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerSelector};
 
+use crate::controllers::stage::{ClaimExt, ServerExt, claim, server};
 use crate::controllers::support::*;
 
 const RACKS: usize = 10;
@@ -179,4 +180,63 @@ async fn a_namespace_that_deletes_its_bound_claims_still_takes_turns() {
         .await;
     }
     assert_eq!(order, ["a0", "b0", "a1"], "the order of the binds");
+}
+
+/// A name says which server, not when (docs/binding.md, "The matching"). team-a's `a1`
+/// waits while the only server, `s1`, is cordoned; later team-b creates `sniper`, which
+/// names `s1`. When the admin uncordons `s1`, `a1`, ahead in the fair order, takes it;
+/// `sniper` waits its turn and then finds the server taken. (Before turns applied to
+/// names, `sniper` won `s1` the moment it was uncordoned.)
+#[tokio::test]
+async fn a_claim_naming_a_server_does_not_pass_the_claims_ahead_of_it() {
+    let mut env = Env::new().await;
+    env.create_namespace("team-b").await;
+    env.put_server(server("s1").unclaimable()).await;
+    env.start(4).await;
+    env.put_claim(claim("a1")).await;
+    let a1 = env
+        .wait_claim_phase("a1", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    // Created in a later second than a1 (creation timestamps have a second's resolution).
+    let a1_created = a1.metadata.creation_timestamp.expect("created").0;
+    eventually("a later second", DEADLINE, || async {
+        k8s_openapi::jiff::Timestamp::now().as_second() > a1_created.as_second()
+    })
+    .await;
+    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
+    let mut sniper = claim("sniper").names("s1");
+    sniper.metadata.namespace = Some("team-b".into());
+    team_b
+        .create(&PostParams::default(), &sniper)
+        .await
+        .expect("sniper");
+    let servers = env.servers();
+    eventually(
+        "the sniper is told the server is cordoned",
+        DEADLINE,
+        || async {
+            let c = team_b.get("sniper").await.unwrap();
+            bound_reason(&c).as_deref() == Some("ServerMismatch")
+        },
+    )
+    .await;
+
+    let mut s1 = servers.get("s1").await.expect("s1");
+    s1.spec.unclaimable = false;
+    servers
+        .replace("s1", &PostParams::default(), &s1)
+        .await
+        .expect("uncordoned");
+
+    env.wait_claim_phase("a1", ClaimPhase::Bound, "Bound").await;
+    let note = env.wait_event("Server", "s1", "Normal", "Claimed").await;
+    assert!(note.contains(&format!("{NS}/a1")), "{note}");
+    eventually("the sniper finds s1 taken", DEADLINE, || async {
+        let c = team_b.get("sniper").await.unwrap();
+        phase(&c) == Some(ClaimPhase::Pending)
+            && bound_reason(&c).as_deref() == Some("ServerAlreadyClaimed")
+    })
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
 }

@@ -95,12 +95,15 @@ async fn deleting_server_held_only_by_an_unbound_claim_naming_nothing_goes() {
 
 // ---- R empty ----
 
-/// Claims name S → the winner (user-chosen before controller-chosen, though younger) gets
-/// R with its uid, `bound-by-controller` and the finalizer in one write; Normal Claimed.
+/// Claims name S → the winner (user-chosen before controller-chosen, though younger:
+/// the pick can take s2 instead, so the user's claim has its turn) gets R with its uid,
+/// `bound-by-controller` and the finalizer in one write; Normal Claimed. The pick
+/// withdraws and takes s2.
 #[tokio::test]
 async fn free_server_named_by_claims_goes_to_the_winner() {
     let mut env = Env::new().await;
     env.put_server(server("s1")).await;
+    env.put_server(server("s2")).await;
     env.put_claim(claim("controller-chosen").chose("s1")).await;
     env.put_claim(claim("user-chosen").names("s1")).await;
     env.start(2).await;
@@ -117,12 +120,25 @@ async fn free_server_named_by_claims_goes_to_the_winner() {
         note.starts_with(&format!("server is claimed by {NS}/user-chosen (uid ")),
         "{note}"
     );
-    // The loser withdraws and, with no other server, waits.
-    let loser = env
-        .wait_claim_phase("controller-chosen", ClaimPhase::Pending, "NoMatchingServer")
-        .await;
-    assert_eq!(server_ref(&loser), None);
+    // The loser withdraws and takes the other server.
     env.wait_event(CLAIM, "controller-chosen", "Normal", "Rebinding")
+        .await;
+    wait_bound(&env, "controller-chosen", "s2").await;
+}
+
+/// The same with one server: the pick, ahead in the fair order, needs s1, so the user's
+/// younger claim does not have its turn and the pick keeps s1; the user's claim finds
+/// it taken (docs/binding.md, "The matching").
+#[tokio::test]
+async fn a_pick_ahead_keeps_the_server_a_younger_users_claim_names() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1")).await;
+    env.put_claim(claim("controller-chosen").chose("s1")).await;
+    env.put_claim(claim("user-chosen").names("s1")).await;
+    env.start(2).await;
+
+    wait_bound(&env, "controller-chosen", "s1").await;
+    env.wait_claim_phase("user-chosen", ClaimPhase::Pending, "ServerAlreadyClaimed")
         .await;
 }
 

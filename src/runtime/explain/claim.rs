@@ -9,8 +9,8 @@ use super::world::World;
 use crate::api::ServerClaim;
 use crate::binding::backoff::{WRITE_REFUSED, backs_off};
 use crate::binding::{
-    Binder, CLAIM_BEING_DELETED, Cause, ClaimCatalog, ClaimDecision, ClaimStep, PickState,
-    ServerCatalog, ServerView, Sight, Unavailability, find_bound, hindrance, meta, pass_over,
+    Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, PickState, ServerView, Sight,
+    Unavailability, find_bound, hindrance, meta, pass_over,
 };
 
 #[derive(Debug, Serialize)]
@@ -68,7 +68,6 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
             ))
         })?;
     let binder = world.binder();
-    let (servers, claims) = (binder.servers(), binder.claims());
     let decision = decide(claim, &binder);
     let waits = matches!(
         decision,
@@ -80,7 +79,7 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
     );
     let (summary, verdicts) = match &decision {
         Some(decision) if waits => {
-            let (summary, verdicts) = verdicts(claim, servers, claims, decision);
+            let (summary, verdicts) = verdicts(claim, &binder, decision);
             (Some(summary), verdicts)
         }
         _ => (None, Vec::new()),
@@ -140,12 +139,14 @@ fn chosen_by(claim: &ServerClaim) -> &'static str {
 /// The summary and every server's verdict, usable first, then closest to serving.
 fn verdicts(
     claim: &ServerClaim,
-    servers: &ServerCatalog,
-    claims: &ClaimCatalog,
+    binder: &Binder,
     decision: &ClaimDecision,
 ) -> (String, Vec<Verdict>) {
+    let (servers, claims) = (binder.servers(), binder.claims());
     let nobody = |_: &str| false;
-    let skip = pass_over(claim, servers, claims, &nobody);
+    let now = Timestamp::now();
+    let turn = |rival: &ServerClaim, server: &str| binder.has_turn(rival, server, now);
+    let skip = pass_over(claim, servers, claims, &nobody, &turn);
     let state = PickState {
         skip: &skip,
         waits_turn: matches!(decision, ClaimDecision::WaitForTurn { .. }),
