@@ -7,7 +7,7 @@ use super::error::CommandError;
 use super::identity::identity;
 use super::leader::{self, LeaderElection};
 use super::logging;
-use super::operator::{self, OperatorConfig};
+use super::operator::{self, OperatorConfig, OperatorHandle};
 use super::signals;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -42,6 +42,31 @@ pub struct RunArgs {
 /// Runs both controllers against the cluster the environment names, until SIGTERM.
 pub async fn run(args: RunArgs) -> Result<(), CommandError> {
     logging::init(args.controllers.log_format);
+    // Caught before anything starts: the controllers may be writing by the time `start`
+    // returns, and a SIGTERM then must stop them gracefully too, not kill the process
+    // between a write and what follows it (its log line, the Lease's release). One that
+    // comes during the start (an API server slow to answer) stops the process at once.
+    let mut termination = signals::Termination::catch().map_err(CommandError::Signals)?;
+    let mut operator = tokio::select! {
+        started = start(&args) => started?,
+        () = termination.recv() => {
+            tracing::info!("stopped before the controllers started");
+            return Ok(());
+        }
+    };
+    tokio::select! {
+        () = termination.recv() => {}
+        () = operator.wait() => return Err(CommandError::ControllersStopped),
+    }
+    tracing::info!("shutting down");
+    operator.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Starts both controllers (and the Lease's elector, if asked) on the cluster the
+/// environment names. Nothing runs until it returns: dropping it stops everything.
+async fn start(args: &RunArgs) -> Result<OperatorHandle, CommandError> {
     let kube_config = kube::Config::infer()
         .await
         .map_err(CommandError::KubeConfig)?;
@@ -58,21 +83,12 @@ pub async fn run(args: RunArgs) -> Result<(), CommandError> {
         identity: identity.clone(),
         leader_election,
     };
-    let mut operator = operator::start(client, config).await?;
+    let operator = operator::start(client, config).await?;
     tracing::info!(
         metrics = ?operator.metrics_addr,
         identity,
         leader_elect = args.leader_elect,
         "server-binder is running"
     );
-    tokio::select! {
-        signalled = signals::terminated() => {
-            signalled.map_err(CommandError::Signals)?;
-        }
-        _ = operator.wait() => return Err(CommandError::ControllersStopped),
-    }
-    tracing::info!("shutting down");
-    operator.shutdown().await;
-    tracing::info!("stopped");
-    Ok(())
+    Ok(operator)
 }

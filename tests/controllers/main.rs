@@ -26,11 +26,16 @@ mod why;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::PostParams;
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerPhase};
+use server_binder::apiserver::RequestMatcher;
 use support::*;
 
 async fn count_phase(env: &Env, wanted: ClaimPhase) -> usize {
@@ -221,6 +226,81 @@ async fn a_crash_after_any_write_of_a_release_converges() {
     );
 }
 
+/// One `server-binder run` process without leader election, its JSON log read as it
+/// comes; killed when dropped, if the test fails before it stops.
+struct RunProcess {
+    child: Child,
+    metrics: SocketAddr,
+    log: Option<JoinHandle<Vec<String>>>,
+}
+
+impl RunProcess {
+    fn spawn(kubeconfig: &Path) -> Self {
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_server-binder"))
+            .args(["run", "--concurrency", "4", "--log-format", "json"])
+            .args(["--metrics-addr", &metrics.to_string()])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("server-binder run starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = std::thread::spawn(move || {
+            BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
+        });
+        Self {
+            child,
+            metrics,
+            log: Some(log),
+        }
+    }
+
+    /// Its caches synced and, since it catches SIGTERM before it starts, sure to stop
+    /// gracefully from now on.
+    async fn ready(&self) -> bool {
+        try_http_get(self.metrics, "/readyz").await.map(|r| r.0) == Some(200)
+    }
+
+    /// SIGTERM: a graceful stop, which lets the reconciles in flight finish.
+    fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill -TERM {}", self.child.id());
+    }
+
+    /// Waits for the process to exit (polling: the API server it may still be writing
+    /// to runs on this thread), checks it exited 0, and returns every line it logged.
+    async fn exited_log(mut self) -> Vec<String> {
+        let what = format!("server-binder run ({}) to exit", self.child.id());
+        let child = &mut self.child;
+        let status = eventually(&what, DEADLINE, || {
+            let exited = child.try_wait().expect("the child can be waited on");
+            async move { exited }
+        })
+        .await;
+        let log = self.log.take().unwrap().join().expect("the log reader");
+        assert!(status.success(), "{what}: {status:?}\n{}", log.join("\n"));
+        log
+    }
+}
+
+impl Drop for RunProcess {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Two `run` processes without leader election contend for every server: the protocol
 /// alone keeps them apart. Their JSON logs say one line per transition, naming claim
 /// and server, and nothing about the conflicts they run into.
@@ -233,26 +313,25 @@ async fn two_independent_run_processes_never_bind_two_claims_to_one_server() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
-    let spawn = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_server-binder"))
-            .args(["run", "--concurrency", "4", "--metrics-addr", "127.0.0.1:0"])
-            .args(["--log-format", "json"])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("server-binder run starts");
-        let stderr = child.stderr.take().unwrap();
-        let lines = std::thread::spawn(move || {
-            BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
-        });
-        (child, lines)
-    };
-    let (mut a, a_log) = spawn();
-    let (mut b, b_log) = spawn();
+    // A bind is logged after its status write returns, so the test can see a claim Bound
+    // before its binder has said so. Holding every such response back makes that the
+    // rule, not a matter of timing: only a graceful stop gets every line out (a kill -9
+    // here once lost a line about one run in thirty, under load).
+    let status_writes = RequestMatcher::any()
+        .verb("update")
+        .resource("serverclaims")
+        .subresource("status");
+    env.apiserver
+        .faults()
+        .delay_response(status_writes, 1000, Duration::from_millis(100));
+    let (a, b) = (
+        RunProcess::spawn(&kubeconfig),
+        RunProcess::spawn(&kubeconfig),
+    );
+    eventually("both processes ready", DEADLINE, || async {
+        a.ready().await && b.ready().await
+    })
+    .await;
     for i in 0..30 {
         let c = ServerClaim::new(&format!("c{i:02}"), ServerClaimSpec::default());
         env.claims()
@@ -266,14 +345,18 @@ async fn two_independent_run_processes_never_bind_two_claims_to_one_server() {
         count_phase(&env, ClaimPhase::Bound).await == 30
     })
     .await;
-    let _ = a.kill();
-    let _ = b.kill();
-    let _ = (a.wait(), b.wait());
+    a.sigterm();
+    b.sigterm();
+    let mut lines = a.exited_log().await;
+    lines.extend(b.exited_log().await);
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+    assert_logs_say_each_bind(&lines);
+}
 
-    let lines: Vec<String> = [a_log, b_log]
-        .into_iter()
-        .flat_map(|log| log.join().expect("the log reader"))
-        .collect();
+/// The two processes' logs: a Bound line naming its server for every claim, nothing at
+/// WARN or above, and about one line per transition.
+fn assert_logs_say_each_bind(lines: &[String]) {
     let records: Vec<serde_json::Value> = lines
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
