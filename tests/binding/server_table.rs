@@ -89,6 +89,11 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
     ));
 }
 
+/// The server decision when no claim exists, with these default release gates.
+fn decide_alone(server: &Server, liveness: Liveness, gates: &[String]) -> ServerDecision {
+    decide_server(server, &claims(vec![]), liveness, gates, IN_TURN)
+}
+
 /// [q] A user's claim out of its turn for the server is no candidate: the server stays
 /// `Available` for the claims ahead, or goes to a pick, or to a claim restoring a bind;
 /// the turn is not asked of those.
@@ -569,13 +574,7 @@ fn a_gated_recycle_releases_and_starts_cleaning_in_one_write() {
 fn the_gates_in_force_are_recorded_at_the_release() {
     let bound = server("s1").claimed_for("c", "uid-c");
     let default = [s("x.io/wipe")];
-    let d = decide_server(
-        &bound,
-        &claims(vec![]),
-        Liveness::Confirmed,
-        &default,
-        IN_TURN,
-    );
+    let d = decide_alone(&bound, Liveness::Confirmed, &default);
     let p = plan(&bound, &d);
     let w = written(&p);
     assert_eq!(
@@ -585,7 +584,7 @@ fn the_gates_in_force_are_recorded_at_the_release() {
     let mut cleaning = w.clone();
     cleaning.metadata.generation = Some(2);
     for flag in [vec![], vec![s("x.io/other")]] {
-        let d = decide_server(&cleaning, &claims(vec![]), Liveness::Cached, &flag, IN_TURN);
+        let d = decide_alone(&cleaning, Liveness::Cached, &flag);
         assert_eq!(
             d,
             ServerDecision::Cleaning {
@@ -667,13 +666,7 @@ fn a_record_that_cannot_be_matched_is_repaired() {
         .as_mut()
         .unwrap()
         .remove(ANNOTATION_CLEANING_GATES);
-    let d = decide_server(
-        &legacy,
-        &claims(vec![]),
-        Liveness::Cached,
-        &[s("x.io/wipe")],
-        IN_TURN,
-    );
+    let d = decide_alone(&legacy, Liveness::Cached, &[s("x.io/wipe")]);
     assert_eq!(
         d,
         ServerDecision::RepairCleaningRecord {
@@ -696,25 +689,13 @@ fn a_record_that_cannot_be_matched_is_repaired() {
 fn the_default_gates_apply_unless_the_server_says_otherwise() {
     let bound = server("s1").claimed_for("c", "uid-c");
     let default = [s("wipe")];
-    let d = decide_server(
-        &bound,
-        &claims(vec![]),
-        Liveness::Confirmed,
-        &default,
-        IN_TURN,
-    );
+    let d = decide_alone(&bound, Liveness::Confirmed, &default);
     assert!(
         matches!(d, ServerDecision::ReleaseToCleaning { .. }),
         "{d:?}"
     );
     let none = bound.clone().gates(&[]);
-    let d = decide_server(
-        &none,
-        &claims(vec![]),
-        Liveness::Confirmed,
-        &default,
-        IN_TURN,
-    );
+    let d = decide_alone(&none, Liveness::Confirmed, &default);
     assert_eq!(
         d,
         ServerDecision::Release {
@@ -722,13 +703,7 @@ fn the_default_gates_apply_unless_the_server_says_otherwise() {
         }
     );
     let retained = bound.retain();
-    let d = decide_server(
-        &retained,
-        &claims(vec![]),
-        Liveness::Confirmed,
-        &default,
-        IN_TURN,
-    );
+    let d = decide_alone(&retained, Liveness::Confirmed, &default);
     assert_eq!(
         d,
         ServerDecision::Release {

@@ -97,12 +97,7 @@ impl Replica {
     }
 
     fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill -TERM {}", self.name);
+        send_sigterm(&self.child);
     }
 
     /// kill -9: no release, no graceful anything.

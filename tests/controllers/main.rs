@@ -268,12 +268,7 @@ impl RunProcess {
 
     /// SIGTERM: a graceful stop, which lets the reconciles in flight finish.
     fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill -TERM {}", self.child.id());
+        send_sigterm(&self.child);
     }
 
     /// Waits for the process to exit (polling: the API server it may still be writing

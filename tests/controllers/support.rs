@@ -258,6 +258,13 @@ pub async fn crash_after_each_write(
 }
 
 /// The default options with this many reconciles at once.
+/// SIGTERM to a child process: the graceful stop Kubernetes asks of a pod.
+pub fn send_sigterm(child: &std::process::Child) {
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status();
+    assert!(sent.expect("kill runs").success(), "kill -TERM {pid}");
+}
+
 pub fn options(concurrency: u16) -> Options {
     Options {
         concurrency,
