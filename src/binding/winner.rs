@@ -42,7 +42,7 @@ fn in_turn(server: &Server, claim: &ServerClaim, turn: Turn<'_>) -> bool {
 }
 
 /// Among the claims naming `server` that may take it ([`can_take_back`]) and have their
-/// turn (`turn`, unless the claim's status records a bind to it), the one that wins it:
+/// turn ([`in_turn`]: a user's claim is asked `turn`), the one that wins it:
 /// a claim whose status records a bind to this server first (the server lost its ref,
 /// and this restores it), then user-chosen, then controller-chosen, then the oldest,
 /// then by namespace/name.
