@@ -14,6 +14,8 @@
 //! - [`Binder::claim_object_written`], [`Binder::claim_status_written`]: the result of
 //!   a claim's writes → who to wake.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +31,7 @@ use super::claim_plan::{ClaimPlan, plan_claim};
 use super::coalesce::is_summary_refresh;
 use super::gates::cleaning_took;
 use super::meta::{self, ClaimKey};
-use super::placement::{PickInputs, Placement};
+use super::placement::{PickInputs, Placement, first_named};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -38,6 +40,10 @@ use super::view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
 use super::winner::{Turn, turn_on};
+
+/// Per server, the user's claim naming it that is first in the fair order
+/// ([`first_named`]), found once per decision.
+type FirstNamed = RefCell<HashMap<String, Option<ClaimKey>>>;
 
 /// The claim controller's decision function (swappable for the model check's mutants).
 pub type ClaimDecider =
@@ -451,7 +457,9 @@ impl Binder {
             }
         };
         let chosen_for_others = |server: &str| self.assumed.chosen_for_other(server, &key);
-        let turn = |rival: &ServerClaim, server: &str| self.has_turn(rival, server, now);
+        let first = FirstNamed::default();
+        let turn =
+            |rival: &ServerClaim, server: &str| self.has_turn_among(rival, server, now, &first);
         let skip = pass_over(claim, &self.servers, claims, &chosen_for_others, &turn);
         let pick = PickInputs {
             skip: &skip,
@@ -477,12 +485,40 @@ impl Binder {
     /// Whether the fair order lets `claim`, which names `server`, take it now
     /// ([`turn_on`]), as this binder sees the claims and its picks in flight.
     pub fn has_turn(&self, claim: &ServerClaim, server: &str, now: Timestamp) -> bool {
+        self.has_turn_among(claim, server, now, &FirstNamed::default())
+    }
+
+    /// [`Binder::has_turn`], asking only the first in the fair order of the users'
+    /// claims naming `server` ([`first_named`]), found once per server in `first`.
+    fn has_turn_among(
+        &self,
+        claim: &ServerClaim,
+        server: &str,
+        now: Timestamp,
+        first: &FirstNamed,
+    ) -> bool {
         let key = claim_key(claim);
+        let waiting = self.claims.waiting();
         let held_back = self.refused.held_back(now);
+        let Some(named) = self.servers.server(server) else {
+            return false;
+        };
+        let first_key = first
+            .borrow_mut()
+            .entry(server.to_string())
+            .or_insert_with(|| {
+                let naming = self.claims.claims_naming(server);
+                let keys: Vec<ClaimKey> = naming.into_iter().map(claim_key).collect();
+                first_named(named, keys.iter(), &held_back, waiting)
+            })
+            .clone();
+        if first_key.as_ref() != Some(&key) {
+            return false;
+        }
         let chosen_for_others = |s: &str| self.assumed.chosen_for_other(s, &key);
         let pick = PickInputs {
             skip: &chosen_for_others,
-            waiting: self.claims.waiting(),
+            waiting,
             assumed: &self.assumed,
             held_back: &held_back,
             refused: None,
@@ -547,7 +583,9 @@ impl Binder {
     ) -> ServerStep {
         let decide = self.rules.server;
         let gates = &self.config.release_gates;
-        let in_turn = |claim: &ServerClaim| self.has_turn(claim, meta::name(server), now);
+        let first = FirstNamed::default();
+        let in_turn =
+            |claim: &ServerClaim| self.has_turn_among(claim, meta::name(server), now, &first);
         let turn: Turn<'_> = &in_turn;
         let decision = match live {
             None => decide(server, &self.claims, Liveness::Cached, gates, turn),

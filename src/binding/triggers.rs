@@ -7,7 +7,7 @@
 //!
 //! | change | wakes |
 //! |---|---|
-//! | a server changes | the server; the claims naming it; the claims its old and new ref name; if it is free now and was not, or changed while free: per claim shape that fits it, the first (free servers + picks in flight + 1) waiting claims in the fair order ([`first_waiting_for`]), and the free servers users' claims name with those claims (their turn may have come) |
+//! | a server changes | the server; the claims naming it; the claims its old and new ref name; if it is free now and was not, or changed while free: per claim shape that fits it, the first (free servers + picks in flight + 1) waiting claims in the fair order ([`first_waiting_for`]), and the free servers users' claims name (their turn may have come) |
 //! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; every pending claim, and the free servers users' claims name, if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape: the matching may now give the others what it kept for it |
 //! | an assumed choice ends | every pending claim, if its server is free: they passed it over |
 //! | a relist | everything |
@@ -60,13 +60,14 @@ impl Wake {
         self.claims.extend(claims.pending().map(claim_key));
     }
 
-    /// The free servers users' claims name, and those claims: a claim naming a server
-    /// takes it in its turn, and its turn may have come.
+    /// The free servers users' claims name: a claim naming a server takes it in its
+    /// turn, and its turn may have come. The servers, not the claims: the server decides
+    /// (and, when it takes a claim, its change wakes the claims naming it), so a tenant's
+    /// thousand claims naming one server cost one wake-up, not a thousand.
     fn named_free_servers(&mut self, servers: &ServerCatalog, claims: &ClaimCatalog) {
-        for (server, key) in claims.waiting().named() {
-            if servers.server(server).is_some_and(is_free) {
+        for (server, _) in claims.waiting().named() {
+            if !self.servers.contains(server) && servers.server(server).is_some_and(is_free) {
                 self.servers.insert(server.to_string());
-                self.claims.insert(key.clone());
             }
         }
     }

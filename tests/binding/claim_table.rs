@@ -913,3 +913,52 @@ fn a_users_claim_naming_a_server_waits_its_turn() {
         ClaimDecision::PickBestFit { server: s("s2") }
     );
 }
+
+/// [q] Of many users' claims naming one server, only the first in the fair order is asked
+/// its turn: the oldest waiting claim still picks the server they all name, and the
+/// first of them, with a second server for that claim, has its turn.
+#[test]
+fn only_the_first_of_many_claims_naming_a_server_has_its_turn() {
+    let a = claim("a").created(1);
+    let namers: Vec<ServerClaim> = (0..50)
+        .map(|i| {
+            in_namespace(
+                claim(&format!("n{i:02}")).names("s1").created(2 + i),
+                "team-b",
+            )
+        })
+        .collect();
+    let mut all = vec![a.clone()];
+    all.extend(namers.iter().cloned());
+    let binder = Binder::listed(
+        Rules::real(),
+        BinderConfig {
+            status_interval: std::time::Duration::from_secs(10),
+            release_gates: vec![],
+        },
+        vec![server("s1")],
+        all.clone(),
+        now().0,
+    );
+    assert!(!binder.has_turn(&namers[0], "s1", now().0), "a needs s1");
+    assert!(
+        namers.iter().all(|n| !binder.has_turn(n, "s1", now().0)),
+        "nobody behind a has it"
+    );
+    let binder = Binder::listed(
+        Rules::real(),
+        BinderConfig {
+            status_interval: std::time::Duration::from_secs(10),
+            release_gates: vec![],
+        },
+        vec![server("s1"), server("s2")],
+        all,
+        now().0,
+    );
+    assert!(binder.has_turn(&namers[0], "s1", now().0));
+    assert!(
+        namers[1..]
+            .iter()
+            .all(|n| !binder.has_turn(n, "s1", now().0))
+    );
+}
