@@ -12,7 +12,9 @@
 //! [`FreeServerIndex`]). The flow network is source → shape (capacity: its waiting
 //! claims) → class (an edge where the shape fits the class) → sink (capacity: the class's
 //! free servers), restricted to the connected component of the picker's shape. Its size is
-//! that of the fleet's shapes, not of the fleet. See docs/binding.md, "Picking a server".
+//! that of the fleet's shapes, not of the fleet. A free server that users' claims name is
+//! a class of its own, and those claims a node asking for it alone: a name says which
+//! server, not when ([`place_named`]). See docs/binding.md, "Picking a server".
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
