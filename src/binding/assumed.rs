@@ -75,6 +75,14 @@ impl AssumedChoices {
             .is_some_and(|a| &a.claim != claim)
     }
 
+    /// Whether `server` is assumed chosen for `claim`: a pick this controller made and
+    /// stands behind (docs/binding.md, "Whose pick is it").
+    pub fn holds(&self, server: &str, claim: &ClaimKey) -> bool {
+        self.by_server
+            .get(server)
+            .is_some_and(|a| &a.claim == claim)
+    }
+
     /// Whether `server` is assumed chosen for any claim.
     pub fn is_assumed(&self, server: &str) -> bool {
         self.by_server.contains_key(server)

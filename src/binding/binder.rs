@@ -30,8 +30,8 @@ use super::claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_ov
 use super::claim_plan::{ClaimPlan, plan_claim};
 use super::coalesce::is_summary_refresh;
 use super::gates::cleaning_took;
-use super::meta::{self, ClaimKey};
-use super::placement::{PickInputs, Placement, first_named};
+use super::meta::{self, ClaimKey, is_controller_chosen};
+use super::placement::{PickInputs, Placement, first_named, first_stray};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -39,11 +39,12 @@ use super::triggers::{Triggers, Wake};
 use super::view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
-use super::winner::{Turn, turn_on};
+use super::winner::{Turn, pick_or_turn, turn_on};
 
-/// Per server, the user's claim naming it that is first in the fair order
-/// ([`first_named`]), found once per decision.
-type FirstNamed = RefCell<HashMap<String, Option<ClaimKey>>>;
+/// Per server and pool (users' claims, or controller-chosen ones this controller's picks
+/// do not hold), the claim naming it that is first in the fair order ([`first_named`],
+/// [`first_stray`]), found once per decision.
+type FirstNamed = RefCell<HashMap<(String, bool), Option<ClaimKey>>>;
 
 /// The claim controller's decision function (swappable for the model check's mutants).
 pub type ClaimDecider =
@@ -129,6 +130,9 @@ pub struct ClaimWork {
     pub picked: Option<String>,
     /// Look at the claim again after this long (`None`: on a change, or the resync).
     pub then: Option<Duration>,
+    /// Whom to wake once the step has started: a pick taken up without a write
+    /// (`ResumePick`) wakes its server, which no watch event will.
+    pub wakes: Wake,
     /// Seconds from the claim's creation to this step, for the bind duration metric.
     pub since_created: Option<f64>,
 }
@@ -429,6 +433,7 @@ impl Binder {
         };
         ClaimStep::Act(Box::new(ClaimWork {
             key,
+            wakes: wakes_on_start(&decision),
             picked: assumption_for(&decision).map(str::to_string),
             since_created: seconds_since_created(claim, now),
             decision,
@@ -458,8 +463,11 @@ impl Binder {
         };
         let chosen_for_others = |server: &str| self.assumed.chosen_for_other(server, &key);
         let first = FirstNamed::default();
-        let turn =
-            |rival: &ServerClaim, server: &str| self.has_turn_among(rival, server, now, &first);
+        let turn = |rival: &ServerClaim, server: &str| {
+            pick_or_turn(server, rival, &self.assumed, || {
+                self.has_turn_among(rival, server, now, &first, self)
+            })
+        };
         let skip = pass_over(claim, &self.servers, claims, &chosen_for_others, &turn);
         let pick = PickInputs {
             skip: &skip,
@@ -485,28 +493,39 @@ impl Binder {
     /// Whether the fair order lets `claim`, which names `server`, take it now
     /// ([`turn_on`]), as this binder sees the claims and its picks in flight.
     pub fn has_turn(&self, claim: &ServerClaim, server: &str, now: Timestamp) -> bool {
-        self.has_turn_among(claim, server, now, &FirstNamed::default())
+        self.has_turn_among(claim, server, now, &FirstNamed::default(), self)
     }
 
-    /// [`Binder::has_turn`], asking only the first in the fair order of the users'
-    /// claims naming `server` ([`first_named`]), found once per server in `first`.
+    /// [`Binder::has_turn`] with the picks in flight and the claims backing off of
+    /// `claim_side` (the claim controller's binder: this one in the binary), asking only
+    /// the first in the fair order of the users' claims naming `server`
+    /// ([`first_named`]), or of the controller-chosen ones its picks do not hold
+    /// ([`first_stray`]: they rank after users' in the winner rule, so they are asked
+    /// apart), found once per server in `first`.
     fn has_turn_among(
         &self,
         claim: &ServerClaim,
         server: &str,
         now: Timestamp,
         first: &FirstNamed,
+        claim_side: &Binder,
     ) -> bool {
         let key = claim_key(claim);
         let waiting = self.claims.waiting();
-        let held_back = self.refused.held_back(now);
+        let picks = &claim_side.assumed;
+        let held_back = claim_side.refused.held_back(now);
         let Some(named) = self.servers.server(server) else {
             return false;
         };
+        let stray = is_controller_chosen(claim);
         let first_key = first
             .borrow_mut()
-            .entry(server.to_string())
+            .entry((server.to_string(), stray))
             .or_insert_with(|| {
+                if stray {
+                    let held = |k: &ClaimKey| picks.holds(server, k);
+                    return first_stray(named, &held_back, waiting, &held);
+                }
                 let naming = self.claims.claims_naming(server);
                 let keys: Vec<ClaimKey> = naming.into_iter().map(claim_key).collect();
                 first_named(named, keys.iter(), &held_back, waiting)
@@ -515,11 +534,11 @@ impl Binder {
         if first_key.as_ref() != Some(&key) {
             return false;
         }
-        let chosen_for_others = |s: &str| self.assumed.chosen_for_other(s, &key);
+        let chosen_for_others = |s: &str| picks.chosen_for_other(s, &key);
         let pick = PickInputs {
             skip: &chosen_for_others,
             waiting,
-            assumed: &self.assumed,
+            assumed: picks,
             held_back: &held_back,
             refused: None,
         };
@@ -581,11 +600,29 @@ impl Binder {
         live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
         now: Timestamp,
     ) -> ServerStep {
+        self.reconcile_server_beside(self, server, live, now)
+    }
+
+    /// [`Binder::reconcile_server`] in a process whose claim controller runs
+    /// `claim_side`: its picks in flight and its claims backing off count. The binary's
+    /// two controllers share one binder; the model check, which runs them apart, hands
+    /// the server controller the claim controller's (docs/binding.md, "Whose pick is it").
+    pub fn reconcile_server_beside(
+        &self,
+        claim_side: &Binder,
+        server: &Server,
+        live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
+        now: Timestamp,
+    ) -> ServerStep {
         let decide = self.rules.server;
         let gates = &self.config.release_gates;
         let first = FirstNamed::default();
-        let in_turn =
-            |claim: &ServerClaim| self.has_turn_among(claim, meta::name(server), now, &first);
+        let name = meta::name(server);
+        let in_turn = |claim: &ServerClaim| {
+            pick_or_turn(name, claim, &claim_side.assumed, || {
+                self.has_turn_among(claim, name, now, &first, claim_side)
+            })
+        };
         let turn: Turn<'_> = &in_turn;
         let decision = match live {
             None => decide(server, &self.claims, Liveness::Cached, gates, turn),
@@ -652,14 +689,36 @@ impl Binder {
         read: impl Fn(&ServerClaimRef) -> Option<ServerClaim>,
         now: Timestamp,
     ) -> ServerStep {
-        match self.reconcile_server(server, None, now) {
+        self.reconcile_server_reading_beside(self, server, read, now)
+    }
+
+    /// [`Binder::reconcile_server_beside`] with a live read that answers at once.
+    pub fn reconcile_server_reading_beside(
+        &self,
+        claim_side: &Binder,
+        server: &Server,
+        read: impl Fn(&ServerClaimRef) -> Option<ServerClaim>,
+        now: Timestamp,
+    ) -> ServerStep {
+        match self.reconcile_server_beside(claim_side, server, None, now) {
             ServerStep::ReadClaim(r) => {
                 let live = read(&r);
-                self.reconcile_server(server, Some((&r, live.as_ref())), now)
+                let live = Some((&r, live.as_ref()));
+                self.reconcile_server_beside(claim_side, server, live, now)
             }
             act => act,
         }
     }
+}
+
+/// Whom a decision wakes as soon as it starts: a pick taken up without a write wakes its
+/// server.
+fn wakes_on_start(decision: &ClaimDecision) -> Wake {
+    let mut wake = Wake::default();
+    if let ClaimDecision::ResumePick { server } = decision {
+        wake.servers.insert(server.clone());
+    }
+    wake
 }
 
 /// How long from `now` until `until`, if it is later.

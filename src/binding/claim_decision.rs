@@ -4,15 +4,16 @@
 
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
+use super::assumed::claim_key;
 use super::backoff::Refusal;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{gave_back, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
-use super::placement::{PickInputs, Placement, WAITING_FOR_TURN};
+use super::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
 use super::selector::selector_matches;
 use super::view::{ClaimView, Liveness, ServerView};
 use super::why::{PickState, Unavailability};
-use super::winner::{outranked_on, turn_on};
+use super::winner::{is_picked, outranked_on, turn_on};
 
 /// What the claim controller does with a claim. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,10 +85,21 @@ pub enum ClaimDecision {
     WithdrawMissingServer { server: String },
     /// The user-chosen server is missing: Pending `ServerNotFound`.
     ServerNotFound { server: String },
-    /// The server has no `serverClaimRef` and is eligible, and the claim's ref is
-    /// controller-chosen or the claim has its turn for it ([`turn_on`]): wait for the
-    /// server controller.
+    /// The server has no `serverClaimRef` and is eligible, and the claim's ref is this
+    /// controller's pick in flight or the claim has its turn for it ([`turn_on`]): wait
+    /// for the server controller.
     WaitForServer { server: String },
+    /// The controller-chosen server has no ref and is eligible, the ref is not a pick this
+    /// controller has in flight (made before a restart, by another replica, or written
+    /// by hand), and the claim has its turn for the server ([`turn_on`]): take the pick
+    /// up as this controller's own (assume it, no write) and wake the server, whose
+    /// controller completes it (docs/binding.md, "Whose pick is it").
+    ResumePick { server: String },
+    /// The controller-chosen server has no ref and is eligible, but the ref is not a pick
+    /// this controller has in flight (made before a restart, by another replica, or
+    /// written by hand) and claims ahead of this one need the server: withdraw, and wait
+    /// in the queue again (docs/binding.md, "Whose pick is it").
+    WithdrawOutOfTurn { server: String, ahead: Ahead },
     /// The controller-chosen server has no ref but is not eligible: withdraw, pick again.
     WithdrawIneligibleServer { server: String, why: Ineligible },
     /// The user-chosen server has no ref but is not eligible: Pending, Warning `ServerMismatch`.
@@ -143,9 +155,11 @@ impl ClaimDecision {
             self,
             AdoptReservedServer { .. }
                 | PickBestFit { .. }
+                | WaitForTurn { .. }
                 | NoMatchingServer { .. }
                 | WithdrawMissingServer { .. }
                 | WithdrawIneligibleServer { .. }
+                | WithdrawOutOfTurn { .. }
                 | CompleteBind { .. }
                 | GiveBackServer { .. }
                 | WithdrawTakenServer { .. }
@@ -177,6 +191,8 @@ impl ClaimDecision {
             | ServerNotFound { server }
             | WaitForServer { server }
             | WithdrawIneligibleServer { server, .. }
+            | WithdrawOutOfTurn { server, .. }
+            | ResumePick { server }
             | ServerMismatch { server, .. }
             | WaitForUid { server }
             | GiveBackServer { server, .. }
@@ -197,7 +213,9 @@ impl ClaimDecision {
 /// it from other picks.
 pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
     match decision {
-        ClaimDecision::PickBestFit { server } => Some(server),
+        ClaimDecision::PickBestFit { server } | ClaimDecision::ResumePick { server } => {
+            Some(server)
+        }
         _ => None,
     }
 }
@@ -392,9 +410,11 @@ fn decide_unbound(
     }
 }
 
-/// A claim naming a free server it is eligible for waits for the server controller: a
-/// pick (controller-chosen) was made in its turn, and a user's claim waits its turn
-/// first. A name is not a place in the queue (docs/binding.md, "The matching").
+/// A claim naming a free server it is eligible for waits for the server controller: this
+/// controller's pick was made in its turn, and any other ref waits its turn first. A name
+/// is not a place in the queue (docs/binding.md, "The matching"), nor is a `pre-bound`
+/// this controller did not write: out of its turn it is withdrawn, as the controller's
+/// to withdraw, and the claim queues again ("Whose pick is it").
 fn wait_for_named_server(
     claim: &ServerClaim,
     s: &Server,
@@ -402,12 +422,21 @@ fn wait_for_named_server(
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
     let server = meta::name(s).to_string();
-    if is_controller_chosen(claim) {
+    let controller_chosen = is_controller_chosen(claim);
+    // Another claim's pick of it in flight: the server controller settles which wins.
+    let picked_for_other = pick.assumed.chosen_for_other(&server, &claim_key(claim));
+    if is_picked(&server, claim, pick.assumed) || controller_chosen && picked_for_other {
         return ClaimDecision::WaitForServer { server };
     }
     let Placement::WaitForTurn(ahead) = turn_on(&server, claim, servers, pick) else {
-        return ClaimDecision::WaitForServer { server };
+        return match controller_chosen {
+            true => ClaimDecision::ResumePick { server },
+            false => ClaimDecision::WaitForServer { server },
+        };
     };
+    if controller_chosen {
+        return ClaimDecision::WithdrawOutOfTurn { server, ahead };
+    }
     let state = PickState {
         skip: &|_| false,
         waits_turn: true,

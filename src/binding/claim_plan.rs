@@ -106,6 +106,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
         NoMatchingServer { why } => no_matching_server(claim, why, now),
         WithdrawMissingServer { .. }
         | WithdrawIneligibleServer { .. }
+        | WithdrawOutOfTurn { .. }
         | WithdrawTakenServer { .. } => withdraw(claim, decision.describe(), now),
         ServerNotFound { .. } => pending_with_warning(
             claim,
@@ -113,7 +114,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             decision.describe(),
             now,
         ),
-        WaitForServer { .. } | WaitForUid { .. } => {
+        WaitForServer { .. } | WaitForUid { .. } | ResumePick { .. } => {
             waiting_for_server(claim, decision.describe(), now)
         }
         ServerMismatch { .. } => pending_with_warning(
@@ -195,25 +196,31 @@ fn waiting_for_server(claim: &ServerClaim, message: String, now: &Time) -> Claim
 /// server (the servers it could take "are kept for claims ahead of it").
 fn wait_for_turn(claim: &ServerClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
-    with_event(
+    let plan = with_event(
         pending(claim, WAITING_FOR_TURN, message.clone(), now),
         BindingEvent::normal(WAITING_FOR_TURN, "Binding", message),
-    )
+    );
+    without_stale_pre_bound(claim, plan)
+}
+
+/// A claim that waits in the queue names no server: a `pre-bound` left on it (a user
+/// cleared a controller-chosen serverRef, or wrote the annotation alone) is dropped, or
+/// a serverRef the user writes next would look controller-chosen.
+fn without_stale_pre_bound(claim: &ServerClaim, mut plan: ClaimPlan) -> ClaimPlan {
+    if claim.spec.server_ref.is_none() && is_controller_chosen(claim) {
+        plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
+    }
+    plan
 }
 
 /// Pending `NoMatchingServer` with a Normal `FailedBinding`, saying why server by server.
 fn no_matching_server(claim: &ServerClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
-    let mut plan = with_event(
+    let plan = with_event(
         pending(claim, NO_MATCHING_SERVER, message.clone(), now),
         BindingEvent::normal("FailedBinding", "Binding", message),
     );
-    // A user cleared a controller-chosen serverRef: drop the stale `pre-bound` too, or a
-    // serverRef the user writes next would look controller-chosen.
-    if is_controller_chosen(claim) {
-        plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
-    }
-    plan
+    without_stale_pre_bound(claim, plan)
 }
 
 /// Phase Lost with a condition and a Warning event saying `what` happened.

@@ -13,6 +13,7 @@ use super::eligibility::describe_ref;
 use super::gates::{Pending, release_generation};
 use super::meta::ClaimKey;
 use super::server_decision::{RecordProblem, RollBackCause, ServerDecision};
+use super::why::names_ahead;
 
 /// What a claim being deleted gets from the claim controller (no decision: `Idle`).
 pub const CLAIM_BEING_DELETED: &str =
@@ -42,6 +43,8 @@ impl ClaimDecision {
             ServerNotFound { .. } => "ServerNotFound",
             WaitForServer { .. } => "WaitForServer",
             WithdrawIneligibleServer { .. } => "WithdrawIneligibleServer",
+            WithdrawOutOfTurn { .. } => "WithdrawOutOfTurn",
+            ResumePick { .. } => "ResumePick",
             ServerMismatch { .. } => "ServerMismatch",
             WaitForUid { .. } => "WaitForUid",
             CompleteBind { .. } => "CompleteBind",
@@ -91,12 +94,20 @@ impl ClaimDecision {
             ServerNotFound { server } => {
                 format!("server {server} named by serverRef does not exist")
             }
-            WaitForServer { server } | WaitForUid { server } => {
+            // As a pick in flight says it: taking a pick up changes nothing the claim shows.
+            WaitForServer { server } | WaitForUid { server } | ResumePick { server } => {
                 format!("waiting for server {server} to record this claim")
             }
             WithdrawIneligibleServer { server, why } => {
                 withdrawal(server, &format!("can no longer serve this claim: {why}"))
             }
+            WithdrawOutOfTurn { server, ahead } => withdrawal(
+                server,
+                &format!(
+                    "is not a pick this controller has in flight (it was made before a restart, by another replica, or by hand), and claims ahead of this one need it{}",
+                    names_ahead(ahead).map(|n| format!(" ({n})")).unwrap_or_default()
+                ),
+            ),
 
             ServerMismatch { server, why } => {
                 format!("server {server} cannot serve this claim: {why}")

@@ -895,22 +895,50 @@ pub fn first_waiting_for(
 }
 
 /// Of `keys`, users' claims on the unbound path naming `server`, the first in the fair
-/// order among every waiting claim (of those that fit it and do not back off): the only one of them that can have its turn for
-/// that server (each of the others has it, and every claim ahead of it, ahead). Asking
-/// only this one keeps a tenant's thousand claims naming one server from costing a
-/// thousand matchings per decision.
+/// order among every waiting claim (of those that fit it and do not back off): the only
+/// one of them that can have its turn for that server (each of the others has it, and
+/// every claim ahead of it, ahead). Asking only this one keeps a tenant's thousand claims
+/// naming one server from costing a thousand matchings per decision.
 pub fn first_named<'k>(
     server: &Server,
     keys: impl Iterator<Item = &'k ClaimKey>,
     held_back: &[ClaimKey],
     waiting: &WaitingClaims,
 ) -> Option<ClaimKey> {
-    // As `place_named` counts them: claims that fit the server and are not backing off.
-    let named: Vec<&Waiter> = keys
+    let named = keys
         .filter(|k| !held_back.contains(k))
         .filter_map(|k| waiting.serving.get(k))
-        .filter(|(_, shape, _)| shape.fits_server(server))
-        .map(|(_, _, w)| w)
+        .map(|(_, shape, w)| (shape, w));
+    first_fitting(server, named, waiting)
+}
+
+/// Of the controller-chosen claims on the unbound path naming `server` that this
+/// controller's picks do not hold (`held` says which it holds: made before a restart, by
+/// another replica, or written by hand), the first in the fair order, as
+/// [`first_named`] finds it among users' claims: the only one of them asked its turn.
+pub fn first_stray(
+    server: &Server,
+    held_back: &[ClaimKey],
+    waiting: &WaitingClaims,
+    held: &dyn Fn(&ClaimKey) -> bool,
+) -> Option<ClaimKey> {
+    let picks = waiting.picks.get(meta::name(server)).into_iter().flatten();
+    let strays = picks
+        .filter(|(k, _)| !held(k) && !held_back.contains(k))
+        .map(|(_, (shape, w))| (shape, w));
+    first_fitting(server, strays, waiting)
+}
+
+/// Of `claims`, those that fit `server` (as `place_named` counts them), the first in the
+/// fair order among every waiting claim.
+fn first_fitting<'w>(
+    server: &Server,
+    claims: impl Iterator<Item = (&'w ClaimShape, &'w Waiter)>,
+    waiting: &'w WaitingClaims,
+) -> Option<ClaimKey> {
+    let named: Vec<&Waiter> = claims
+        .filter(|(shape, _)| shape.fits_server(server))
+        .map(|(_, w)| w)
         .collect();
     if named.len() <= 1 {
         return named.first().map(|w| w.key.clone());

@@ -241,15 +241,27 @@ impl fmt::Display for Unavailability {
 
 /// " Ahead of it: ns/a, ns/b, ns/c and 4 more." (nothing when none is named).
 fn write_ahead(f: &mut fmt::Formatter<'_>, ahead: &Ahead) -> fmt::Result {
+    match names_ahead(ahead) {
+        Some(names) => write!(f, " Ahead of it: {names}."),
+        None => Ok(()),
+    }
+}
+
+/// "ns/a, ns/b, ns/c and 4 more": the claims ahead a message names (`None`: none).
+pub fn names_ahead(ahead: &Ahead) -> Option<String> {
     if ahead.total == 0 {
-        return Ok(());
+        return None;
     }
-    let names: Vec<String> = ahead.first.iter().map(ToString::to_string).collect();
-    write!(f, " Ahead of it: {}", names.join(", "))?;
-    match ahead.total.saturating_sub(ahead.first.len()) {
-        0 => write!(f, "."),
-        more => write!(f, " and {more} more."),
+    let mut names = ahead
+        .first
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let more @ 1.. = ahead.total.saturating_sub(ahead.first.len()) {
+        names.push_str(&format!(" and {more} more"));
     }
+    Some(names)
 }
 
 /// A selector as kubectl prints one: `rack=r1,zone in (a,b),!spare`.

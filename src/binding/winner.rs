@@ -5,7 +5,11 @@
 //!
 //! A name is not a place in the queue: a user's claim that names a free server takes it
 //! only when the fair order reaches it for that server ([`turn_on`]), unless its status
-//! records a bind to it. Both sides ask the same question of the same function.
+//! records a bind to it. A `pre-bound` ref counts as a pick only while it is one: this
+//! process's claim controller made it and still has it in flight ([`pick_or_turn`]);
+//! any other (from before a restart, another replica's, or a tenant's) is asked its turn
+//! like a user's, and the claim controller withdraws it when that turn has not come.
+//! Both sides ask the same question of the same function.
 
 use std::cmp::Reverse;
 
@@ -13,14 +17,36 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
 
+use super::assumed::{AssumedChoices, claim_key};
 use super::evidence::{can_take_back, records_bind_to};
 use super::meta::{self, claim_ref_of, is_controller_chosen};
 use super::placement::{PickInputs, Placement};
 use super::view::{ClaimView, ServerView};
 
-/// Whether the fair order lets a claim naming a server take it now (the binder answers
-/// it with [`turn_on`]).
+/// Whether a claim naming a server, with no bind to it recorded, may take it now (the
+/// binder answers it with [`pick_or_turn`]).
 pub type Turn<'a> = &'a dyn Fn(&ServerClaim) -> bool;
+
+/// Whether `claim`, which names the free `server`, may take it now, short of a recorded
+/// bind: it is this controller's pick in flight (`picks` holds it: a pick is made in its
+/// turn), or the fair order reaches it for that server (`turn`, [`turn_on`]). A
+/// `pre-bound` the picks do not hold was made before a restart, by another replica, or
+/// by a tenant's hand: it is asked its turn as a user's ref is, never taken on its word
+/// (docs/binding.md, "Whose pick is it").
+pub fn pick_or_turn(
+    server: &str,
+    claim: &ServerClaim,
+    picks: &AssumedChoices,
+    turn: impl FnOnce() -> bool,
+) -> bool {
+    is_picked(server, claim, picks) || turn()
+}
+
+/// Whether `claim`'s ref to `server` is this controller's pick in flight: controller-
+/// chosen, and held by its assumed choices.
+pub fn is_picked(server: &str, claim: &ServerClaim, picks: &AssumedChoices) -> bool {
+    is_controller_chosen(claim) && picks.holds(server, &claim_key(claim))
+}
 
 /// Where the fair order puts a user's claim, which names the free server `server`
 /// itself: `Pick` when the claims ahead of it can do without that server, `WaitForTurn`
@@ -35,14 +61,15 @@ pub fn turn_on<'s>(
 }
 
 /// Whether a claim naming `server` may win it now: its status records a bind to it; or
-/// its ref is controller-chosen (a pick, made in its turn); or it is a user's and has
-/// its turn.
+/// `turn` says so ([`pick_or_turn`]: this controller's pick, or a user's claim in its
+/// turn).
 fn in_turn(server: &Server, claim: &ServerClaim, turn: Turn<'_>) -> bool {
-    records_bind_to(claim, server) || is_controller_chosen(claim) || turn(claim)
+    records_bind_to(claim, server) || turn(claim)
 }
 
 /// Among the claims naming `server` that may take it ([`can_take_back`]) and have their
-/// turn ([`in_turn`]: a user's claim is asked `turn`), the one that wins it:
+/// turn ([`in_turn`]: every claim without a recorded bind is asked `turn`), the one that
+/// wins it:
 /// a claim whose status records a bind to this server first (the server lost its ref,
 /// and this restores it), then user-chosen, then controller-chosen, then the oldest,
 /// then by namespace/name.

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::instrument;
@@ -16,9 +15,7 @@ use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 use crate::api::{Server, ServerClaim};
-use crate::binding::{
-    ClaimStep, ClaimWork, ObjectWrite, Sight, claim_key, claim_status_after, meta,
-};
+use crate::binding::{ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, meta};
 
 const KIND: ControllerKind = ControllerKind::Claim;
 
@@ -68,8 +65,7 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
 /// by what a live GET said. A pick is assumed under the binder's lock, so a reconcile
 /// running at once cannot pick the same server.
 fn decide(claim: &ServerClaim, ctx: &Context, live: Option<(&str, Option<&Server>)>) -> ClaimStep {
-    let mut binder = ctx.caches.write();
-    binder.reconcile_claim(claim, live, Sight::All, Timestamp::now())
+    ctx.caches.reconcile_claim(claim, live)
 }
 
 /// How a plan was carried out, when it did not fail.

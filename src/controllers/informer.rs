@@ -27,7 +27,8 @@ use super::own_writes::OwnWrites;
 
 use crate::api::{Server, ServerClaim};
 use crate::binding::{
-    Binder, BinderConfig, ClaimKey, ClaimWork, ObjectWrite, Rules, Wake, claim_key,
+    Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, Rules, Sight, Wake,
+    claim_key,
 };
 
 /// Where a controller wants its triggers while it runs (`None`: not running; triggers
@@ -83,6 +84,22 @@ impl Caches {
     /// The binder, to change (a claim reconcile, which may assume a pick).
     pub fn write(&self) -> RwLockWriteGuard<'_, Binder> {
         self.binder.write()
+    }
+
+    /// Decides a claim's step under the binder's lock, so that a pick is assumed before
+    /// any other reconcile can pick the same server, and wakes whom starting it wakes.
+    pub fn reconcile_claim(
+        &self,
+        claim: &ServerClaim,
+        live: Option<(&str, Option<&Server>)>,
+    ) -> ClaimStep {
+        let mut binder = self.binder.write();
+        let step = binder.reconcile_claim(claim, live, Sight::All, Timestamp::now());
+        if let ClaimStep::Act(work) = &step {
+            let wakes = work.wakes.clone();
+            self.wake(binder, wakes);
+        }
+        step
     }
 
     /// Reports the end of a claim's object write to the binder and wakes whom it says.

@@ -346,7 +346,7 @@ fn user_chosen_missing_server_is_pending_server_not_found() {
 #[test]
 fn eligible_server_without_ref_waits_for_the_server_controller() {
     let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1")]);
+    let d = decide_c_picked(&c, &[server("s1")]);
     assert_eq!(d, ClaimDecision::WaitForServer { server: s("s1") });
     // A new claim shows no status until its bind completes: no write for a Pending that
     // Bound would overwrite at once.
@@ -961,4 +961,94 @@ fn only_the_first_of_many_claims_naming_a_server_has_its_turn() {
             .iter()
             .all(|n| !binder.has_turn(n, "s1", now().0))
     );
+}
+
+/// Whose pick is it: a `pre-bound` ref the controller's picks do not hold (made before a
+/// restart, by another replica, or written by hand) is taken up as its own pick in the
+/// claim's turn: assumed without a write, and its server woken, since no watch event
+/// will wake it.
+#[test]
+fn a_pre_bound_this_controller_did_not_pick_is_taken_up_in_its_turn() {
+    let c = claim("c").chose("s1");
+    let d = decide_c(&c, &[server("s1")]);
+    assert_eq!(d, ClaimDecision::ResumePick { server: s("s1") });
+    assert!(plan(&c, &d).is_noop(), "a new claim shows no status yet");
+    let pending = c.clone().phase(ClaimPhase::Pending);
+    assert_eq!(
+        status_reason(&plan(&pending, &d)),
+        (Some(ClaimPhase::Pending), Some(s("WaitingForServer"))),
+        "as a pick in flight shows it"
+    );
+
+    let mut binder = listed(vec![server("s1")], vec![c.clone()]);
+    let ClaimStep::Act(work) = binder.reconcile_claim(&c, None, Sight::All, now().0) else {
+        panic!("a step")
+    };
+    assert_eq!(work.picked.as_deref(), Some("s1"));
+    assert!(work.wakes.servers.contains("s1"), "{:?}", work.wakes);
+    assert!(binder.assumed().holds("s1", &claim_key(&c)));
+    // Taken up, it is a pick in flight like any other.
+    let ClaimStep::Act(work) = binder.reconcile_claim(&c, None, Sight::All, now().0) else {
+        panic!("a step")
+    };
+    assert_eq!(
+        work.decision,
+        ClaimDecision::WaitForServer { server: s("s1") }
+    );
+    assert!(work.wakes.is_empty());
+}
+
+/// Whose pick is it: a `pre-bound` ref the controller's picks do not hold, out of the
+/// claim's turn, is withdrawn, and the claim queues again; the server controller does not
+/// take it, so the claim ahead gets the server.
+#[test]
+fn a_pre_bound_out_of_its_turn_is_withdrawn_and_wins_nothing() {
+    let a = claim("a").created(1);
+    let t = in_namespace(claim("t").chose("s1").created(2), "team-b");
+    let binder = listed(vec![server("s1")], vec![a.clone(), t.clone()]);
+    let ClaimStep::Act(work) = binder.plan_claim(&t, None, Sight::All, now().0) else {
+        panic!("a step")
+    };
+    let ClaimDecision::WithdrawOutOfTurn {
+        server: named,
+        ahead,
+    } = &work.decision
+    else {
+        panic!("{:?}", work.decision)
+    };
+    assert_eq!((named.as_str(), ahead.total), ("s1", 1));
+    let object = work.plan.object.as_ref().expect("a withdrawal");
+    assert!(object.spec.server_ref.is_none());
+    assert!(!is_controller_chosen(object), "pre-bound goes with the ref");
+    assert_eq!(event(&work.plan), (EventKind::Normal, "Rebinding"));
+    let note = &work.plan.event.as_ref().unwrap().note;
+    assert!(note.contains(&format!("{NS}/a")), "{note}");
+
+    let ServerStep::Act(work) = binder.reconcile_server(&server("s1"), None, now().0) else {
+        panic!("a step")
+    };
+    assert_eq!(work.decision, ServerDecision::Available);
+    let ClaimStep::Act(work) = binder.plan_claim(&a, None, Sight::All, now().0) else {
+        panic!("a step")
+    };
+    assert_eq!(
+        work.decision,
+        ClaimDecision::PickBestFit { server: s("s1") }
+    );
+}
+
+/// A `pre-bound` left on a claim that names no server (the annotation written alone) is
+/// dropped by a claim waiting its turn too, not only by one no server fits.
+#[test]
+fn a_claim_waiting_its_turn_drops_a_stale_pre_bound() {
+    let a = claim("a").created(1);
+    let mut t = claim("t").created(2);
+    t.metadata.annotations = Some([(ANNOTATION_PRE_BOUND.to_string(), "yes".to_string())].into());
+    let binder = listed(vec![server("s1")], vec![a, t.clone()]);
+    let ClaimStep::Act(work) = binder.plan_claim(&t, None, Sight::All, now().0) else {
+        panic!("a step")
+    };
+    assert!(matches!(work.decision, ClaimDecision::WaitForTurn { .. }));
+    let object = work.plan.object.as_ref().expect("the annotation dropped");
+    assert!(!is_controller_chosen(object));
 }

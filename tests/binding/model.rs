@@ -807,10 +807,11 @@ fn claim_steps(state: &State, claim: &ServerClaim) -> Vec<(ClaimStep, Sight)> {
     out
 }
 
-/// The writes a step makes (none for a step that waits or idles).
+/// Whether a step changes nothing: it writes nothing and takes up no pick (a step that
+/// waits or idles).
 fn writes_nothing(step: &ClaimStep) -> bool {
     match step {
-        ClaimStep::Act(work) => work.plan.is_noop(),
+        ClaimStep::Act(work) => work.plan.is_noop() && work.picked.is_none(),
         _ => true,
     }
 }
@@ -827,35 +828,46 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
             out.push(nothing_to_do(state, Who::ClaimController, name));
             continue;
         };
-        if work.plan.is_noop() {
+        if writes_nothing(&step) {
             out.push(nothing_to_do(state, Who::ClaimController, name));
             continue;
         }
         let mut next = state.clone();
         next.claim_ctl.woken.remove(name);
         next.claim_ctl.binder.start(claim, &step);
-        next.claim_ctl.in_flight = Some(InFlight::Claim {
-            base: claim.clone(),
-            object: work.plan.object.clone(),
-            status: work.plan.status.clone().map(Box::new),
-            assumed: work.picked.clone(),
-            work: Arc::new((**work).clone()),
-        });
+        // One process: what starting the step wakes reaches the server controller too.
+        next.server_ctl
+            .wake(Who::ServerController, work.wakes.clone());
         let blind = match sight {
             Sight::All => "",
             Sight::NotYetRivals => " (not yet seeing the claims naming it)",
         };
         let label = format!("decides {:?} for claim {name}{blind}", work.decision);
+        if work.plan.is_noop() {
+            out.push((format!("ClaimController {label}"), next));
+            continue;
+        }
+        // A pick taken up without a write has nothing to report of an object write.
+        let assumed = work.picked.clone().filter(|_| work.plan.object.is_some());
+        next.claim_ctl.in_flight = Some(InFlight::Claim {
+            base: claim.clone(),
+            object: work.plan.object.clone(),
+            status: work.plan.status.clone().map(Box::new),
+            assumed,
+            work: Arc::new((**work).clone()),
+        });
         push_decided(&mut out, next, Who::ClaimController, label);
     }
     out
 }
 
-/// The server controller's step for a server it caches, through its binder.
+/// The server controller's step for a server it caches, through its binder, beside the
+/// claim controller's picks in flight: in the binary both controllers share one binder.
 fn server_work(state: &State, server: &Server) -> ServerWork {
     let binder = &state.server_ctl.binder;
+    let claim_side = &state.claim_ctl.binder;
     let read = |r: &ServerClaimRef| state.truth.claims.get(&r.name).cloned();
-    match binder.reconcile_server_reading(server, read, now().0) {
+    match binder.reconcile_server_reading_beside(claim_side, server, read, now().0) {
         ServerStep::Act(work) => *work,
         ServerStep::ReadClaim(_) => unreachable!("a step after a live read asks no more"),
     }
@@ -1941,6 +1953,33 @@ pub fn named_server_waits_its_turn() -> Scenario {
     }
 }
 
+/// One server, `aaa` waiting for it, then a tenant's `t`, which may write `pre-bound` and
+/// a `serverRef` naming s1, in either order, at any point: a `pre-bound` is a pick only
+/// while this controller has it in flight (docs/binding.md, "Whose pick is it"), so
+/// `aaa`, ahead in the fair order, binds in every quiescent state, crashes included.
+pub fn forged_pre_bound_waits_its_turn() -> Scenario {
+    Scenario {
+        name: "forged-pre-bound-waits-its-turn",
+        servers: vec![server("s1")],
+        claims: vec![claim("aaa").created(1), claim("t").created(2)],
+        // A restarted claim controller may not yet see `aaa`'s pick from before (known
+        // gap 5): it may then take `t`'s up, as it would take up a pick of its own.
+        crashes: 0,
+        faults: 0,
+        max_lag: 2,
+        must_bind: vec!["aaa"],
+        tenant: Some(Tenant {
+            claim: "t",
+            edits: vec![
+                TenantEdit::Annotate(ANNOTATION_PRE_BOUND),
+                TenantEdit::Point("s1"),
+            ],
+            budget: 2,
+        }),
+        ..Scenario::default()
+    }
+}
+
 /// Namespaces take turns (docs/binding.md, "The matching"): `a0` and `x0` of team-a hold
 /// s1 and s2; `a1` and `a2` of team-a wait, then `b1` of team-b. Both holders go, in
 /// either order and at any time: `a1`, first, takes one server, and `b1`, not `a2`,
@@ -2450,6 +2489,11 @@ fn a_named_server_waits_its_turn_in_every_interleaving() {
 }
 
 #[test]
+fn a_forged_pre_bound_waits_its_turn_in_every_interleaving() {
+    assert_holds(forged_pre_bound_waits_its_turn());
+}
+
+#[test]
 fn user_ref_race_binds_every_claim_in_every_interleaving() {
     assert_holds(user_ref_race());
 }
@@ -2770,6 +2814,19 @@ fn name_jumps_the_queue(
     decide_server(server, claims, liveness, gates, &|_| true)
 }
 
+/// The server decision before "Whose pick is it": any `pre-bound` ref is taken as a pick
+/// made in its turn, whoever wrote it.
+fn trusts_pre_bound(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+    turn: Turn<'_>,
+) -> ServerDecision {
+    let trusting = |c: &ServerClaim| is_controller_chosen(c) || turn(c);
+    decide_server(server, claims, liveness, gates, &trusting)
+}
+
 /// The server decision, but waiting for an adoption where it would roll back for a
 /// `cause` that `which` picks (the mutants of the rollback rows).
 fn waits_instead_of_rolling_back(
@@ -2966,6 +3023,12 @@ const MUTANTS: &[Mutant] = &[
         says: &["liveness: claim aaa"],
     },
     Mutant {
+        name: "trusts-pre-bound",
+        mutate: |p| p.rules.server = trusts_pre_bound,
+        worlds: &[forged_pre_bound_waits_its_turn],
+        says: &["liveness: claim aaa"],
+    },
+    Mutant {
         name: "old-assumption-rule",
         mutate: |p| p.rules.assumption_ends = old_assumption_rule,
         worlds: &[eligibility_churn],
@@ -3037,6 +3100,7 @@ mutant_tests! {
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";
+    the_model_check_catches_a_forged_pre_bound_taken_as_a_pick: "trusts-pre-bound";
     the_model_check_catches_a_fair_order_without_turns: "oldest-first";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
@@ -3066,6 +3130,7 @@ fn experiment() {
         "config" => gate_config_changes(),
         "late" => late_pass(),
         "forgery" => tenant_forgery(),
+        "forged-pre-bound" => forged_pre_bound_waits_its_turn(),
         "repointed" => lost_and_re_pointed(),
         _ => contention(),
     };

@@ -13,7 +13,7 @@ use server_binder::api::*;
 use server_binder::binding::*;
 
 use crate::binding::support::*;
-use crate::binding::world::{Truth, apply_claim_plan, fresh_binder, reconcile_server};
+use crate::binding::world::{Truth, apply_claim_plan, fresh_binder, reconcile_server_beside};
 
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 
@@ -196,7 +196,8 @@ impl Driver {
             let names: Vec<String> = self.truth.servers.keys().cloned().collect();
             let mut any = false;
             for name in names {
-                any |= reconcile_server(&mut self.truth, &name, &mut Vec::new());
+                let (truth, events) = (&mut self.truth, &mut Vec::new());
+                any |= reconcile_server_beside(truth, &name, events, &self.binder);
             }
             changed |= any;
             if !any {

@@ -94,15 +94,15 @@ fn decide_alone(server: &Server, liveness: Liveness, gates: &[String]) -> Server
     decide_server(server, &claims(vec![]), liveness, gates, IN_TURN)
 }
 
-/// [q] A user's claim out of its turn for the server is no candidate: the server stays
-/// `Available` for the claims ahead, or goes to a pick, or to a claim restoring a bind;
-/// the turn is not asked of those.
+/// [q] A claim out of its turn for the server is no candidate: the server stays
+/// `Available` for the claims ahead, or goes to this controller's pick (here: every
+/// `pre-bound` ref), or to a claim restoring a bind, which is not asked its turn.
 #[test]
-fn winner_is_only_among_users_claims_in_their_turn() {
+fn winner_is_only_among_claims_in_their_turn() {
     let srv = server("s1");
-    let out_of_turn: Turn<'_> = &|_| false;
+    let picks_only: Turn<'_> = &|c| is_controller_chosen(c);
     let decide = |world: Vec<ServerClaim>| {
-        decide_server(&srv, &claims(world), Liveness::Cached, &[], out_of_turn)
+        decide_server(&srv, &claims(world), Liveness::Cached, &[], picks_only)
     };
     let user = claim("u").names("s1").created(1);
     assert_eq!(decide(vec![user.clone()]), ServerDecision::Available);

@@ -50,6 +50,35 @@ pub fn decide_c(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
     decide_claim(claim, &servers, &alone(&|_| false), Liveness::Cached)
 }
 
+/// The claim controller's decision on the cache when the claim's `serverRef` is its own
+/// pick in flight (its assumed choices hold it).
+pub fn decide_c_picked(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
+    let servers = servers(world.to_vec()).tracking([claim]);
+    let mut assumed = AssumedChoices::new();
+    let server = &claim
+        .spec
+        .server_ref
+        .as_ref()
+        .expect("a claim naming a server")
+        .name;
+    assumed.assume(server, claim_key(claim), None);
+    let pick = PickInputs {
+        assumed: &assumed,
+        ..alone(&|_| false)
+    };
+    decide_claim(claim, &servers, &pick, Liveness::Cached)
+}
+
+/// A binder that listed these objects, with a summary interval that never holds a test
+/// back.
+pub fn listed(servers: Vec<Server>, claims: Vec<ServerClaim>) -> Binder {
+    let config = BinderConfig {
+        status_interval: std::time::Duration::from_secs(10),
+        release_gates: vec![],
+    };
+    Binder::listed(Rules::real(), config, servers, claims, now().0)
+}
+
 /// The same after a live read confirmed what the view says.
 pub fn decide_c_live(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);

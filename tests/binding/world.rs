@@ -263,12 +263,25 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
 }
 
 pub fn reconcile_server(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
+    let claim_side = fresh_binder(truth, Rules::real());
+    reconcile_server_beside(truth, name, events, &claim_side)
+}
+
+/// [`reconcile_server`] in a process whose claim controller runs `claim_side` (its
+/// picks in flight count as picks).
+pub fn reconcile_server_beside(
+    truth: &mut Truth,
+    name: &str,
+    events: &mut Vec<Recorded>,
+    claim_side: &Binder,
+) -> bool {
     let Some(server) = truth.servers.get(name).cloned() else {
         return false;
     };
     let binder = fresh_binder(truth, Rules::real());
     let read = |r: &ServerClaimRef| truth.claims.get(&r.name).cloned();
-    let ServerStep::Act(work) = binder.reconcile_server_reading(&server, read, now().0) else {
+    let step = binder.reconcile_server_reading_beside(claim_side, &server, read, now().0);
+    let ServerStep::Act(work) = step else {
         unreachable!("a step after a live read asks no more")
     };
     if work.plan.is_noop() {

@@ -3,9 +3,11 @@
 //! turn.
 
 use kube::api::{Api, PostParams};
+use server_binder::api::names::ANNOTATION_PRE_BOUND;
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerSelector};
+use server_binder::apiserver::RequestMatcher;
 
-use crate::controllers::stage::{ClaimExt, ServerExt, claim, server};
+use crate::controllers::stage::{ClaimExt, ServerExt, claim, has_annotation, server, wait_bound};
 use crate::controllers::support::*;
 
 const RACKS: usize = 10;
@@ -239,4 +241,128 @@ async fn a_claim_naming_a_server_does_not_pass_the_claims_ahead_of_it() {
     .await;
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
+}
+
+/// Waits until the clock is in a later second than `claim` was created in (creation
+/// timestamps have a second's resolution), so a claim created next is younger.
+async fn a_second_after(claim: &ServerClaim) {
+    let created = claim
+        .metadata
+        .creation_timestamp
+        .clone()
+        .expect("created")
+        .0;
+    eventually("a later second", DEADLINE, || async {
+        k8s_openapi::jiff::Timestamp::now().as_second() > created.as_second()
+    })
+    .await;
+}
+
+/// Whose pick is it (docs/binding.md): a `pre-bound` ref this process did not pick (a
+/// tenant wrote it, or a crash left it) is asked its turn. Staged before the controllers
+/// start: team-a's `a1` waits, then team-b's `t` names the free s1 with `pre-bound`.
+/// `a1` is ahead, so `t`'s ref is withdrawn and `a1` gets s1. (Before, the server side
+/// took any `pre-bound` as a pick made in its turn and gave s1 to `t`.)
+#[tokio::test]
+async fn a_pre_bound_the_controller_did_not_pick_does_not_pass_the_claims_ahead_of_it() {
+    let mut env = Env::new().await;
+    env.create_namespace("team-b").await;
+    env.put_server(server("s1")).await;
+    let a1 = env.put_claim(claim("a1")).await;
+    a_second_after(&a1).await;
+    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
+    let mut t = claim("t").chose("s1");
+    t.metadata.namespace = Some("team-b".into());
+    team_b.create(&PostParams::default(), &t).await.expect("t");
+    env.start(4).await;
+
+    wait_bound(&env, "a1", "s1").await;
+    eventually("t's ref withdrawn, t waiting", DEADLINE, || async {
+        let c = team_b.get("t").await.unwrap();
+        c.spec.server_ref.is_none()
+            && !has_annotation(&c, ANNOTATION_PRE_BOUND)
+            && phase(&c) == Some(ClaimPhase::Pending)
+    })
+    .await;
+    let events = team_b_events(&env, "t").await;
+    let rebinding = events.iter().find(|(_, reason, _)| reason == "Rebinding");
+    let (_, _, note) = rebinding.unwrap_or_else(|| panic!("{events:?}"));
+    assert!(note.contains(&format!("{NS}/a1")), "{note}");
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// A pick a crash left on its claim survives it: staged before the controllers start,
+/// `c` names the free s1 with `pre-bound` and nothing is ahead of it, so the controller
+/// takes the pick up (no write to the claim) and s1 binds to `c`, withdrawing nothing.
+#[tokio::test]
+async fn a_pick_left_by_a_crash_is_taken_up_in_its_turn() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1")).await;
+    env.put_claim(claim("c").chose("s1")).await;
+    env.start(4).await;
+    wait_bound(&env, "c", "s1").await;
+    assert_eq!(env.count_events("ServerClaim", "c", "Rebinding").await, 0);
+}
+
+/// The same from outside, live: s1 is uncordoned while `a1` waits, and `a1`'s pick write
+/// is held back at the API server; meanwhile a tenant writes `t` naming s1 with
+/// `pre-bound`. The server controller does not take `t`'s ref as a pick: `a1` gets s1.
+#[tokio::test]
+async fn a_tenant_pre_bound_written_while_a_pick_is_in_flight_wins_nothing() {
+    let mut env = Env::new().await;
+    env.create_namespace("team-b").await;
+    env.put_server(server("s1").unclaimable()).await;
+    env.start(4).await;
+    env.put_claim(claim("a1")).await;
+    let a1 = env
+        .wait_claim_phase("a1", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    a_second_after(&a1).await;
+    let held = RequestMatcher::any()
+        .verb("update")
+        .resource("serverclaims")
+        .namespace(NS);
+    env.apiserver
+        .faults()
+        .delay(held, 1, std::time::Duration::from_secs(2));
+    let servers = env.servers();
+    let mut s1 = servers.get("s1").await.expect("s1");
+    s1.spec.unclaimable = false;
+    servers
+        .replace("s1", &PostParams::default(), &s1)
+        .await
+        .expect("uncordoned");
+    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
+    let mut t = claim("t").chose("s1");
+    t.metadata.namespace = Some("team-b".into());
+    team_b.create(&PostParams::default(), &t).await.expect("t");
+
+    wait_bound(&env, "a1", "s1").await;
+    eventually("t finds s1 taken and waits", DEADLINE, || async {
+        let c = team_b.get("t").await.unwrap();
+        c.spec.server_ref.is_none() && phase(&c) == Some(ClaimPhase::Pending)
+    })
+    .await;
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// The events recorded on team-b's claim `name`: (type, reason, note).
+async fn team_b_events(env: &Env, name: &str) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.client.clone(), "team-b");
+    let list = events.list(&Default::default()).await.expect("events");
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            let kind = e.type_.unwrap_or_default();
+            (
+                kind,
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
 }
