@@ -192,27 +192,8 @@ async fn a_namespace_that_deletes_its_bound_claims_still_takes_turns() {
 #[tokio::test]
 async fn a_claim_naming_a_server_does_not_pass_the_claims_ahead_of_it() {
     let mut env = Env::new().await;
-    env.create_namespace("team-b").await;
-    env.put_server(server("s1").unclaimable()).await;
-    env.start(4).await;
-    env.put_claim(claim("a1")).await;
-    let a1 = env
-        .wait_claim_phase("a1", ClaimPhase::Pending, "NoMatchingServer")
-        .await;
-    // Created in a later second than a1 (creation timestamps have a second's resolution).
-    let a1_created = a1.metadata.creation_timestamp.expect("created").0;
-    eventually("a later second", DEADLINE, || async {
-        k8s_openapi::jiff::Timestamp::now().as_second() > a1_created.as_second()
-    })
-    .await;
-    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
-    let mut sniper = claim("sniper").names("s1");
-    sniper.metadata.namespace = Some("team-b".into());
-    team_b
-        .create(&PostParams::default(), &sniper)
-        .await
-        .expect("sniper");
-    let servers = env.servers();
+    a1_waits_for_a_cordoned_s1(&mut env).await;
+    let team_b = create_in_team_b(&env, claim("sniper").names("s1")).await;
     eventually(
         "the sniper is told the server is cordoned",
         DEADLINE,
@@ -223,12 +204,7 @@ async fn a_claim_naming_a_server_does_not_pass_the_claims_ahead_of_it() {
     )
     .await;
 
-    let mut s1 = servers.get("s1").await.expect("s1");
-    s1.spec.unclaimable = false;
-    servers
-        .replace("s1", &PostParams::default(), &s1)
-        .await
-        .expect("uncordoned");
+    uncordon_s1(&env).await;
 
     env.wait_claim_phase("a1", ClaimPhase::Bound, "Bound").await;
     let note = env.wait_event("Server", "s1", "Normal", "Claimed").await;
@@ -270,10 +246,7 @@ async fn a_pre_bound_the_controller_did_not_pick_does_not_pass_the_claims_ahead_
     env.put_server(server("s1")).await;
     let a1 = env.put_claim(claim("a1")).await;
     a_second_after(&a1).await;
-    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
-    let mut t = claim("t").chose("s1");
-    t.metadata.namespace = Some("team-b".into());
-    team_b.create(&PostParams::default(), &t).await.expect("t");
+    let team_b = create_in_team_b(&env, claim("t").chose("s1")).await;
     env.start(4).await;
 
     wait_bound(&env, "a1", "s1").await;
@@ -311,14 +284,7 @@ async fn a_pick_left_by_a_crash_is_taken_up_in_its_turn() {
 #[tokio::test]
 async fn a_tenant_pre_bound_written_while_a_pick_is_in_flight_wins_nothing() {
     let mut env = Env::new().await;
-    env.create_namespace("team-b").await;
-    env.put_server(server("s1").unclaimable()).await;
-    env.start(4).await;
-    env.put_claim(claim("a1")).await;
-    let a1 = env
-        .wait_claim_phase("a1", ClaimPhase::Pending, "NoMatchingServer")
-        .await;
-    a_second_after(&a1).await;
+    a1_waits_for_a_cordoned_s1(&mut env).await;
     let held = RequestMatcher::any()
         .verb("update")
         .resource("serverclaims")
@@ -326,17 +292,8 @@ async fn a_tenant_pre_bound_written_while_a_pick_is_in_flight_wins_nothing() {
     env.apiserver
         .faults()
         .delay(held, 1, std::time::Duration::from_secs(2));
-    let servers = env.servers();
-    let mut s1 = servers.get("s1").await.expect("s1");
-    s1.spec.unclaimable = false;
-    servers
-        .replace("s1", &PostParams::default(), &s1)
-        .await
-        .expect("uncordoned");
-    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
-    let mut t = claim("t").chose("s1");
-    t.metadata.namespace = Some("team-b".into());
-    team_b.create(&PostParams::default(), &t).await.expect("t");
+    uncordon_s1(&env).await;
+    let team_b = create_in_team_b(&env, claim("t").chose("s1")).await;
 
     wait_bound(&env, "a1", "s1").await;
     eventually("t finds s1 taken and waits", DEADLINE, || async {
@@ -365,4 +322,38 @@ async fn team_b_events(env: &Env, name: &str) -> Vec<(String, String, String)> {
             )
         })
         .collect()
+}
+
+/// team-a's `a1` waits while the only server, s1, is cordoned (the controllers running),
+/// and the clock has moved to a later second, so a claim created next is younger.
+async fn a1_waits_for_a_cordoned_s1(env: &mut Env) {
+    env.create_namespace("team-b").await;
+    env.put_server(server("s1").unclaimable()).await;
+    env.start(4).await;
+    env.put_claim(claim("a1")).await;
+    let a1 = env
+        .wait_claim_phase("a1", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    a_second_after(&a1).await;
+}
+
+/// Creates `claim` in team-b; returns team-b's claims.
+async fn create_in_team_b(env: &Env, mut claim: ServerClaim) -> Api<ServerClaim> {
+    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
+    claim.metadata.namespace = Some("team-b".into());
+    team_b
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("created in team-b");
+    team_b
+}
+
+async fn uncordon_s1(env: &Env) {
+    let servers = env.servers();
+    let mut s1 = servers.get("s1").await.expect("s1");
+    s1.spec.unclaimable = false;
+    servers
+        .replace("s1", &PostParams::default(), &s1)
+        .await
+        .expect("uncordoned");
 }
