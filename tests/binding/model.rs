@@ -1980,6 +1980,35 @@ pub fn forged_pre_bound_waits_its_turn() -> Scenario {
     }
 }
 
+/// `aaa`, whose every write admission refuses, waits ahead of `bbb`, whose user names
+/// s1 (rack r1), and of `ccc`, which selects rack r2 and carries a `pre-bound` ref to s2
+/// this controller did not pick: while `aaa` backs off it is ahead of nobody, so both
+/// get their servers, however the turns flip as its back-offs begin and end.
+pub fn names_past_a_refused_claim() -> Scenario {
+    Scenario {
+        name: "names-past-a-refused-claim",
+        servers: vec![
+            server("s1").labels(&[("rack", "r1")]),
+            server("s2").labels(&[("rack", "r2")]),
+        ],
+        claims: vec![
+            claim("aaa").created(1),
+            claim("bbb").names("s1").created(2),
+            claim("ccc")
+                .selects(&[("rack", "r2")])
+                .chose("s2")
+                .created(3),
+        ],
+        crashes: 0,
+        faults: 0,
+        max_lag: 1,
+        refuses: Some(|_, new| meta::name(new) == "aaa"),
+        must_bind: vec!["bbb", "ccc"],
+        never_bind: vec!["aaa"],
+        ..Scenario::default()
+    }
+}
+
 /// Namespaces take turns (docs/binding.md, "The matching"): `a0` and `x0` of team-a hold
 /// s1 and s2; `a1` and `a2` of team-a wait, then `b1` of team-b. Both holders go, in
 /// either order and at any time: `a1`, first, takes one server, and `b1`, not `a2`,
@@ -2494,6 +2523,11 @@ fn a_forged_pre_bound_waits_its_turn_in_every_interleaving() {
 }
 
 #[test]
+fn names_pass_a_refused_claim_in_every_interleaving() {
+    assert_holds(names_past_a_refused_claim());
+}
+
+#[test]
 fn user_ref_race_binds_every_claim_in_every_interleaving() {
     assert_holds(user_ref_race());
 }
@@ -2846,6 +2880,34 @@ fn waits_instead_of_rolling_back(
 }
 
 /// The wake-up rules without "a server that becomes free wakes the first waiting claims".
+/// The claim wake-up rule without its last part for names: a claim that stops waiting
+/// without a server (a back-off begins, it is deleted) wakes no free server a user's
+/// claim names, only the servers the claim itself names or that name it.
+fn leaving_claim_wakes_no_named_server(
+    old: Option<&ServerClaim>,
+    new: Option<&ServerClaim>,
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+) -> Wake {
+    let mut wake = triggers::on_claim_change(old, new, servers, claims);
+    let Some(key) = new.or(old).map(claim_key) else {
+        return wake;
+    };
+    let own: BTreeSet<String> = [old, new]
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.spec.server_ref.as_ref().map(|r| r.name.clone()))
+        .chain(
+            servers
+                .reserved_for(&key.namespace, &key.name)
+                .into_iter()
+                .map(|s| meta::name(s).to_string()),
+        )
+        .collect();
+    wake.servers.retain(|s| own.contains(s));
+    wake
+}
+
 fn freed_server_wakes_nobody(
     old: Option<&Server>,
     new: Option<&Server>,
@@ -3011,6 +3073,12 @@ const MUTANTS: &[Mutant] = &[
         says: LIVENESS,
     },
     Mutant {
+        name: "leaving-claim-wakes-no-name",
+        mutate: |p| p.rules.triggers.claim_changed = leaving_claim_wakes_no_named_server,
+        worlds: &[names_past_a_refused_claim],
+        says: &["claim bbb"],
+    },
+    Mutant {
         name: "oldest-first",
         mutate: |p| p.rules.claim = ignores_namespace_turns,
         worlds: &[namespaces_take_turns],
@@ -3100,6 +3168,7 @@ mutant_tests! {
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";
+    the_model_check_catches_a_back_off_that_wakes_no_name: "leaving-claim-wakes-no-name";
     the_model_check_catches_a_forged_pre_bound_taken_as_a_pick: "trusts-pre-bound";
     the_model_check_catches_a_fair_order_without_turns: "oldest-first";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
