@@ -46,7 +46,14 @@ fn crds_carry_the_protocol_names() {
         claim.names.short_names.as_deref(),
         Some(&["scl".to_string()][..])
     );
-    for crd in &crds {
+    let class = &crds[2].spec;
+    assert_eq!(class.scope, "Cluster");
+    assert_eq!(
+        class.names.short_names.as_deref(),
+        Some(&["scls".to_string()][..])
+    );
+    // A class is the admin's configuration: the controllers write no status to it.
+    for crd in &crds[..2] {
         let version = &crd.spec.versions[0];
         assert_eq!(version.name, "v1alpha1");
         let subresources = version.subresources.as_ref().expect("subresources");

@@ -79,15 +79,17 @@ fn strs(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-const BASE_OBJECTS: [(&str, &str); 16] = [
+const BASE_OBJECTS: [(&str, &str); 18] = [
     ("Namespace", NAMESPACE),
     ("CustomResourceDefinition", "servers.metal.binder.dev"),
     ("CustomResourceDefinition", "serverclaims.metal.binder.dev"),
+    ("CustomResourceDefinition", "serverclasses.metal.binder.dev"),
     ("ServiceAccount", "server-binder"),
     ("ClusterRole", "server-binder"),
     ("ClusterRoleBinding", "server-binder"),
     ("ClusterRole", "server-binder-claims-view"),
     ("ClusterRole", "server-binder-claims-edit"),
+    ("ClusterRole", "server-binder-classes-view"),
     ("ClusterRole", "server-binder-servers-view"),
     ("ClusterRole", "server-binder-servers-admin"),
     ("ClusterRole", "server-binder-cleaner"),
@@ -99,9 +101,10 @@ const BASE_OBJECTS: [(&str, &str); 16] = [
 ];
 
 /// ClusterRoles for people and cleaners, bound to nobody by the install.
-const PEOPLE_ROLES: [&str; 5] = [
+const PEOPLE_ROLES: [&str; 6] = [
     "server-binder-claims-view",
     "server-binder-claims-edit",
+    "server-binder-classes-view",
     "server-binder-servers-view",
     "server-binder-servers-admin",
     "server-binder-cleaner",
@@ -160,6 +163,15 @@ fn aggregated_roles_give_tenants_claims_and_nobody_servers() {
     assert!(
         grants.iter().all(|(r, _)| r == "serverclaims"),
         "never the status: {grants:?}"
+    );
+    // Classes say which servers a claim may take: every tenant reads them, none writes.
+    let (to, grants) = aggregation(&objects, "server-binder-classes-view");
+    assert_eq!(to, set(&["view", "edit", "admin"]));
+    assert!(grants.contains(&("serverclasses".into(), "list".into())));
+    assert!(
+        grants
+            .iter()
+            .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str()))
     );
     for servers in ["server-binder-servers-view", "server-binder-servers-admin"] {
         let (to, _) = aggregation(&objects, servers);

@@ -66,6 +66,12 @@ use super::server::TaintEffect;
 #[x_kube(validation = Rule::new(
     "!has(oldSelf.serverSelector) || (has(self.serverSelector) && self.serverSelector == oldSelf.serverSelector)"
 ).message("serverSelector is immutable once set"))]
+// The class decides which servers and quotas apply: switching it under a binding would
+// move the claim between quotas. A default class written once is kept, as Kubernetes
+// keeps a default StorageClass it assigned.
+#[x_kube(validation = Rule::new(
+    "!has(oldSelf.serverClassName) || (has(self.serverClassName) && self.serverClassName == oldSelf.serverClassName)"
+).message("serverClassName is immutable once set"))]
 #[serde(rename_all = "camelCase")]
 pub struct ServerClaimSpec {
     /// The server for this claim: written by a user (a pre-bound claim) or by the claim
@@ -78,6 +84,12 @@ pub struct ServerClaimSpec {
     /// Taints on a server that this claim accepts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// The ServerClass the claim takes a server of: only its servers, and only if the
+    /// class lets this namespace in. Absent: the default class, which the claim controller
+    /// writes here while the claim is unbound; without a default class, any server.
+    /// Immutable once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_class_name: Option<String>,
 }
 
 /// A reference from a claim to a (cluster-scoped) server.

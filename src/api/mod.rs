@@ -1,11 +1,12 @@
-//! The `metal.binder.dev/v1alpha1` API: `Server` (cluster-scoped) and `ServerClaim`
-//! (namespaced), and the CRDs generated from them.
+//! The `metal.binder.dev/v1alpha1` API: `Server` and `ServerClass` (cluster-scoped) and
+//! `ServerClaim` (namespaced), and the CRDs generated from them.
 
 mod claim;
 pub mod names;
 mod schema;
 mod selector;
 mod server;
+mod server_class;
 
 pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
@@ -16,14 +17,15 @@ pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,
     ServerPhase, ServerSpec, ServerStatus, Taint, TaintEffect,
 };
+pub use server_class::{ServerClass, ServerClassSpec};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-/// Both CRDs, in the order they are installed, their descriptions reflowed
+/// Every CRD, in the order they are installed, their descriptions reflowed
 /// ([`reflow_descriptions`]).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    [Server::crd(), ServerClaim::crd()]
+    [Server::crd(), ServerClaim::crd(), ServerClass::crd()]
         .into_iter()
         .map(|crd| {
             let mut json = serde_json::to_value(crd).expect("a CRD serializes");
@@ -60,7 +62,7 @@ fn reflow(text: &str) -> String {
         .join("\n\n")
 }
 
-/// Both CRDs as multi-document YAML, exactly what `server-binder crd` prints and
+/// Every CRD as multi-document YAML, exactly what `server-binder crd` prints and
 /// `manifests/crds/` holds.
 pub fn crd_yaml() -> Result<String, serde_saphyr::ser_error::Error> {
     let mut out = String::new();

@@ -18,6 +18,9 @@ pub const ANNOTATION_CLEANING: &str = "metal.binder.dev/cleaning";
 /// controller's `--release-gates` (a restart, another replica) changes what this
 /// cleaning waits for.
 pub const ANNOTATION_CLEANING_GATES: &str = "metal.binder.dev/cleaning-gates";
+/// On a ServerClass: `"true"` marks the default class, which a claim without
+/// `spec.serverClassName` gets (as `storageclass.kubernetes.io/is-default-class`).
+pub const ANNOTATION_DEFAULT_CLASS: &str = "serverclass.metal.binder.dev/is-default-class";
 /// The value every protocol annotation carries.
 pub const ANNOTATION_YES: &str = "yes";
 

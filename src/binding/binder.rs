@@ -14,20 +14,22 @@
 //! - [`Binder::claim_object_written`], [`Binder::claim_status_written`]: the result of
 //!   a claim's writes → who to wake.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{Server, ServerClaim, ServerClaimRef};
+use crate::api::{Server, ServerClaim, ServerClaimRef, ServerClass};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::RefusedWrites;
-use super::claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
+use super::claim_decision::{ClaimDecision, assumption_for, decide_claim, decide_class, pass_over};
 use super::claim_plan::{ClaimPlan, plan_claim};
+use super::classes::{ClassCatalog, ClassCheck, rebase};
 use super::coalesce::is_summary_refresh;
 use super::gates::cleaning_took;
 use super::meta::{self, ClaimKey, is_controller_chosen};
@@ -180,6 +182,12 @@ pub struct Binder {
     assumed: AssumedChoices,
     summaries: SummaryClock,
     refused: RefusedWrites,
+    /// The classes and namespaces' labels ([`super::classes`]). The claim catalog holds
+    /// each claim as its class makes it ([`ClassCatalog::resolve`]); `raw` keeps the
+    /// claims as they are where that differs, to resolve them again when a class or a
+    /// namespace changes.
+    classes: ClassCatalog,
+    raw: HashMap<ClaimKey, Arc<ServerClaim>>,
 }
 
 /// How a claim's object write ended, as the binder needs to hear it.
@@ -206,6 +214,8 @@ impl Binder {
             assumed: AssumedChoices::new(),
             summaries,
             refused: RefusedWrites::default(),
+            classes: ClassCatalog::default(),
+            raw: HashMap::new(),
         }
     }
 
@@ -221,6 +231,91 @@ impl Binder {
         binder.claims = ClaimCatalog::from_claims(claims);
         binder.servers = ServerCatalog::from_servers(servers).tracking(binder.claims.iter());
         binder
+    }
+
+    /// [`Binder::listed`] with these classes and namespaces' labels too.
+    pub fn listed_with_classes(
+        mut self,
+        classes: impl IntoIterator<Item = impl Into<Arc<ServerClass>>>,
+        namespaces: HashMap<String, BTreeMap<String, String>>,
+    ) -> Self {
+        self.classes
+            .replace_classes(classes.into_iter().map(Into::into));
+        self.classes.replace_namespaces(namespaces);
+        self.resolve_all();
+        self
+    }
+
+    pub fn classes(&self) -> &ClassCatalog {
+        &self.classes
+    }
+
+    /// A class changed (`None`: deleted): every claim may take other servers now.
+    pub fn apply_class(&mut self, name: &str, new: Option<Arc<ServerClass>>) -> Wake {
+        match new {
+            Some(c) => self.classes.upsert_class(c),
+            None => self.classes.remove_class(name),
+        }
+        self.resolve_all()
+    }
+
+    /// The classes were listed anew.
+    pub fn relist_classes(&mut self, all: Vec<Arc<ServerClass>>) -> Wake {
+        self.classes.replace_classes(all);
+        self.resolve_all()
+    }
+
+    /// A namespace's labels changed (`None`: deleted).
+    pub fn apply_namespace(
+        &mut self,
+        name: &str,
+        labels: Option<BTreeMap<String, String>>,
+    ) -> Wake {
+        self.classes.put_namespace(name, labels);
+        self.resolve_all()
+    }
+
+    /// The namespaces were listed anew.
+    pub fn relist_namespaces(&mut self, all: HashMap<String, BTreeMap<String, String>>) -> Wake {
+        self.classes.replace_namespaces(all);
+        self.resolve_all()
+    }
+
+    /// Resolves every claim against the classes again and wakes everything whose
+    /// decision may change: classes and namespaces change seldom, and a class can move
+    /// any claim's servers, so a change counts as a relist (no claim changes when no
+    /// class is involved, and then nobody is woken).
+    fn resolve_all(&mut self) -> Wake {
+        let all: Vec<Arc<ServerClaim>> = self
+            .claims
+            .iter_shared()
+            .map(|c| self.raw.get(&claim_key(c)).unwrap_or(c).clone())
+            .collect();
+        let mut changed = false;
+        for claim in all {
+            let key = claim_key(&claim);
+            let effective = self.resolved(&key, claim);
+            let before = self.claims.shared(&key.namespace, &key.name);
+            if before.is_none_or(|b| **b != *effective) {
+                changed = true;
+                self.servers.track_selectors([effective.as_ref()]);
+                self.claims.upsert(effective);
+            }
+        }
+        match changed {
+            true => super::triggers::on_relist(&self.servers, &self.claims),
+            false => Wake::default(),
+        }
+    }
+
+    /// The claim as its class makes it, remembering the claim as it is if that differs.
+    fn resolved(&mut self, key: &ClaimKey, claim: Arc<ServerClaim>) -> Arc<ServerClaim> {
+        let (effective, _) = self.classes.resolve(&claim);
+        match Arc::ptr_eq(&effective, &claim) {
+            true => self.raw.remove(key),
+            false => self.raw.insert(key.clone(), claim),
+        };
+        effective
     }
 
     pub fn servers(&self) -> &ServerCatalog {
@@ -311,6 +406,13 @@ impl Binder {
             .shared(&key.namespace, &key.name)
             .cloned()
             .or(last);
+        let new = match new {
+            Some(c) => Some(self.resolved(key, c)),
+            None => {
+                self.raw.remove(key);
+                None
+            }
+        };
         match &new {
             Some(c) => {
                 if !self.servers.tracks_selector_of(c) {
@@ -346,6 +448,11 @@ impl Binder {
 
     /// The claims were listed anew.
     pub fn relist_claims(&mut self, all: Vec<Arc<ServerClaim>>) -> Wake {
+        self.raw.clear();
+        let all: Vec<Arc<ServerClaim>> = all
+            .into_iter()
+            .map(|c| self.resolved(&claim_key(&c), c))
+            .collect();
         self.servers.track_selectors(all.iter().map(Arc::as_ref));
         self.claims = ClaimCatalog::from_claims(all);
         let claims = &self.claims;
@@ -405,8 +512,14 @@ impl Binder {
             return ClaimStep::Idle;
         }
         let key = claim_key(claim);
-        let decision = self.decide_claim(claim, live, sight, now);
-        let plan = plan_claim(claim, &decision, &Time(now));
+        // The decisions read the claim as its class makes it; what they write goes onto
+        // the claim as it is.
+        let (effective, class) = self.classes.resolve_ref(claim);
+        let decision = self.decide_claim(&effective, &class, live, sight, now);
+        let mut plan = plan_claim(&effective, &decision, &Time(now));
+        if let (Cow::Owned(_), Some(object)) = (&effective, plan.object.as_mut()) {
+            *object = rebase(object, claim);
+        }
         if let Some(server) = plan.confirm_server {
             return ClaimStep::ReadServer(server);
         }
@@ -445,11 +558,17 @@ impl Binder {
     fn decide_claim(
         &self,
         claim: &ServerClaim,
+        class: &ClassCheck,
         live: Option<(&str, Option<&Server>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimDecision {
         let key = claim_key(claim);
+        if self.refused.backing_off(&key, now).is_none()
+            && let Some(decision) = decide_class(claim, class)
+        {
+            return decision;
+        }
         let held_back = self.refused.held_back(now);
         let (nobody, blind);
         let (claims, waiting) = match sight {
@@ -627,11 +746,12 @@ impl Binder {
         let decision = match live {
             None => decide(server, &self.claims, Liveness::Cached, gates, turn),
             Some((r, live)) => {
+                let live = live.map(|c| self.classes.resolve_ref(c).0);
                 let view = WithLiveClaim {
                     base: &self.claims,
                     namespace: &r.namespace,
                     name: &r.name,
-                    live,
+                    live: live.as_deref(),
                 };
                 decide(server, &view, Liveness::Confirmed, gates, turn)
             }

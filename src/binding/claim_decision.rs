@@ -6,6 +6,7 @@ use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
 
 use super::assumed::claim_key;
 use super::backoff::Refusal;
+use super::classes::ClassCheck;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{gave_back, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
@@ -69,6 +70,16 @@ pub enum ClaimDecision {
         server_uid: String,
         refusal: Refusal,
     },
+    /// The claim names no class and a default class exists that lets its namespace in:
+    /// write its name into `spec.serverClassName` (docs/binding.md, "Server classes").
+    AssignDefaultClass { class: String },
+    /// The claim's `serverClassName` names no class: Pending `ClassNotFound`, Warning of
+    /// that reason; a controller-chosen `serverRef` is withdrawn.
+    ClassNotFound { class: String },
+    /// The claim's class (named, or the default) does not let its namespace in: Pending
+    /// `ClassNotAllowed`, Warning of that reason; a controller-chosen `serverRef` is
+    /// withdrawn.
+    ClassNotAllowed { class: String },
     /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
     AdoptReservedServer { server: String },
     /// No `serverRef`, an eligible free server exists: choose the best fit.
@@ -154,6 +165,9 @@ impl ClaimDecision {
         matches!(
             self,
             AdoptReservedServer { .. }
+                | AssignDefaultClass { .. }
+                | ClassNotFound { .. }
+                | ClassNotAllowed { .. }
                 | PickBestFit { .. }
                 | WaitForTurn { .. }
                 | NoMatchingServer { .. }
@@ -200,6 +214,9 @@ impl ClaimDecision {
             | WithdrawTakenServer { server, .. }
             | ServerAlreadyClaimed { server, .. } => Some(server),
             BoundServerRefCleared
+            | AssignDefaultClass { .. }
+            | ClassNotFound { .. }
+            | ClassNotAllowed { .. }
             | ClearStaleBindCompleted
             | WriteRefused { .. }
             | WaitForTurn { .. }
@@ -254,6 +271,24 @@ pub fn decide_claim(
         decide_bound(claim, servers, liveness)
     } else {
         decide_unbound(claim, servers, pick)
+    }
+}
+
+/// The class rows, checked on the unbound path before every row but those of a claim
+/// backing off ([`super::classes`]; docs/binding.md, "Server classes"): a claim without
+/// a class gets the default one written, and a claim whose class is missing or does not
+/// let its namespace in says so. A bound claim keeps its server whatever its class says
+/// now, as it keeps it through a relabel.
+pub fn decide_class(claim: &ServerClaim, check: &ClassCheck) -> Option<ClaimDecision> {
+    if meta::is_bind_completed(claim) {
+        return None;
+    }
+    let class = check.class().unwrap_or_default().to_string();
+    match check {
+        ClassCheck::NoClass | ClassCheck::Of(_) => None,
+        ClassCheck::Default(_) => Some(ClaimDecision::AssignDefaultClass { class }),
+        ClassCheck::Missing(_) => Some(ClaimDecision::ClassNotFound { class }),
+        ClassCheck::NotAllowed(_) => Some(ClaimDecision::ClassNotAllowed { class }),
     }
 }
 

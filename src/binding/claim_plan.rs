@@ -55,8 +55,8 @@ pub fn plan_claim(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> 
     plan
 }
 
-/// One arm per decision, in the order of docs/binding.md's claim table: the bound path,
-/// then the unbound path.
+/// One arm per decision, in the order of docs/binding.md's claim table: the bound path
+/// here, the unbound path in [`plan_unbound_row`].
 fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
     match decision {
@@ -86,6 +86,33 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             bound_confirmed(claim, &record, notes, decision.describe(), now)
         }
         BoundMisbound { .. } => lost(claim, LostReason::ServerMisbound, decision.describe(), now),
+        GiveBackServer { .. }
+        | WriteRefused { .. }
+        | AssignDefaultClass { .. }
+        | ClassNotFound { .. }
+        | ClassNotAllowed { .. }
+        | AdoptReservedServer { .. }
+        | PickBestFit { .. }
+        | WaitForTurn { .. }
+        | NoMatchingServer { .. }
+        | WithdrawMissingServer { .. }
+        | WithdrawIneligibleServer { .. }
+        | WithdrawOutOfTurn { .. }
+        | WithdrawTakenServer { .. }
+        | ServerNotFound { .. }
+        | WaitForServer { .. }
+        | WaitForUid { .. }
+        | ResumePick { .. }
+        | ServerMismatch { .. }
+        | CompleteBind { .. }
+        | ServerAlreadyClaimed { .. } => plan_unbound_row(claim, decision, now),
+    }
+}
+
+/// The unbound path's arms of [`plan_row`], in the table's order.
+fn plan_unbound_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
+    use ClaimDecision::*;
+    match decision {
         GiveBackServer {
             server,
             server_uid,
@@ -97,6 +124,16 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             decision.describe(),
             now,
         ),
+        AssignDefaultClass { class } => {
+            let mut object = claim.clone();
+            object.spec.server_class_name = Some(class.clone());
+            ClaimPlan {
+                object: Some(object),
+                ..ClaimPlan::default()
+            }
+        }
+        ClassNotFound { .. } => class_problem(claim, "ClassNotFound", decision.describe(), now),
+        ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)
@@ -135,6 +172,7 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             decision.describe(),
             now,
         ),
+        bound => unreachable!("{} is on the bound path: plan_row plans it", bound.name()),
     }
 }
 
@@ -190,6 +228,24 @@ fn waiting_for_server(claim: &ServerClaim, message: String, now: &Time) -> Claim
         status: pending(claim, "WaitingForServer", message, now),
         ..ClaimPlan::default()
     }
+}
+
+/// Pending with `reason` and a Warning of that reason; a controller-chosen `serverRef`
+/// goes in the same step (the class leaves the claim no server to take).
+fn class_problem(
+    claim: &ServerClaim,
+    reason: &'static str,
+    message: String,
+    now: &Time,
+) -> ClaimPlan {
+    let mut plan = pending_with_warning(claim, (reason, reason), message, now);
+    if claim.spec.server_ref.is_some() && is_controller_chosen(claim) {
+        let mut object = claim.clone();
+        object.spec.server_ref = None;
+        meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
+        plan.object = Some(object);
+    }
+    plan
 }
 
 /// Pending `WaitingForTurn` with a Normal event of that reason, saying why server by

@@ -35,6 +35,9 @@ impl ClaimDecision {
             BoundMisbound { .. } => "BoundMisbound",
             WriteRefused { .. } => "WriteRefused",
             GiveBackServer { .. } => "GiveBackServer",
+            AssignDefaultClass { .. } => "AssignDefaultClass",
+            ClassNotFound { .. } => "ClassNotFound",
+            ClassNotAllowed { .. } => "ClassNotAllowed",
             AdoptReservedServer { .. } => "AdoptReservedServer",
             PickBestFit { .. } => "PickBestFit",
             WaitForTurn { .. } => "WaitForTurn",
@@ -84,6 +87,15 @@ impl ClaimDecision {
                 format!("bound server {server} now serves {}", describe_ref(holder))
             }
             WriteRefused { refusal } | GiveBackServer { refusal, .. } => refusal.describe(),
+            AssignDefaultClass { class } => {
+                format!("the claim names no class: it gets the default class {class}")
+            }
+            ClassNotFound { class } => format!(
+                "server class {class} named by serverClassName does not exist; the claim waits for it"
+            ),
+            ClassNotAllowed { class } => format!(
+                "server class {class} does not let this namespace use it (its namespaceSelector); the claim waits until it does"
+            ),
             AdoptReservedServer { server } => {
                 format!("server {server} is reserved for this claim: the claim adopts it")
             }

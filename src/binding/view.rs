@@ -303,6 +303,11 @@ impl ClaimCatalog {
         self.claims.values().map(Arc::as_ref)
     }
 
+    /// Every claim as shared with the watch cache.
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<ServerClaim>> {
+        self.claims.values()
+    }
+
     /// The claim as shared with the watch cache.
     pub fn shared(&self, namespace: &str, name: &str) -> Option<&Arc<ServerClaim>> {
         self.claims.get(&claim_key(namespace, name))

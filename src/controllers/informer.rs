@@ -25,11 +25,12 @@ use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
 
-use crate::api::{Server, ServerClaim};
+use crate::api::{Server, ServerClaim, ServerClass};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, Rules, Sight, Wake,
     claim_key,
 };
+use k8s_openapi::api::core::v1::Namespace;
 
 /// Where a controller wants its triggers while it runs (`None`: not running; triggers
 /// are dropped and the controller resyncs everything when it starts).
@@ -45,8 +46,9 @@ pub struct Caches {
     binder: RwLock<Binder>,
     pub server_store: Store<Server>,
     pub claim_store: Store<ServerClaim>,
-    /// Whether servers and claims have each been listed into the binder once.
-    synced: [watch::Sender<bool>; 2],
+    /// Whether servers, claims, classes and namespaces have each been listed into the
+    /// binder once.
+    synced: [watch::Sender<bool>; 4],
     claim_triggers: TriggerSlot<ServerClaim>,
     server_triggers: TriggerSlot<Server>,
     /// Writes of this process the watches have not delivered yet (locked alone).
@@ -57,23 +59,33 @@ pub struct Caches {
 pub struct CacheWriters {
     servers: Writer<Server>,
     claims: Writer<ServerClaim>,
+    classes: Writer<ServerClass>,
+    namespaces: Writer<Namespace>,
 }
 
 impl Caches {
     pub fn new(config: BinderConfig) -> (Arc<Self>, CacheWriters) {
         let (server_store, servers) = reflector::store();
         let (claim_store, claims) = reflector::store();
+        let (_, classes) = reflector::store();
+        let (_, namespaces) = reflector::store();
         let binder = Binder::new(Rules::real(), config, Timestamp::now());
         let caches = Arc::new(Self {
             binder: RwLock::new(binder),
             server_store,
             claim_store,
-            synced: [watch::channel(false).0, watch::channel(false).0],
+            synced: std::array::from_fn(|_| watch::channel(false).0),
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
             own_writes: Mutex::default(),
         });
-        (caches, CacheWriters { servers, claims })
+        let writers = CacheWriters {
+            servers,
+            claims,
+            classes,
+            namespaces,
+        };
+        (caches, writers)
     }
 
     /// The binder, to read (a server reconcile, the metrics' inventory).
@@ -169,12 +181,24 @@ impl Caches {
             Kind::Servers,
         );
         let claims = watch(
-            Api::<ServerClaim>::all(client),
+            Api::<ServerClaim>::all(client.clone()),
             writers.claims,
             self.clone(),
             Kind::Claims,
         );
-        futures::join!(servers, claims);
+        let classes = watch(
+            Api::<ServerClass>::all(client.clone()),
+            writers.classes,
+            self.clone(),
+            Kind::Classes,
+        );
+        let namespaces = watch(
+            Api::<Namespace>::all(client),
+            writers.namespaces,
+            self.clone(),
+            Kind::Namespaces,
+        );
+        futures::join!(servers, claims, classes, namespaces);
     }
 
     /// Routes claim-controller triggers to `tx` and enqueues every claim.
@@ -252,6 +276,8 @@ fn own_write_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
 enum Kind {
     Servers,
     Claims,
+    Classes,
+    Namespaces,
 }
 
 /// Drops what no decision reads before the object is cached: `managedFields` are most of
@@ -334,6 +360,37 @@ impl Applies<ServerClaim> for Binder {
     }
     fn relist(&mut self, all: Vec<Arc<ServerClaim>>) -> Wake {
         self.relist_claims(all)
+    }
+}
+
+impl Applies<ServerClass> for Binder {
+    fn apply(&mut self, obj: Arc<ServerClass>) -> Wake {
+        let name = crate::binding::meta::name(&*obj).to_string();
+        self.apply_class(&name, Some(obj))
+    }
+    fn apply_deleted(&mut self, last: Arc<ServerClass>) -> Wake {
+        self.apply_class(crate::binding::meta::name(&*last), None)
+    }
+    fn relist(&mut self, all: Vec<Arc<ServerClass>>) -> Wake {
+        self.relist_classes(all)
+    }
+}
+
+/// Namespaces matter only for their labels: a class's `namespaceSelector` reads them.
+impl Applies<Namespace> for Binder {
+    fn apply(&mut self, obj: Arc<Namespace>) -> Wake {
+        let name = crate::binding::meta::name(&*obj);
+        self.apply_namespace(name, Some(crate::binding::meta::labels(&*obj).clone()))
+    }
+    fn apply_deleted(&mut self, last: Arc<Namespace>) -> Wake {
+        self.apply_namespace(crate::binding::meta::name(&*last), None)
+    }
+    fn relist(&mut self, all: Vec<Arc<Namespace>>) -> Wake {
+        let labels = all.iter().map(|n| {
+            let name = crate::binding::meta::name(&**n).to_string();
+            (name, crate::binding::meta::labels(&**n).clone())
+        });
+        self.relist_namespaces(labels.collect())
     }
 }
 

@@ -1715,8 +1715,9 @@ fn claim_fp(c: &ServerClaim, ranks: &Ranks, h: &mut FxHasher) {
         server_ref,
         server_selector,
         tolerations,
+        server_class_name,
     } = spec;
-    (server_ref, server_selector, tolerations).hash(h);
+    (server_ref, server_selector, tolerations, server_class_name).hash(h);
     let (phase, bound_time, record, bound) = match status {
         None => (None, false, None, None),
         Some(ServerClaimStatus {

@@ -3,6 +3,7 @@
 
 mod admission;
 mod chaos;
+mod classes;
 use crate::common::claim_admission;
 mod claim_rows;
 mod cli;

@@ -109,27 +109,6 @@ async fn a_claim_whose_pick_is_refused_steps_aside_and_says_why() {
     assert!(row.starts_with("backing off"), "{row}");
 }
 
-/// `server-binder explain serverclaim NAME -o json`, the binary against this API server.
-async fn explain_json(env: &Env, name: &str) -> serde_json::Value {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.apiserver
-        .write_kubeconfig(&kubeconfig)
-        .expect("kubeconfig written");
-    let args = ["explain", "serverclaim", name, "-n", NS, "-o", "json"].map(String::from);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_server-binder"))
-            .args(args)
-            .env("KUBECONFIG", &kubeconfig)
-            .output()
-            .expect("explain runs")
-    })
-    .await
-    .expect("joined");
-    assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
-
 /// Room for `pre-bound` (29 bytes with its value) but not for `bind-completed` too: the
 /// pick is let in and the completing write refused. `aaa` gives its server back (its
 /// status records it), the server controller frees it, and `bbb` binds it. Before, `aaa`

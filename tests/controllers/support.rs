@@ -422,3 +422,24 @@ async fn a_timed_out_wait_names_what_it_waited_for_and_the_last_value() {
     let timeout = Duration::from_millis(50);
     wait_for("the answer", timeout, || async { 41 }, |n| *n == 42).await;
 }
+
+/// `server-binder explain serverclaim NAME -o json`, the binary against this API server.
+pub async fn explain_json(env: &Env, name: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig written");
+    let args = ["explain", "serverclaim", name, "-n", NS, "-o", "json"].map(String::from);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_server-binder"))
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .expect("explain runs")
+    })
+    .await
+    .expect("joined");
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}

@@ -4,7 +4,11 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use super::error::ExplainError;
-use crate::api::{Server, ServerClaim};
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::api::{Server, ServerClaim, ServerClass};
 use crate::binding::{Binder, BinderConfig, Rules};
 use k8s_openapi::jiff::Timestamp;
 
@@ -17,6 +21,11 @@ pub(crate) struct World {
     pub partial: bool,
     /// The release gates of a server that names none (`--release-gates`).
     pub release_gates: Vec<String>,
+    /// The server classes, and the namespaces' labels their `namespaceSelector` reads
+    /// (empty when listing namespaces is forbidden: then only a namespace's name label
+    /// is known, as the binder knows it before it lists them).
+    pub classes: Vec<ServerClass>,
+    pub namespaces: HashMap<String, BTreeMap<String, String>>,
 }
 
 impl World {
@@ -28,7 +37,9 @@ impl World {
             release_gates: self.release_gates.clone(),
         };
         let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
+        let classes = self.classes.iter().cloned();
         Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
+            .listed_with_classes(classes, self.namespaces.clone())
     }
 
     pub async fn read(
@@ -45,6 +56,14 @@ impl World {
             }
             Err(e) => return Err(e),
         };
+        let classes = list(Api::<ServerClass>::all(client.clone())).await?;
+        let namespaces = match Api::<Namespace>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items.iter().map(labels_of).collect(),
+            Err(_) => HashMap::new(),
+        };
         // An empty entry (`--release-gates ''`) is no gate, as for `run`.
         let release_gates = release_gates.iter().filter(|g| !g.is_empty()).cloned();
         Ok(Self {
@@ -52,8 +71,15 @@ impl World {
             claims,
             partial,
             release_gates: release_gates.collect(),
+            classes,
+            namespaces,
         })
     }
+}
+
+fn labels_of(ns: &Namespace) -> (String, BTreeMap<String, String>) {
+    let name = ns.metadata.name.clone().unwrap_or_default();
+    (name, ns.metadata.labels.clone().unwrap_or_default())
 }
 
 async fn list<K>(api: Api<K>) -> Result<Vec<K>, ExplainError>
@@ -67,7 +93,7 @@ where
             "the {plural}.metal.binder.dev CRD is not installed in this cluster: install the CRDs with `kubectl apply -f manifests/crds/`"
         ))),
         Err(kube::Error::Api(s)) if s.code == 403 => Err(ExplainError::Cluster(format!(
-            "listing {plural}.metal.binder.dev is forbidden: explain needs get and list on servers (cluster-wide) and serverclaims ({})",
+            "listing {plural}.metal.binder.dev is forbidden: explain needs get and list on servers and serverclasses (cluster-wide) and serverclaims ({})",
             s.message
         ))),
         Err(e) => Err(ExplainError::Cluster(format!(

@@ -1,0 +1,371 @@
+//! Server classes (docs/binding.md, "Server classes"): which class a claim takes a
+//! server of, whether its namespace may use that class, and what the claim gets from it.
+//! Pure data fed by the watches, and one function that folds a claim's class into the
+//! claim the decisions read ([`ClassCatalog::resolve`]): its selector narrowed to the
+//! class's servers, its tolerations widened by the class's. Every decision, both
+//! controllers' and the matching's, then reads the class through the claim, and no rule
+//! needs to know classes exist.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::api::names::ANNOTATION_DEFAULT_CLASS;
+use crate::api::{SelectorOperator, SelectorRequirement, ServerClaim, ServerClass, ServerSelector};
+
+use super::meta;
+use super::selector::selector_matches;
+
+/// The label every Namespace carries with its own name (Kubernetes sets it), so a
+/// namespace selector can name namespaces even before their labels are known.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The key of the requirement that a claim whose class is missing, or does not let its
+/// namespace in, gets: `In` no value, which no server satisfies.
+pub const NO_SERVER_KEY: &str = "serverclass.metal.binder.dev/no-server";
+
+/// How a claim stands with the classes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ClassCheck {
+    /// No class applies: the claim names none and no class is the default.
+    NoClass,
+    /// The claim's class (named, or the default), which lets its namespace in.
+    Of(String),
+    /// The claim names none, and this is the default class, which the claim controller
+    /// writes into an unbound claim (as Kubernetes assigns a default StorageClass).
+    Default(String),
+    /// The claim names a class that does not exist.
+    Missing(String),
+    /// The class does not let the claim's namespace in.
+    NotAllowed(String),
+}
+
+impl ClassCheck {
+    /// The class's name, if one applies.
+    pub fn class(&self) -> Option<&str> {
+        match self {
+            Self::NoClass => None,
+            Self::Of(c) | Self::Default(c) | Self::Missing(c) | Self::NotAllowed(c) => Some(c),
+        }
+    }
+}
+
+/// The classes and the namespaces' labels, as the watches show them.
+#[derive(Clone, Debug, Default)]
+pub struct ClassCatalog {
+    classes: BTreeMap<String, Arc<ServerClass>>,
+    namespaces: HashMap<String, BTreeMap<String, String>>,
+}
+
+impl ClassCatalog {
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty()
+    }
+
+    pub fn upsert_class(&mut self, class: Arc<ServerClass>) {
+        self.classes.insert(meta::name(&*class).to_string(), class);
+    }
+
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn replace_classes(&mut self, all: impl IntoIterator<Item = Arc<ServerClass>>) {
+        self.classes = all
+            .into_iter()
+            .map(|c| (meta::name(&*c).to_string(), c))
+            .collect();
+    }
+
+    /// A namespace's labels (`None`: deleted).
+    pub fn put_namespace(&mut self, name: &str, labels: Option<BTreeMap<String, String>>) {
+        match labels {
+            Some(l) => self.namespaces.insert(name.to_string(), l),
+            None => self.namespaces.remove(name),
+        };
+    }
+
+    pub fn replace_namespaces(&mut self, all: HashMap<String, BTreeMap<String, String>>) {
+        self.namespaces = all;
+    }
+
+    pub fn class(&self, name: &str) -> Option<&ServerClass> {
+        self.classes.get(name).map(|c| &**c)
+    }
+
+    /// The default class: the one annotated `is-default-class: "true"`; of several, the
+    /// newest, then the lowest name (Kubernetes' rule for default StorageClasses).
+    pub fn default_class(&self) -> Option<&str> {
+        let defaults = self.classes.values().filter(|c| {
+            let annotations = c.metadata.annotations.as_ref();
+            annotations
+                .and_then(|a| a.get(ANNOTATION_DEFAULT_CLASS))
+                .is_some_and(|v| v == "true")
+        });
+        let newest = defaults.max_by(|a, b| {
+            let created = |c: &ServerClass| c.metadata.creation_timestamp.clone();
+            created(a)
+                .cmp(&created(b))
+                .then_with(|| meta::name(&***b).cmp(meta::name(&***a)))
+        });
+        newest.map(|c| meta::name(&**c))
+    }
+
+    /// How `claim` stands with the classes.
+    pub fn check(&self, claim: &ServerClaim) -> ClassCheck {
+        if self.classes.is_empty() && claim.spec.server_class_name.is_none() {
+            return ClassCheck::NoClass;
+        }
+        let (name, default) = match &claim.spec.server_class_name {
+            Some(name) => (name.as_str(), false),
+            None => match self.default_class() {
+                Some(name) => (name, true),
+                None => return ClassCheck::NoClass,
+            },
+        };
+        let Some(class) = self.class(name) else {
+            return ClassCheck::Missing(name.to_string());
+        };
+        if !self.lets_in(class, meta::namespace(claim)) {
+            return ClassCheck::NotAllowed(name.to_string());
+        }
+        match default {
+            true => ClassCheck::Default(name.to_string()),
+            false => ClassCheck::Of(name.to_string()),
+        }
+    }
+
+    /// Whether `class` lets claims of `namespace` in: its namespace selector matches the
+    /// namespace's labels, which always include its name ([`NAMESPACE_NAME_LABEL`]).
+    fn lets_in(&self, class: &ServerClass, namespace: &str) -> bool {
+        let Some(selector) = &class.spec.namespace_selector else {
+            return true;
+        };
+        let mut labels = self.namespaces.get(namespace).cloned().unwrap_or_default();
+        labels.insert(NAMESPACE_NAME_LABEL.into(), namespace.into());
+        selector_matches(selector, &labels)
+    }
+
+    /// The claim the decisions read, and how it stands: `claim` itself when no class
+    /// applies; otherwise with its selector narrowed to the class's servers (none at all
+    /// when the class is missing or does not let its namespace in) and the class's
+    /// tolerations added to its own.
+    pub fn resolve(&self, claim: &Arc<ServerClaim>) -> (Arc<ServerClaim>, ClassCheck) {
+        let check = self.check(claim);
+        match self.narrowed(claim, &check) {
+            Some(effective) => (Arc::new(effective), check),
+            None => (claim.clone(), check),
+        }
+    }
+
+    /// [`ClassCatalog::resolve`] for a claim that is not shared.
+    pub fn resolve_ref<'c>(&self, claim: &'c ServerClaim) -> (Cow<'c, ServerClaim>, ClassCheck) {
+        let check = self.check(claim);
+        match self.narrowed(claim, &check) {
+            Some(effective) => (Cow::Owned(effective), check),
+            None => (Cow::Borrowed(claim), check),
+        }
+    }
+
+    /// The claim as its class makes it (`None`: no class applies).
+    fn narrowed(&self, claim: &ServerClaim, check: &ClassCheck) -> Option<ServerClaim> {
+        let class = match check {
+            ClassCheck::NoClass => return None,
+            ClassCheck::Of(name) | ClassCheck::Default(name) => self.class(name),
+            ClassCheck::Missing(_) | ClassCheck::NotAllowed(_) => None,
+        };
+        let mut effective = claim.clone();
+        let spec = &mut effective.spec;
+        let narrowed = match class {
+            Some(c) => c.spec.server_selector.clone().unwrap_or_default(),
+            None => no_server(),
+        };
+        spec.server_selector = Some(narrow(spec.server_selector.take(), narrowed));
+        if let Some(c) = class {
+            spec.tolerations.extend(c.spec.tolerations.iter().cloned());
+        }
+        Some(effective)
+    }
+}
+
+/// A selector no server satisfies.
+fn no_server() -> ServerSelector {
+    ServerSelector {
+        match_expressions: vec![SelectorRequirement {
+            key: NO_SERVER_KEY.into(),
+            operator: SelectorOperator::In,
+            values: vec![],
+        }],
+        ..ServerSelector::default()
+    }
+}
+
+/// Both selectors at once: every `matchLabels` pair and every expression of each. A key
+/// both pair with different values can match no server.
+fn narrow(mine: Option<ServerSelector>, class: ServerSelector) -> ServerSelector {
+    let mut both = mine.unwrap_or_default();
+    for (key, value) in class.match_labels {
+        match both.match_labels.get(&key) {
+            Some(v) if *v != value => both.match_expressions.extend(no_server().match_expressions),
+            _ => {
+                both.match_labels.insert(key, value);
+            }
+        }
+    }
+    both.match_expressions.extend(class.match_expressions);
+    both
+}
+
+/// `planned`, a write the decisions planned on the claim as its class makes it, carried
+/// over to `claim` as it is: only what the claim controller writes to a claim object
+/// (`serverRef`, `serverClassName`, its two annotations), never the class's selector or
+/// tolerations.
+pub fn rebase(planned: &ServerClaim, claim: &ServerClaim) -> ServerClaim {
+    use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
+    let mut object = claim.clone();
+    object.spec.server_ref = planned.spec.server_ref.clone();
+    object.spec.server_class_name = planned.spec.server_class_name.clone();
+    object.metadata.resource_version = planned.metadata.resource_version.clone();
+    for key in [ANNOTATION_PRE_BOUND, ANNOTATION_BIND_COMPLETED] {
+        match meta::has_annotation(planned, key) {
+            true => meta::set_annotation(&mut object, key),
+            false => meta::remove_annotation(&mut object, key),
+        }
+    }
+    object
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ServerClaimSpec, ServerClassSpec, Toleration};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn selector(pairs: &[(&str, &str)]) -> ServerSelector {
+        ServerSelector {
+            match_labels: labels(pairs),
+            ..ServerSelector::default()
+        }
+    }
+
+    fn class(name: &str, servers: &[(&str, &str)], default: bool, created: i64) -> ServerClass {
+        let mut c = ServerClass::new(
+            name,
+            ServerClassSpec {
+                server_selector: Some(selector(servers)),
+                ..ServerClassSpec::default()
+            },
+        );
+        if default {
+            c.metadata.annotations =
+                Some([(ANNOTATION_DEFAULT_CLASS.to_string(), "true".to_string())].into());
+        }
+        c.metadata.creation_timestamp = Some(Time(
+            Timestamp::from_second(1_700_000_000 + created).unwrap(),
+        ));
+        c
+    }
+
+    fn claim(ns: &str, class: Option<&str>) -> Arc<ServerClaim> {
+        let mut c = ServerClaim::new(
+            "c",
+            ServerClaimSpec {
+                server_class_name: class.map(str::to_string),
+                ..ServerClaimSpec::default()
+            },
+        );
+        c.metadata.namespace = Some(ns.into());
+        Arc::new(c)
+    }
+
+    fn catalog(classes: Vec<ServerClass>) -> ClassCatalog {
+        let mut catalog = ClassCatalog::default();
+        catalog.replace_classes(classes.into_iter().map(Arc::new));
+        catalog
+    }
+
+    #[test]
+    fn without_classes_a_claim_is_itself() {
+        let c = claim("a", None);
+        let (effective, check) = ClassCatalog::default().resolve(&c);
+        assert_eq!(check, ClassCheck::NoClass);
+        assert!(Arc::ptr_eq(&effective, &c));
+    }
+
+    #[test]
+    fn a_class_narrows_the_selector_and_adds_its_tolerations() {
+        let mut gpu = class("gpu", &[("kind", "gpu")], false, 0);
+        gpu.spec.tolerations = vec![Toleration {
+            key: "gpu".into(),
+            ..Toleration::default()
+        }];
+        let mut c = (*claim("a", Some("gpu"))).clone();
+        c.spec.server_selector = Some(selector(&[("rack", "r1")]));
+        let (effective, check) = catalog(vec![gpu]).resolve(&Arc::new(c));
+        assert_eq!(check, ClassCheck::Of("gpu".into()));
+        let s = effective.spec.server_selector.as_ref().unwrap();
+        assert!(selector_matches(
+            s,
+            &labels(&[("kind", "gpu"), ("rack", "r1")])
+        ));
+        assert!(!selector_matches(s, &labels(&[("rack", "r1")])));
+        assert_eq!(effective.spec.tolerations.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_or_forbidding_class_leaves_no_server() {
+        let mut gpu = class("gpu", &[], false, 0);
+        gpu.spec.namespace_selector = Some(selector(&[(NAMESPACE_NAME_LABEL, "team-a")]));
+        let catalog = catalog(vec![gpu]);
+        let any = labels(&[]);
+        for (c, check) in [
+            (
+                claim("team-b", Some("gpu")),
+                ClassCheck::NotAllowed("gpu".into()),
+            ),
+            (
+                claim("team-a", Some("cpu")),
+                ClassCheck::Missing("cpu".into()),
+            ),
+        ] {
+            let (effective, got) = catalog.resolve(&c);
+            assert_eq!(got, check);
+            assert!(!selector_matches(
+                effective.spec.server_selector.as_ref().unwrap(),
+                &any
+            ));
+        }
+        let (_, ok) = catalog.resolve(&claim("team-a", Some("gpu")));
+        assert_eq!(ok, ClassCheck::Of("gpu".into()));
+    }
+
+    #[test]
+    fn the_newest_default_class_is_the_default() {
+        let catalog = catalog(vec![
+            class("old", &[], true, 0),
+            class("new", &[], true, 10),
+            class("other", &[], false, 20),
+        ]);
+        assert_eq!(catalog.default_class(), Some("new"));
+        let (_, check) = catalog.resolve(&claim("a", None));
+        assert_eq!(check, ClassCheck::Default("new".into()));
+    }
+
+    #[test]
+    fn conflicting_label_pairs_match_no_server() {
+        let both = narrow(
+            Some(selector(&[("rack", "r1")])),
+            selector(&[("rack", "r2")]),
+        );
+        assert!(!selector_matches(&both, &labels(&[("rack", "r1")])));
+        assert!(!selector_matches(&both, &labels(&[("rack", "r2")])));
+    }
+}

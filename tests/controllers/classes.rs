@@ -1,0 +1,232 @@
+//! Server classes end to end (docs/binding.md, "Server classes"): a claim of a class
+//! binds only to the class's servers, a namespace the class does not let in waits with
+//! a clear reason, a claim naming a missing class waits for it, and the default class is
+//! written into claims without one.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use server_binder::api::names::ANNOTATION_DEFAULT_CLASS;
+use server_binder::api::{
+    ClaimPhase, ServerClaim, ServerClass, ServerClassSpec, ServerSelector, Toleration,
+};
+
+use crate::common::tools::kubectl_present;
+use crate::controllers::stage::{ClaimExt, ServerExt, claim, server, wait_bound};
+use crate::controllers::support::*;
+
+fn selector(pairs: &[(&str, &str)]) -> ServerSelector {
+    let match_labels: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    ServerSelector {
+        match_labels,
+        ..ServerSelector::default()
+    }
+}
+
+/// The class `gpu`: servers labelled `kind=gpu`, their taint `gpu` tolerated.
+fn gpu_class() -> ServerClass {
+    ServerClass::new(
+        "gpu",
+        ServerClassSpec {
+            server_selector: Some(selector(&[("kind", "gpu")])),
+            tolerations: vec![Toleration {
+                key: "gpu".into(),
+                operator: server_binder::api::TolerationOperator::Exists,
+                ..Toleration::default()
+            }],
+            ..ServerClassSpec::default()
+        },
+    )
+}
+
+async fn create_class(env: &Env, class: ServerClass) {
+    Api::<ServerClass>::all(env.client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("class created");
+}
+
+fn of_class(name: &str, class: &str) -> ServerClaim {
+    let mut c = claim(name);
+    c.spec.server_class_name = Some(class.into());
+    c
+}
+
+/// A claim of `gpu` takes the tainted gpu server, which it does not tolerate itself (the
+/// class does), and never the cpu server, which a second claim of the class leaves free.
+#[tokio::test]
+async fn a_claim_of_a_class_binds_only_to_its_servers() {
+    let mut env = Env::new().await;
+    env.put_server(server("cpu-1").labels(&[("kind", "cpu")]))
+        .await;
+    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    create_class(&env, gpu_class()).await;
+    env.start(4).await;
+    env.put_claim(of_class("c", "gpu")).await;
+    wait_bound(&env, "c", "gpu-1").await;
+    env.put_claim(of_class("d", "gpu")).await;
+    env.wait_claim_phase("d", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    let cpu = env.server("cpu-1").await.expect("cpu-1");
+    assert!(cpu.spec.server_claim_ref.is_none(), "{cpu:?}");
+}
+
+/// `gpu` lets in only namespaces labelled `gpu=yes`: team-b's claim waits, saying so,
+/// until the admin labels team-b; then it binds.
+#[tokio::test]
+async fn a_namespace_the_class_does_not_let_in_waits_until_it_does() {
+    let mut env = Env::new().await;
+    env.create_namespace("team-b").await;
+    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    let mut gpu = gpu_class();
+    gpu.spec.namespace_selector = Some(selector(&[("gpu", "yes")]));
+    create_class(&env, gpu).await;
+    env.start(4).await;
+    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
+    let mut c = of_class("c", "gpu");
+    c.metadata.namespace = Some("team-b".into());
+    team_b.create(&PostParams::default(), &c).await.expect("c");
+    eventually("c waits: ClassNotAllowed", DEADLINE, || async {
+        let c = team_b.get("c").await.unwrap();
+        bound_reason(&c).as_deref() == Some("ClassNotAllowed")
+    })
+    .await;
+
+    Api::<Namespace>::all(env.client.clone())
+        .patch(
+            "team-b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"gpu": "yes"}}})),
+        )
+        .await
+        .expect("team-b labelled");
+    eventually("c Bound to gpu-1", DEADLINE, || async {
+        let c = team_b.get("c").await.unwrap();
+        phase(&c) == Some(ClaimPhase::Bound)
+            && c.spec
+                .server_ref
+                .as_ref()
+                .is_some_and(|r| r.name == "gpu-1")
+    })
+    .await;
+}
+
+/// A claim naming a class that does not exist waits, saying so, and binds once an admin
+/// creates the class.
+#[tokio::test]
+async fn a_claim_naming_a_missing_class_waits_for_it() {
+    let mut env = Env::new().await;
+    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    env.start(4).await;
+    env.put_claim(of_class("c", "gpu")).await;
+    env.wait_claim_phase("c", ClaimPhase::Pending, "ClassNotFound")
+        .await;
+    env.wait_event("ServerClaim", "c", "Warning", "ClassNotFound")
+        .await;
+    // explain reads the classes as the controller does, and says the same.
+    let explained = explain_json(&env, "c").await;
+    assert!(
+        explained.to_string().contains("ClassNotFound"),
+        "{explained}"
+    );
+    create_class(&env, gpu_class()).await;
+    wait_bound(&env, "c", "gpu-1").await;
+}
+
+/// The default class is written into a claim without one, also into a claim created
+/// before the class was made the default (as Kubernetes assigns a default
+/// StorageClass), and the claim then takes a server of that class only.
+#[tokio::test]
+async fn the_default_class_is_written_into_claims_without_one() {
+    let mut env = Env::new().await;
+    env.put_server(server("cpu-1").labels(&[("kind", "cpu")]))
+        .await;
+    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    env.start(4).await;
+    // No server fits `early` before the default exists: it tolerates no taint and
+    // selects the gpu label.
+    env.put_claim(claim("early").selects(&[("kind", "gpu")]))
+        .await;
+    env.wait_claim_phase("early", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    let mut gpu = gpu_class();
+    gpu.metadata.annotations = Some([(ANNOTATION_DEFAULT_CLASS.to_string(), "true".into())].into());
+    create_class(&env, gpu).await;
+    let early = env
+        .wait_claim("early", "the default class written", |c| {
+            c.spec.server_class_name.as_deref() == Some("gpu")
+        })
+        .await;
+    // The class's tolerations narrow nothing the tenant wrote: the claim keeps its own.
+    assert!(early.spec.tolerations.is_empty(), "{:?}", early.spec);
+    wait_bound(&env, "early", "gpu-1").await;
+    env.put_claim(claim("late")).await;
+    env.wait_claim("late", "the default class written", |c| {
+        c.spec.server_class_name.as_deref() == Some("gpu")
+    })
+    .await;
+    env.wait_claim_phase("late", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    let cpu = env.server("cpu-1").await.expect("cpu-1");
+    assert!(cpu.spec.server_claim_ref.is_none(), "{cpu:?}");
+}
+
+/// The example of docs/operations.md, "Server classes", with kubectl: team-a's claim of
+/// the gpu class binds the GPU server without naming its taint, the same claim in team-c
+/// waits `ClassNotAllowed`, and `kubectl get serverclasses` lists the class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_gpu_class_example() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.create_namespace("team-c").await;
+    env.start(4).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
+    let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
+    let servers = format!("{EXAMPLES}servers.yaml");
+    let classes = format!("{EXAMPLES}classes/");
+    kubectl(&["apply", "-f", &servers, "-f", &classes]);
+    let team_a: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-a");
+    eventually(
+        "team-a/training Bound to rack2-gpu-01",
+        DEADLINE,
+        || async {
+            let c = team_a.get("training").await.unwrap();
+            phase(&c) == Some(ClaimPhase::Bound)
+                && c.spec.server_ref.is_some_and(|r| r.name == "rack2-gpu-01")
+        },
+    )
+    .await;
+    let team_c: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-c");
+    let mut outsider = of_class("training", "gpu");
+    outsider.metadata.namespace = Some("team-c".into());
+    team_c
+        .create(&PostParams::default(), &outsider)
+        .await
+        .expect("created");
+    eventually(
+        "team-c/training waits: ClassNotAllowed",
+        DEADLINE,
+        || async {
+            let c = team_c.get("training").await.unwrap();
+            bound_reason(&c).as_deref() == Some("ClassNotAllowed")
+        },
+    )
+    .await;
+    let table = kubectl(&["get", "serverclasses"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "DEFAULT", "AGE"], "{table}");
+    assert!(table.lines().any(|l| l.starts_with("gpu")), "{table}");
+}
