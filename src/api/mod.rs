@@ -17,7 +17,7 @@ pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,
     ServerPhase, ServerSpec, ServerStatus, Taint, TaintEffect,
 };
-pub use server_class::{ServerClass, ServerClassSpec};
+pub use server_class::{ServerClass, ServerClassSpec, ServerClassStatus};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

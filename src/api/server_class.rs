@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::claim::Toleration;
 use super::selector::ServerSelector;
+use super::server::ReleaseGate;
 
 /// Which servers belong to the class and which namespaces may claim from it.
 #[derive(CustomResource, KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -20,6 +21,7 @@ use super::selector::ServerSelector;
     kind = "ServerClass",
     shortname = "scls",
     category = "metal",
+    status = "ServerClassStatus",
     derive = "PartialEq",
     doc = "A class of bare-metal Servers: which servers belong to it, which namespaces may claim them.",
     printcolumn(
@@ -27,6 +29,42 @@ use super::selector::ServerSelector;
         type_ = "string",
         json_path = ".metadata.annotations.serverclass\\.metal\\.binder\\.dev/is-default-class",
         description = "\"true\" on the default class, which claims without a class get"
+    ),
+    printcolumn(
+        name = "Servers",
+        type_ = "integer",
+        json_path = ".status.servers",
+        description = "The servers of the class"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "integer",
+        json_path = ".status.available",
+        description = "Free, claimable servers of the class"
+    ),
+    printcolumn(
+        name = "Bound",
+        type_ = "integer",
+        json_path = ".status.bound",
+        description = "Servers of the class bound to a claim"
+    ),
+    printcolumn(
+        name = "Cleaning",
+        type_ = "integer",
+        json_path = ".status.cleaning",
+        description = "Servers of the class waiting for their release gates"
+    ),
+    printcolumn(
+        name = "Released",
+        type_ = "integer",
+        json_path = ".status.released",
+        description = "Servers of the class released under Retain, waiting for an admin"
+    ),
+    printcolumn(
+        name = "Unclaimable",
+        type_ = "integer",
+        json_path = ".status.unclaimable",
+        description = "Free servers of the class that nobody may claim (cordoned, being deleted)"
     ),
     printcolumn(
         name = "Age",
@@ -48,4 +86,29 @@ pub struct ServerClassSpec {
     /// tenants need not know the taints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// The release gates the class's servers get when released under `Recycle`, for a
+    /// server whose own `spec.releaseGates` is absent: recorded at the release, as every
+    /// release's gates are. A server of several classes gets the gates of each.
+    /// Absent: the controller's default (`--release-gates`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_gates: Option<Vec<ReleaseGate>>,
+}
+
+/// The class's servers counted by phase, each once (the controller recounts them from
+/// its cache at most once per `--status-interval`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerClassStatus {
+    /// Every server of the class: the sum of the counts below.
+    pub servers: u32,
+    /// Free and claimable.
+    pub available: u32,
+    /// Bound to a claim (phase `Bound`).
+    pub bound: u32,
+    /// Released and waiting for their release gates (phase `Cleaning`).
+    pub cleaning: u32,
+    /// Released under `Retain`, waiting for an admin (phase `Released`).
+    pub released: u32,
+    /// Otherwise free, but cordoned (`spec.unclaimable`) or being deleted.
+    pub unclaimable: u32,
 }

@@ -734,7 +734,9 @@ impl Binder {
         now: Timestamp,
     ) -> ServerStep {
         let decide = self.rules.server;
-        let gates = &self.config.release_gates;
+        // A server that names no gates gets its classes', else the controller's default.
+        let class_gates = self.classes.release_gates_of(server);
+        let gates = class_gates.as_deref().unwrap_or(&self.config.release_gates);
         let first = FirstNamed::default();
         let name = meta::name(server);
         let in_turn = |claim: &ServerClaim| {

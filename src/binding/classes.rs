@@ -11,7 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::api::names::ANNOTATION_DEFAULT_CLASS;
-use crate::api::{SelectorOperator, SelectorRequirement, ServerClaim, ServerClass, ServerSelector};
+use crate::api::{
+    SelectorOperator, SelectorRequirement, Server, ServerClaim, ServerClass, ServerClassStatus,
+    ServerPhase, ServerSelector,
+};
 
 use super::meta;
 use super::selector::selector_matches;
@@ -89,6 +92,11 @@ impl ClassCatalog {
         self.namespaces = all;
     }
 
+    /// Every class, as the watch shows it.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServerClass>> {
+        self.classes.values()
+    }
+
     pub fn class(&self, name: &str) -> Option<&ServerClass> {
         self.classes.get(name).map(|c| &**c)
     }
@@ -109,6 +117,28 @@ impl ClassCatalog {
                 .then_with(|| meta::name(&***b).cmp(meta::name(&***a)))
         });
         newest.map(|c| meta::name(&**c))
+    }
+
+    /// The release gates of `server` from its classes, for a server that names none: the
+    /// gates of every class whose selector takes it in and that names gates, each once
+    /// (`None`: no such class, so the controller's default applies). A claim binds only
+    /// within its class, so the gates of the class of any claim released from the server
+    /// are among them.
+    pub fn release_gates_of(&self, server: &Server) -> Option<Vec<String>> {
+        let mut gates: Option<Vec<String>> = None;
+        for class in self.classes.values() {
+            let member = class.spec.server_selector.as_ref();
+            let member = member.is_none_or(|s| selector_matches(s, meta::labels(server)));
+            if let (true, Some(own)) = (member, &class.spec.release_gates) {
+                let all = gates.get_or_insert_with(Vec::new);
+                all.extend(own.iter().map(|g| g.name.clone()));
+            }
+        }
+        if let Some(all) = gates.as_mut() {
+            all.sort();
+            all.dedup();
+        }
+        gates
     }
 
     /// How `claim` stands with the classes.
@@ -186,6 +216,32 @@ impl ClassCatalog {
         }
         Some(effective)
     }
+}
+
+/// How many of `servers` belong to `class`, by phase, each counted once: `Bound`,
+/// `Cleaning` and `Released` by their phase; any other that nobody may claim (cordoned,
+/// being deleted) as unclaimable; the rest available.
+pub fn capacity<'s>(
+    class: &ServerClass,
+    servers: impl Iterator<Item = &'s Server>,
+) -> ServerClassStatus {
+    let mut status = ServerClassStatus::default();
+    let members = servers.filter(|s| {
+        let selector = class.spec.server_selector.as_ref();
+        selector.is_none_or(|sel| selector_matches(sel, meta::labels(*s)))
+    });
+    for server in members {
+        status.servers += 1;
+        let count = match server.status.as_ref().and_then(|st| st.phase) {
+            Some(ServerPhase::Bound) => &mut status.bound,
+            Some(ServerPhase::Cleaning) => &mut status.cleaning,
+            Some(ServerPhase::Released) => &mut status.released,
+            _ if server.spec.unclaimable || meta::is_deleting(server) => &mut status.unclaimable,
+            _ => &mut status.available,
+        };
+        *count += 1;
+    }
+    status
 }
 
 /// A selector no server satisfies.
@@ -357,6 +413,74 @@ mod tests {
         assert_eq!(catalog.default_class(), Some("new"));
         let (_, check) = catalog.resolve(&claim("a", None));
         assert_eq!(check, ClassCheck::Default("new".into()));
+    }
+
+    #[test]
+    fn capacity_counts_each_server_of_the_class_once() {
+        use crate::api::{ServerSpec, ServerStatus};
+        let server = |name: &str, kind: &str, phase: Option<ServerPhase>, cordoned: bool| {
+            let mut s = Server::new(
+                name,
+                ServerSpec {
+                    unclaimable: cordoned,
+                    ..ServerSpec::default()
+                },
+            );
+            s.metadata.labels = Some(labels(&[("kind", kind)]));
+            s.status = phase.map(|phase| ServerStatus {
+                phase: Some(phase),
+                ..ServerStatus::default()
+            });
+            s
+        };
+        let fleet = [
+            server("g1", "gpu", Some(ServerPhase::Available), false),
+            server("g2", "gpu", Some(ServerPhase::Bound), true),
+            server("g3", "gpu", Some(ServerPhase::Cleaning), false),
+            server("g4", "gpu", None, true),
+            server("c1", "cpu", Some(ServerPhase::Available), false),
+        ];
+        let gpu = class("gpu", &[("kind", "gpu")], false, 0);
+        let counted = capacity(&gpu, fleet.iter());
+        let expected = ServerClassStatus {
+            servers: 4,
+            available: 1,
+            bound: 1,
+            cleaning: 1,
+            released: 0,
+            unclaimable: 1,
+        };
+        assert_eq!(counted, expected);
+    }
+
+    #[test]
+    fn a_server_gets_the_release_gates_of_every_class_it_is_in() {
+        use crate::api::{ReleaseGate, ServerSpec};
+        let gated = |name: &str, servers: &[(&str, &str)], gates: &[&str]| {
+            let mut c = class(name, servers, false, 0);
+            let gates = gates.iter().map(|g| ReleaseGate {
+                name: g.to_string(),
+            });
+            c.spec.release_gates = Some(gates.collect());
+            c
+        };
+        let catalog = catalog(vec![
+            gated("gpu", &[("kind", "gpu")], &["x.io/wipe", "x.io/power"]),
+            gated("big", &[("size", "big")], &["x.io/wipe"]),
+            class("cpu", &[("kind", "cpu")], false, 0),
+        ]);
+        let mut server = Server::new("s", ServerSpec::default());
+        server.metadata.labels = Some(labels(&[("kind", "gpu"), ("size", "big")]));
+        assert_eq!(
+            catalog.release_gates_of(&server),
+            Some(vec!["x.io/power".to_string(), "x.io/wipe".to_string()])
+        );
+        server.metadata.labels = Some(labels(&[("kind", "cpu")]));
+        assert_eq!(
+            catalog.release_gates_of(&server),
+            None,
+            "the default applies"
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub enum Ineligible {
     UntoleratedTaint { key: String },
     /// The claim's `serverSelector` does not match the server's labels.
     SelectorMismatch,
+    /// The claim has a server class, and the server's labels do not match the class's
+    /// selector with the claim's own (docs/binding.md, "Server classes").
+    OutsideClass { class: String },
     /// `spec.serverClaimRef` names another claim (or another incarnation of this one).
     ClaimedByOther(ServerClaimRef),
     /// The server is `Released` and waits for an admin.
@@ -41,6 +44,10 @@ impl fmt::Display for Ineligible {
                     "the server's labels do not match the claim's serverSelector"
                 )
             }
+            Self::OutsideClass { class } => write!(
+                f,
+                "the server is not of the claim's server class {class}, or its labels do not match the claim's serverSelector"
+            ),
             Self::ClaimedByOther(r) => write!(f, "the server is claimed by {}", describe_ref(r)),
             Self::Released => write!(
                 f,
@@ -180,7 +187,13 @@ pub fn eligibility(server: &Server, claim: &ServerClaim) -> Result<(), Ineligibl
     if let Some(selector) = &claim.spec.server_selector
         && !selector_matches(selector, meta::labels(server))
     {
-        return Err(Ineligible::SelectorMismatch);
+        // The selector a class narrowed is the class's and the claim's at once.
+        return Err(match &claim.spec.server_class_name {
+            Some(class) => Ineligible::OutsideClass {
+                class: class.clone(),
+            },
+            None => Ineligible::SelectorMismatch,
+        });
     }
     match ref_match(server, claim) {
         RefMatch::Empty | RefMatch::NameOnly | RefMatch::SameUid => Ok(()),

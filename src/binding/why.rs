@@ -86,7 +86,7 @@ impl Cause {
                 Ineligible::Deleting => Self::Deleting,
                 Ineligible::Unclaimable => Self::Unclaimable,
                 Ineligible::UntoleratedTaint { .. } => Self::Taint,
-                Ineligible::SelectorMismatch => Self::Selector,
+                Ineligible::SelectorMismatch | Ineligible::OutsideClass { .. } => Self::Selector,
                 Ineligible::ClaimedByOther(_) => Self::Held,
                 Ineligible::Released => Self::Released,
                 Ineligible::Cleaning => Self::Cleaning,

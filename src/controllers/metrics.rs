@@ -14,6 +14,7 @@ use prometheus::{
 };
 
 use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
+use crate::binding::classes::{ClassCatalog, capacity};
 use crate::binding::{
     ClaimCatalog, LostReason, Outcome, RepairCase, Repairer, ServerCatalog, claim_phase,
     server_phase,
@@ -24,6 +25,8 @@ use crate::binding::{
 pub enum ControllerKind {
     Claim,
     Server,
+    /// The classes' status counts ([`super::class_status`]).
+    Class,
 }
 
 impl ControllerKind {
@@ -31,6 +34,7 @@ impl ControllerKind {
         match self {
             ControllerKind::Claim => "claim",
             ControllerKind::Server => "server",
+            ControllerKind::Class => "class",
         }
     }
 
@@ -38,6 +42,7 @@ impl ControllerKind {
         match self {
             ControllerKind::Claim => "serverclaims",
             ControllerKind::Server => "servers",
+            ControllerKind::Class => "serverclasses",
         }
     }
 }
@@ -68,6 +73,8 @@ pub struct Metrics {
     process: Registry,
     claims: IntGaugeVec,
     servers: IntGaugeVec,
+    class_servers: IntGaugeVec,
+    class_claims: IntGaugeVec,
     bind_duration: HistogramVec,
     binds: IntCounter,
     releases: IntCounterVec,
@@ -88,6 +95,22 @@ impl Default for Metrics {
     }
 }
 
+fn class_servers_gauge(r: &Registrar<'_>) -> IntGaugeVec {
+    r.gauges(
+        "class_servers",
+        "Servers of each ServerClass, each counted once by state (available, bound, cleaning, released, unclaimable), as its status counts them",
+        &["class", "state"],
+    )
+}
+
+fn class_claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
+    r.gauges(
+        "class_claims",
+        "ServerClaims naming each ServerClass in spec.serverClassName, by status.phase",
+        &["class", "phase"],
+    )
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("server_binder".into()), None)
@@ -105,6 +128,8 @@ impl Metrics {
                 "Servers in the controller's cache, by status.phase (Available, Bound, Released, Cleaning; a server without status counts as Available)",
                 &["phase"],
             ),
+            class_servers: class_servers_gauge(&r),
+            class_claims: class_claims_gauge(&r),
             // 10 ms to 10 min: a bind on an idle fleet takes a few round trips; a claim
             // that waits for a server to be freed can take minutes.
             bind_duration: r.histograms(
@@ -259,6 +284,42 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Recomputes the `class_servers` and `class_claims` gauges from the caches.
+    pub fn refresh_classes(
+        &self,
+        classes: &ClassCatalog,
+        claims: &ClaimCatalog,
+        servers: &ServerCatalog,
+    ) {
+        self.class_servers.reset();
+        for class in classes.iter() {
+            let name = crate::binding::meta::name(&**class);
+            let counted = capacity(class, servers.iter());
+            let states = [
+                ("available", counted.available),
+                ("bound", counted.bound),
+                ("cleaning", counted.cleaning),
+                ("released", counted.released),
+                ("unclaimable", counted.unclaimable),
+            ];
+            for (state, n) in states {
+                let gauge = self.class_servers.with_label_values(&[name, state]);
+                gauge.set(i64::from(n));
+            }
+        }
+        let mut by_class: BTreeMap<(&str, &'static str), i64> = BTreeMap::new();
+        for c in claims.iter() {
+            if let Some(class) = c.spec.server_class_name.as_deref() {
+                let phase = claim_phase_name(claim_phase(c));
+                *by_class.entry((class, phase)).or_default() += 1;
+            }
+        }
+        self.class_claims.reset();
+        for ((class, phase), n) in by_class {
+            self.class_claims.with_label_values(&[class, phase]).set(n);
+        }
     }
 
     /// Recomputes the `claims` and `servers` gauges from the caches.

@@ -6,6 +6,7 @@
 //! own kind, each write with the resourceVersion it read as a precondition.
 
 pub mod claim;
+pub mod class_status;
 pub mod context;
 pub mod error;
 pub mod events;
@@ -110,7 +111,8 @@ async fn run_controllers(
     .run(server::reconcile, server::error_policy, ctx.clone())
     .for_each(|result| async move { log_run_result("server", result) });
 
-    let controllers = futures::future::join(claims, servers);
+    let class_status = class_status::run(ctx.clone(), options.status_interval, stop.clone());
+    let controllers = futures::future::join3(claims, servers, class_status);
     tokio::pin!(controllers);
     let lost = async {
         // `Ok`: leadership lost; `Err`: its sender is gone. Either way, stop.

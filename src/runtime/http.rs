@@ -56,6 +56,8 @@ async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
     let binder = e.caches.read();
     e.metrics
         .refresh_inventory(binder.claims(), binder.servers());
+    e.metrics
+        .refresh_classes(binder.classes(), binder.claims(), binder.servers());
     drop(binder);
     (
         [(

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use server_binder::api::names::ANNOTATION_DEFAULT_CLASS;
+use server_binder::api::names::{ANNOTATION_CLEANING_GATES, ANNOTATION_DEFAULT_CLASS};
 use server_binder::api::{
-    ClaimPhase, ServerClaim, ServerClass, ServerClassSpec, ServerSelector, Toleration,
+    ClaimPhase, ReleaseGate, ServerClaim, ServerClass, ServerClassSpec, ServerPhase,
+    ServerSelector, Toleration,
 };
+use server_binder::controllers::Options;
 
 use crate::common::tools::kubectl_present;
 use crate::controllers::stage::{ClaimExt, ServerExt, claim, server, wait_bound};
@@ -190,7 +192,12 @@ async fn kubectl_applies_the_gpu_class_example() {
     }
     let mut env = Env::new().await;
     env.create_namespace("team-c").await;
-    env.start(4).await;
+    // Classes are recounted once per status interval.
+    let options = Options {
+        status_interval: std::time::Duration::from_secs(1),
+        ..options(4)
+    };
+    env.start_with(options).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
@@ -225,8 +232,56 @@ async fn kubectl_applies_the_gpu_class_example() {
         },
     )
     .await;
-    let table = kubectl(&["get", "serverclasses"]);
-    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "DEFAULT", "AGE"], "{table}");
-    assert!(table.lines().any(|l| l.starts_with("gpu")), "{table}");
+    // One GPU server in the example fleet, bound to team-a's claim.
+    eventually("kubectl get serverclasses counts the gpu class", DEADLINE, || {
+        let table = kubectl(&["get", "serverclasses"]);
+        let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+        let columns = [
+            "NAME",
+            "DEFAULT",
+            "SERVERS",
+            "AVAILABLE",
+            "BOUND",
+            "CLEANING",
+            "RELEASED",
+            "UNCLAIMABLE",
+            "AGE",
+        ];
+        assert_eq!(header, columns, "{table}");
+        let gpu: Vec<String> = table
+            .lines()
+            .find(|l| l.starts_with("gpu"))
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .unwrap_or_default();
+        async move { gpu.get(1..7) == Some(&["1", "0", "1", "0", "0", "0"].map(String::from)[..]) }
+    })
+    .await;
+}
+
+/// A class's release gates: a server of the class that names none of its own, released
+/// under `Recycle` from a claim, waits in `Cleaning` for the class's gate, recorded at
+/// the release.
+#[tokio::test]
+async fn a_class_s_release_gates_hold_its_released_servers() {
+    let mut env = Env::new().await;
+    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    let mut gpu = gpu_class();
+    gpu.spec.release_gates = Some(vec![ReleaseGate {
+        name: "example.com/gpu-wiped".into(),
+    }]);
+    create_class(&env, gpu).await;
+    env.start(4).await;
+    env.put_claim(of_class("c", "gpu")).await;
+    wait_bound(&env, "c", "gpu-1").await;
+    env.delete_claim("c").await;
+    let s = env
+        .wait_server_phase("gpu-1", ServerPhase::Cleaning, "Cleaning")
+        .await;
+    let gates = s.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        gates.get(ANNOTATION_CLEANING_GATES).map(String::as_str),
+        Some("example.com/gpu-wiped"),
+        "the class's gate recorded at the release"
+    );
 }

@@ -7,7 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use server_binder::api::ClaimPhase;
+use kube::api::{Api, PostParams};
+use server_binder::api::{ClaimPhase, ServerClass, ServerClassSpec};
 use server_binder::runtime::client::USER_AGENT_VALUE;
 
 use crate::controllers::stage::*;
@@ -84,7 +85,20 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
     // A claim naming a missing server: FailedBinding now, and again later (a patch of
     // the event's series).
     env.put_claim(claim("waits").names("s9")).await;
+    // A class, whose status the controller writes (its servers counted).
+    Api::<ServerClass>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &ServerClass::new("any", ServerClassSpec::default()),
+        )
+        .await
+        .expect("class created");
     env.start_leading(2, LEASE_NAMESPACE, LEASE_NAME).await;
+    eventually("the class's servers counted", DEADLINE, || async {
+        let class = Api::<ServerClass>::all(env.client.clone()).get("any").await;
+        class.is_ok_and(|c| c.status.is_some_and(|s| s.servers == 1))
+    })
+    .await;
 
     wait_bound(&env, "c1", "s1").await;
     env.wait_claim_phase("lost", ClaimPhase::Lost, "ServerMissing")

@@ -8,6 +8,7 @@ use super::error::ExplainError;
 use super::world::World;
 use crate::api::ServerClaim;
 use crate::binding::backoff::{WRITE_REFUSED, backs_off};
+use crate::binding::classes::ClassCheck;
 use crate::binding::{
     Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, PickState, ServerView, Sight,
     Unavailability, find_bound, hindrance, meta, pass_over,
@@ -25,6 +26,10 @@ pub struct ClaimExplanation {
     pub message: String,
     pub server_ref: Option<String>,
     pub chosen_by: &'static str,
+    /// The claim's server class, and how it stands with it (docs/binding.md, "Server
+    /// classes"); `None`: no class applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
     pub bind_completed: bool,
     pub bound_time: Option<String>,
     /// The decision the claim controller would make now, and its row in words.
@@ -98,6 +103,7 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         message: bound.map(|c| c.message.clone()).unwrap_or_default(),
         server_ref: claim.spec.server_ref.as_ref().map(|r| r.name.clone()),
         chosen_by: chosen_by(claim),
+        class: class_of(claim, &binder),
         bind_completed: meta::is_bind_completed(claim),
         bound_time: status.bound_time.map(|t| t.0.to_string()),
         decision: if backs_off(claim) {
@@ -125,6 +131,23 @@ fn decide(claim: &ServerClaim, binder: &Binder) -> Option<ClaimDecision> {
     }
 }
 
+/// The claim's class in words: which, and whether it can serve the claim.
+fn class_of(claim: &ServerClaim, binder: &Binder) -> Option<String> {
+    let check = binder.classes().check(claim);
+    let class = check.class()?;
+    Some(match check {
+        ClassCheck::Default(_) => {
+            format!("{class} (the default class, to be written into the claim)")
+        }
+        ClassCheck::Missing(_) => format!("{class} (no such class)"),
+        ClassCheck::NotAllowed(_) => format!(
+            "{class} (does not let namespace {} in)",
+            meta::namespace(claim)
+        ),
+        ClassCheck::NoClass | ClassCheck::Of(_) => class.to_string(),
+    })
+}
+
 fn chosen_by(claim: &ServerClaim) -> &'static str {
     match (
         &claim.spec.server_ref,
@@ -142,6 +165,9 @@ fn verdicts(
     binder: &Binder,
     decision: &ClaimDecision,
 ) -> (String, Vec<Verdict>) {
+    // Judged as the controller judges it: the claim as its class makes it.
+    let resolved = binder.classes().resolve_ref(claim).0;
+    let claim = &*resolved;
     let (servers, claims) = (binder.servers(), binder.claims());
     let nobody = |_: &str| false;
     let now = Timestamp::now();

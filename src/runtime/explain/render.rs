@@ -43,6 +43,9 @@ pub fn claim_text(e: &ClaimExplanation) -> String {
     }
     let server = e.server_ref.as_deref().unwrap_or("(none)");
     let _ = writeln!(out, "ServerRef:  {server}, chosen by {}", e.chosen_by);
+    if let Some(class) = &e.class {
+        let _ = writeln!(out, "Class:      {class}");
+    }
     if let Some(t) = &e.bound_time {
         let _ = writeln!(out, "Bound since {t}");
     }

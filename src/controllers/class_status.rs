@@ -1,0 +1,55 @@
+//! The server classes' status: each class's servers counted by phase
+//! ([`capacity`]), recounted from the server cache at most once per
+//! `--status-interval` and written only when a count changed, so `kubectl get
+//! serverclasses` shows capacity at a glance. Not a protocol decision: a count a little
+//! late changes no binding.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Api;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::ServerClass;
+use crate::binding::classes::capacity;
+
+use super::context::Context;
+use super::metrics::ControllerKind;
+use super::writes::{Part, replace};
+
+/// Recounts every class once per `every` until `stop` is cancelled.
+pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
+    loop {
+        recount(&ctx).await;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Writes the status of every class whose counts changed; a failed write waits for the
+/// next round (the error is counted and logged by the write).
+async fn recount(ctx: &Context) {
+    let changed: Vec<ServerClass> = {
+        let binder = ctx.caches.read();
+        let servers = binder.servers();
+        binder
+            .classes()
+            .iter()
+            .filter_map(|class| {
+                let counted = capacity(class, servers.iter());
+                (class.status.as_ref() != Some(&counted)).then(|| ServerClass {
+                    status: Some(counted),
+                    ..(**class).clone()
+                })
+            })
+            .collect()
+    };
+    let api = Api::<ServerClass>::all(ctx.client.clone());
+    for class in changed {
+        if let Err(error) = replace(ctx, ControllerKind::Class, &api, &class, Part::Status).await {
+            tracing::debug!(%error, class = class.metadata.name, "class status not written");
+        }
+    }
+}
