@@ -86,26 +86,8 @@ fn plan_row(claim: &ServerClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             bound_confirmed(claim, &record, notes, decision.describe(), now)
         }
         BoundMisbound { .. } => lost(claim, LostReason::ServerMisbound, decision.describe(), now),
-        GiveBackServer { .. }
-        | WriteRefused { .. }
-        | AssignDefaultClass { .. }
-        | ClassNotFound { .. }
-        | ClassNotAllowed { .. }
-        | AdoptReservedServer { .. }
-        | PickBestFit { .. }
-        | WaitForTurn { .. }
-        | NoMatchingServer { .. }
-        | WithdrawMissingServer { .. }
-        | WithdrawIneligibleServer { .. }
-        | WithdrawOutOfTurn { .. }
-        | WithdrawTakenServer { .. }
-        | ServerNotFound { .. }
-        | WaitForServer { .. }
-        | WaitForUid { .. }
-        | ResumePick { .. }
-        | ServerMismatch { .. }
-        | CompleteBind { .. }
-        | ServerAlreadyClaimed { .. } => plan_unbound_row(claim, decision, now),
+        // Every other decision is on the unbound path.
+        unbound => plan_unbound_row(claim, unbound, now),
     }
 }
 
