@@ -86,7 +86,8 @@ pub struct ServerClaimSpec {
     pub tolerations: Vec<Toleration>,
     /// The ServerClass the claim takes a server of: only its servers, and only if the
     /// class lets this namespace in. Absent: the default class, which the claim controller
-    /// writes here while the claim is unbound; without a default class, any server.
+    /// writes here while the claim is unbound; without a default class, only servers no
+    /// class takes in.
     /// Immutable once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_class_name: Option<String>,

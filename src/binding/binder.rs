@@ -188,6 +188,7 @@ pub struct Binder {
     /// namespace changes.
     classes: ClassCatalog,
     raw: HashMap<ClaimKey, Arc<ServerClaim>>,
+    raw_servers: HashMap<String, Arc<Server>>,
 }
 
 /// How a claim's object write ended, as the binder needs to hear it.
@@ -216,6 +217,7 @@ impl Binder {
             refused: RefusedWrites::default(),
             classes: ClassCatalog::default(),
             raw: HashMap::new(),
+            raw_servers: HashMap::new(),
         }
     }
 
@@ -286,12 +288,25 @@ impl Binder {
     /// any claim's servers, so a change counts as a relist (no claim changes when no
     /// class is involved, and then nobody is woken).
     fn resolve_all(&mut self) -> Wake {
+        let servers: Vec<Arc<Server>> = self
+            .servers
+            .iter_shared()
+            .map(|s| self.raw_servers.get(meta::name(&**s)).unwrap_or(s).clone())
+            .collect();
+        let mut changed = false;
+        for server in servers {
+            let name = meta::name(&*server).to_string();
+            let view = self.resolved_server(server);
+            if self.servers.shared(&name).is_none_or(|b| **b != *view) {
+                changed = true;
+                self.servers.upsert(view);
+            }
+        }
         let all: Vec<Arc<ServerClaim>> = self
             .claims
             .iter_shared()
             .map(|c| self.raw.get(&claim_key(c)).unwrap_or(c).clone())
             .collect();
-        let mut changed = false;
         for claim in all {
             let key = claim_key(&claim);
             let effective = self.resolved(&key, claim);
@@ -305,6 +320,22 @@ impl Binder {
         match changed {
             true => super::triggers::on_relist(&self.servers, &self.claims),
             false => Wake::default(),
+        }
+    }
+
+    /// The server as the classes make it ([`ClassCatalog::resolve_server`]), remembering
+    /// the server as it is if that differs.
+    fn resolved_server(&mut self, server: Arc<Server>) -> Arc<Server> {
+        let name = meta::name(&*server).to_string();
+        match self.classes.resolve_server(&server) {
+            Some(view) => {
+                self.raw_servers.insert(name, server);
+                Arc::new(view)
+            }
+            None => {
+                self.raw_servers.remove(&name);
+                server
+            }
         }
     }
 
@@ -365,9 +396,13 @@ impl Binder {
         last: Option<Arc<Server>>,
     ) -> Wake {
         let old = self.servers.shared(name).cloned().or(last);
+        let new = new.map(|s| self.resolved_server(s));
         match &new {
             Some(s) => self.servers.upsert(s.clone()),
-            None => self.servers.remove(name),
+            None => {
+                self.raw_servers.remove(name);
+                self.servers.remove(name);
+            }
         }
         self.assumed.observe_server(name, new.as_deref());
         let in_flight = self.assumed.len();
@@ -439,6 +474,8 @@ impl Binder {
 
     /// The servers were listed anew: every object may have changed.
     pub fn relist_servers(&mut self, all: Vec<Arc<Server>>) -> Wake {
+        self.raw_servers.clear();
+        let all: Vec<Arc<Server>> = all.into_iter().map(|s| self.resolved_server(s)).collect();
         self.servers.replace_all(all);
         let servers = &self.servers;
         self.assumed
@@ -599,10 +636,11 @@ impl Binder {
         match live {
             None => decide(claim, &self.servers, &pick, Liveness::Cached),
             Some((name, live)) => {
+                let live_view = live.and_then(|s| self.classes.resolve_server(s));
                 let view = WithLiveServer {
                     base: &self.servers,
                     name,
-                    live,
+                    live: live_view.as_ref().or(live),
                 };
                 decide(claim, &view, &pick, Liveness::Confirmed)
             }
@@ -745,6 +783,9 @@ impl Binder {
             })
         };
         let turn: Turn<'_> = &in_turn;
+        let original = server;
+        let view = self.classes.resolve_server(server);
+        let server = view.as_ref().unwrap_or(original);
         let decision = match live {
             None => decide(server, &self.claims, Liveness::Cached, gates, turn),
             Some((r, live)) => {
@@ -758,12 +799,13 @@ impl Binder {
                 decide(server, &view, Liveness::Confirmed, gates, turn)
             }
         };
-        let plan = plan_server(server, &decision, &Time(now));
+        // What is written starts from the server as it is, never the classes' view.
+        let plan = plan_server(original, &decision, &Time(now));
         if let Some(claim) = plan.confirm_claim {
             return ServerStep::ReadClaim(claim);
         }
         let cleaning_took = match decision {
-            ServerDecision::Cleaned => cleaning_took(server, now),
+            ServerDecision::Cleaned => cleaning_took(original, now),
             _ => None,
         };
         ServerStep::Act(Box::new(ServerWork {

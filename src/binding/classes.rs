@@ -23,6 +23,11 @@ use super::selector::selector_matches;
 /// namespace selector can name namespaces even before their labels are known.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
+/// The label the binder's view of a server carries while some class takes the server
+/// in (never written to the server): a claim without a class requires its absence, so
+/// servers a class sets aside go to that class's claims only.
+pub const CLASSED_KEY: &str = "serverclass.metal.binder.dev/classed";
+
 /// The key of the requirement that a claim whose class is missing, or does not let its
 /// namespace in, gets: `In` no value, which no server satisfies.
 pub const NO_SERVER_KEY: &str = "serverclass.metal.binder.dev/no-server";
@@ -141,6 +146,26 @@ impl ClassCatalog {
         gates
     }
 
+    /// Whether some class takes `server` in.
+    fn classes_server(&self, server: &Server) -> bool {
+        self.classes.values().any(|c| {
+            let selector = c.spec.server_selector.as_ref();
+            selector.is_none_or(|s| selector_matches(s, meta::labels(server)))
+        })
+    }
+
+    /// The server as the decisions read it: labelled [`CLASSED_KEY`] while some class
+    /// takes it in (`None`: as it is). Its writes never start from this copy.
+    pub fn resolve_server(&self, server: &Server) -> Option<Server> {
+        if !self.classes_server(server) {
+            return None;
+        }
+        let mut view = server.clone();
+        let labels = view.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert(CLASSED_KEY.into(), "true".into());
+        Some(view)
+    }
+
     /// How `claim` stands with the classes.
     pub fn check(&self, claim: &ServerClaim) -> ClassCheck {
         if self.classes.is_empty() && claim.spec.server_class_name.is_none() {
@@ -197,10 +222,25 @@ impl ClassCatalog {
         }
     }
 
-    /// The claim as its class makes it (`None`: no class applies).
+    /// The claim as its class makes it (`None`: no class applies and none exists).
     fn narrowed(&self, claim: &ServerClaim, check: &ClassCheck) -> Option<ServerClaim> {
         let class = match check {
-            ClassCheck::NoClass => return None,
+            ClassCheck::NoClass if self.classes.is_empty() => return None,
+            // No class of its own: only servers no class takes in.
+            ClassCheck::NoClass => {
+                let mut effective = claim.clone();
+                let spec = &mut effective.spec;
+                let unclassed = ServerSelector {
+                    match_expressions: vec![SelectorRequirement {
+                        key: CLASSED_KEY.into(),
+                        operator: SelectorOperator::DoesNotExist,
+                        values: vec![],
+                    }],
+                    ..ServerSelector::default()
+                };
+                spec.server_selector = Some(narrow(spec.server_selector.take(), unclassed));
+                return Some(effective);
+            }
             ClassCheck::Of(name) | ClassCheck::Default(name) => self.class(name),
             ClassCheck::Missing(_) | ClassCheck::NotAllowed(_) => None,
         };
@@ -481,6 +521,22 @@ mod tests {
             None,
             "the default applies"
         );
+    }
+
+    #[test]
+    fn a_claim_without_a_class_takes_only_servers_no_class_takes_in() {
+        use crate::api::ServerSpec;
+        let catalog = catalog(vec![class("gpu", &[("kind", "gpu")], false, 0)]);
+        let server = |kind: &str| {
+            let mut s = Server::new("s", ServerSpec::default());
+            s.metadata.labels = Some(labels(&[("kind", kind)]));
+            catalog.resolve_server(&s).unwrap_or(s)
+        };
+        let (plain, check) = catalog.resolve(&claim("a", None));
+        assert_eq!(check, ClassCheck::NoClass);
+        let selector = plain.spec.server_selector.as_ref().expect("narrowed");
+        assert!(!selector_matches(selector, meta::labels(&server("gpu"))));
+        assert!(selector_matches(selector, meta::labels(&server("cpu"))));
     }
 
     #[test]

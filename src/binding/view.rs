@@ -192,6 +192,11 @@ impl ServerCatalog {
     }
 
     /// The server of this name as shared with the watch cache.
+    /// Every server as shared with the watch cache.
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<Server>> + '_ {
+        self.servers.values()
+    }
+
     pub fn shared(&self, name: &str) -> Option<&Arc<Server>> {
         self.servers.get(name)
     }

@@ -285,3 +285,37 @@ async fn a_class_s_release_gates_hold_its_released_servers() {
         "the class's gate recorded at the release"
     );
 }
+
+/// Servers a class takes in are set aside for its claims: without a default class, a
+/// claim naming no class takes only servers no class takes in, however its selector and
+/// tolerations fit the class's servers, by pick or by name.
+#[tokio::test]
+async fn a_claim_without_a_class_cannot_take_a_class_s_servers() {
+    let mut env = Env::new().await;
+    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    env.put_server(server("cpu-1").labels(&[("kind", "cpu")]))
+        .await;
+    create_class(&env, gpu_class()).await;
+    env.start(4).await;
+    let picker = claim("picker").selects(&[("kind", "gpu")]).tolerates("gpu");
+    env.put_claim(picker).await;
+    env.put_claim(claim("namer").names("gpu-1").tolerates("gpu"))
+        .await;
+    env.wait_claim_phase("picker", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    env.wait_claim_phase("namer", ClaimPhase::Pending, "ServerMismatch")
+        .await;
+    // An unclassed server still goes to a claim without a class.
+    env.put_claim(claim("plain")).await;
+    wait_bound(&env, "plain", "cpu-1").await;
+    let gpu = env.server("gpu-1").await.expect("gpu-1");
+    assert!(gpu.spec.server_claim_ref.is_none(), "{gpu:?}");
+    assert!(
+        !gpu.metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(server_binder::binding::classes::CLASSED_KEY),
+        "the binder's view of a server is never written"
+    );
+}

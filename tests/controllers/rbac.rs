@@ -79,13 +79,15 @@ fn allows(grant: &Grant, request: &Grant) -> bool {
 async fn the_roles_grant_exactly_what_the_controllers_use() {
     let mut env = Env::new().await;
     env.put_server(server("s1")).await;
-    env.create_claim("c1").await;
+    // A claim of a class (every server), whose status the controller writes.
+    let mut c1 = claim("c1");
+    c1.spec.server_class_name = Some("any".into());
+    env.put_claim(c1).await;
     // A bound claim whose server is gone: the claim controller reads it live.
     env.put_claim(claim("lost").bound("gone")).await;
     // A claim naming a missing server: FailedBinding now, and again later (a patch of
     // the event's series).
     env.put_claim(claim("waits").names("s9")).await;
-    // A class, whose status the controller writes (its servers counted).
     Api::<ServerClass>::all(env.client.clone())
         .create(
             &PostParams::default(),
