@@ -254,11 +254,21 @@ impl Binder {
 
     /// A class changed (`None`: deleted): every claim may take other servers now.
     pub fn apply_class(&mut self, name: &str, new: Option<Arc<ServerClass>>) -> Wake {
+        // Its status (the counts this process writes) changes no decision: only its spec
+        // and its annotations (the default mark) send every object through the classes.
+        let decides = |c: &ServerClass| (c.spec.clone(), c.metadata.annotations.clone());
+        let same = match (self.classes.class(name), &new) {
+            (Some(old), Some(new)) => decides(old) == decides(new),
+            _ => false,
+        };
         match new {
             Some(c) => self.classes.upsert_class(c),
             None => self.classes.remove_class(name),
         }
-        self.resolve_all()
+        match same {
+            true => Wake::default(),
+            false => self.resolve_all(),
+        }
     }
 
     /// The classes were listed anew.
@@ -273,8 +283,11 @@ impl Binder {
         name: &str,
         labels: Option<BTreeMap<String, String>>,
     ) -> Wake {
-        self.classes.put_namespace(name, labels);
-        self.resolve_all()
+        // Its labels are all a decision reads of it, and only a class reads them.
+        match self.classes.put_namespace(name, labels) && !self.classes.is_empty() {
+            true => self.resolve_all(),
+            false => Wake::default(),
+        }
     }
 
     /// The namespaces were listed anew.

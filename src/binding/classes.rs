@@ -85,12 +85,16 @@ impl ClassCatalog {
             .collect();
     }
 
-    /// A namespace's labels (`None`: deleted).
-    pub fn put_namespace(&mut self, name: &str, labels: Option<BTreeMap<String, String>>) {
+    /// A namespace's labels (`None`: deleted). Returns whether they changed.
+    pub fn put_namespace(&mut self, name: &str, labels: Option<BTreeMap<String, String>>) -> bool {
+        if self.namespaces.get(name) == labels.as_ref() {
+            return false;
+        }
         match labels {
             Some(l) => self.namespaces.insert(name.to_string(), l),
             None => self.namespaces.remove(name),
         };
+        true
     }
 
     pub fn replace_namespaces(&mut self, all: HashMap<String, BTreeMap<String, String>>) {
