@@ -256,9 +256,10 @@ impl Binder {
     pub fn apply_class(&mut self, name: &str, new: Option<Arc<ServerClass>>) -> Wake {
         // Its status (the counts this process writes) changes no decision: only its spec
         // and its annotations (the default mark) send every object through the classes.
-        let decides = |c: &ServerClass| (c.spec.clone(), c.metadata.annotations.clone());
         let same = match (self.classes.class(name), &new) {
-            (Some(old), Some(new)) => decides(old) == decides(new),
+            (Some(old), Some(new)) => {
+                old.spec == new.spec && old.metadata.annotations == new.metadata.annotations
+            }
             _ => false,
         };
         match new {

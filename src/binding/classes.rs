@@ -325,7 +325,6 @@ pub fn rebase(planned: &ServerClaim, claim: &ServerClaim) -> ServerClaim {
     let mut object = claim.clone();
     object.spec.server_ref = planned.spec.server_ref.clone();
     object.spec.server_class_name = planned.spec.server_class_name.clone();
-    object.metadata.resource_version = planned.metadata.resource_version.clone();
     for key in [ANNOTATION_PRE_BOUND, ANNOTATION_BIND_COMPLETED] {
         match meta::has_annotation(planned, key) {
             true => meta::set_annotation(&mut object, key),

@@ -91,10 +91,7 @@ async fn a_namespace_the_class_does_not_let_in_waits_until_it_does() {
     gpu.spec.namespace_selector = Some(selector(&[("gpu", "yes")]));
     create_class(&env, gpu).await;
     env.start(4).await;
-    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
-    let mut c = of_class("c", "gpu");
-    c.metadata.namespace = Some("team-b".into());
-    team_b.create(&PostParams::default(), &c).await.expect("c");
+    let team_b = create_claim_in(&env, "team-b", of_class("c", "gpu")).await;
     eventually("c waits: ClassNotAllowed", DEADLINE, || async {
         let c = team_b.get("c").await.unwrap();
         bound_reason(&c).as_deref() == Some("ClassNotAllowed")
@@ -216,13 +213,7 @@ async fn kubectl_applies_the_gpu_class_example() {
         },
     )
     .await;
-    let team_c: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-c");
-    let mut outsider = of_class("training", "gpu");
-    outsider.metadata.namespace = Some("team-c".into());
-    team_c
-        .create(&PostParams::default(), &outsider)
-        .await
-        .expect("created");
+    let team_c = create_claim_in(&env, "team-c", of_class("training", "gpu")).await;
     eventually(
         "team-c/training waits: ClassNotAllowed",
         DEADLINE,

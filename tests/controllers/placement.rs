@@ -193,7 +193,7 @@ async fn a_namespace_that_deletes_its_bound_claims_still_takes_turns() {
 async fn a_claim_naming_a_server_does_not_pass_the_claims_ahead_of_it() {
     let mut env = Env::new().await;
     a1_waits_for_a_cordoned_s1(&mut env).await;
-    let team_b = create_in_team_b(&env, claim("sniper").names("s1")).await;
+    let team_b = create_claim_in(&env, "team-b", claim("sniper").names("s1")).await;
     eventually(
         "the sniper is told the server is cordoned",
         DEADLINE,
@@ -246,7 +246,7 @@ async fn a_pre_bound_the_controller_did_not_pick_does_not_pass_the_claims_ahead_
     env.put_server(server("s1")).await;
     let a1 = env.put_claim(claim("a1")).await;
     a_second_after(&a1).await;
-    let team_b = create_in_team_b(&env, claim("t").chose("s1")).await;
+    let team_b = create_claim_in(&env, "team-b", claim("t").chose("s1")).await;
     env.start(4).await;
 
     wait_bound(&env, "a1", "s1").await;
@@ -293,7 +293,7 @@ async fn a_tenant_pre_bound_written_while_a_pick_is_in_flight_wins_nothing() {
         .faults()
         .delay(held, 1, std::time::Duration::from_secs(2));
     uncordon_s1(&env).await;
-    let team_b = create_in_team_b(&env, claim("t").chose("s1")).await;
+    let team_b = create_claim_in(&env, "team-b", claim("t").chose("s1")).await;
 
     wait_bound(&env, "a1", "s1").await;
     eventually("t finds s1 taken and waits", DEADLINE, || async {
@@ -335,17 +335,6 @@ async fn a1_waits_for_a_cordoned_s1(env: &mut Env) {
         .wait_claim_phase("a1", ClaimPhase::Pending, "NoMatchingServer")
         .await;
     a_second_after(&a1).await;
-}
-
-/// Creates `claim` in team-b; returns team-b's claims.
-async fn create_in_team_b(env: &Env, mut claim: ServerClaim) -> Api<ServerClaim> {
-    let team_b: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-b");
-    claim.metadata.namespace = Some("team-b".into());
-    team_b
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("created in team-b");
-    team_b
 }
 
 async fn uncordon_s1(env: &Env) {

@@ -443,3 +443,17 @@ pub async fn explain_json(env: &Env, name: &str) -> serde_json::Value {
     assert!(out.status.success(), "{out:?}");
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
+
+/// Creates `claim` in `namespace`; returns that namespace's claims.
+pub async fn create_claim_in(
+    env: &Env,
+    namespace: &str,
+    mut claim: ServerClaim,
+) -> kube::Api<ServerClaim> {
+    let api: kube::Api<ServerClaim> = kube::Api::namespaced(env.client.clone(), namespace);
+    claim.metadata.namespace = Some(namespace.into());
+    api.create(&kube::api::PostParams::default(), &claim)
+        .await
+        .unwrap_or_else(|e| panic!("claim created in {namespace}: {e}"));
+    api
+}
