@@ -79,17 +79,20 @@ fn strs(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-const BASE_OBJECTS: [(&str, &str); 18] = [
+const BASE_OBJECTS: [(&str, &str); 21] = [
     ("Namespace", NAMESPACE),
     ("CustomResourceDefinition", "servers.metal.binder.dev"),
     ("CustomResourceDefinition", "serverclaims.metal.binder.dev"),
     ("CustomResourceDefinition", "serverclasses.metal.binder.dev"),
+    ("CustomResourceDefinition", "serverquotas.metal.binder.dev"),
     ("ServiceAccount", "server-binder"),
     ("ClusterRole", "server-binder"),
     ("ClusterRoleBinding", "server-binder"),
     ("ClusterRole", "server-binder-claims-view"),
     ("ClusterRole", "server-binder-claims-edit"),
     ("ClusterRole", "server-binder-classes-view"),
+    ("ClusterRole", "server-binder-quotas-view"),
+    ("ClusterRole", "server-binder-quotas-admin"),
     ("ClusterRole", "server-binder-servers-view"),
     ("ClusterRole", "server-binder-servers-admin"),
     ("ClusterRole", "server-binder-cleaner"),
@@ -101,10 +104,12 @@ const BASE_OBJECTS: [(&str, &str); 18] = [
 ];
 
 /// ClusterRoles for people and cleaners, bound to nobody by the install.
-const PEOPLE_ROLES: [&str; 6] = [
+const PEOPLE_ROLES: [&str; 8] = [
     "server-binder-claims-view",
     "server-binder-claims-edit",
     "server-binder-classes-view",
+    "server-binder-quotas-view",
+    "server-binder-quotas-admin",
     "server-binder-servers-view",
     "server-binder-servers-admin",
     "server-binder-cleaner",
@@ -173,6 +178,21 @@ fn aggregated_roles_give_tenants_claims_and_nobody_servers() {
             .iter()
             .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str()))
     );
+    // Quotas: every tenant reads its namespace's, none writes them, not even a
+    // namespace's admin (who could otherwise raise its own); cluster admins bind
+    // `-quotas-admin` themselves.
+    let (to, grants) = aggregation(&objects, "server-binder-quotas-view");
+    assert_eq!(to, set(&["view", "edit", "admin"]));
+    assert!(grants.contains(&("serverquotas".into(), "get".into())));
+    assert!(
+        grants
+            .iter()
+            .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str()))
+    );
+    let (to, grants) = aggregation(&objects, "server-binder-quotas-admin");
+    assert!(to.is_empty(), "quotas-admin aggregates into {to:?}");
+    assert!(grants.contains(&("serverquotas".into(), "update".into())));
+    assert!(!grants.iter().any(|(r, _)| r == "serverquotas/status"));
     for servers in ["server-binder-servers-view", "server-binder-servers-admin"] {
         let (to, _) = aggregation(&objects, servers);
         assert!(to.is_empty(), "{servers} aggregates into {to:?}");

@@ -1,5 +1,5 @@
-//! The `metal.binder.dev/v1alpha1` API: `Server` and `ServerClass` (cluster-scoped) and
-//! `ServerClaim` (namespaced), and the CRDs generated from them.
+//! The `metal.binder.dev/v1alpha1` API: `Server` and `ServerClass` (cluster-scoped),
+//! `ServerClaim` and `ServerQuota` (namespaced), and the CRDs generated from them.
 
 mod claim;
 pub mod names;
@@ -7,6 +7,7 @@ mod schema;
 mod selector;
 mod server;
 mod server_class;
+mod server_quota;
 
 pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
@@ -18,6 +19,7 @@ pub use server::{
     ServerPhase, ServerSpec, ServerStatus, Taint, TaintEffect,
 };
 pub use server_class::{ServerClass, ServerClassSpec, ServerClassStatus};
+pub use server_quota::{QuotaCharge, ServerQuota, ServerQuotaSpec, ServerQuotaStatus};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -25,14 +27,19 @@ use kube::CustomResourceExt;
 /// Every CRD, in the order they are installed, their descriptions reflowed
 /// ([`reflow_descriptions`]).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    [Server::crd(), ServerClaim::crd(), ServerClass::crd()]
-        .into_iter()
-        .map(|crd| {
-            let mut json = serde_json::to_value(crd).expect("a CRD serializes");
-            reflow_descriptions(&mut json);
-            serde_json::from_value(json).expect("a reflowed CRD deserializes")
-        })
-        .collect()
+    [
+        Server::crd(),
+        ServerClaim::crd(),
+        ServerClass::crd(),
+        ServerQuota::crd(),
+    ]
+    .into_iter()
+    .map(|crd| {
+        let mut json = serde_json::to_value(crd).expect("a CRD serializes");
+        reflow_descriptions(&mut json);
+        serde_json::from_value(json).expect("a reflowed CRD deserializes")
+    })
+    .collect()
 }
 
 /// Joins the lines of every `description` into paragraphs: the doc comments it comes

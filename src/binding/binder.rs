@@ -23,17 +23,21 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{Server, ServerClaim, ServerClaimRef, ServerClass};
+use crate::api::{Server, ServerClaim, ServerClaimRef, ServerClass, ServerQuota};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::RefusedWrites;
-use super::claim_decision::{ClaimDecision, assumption_for, decide_claim, decide_class, pass_over};
+use super::claim_decision::{
+    ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, pass_over,
+};
 use super::claim_plan::{ClaimPlan, plan_claim};
-use super::classes::{ClassCatalog, ClassCheck, rebase};
+use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
 use super::coalesce::is_summary_refresh;
+use super::eligibility::{RefMatch, ref_match};
 use super::gates::cleaning_took;
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::placement::{PickInputs, Placement, first_named, first_stray};
+use super::quota::{Holder, QuotaCatalog, QuotaCheck};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -41,7 +45,7 @@ use super::triggers::{Triggers, Wake};
 use super::view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
-use super::winner::{Turn, pick_or_turn, turn_on};
+use super::winner::{Admit, Turn, pick_or_turn, turn_on};
 
 /// Per server and pool (users' claims, or controller-chosen ones this controller's picks
 /// do not hold), the claim naming it that is first in the fair order ([`first_named`],
@@ -54,7 +58,7 @@ pub type ClaimDecider =
 /// The server controller's decision function; the slice is the default release gates,
 /// the last argument whether a claim naming the server has its turn.
 pub type ServerDecider =
-    fn(&Server, &dyn ClaimView, Liveness, &[String], Turn<'_>) -> ServerDecision;
+    fn(&Server, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
 
 /// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
 #[derive(Clone, Copy)]
@@ -69,8 +73,8 @@ impl Rules {
     pub fn real() -> Self {
         Self {
             claim: |claim, servers, pick, liveness| decide_claim(claim, servers, pick, liveness),
-            server: |server, claims, liveness, gates, turn| {
-                decide_server(server, claims, liveness, gates, turn)
+            server: |server, claims, liveness, gates, turn, admit| {
+                decide_server(server, claims, liveness, gates, turn, admit)
             },
             triggers: Triggers::real(),
             assumption_ends: ends_on_claim_event,
@@ -137,6 +141,11 @@ pub struct ClaimWork {
     pub wakes: Wake,
     /// Seconds from the claim's creation to this step, for the bind duration metric.
     pub since_created: Option<f64>,
+    /// The quotas to charge the claim to before any other write, each with the charge
+    /// added and to be written at the resourceVersion it was read at (docs/binding.md,
+    /// "Server quotas"). If one cannot be written, nothing else is: the pick is given up
+    /// as a conflicting write would be, and the claim decides again.
+    pub charges: Vec<ServerQuota>,
 }
 
 impl ClaimWork {
@@ -189,6 +198,9 @@ pub struct Binder {
     classes: ClassCatalog,
     raw: HashMap<ClaimKey, Arc<ServerClaim>>,
     raw_servers: HashMap<String, Arc<Server>>,
+    /// The quotas ([`super::quota`]): a claim a full quota does not charge is held as
+    /// taking no server, like a claim whose class is missing.
+    quotas: QuotaCatalog,
 }
 
 /// How a claim's object write ended, as the binder needs to hear it.
@@ -218,6 +230,7 @@ impl Binder {
             classes: ClassCatalog::default(),
             raw: HashMap::new(),
             raw_servers: HashMap::new(),
+            quotas: QuotaCatalog::default(),
         }
     }
 
@@ -248,8 +261,116 @@ impl Binder {
         self
     }
 
+    /// [`Binder::listed`] with these quotas too.
+    pub fn listed_with_quotas(
+        mut self,
+        quotas: impl IntoIterator<Item = impl Into<Arc<ServerQuota>>>,
+    ) -> Self {
+        self.quotas.replace_all(quotas.into_iter().map(Into::into));
+        self.resolve_all();
+        self
+    }
+
     pub fn classes(&self) -> &ClassCatalog {
         &self.classes
+    }
+
+    pub fn quotas(&self) -> &QuotaCatalog {
+        &self.quotas
+    }
+
+    /// How `claim` stands with its namespace's quotas: by its class, if its class
+    /// applies ([`QuotaCatalog::check`]).
+    pub fn quota_check(&self, claim: &ServerClaim) -> QuotaCheck {
+        self.quota_check_of(claim, &self.classes.check(claim))
+    }
+
+    fn quota_check_of(&self, claim: &ServerClaim, class: &ClassCheck) -> QuotaCheck {
+        match class {
+            ClassCheck::Of(name) => self.quotas.check(claim, Some(name)),
+            _ => QuotaCheck::Unlimited,
+        }
+    }
+
+    /// A quota changed (`None`: deleted). The claims of its namespace whose standing
+    /// with it changed are held anew (one over quota takes no server; [`without_servers`])
+    /// and woken, with the servers they name: a charge lets the server side bind.
+    pub fn apply_quota(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        new: Option<Arc<ServerQuota>>,
+    ) -> Wake {
+        let before = self.quota_checks(namespace);
+        match new {
+            Some(q) => self.quotas.upsert(q),
+            None => self.quotas.remove(namespace, name),
+        }
+        let after = self.quota_checks(namespace);
+        let mut wake = Wake::default();
+        for ((key, was), (_, now)) in before.into_iter().zip(after) {
+            if was == now {
+                continue;
+            }
+            let Some(raw) = self.raw_claim(&key) else {
+                continue;
+            };
+            let effective = self.resolved(&key, raw);
+            if let Some(server) = &effective.spec.server_ref {
+                wake.servers.insert(server.name.clone());
+            }
+            if !self.servers.tracks_selector_of(&effective) {
+                self.servers.track_selectors([effective.as_ref()]);
+            }
+            self.claims.upsert(effective);
+            wake.claims.insert(key);
+        }
+        wake
+    }
+
+    /// The claims of `namespace` that hold a server (a server's ref carries their uid),
+    /// with their class: a quota's recount counts them ([`super::quota::recount`]).
+    pub fn quota_holders(&self, namespace: &str) -> Vec<Holder> {
+        self.claims
+            .in_namespace(namespace)
+            .filter_map(|c| {
+                let class = c.spec.server_class_name.clone()?;
+                let uid = meta::uid(&**c)?.to_string();
+                let reserved = self.servers.reserved_for(namespace, meta::name(&**c));
+                let holds = reserved
+                    .into_iter()
+                    .any(|s| ref_match(s, c) == RefMatch::SameUid);
+                holds.then(|| Holder {
+                    class,
+                    claim: meta::name(&**c).to_string(),
+                    uid,
+                })
+            })
+            .collect()
+    }
+
+    /// The quotas were listed anew.
+    pub fn relist_quotas(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
+        self.quotas.replace_all(all);
+        self.resolve_all()
+    }
+
+    /// Each claim of `namespace` (as it is), with how it stands with the quotas.
+    fn quota_checks(&self, namespace: &str) -> Vec<(ClaimKey, QuotaCheck)> {
+        self.claims
+            .in_namespace(namespace)
+            .map(|c| {
+                let key = claim_key(c);
+                let raw = self.raw.get(&key).unwrap_or(c);
+                (key, self.quota_check(raw))
+            })
+            .collect()
+    }
+
+    /// The claim as it is (not as its class and quotas make it).
+    fn raw_claim(&self, key: &ClaimKey) -> Option<Arc<ServerClaim>> {
+        let cached = self.claims.shared(&key.namespace, &key.name)?;
+        Some(self.raw.get(key).unwrap_or(cached).clone())
     }
 
     /// A class changed (`None`: deleted): every claim may take other servers now.
@@ -353,14 +474,26 @@ impl Binder {
         }
     }
 
-    /// The claim as its class makes it, remembering the claim as it is if that differs.
+    /// The claim as its class and quotas make it, remembering the claim as it is if that
+    /// differs.
     fn resolved(&mut self, key: &ClaimKey, claim: Arc<ServerClaim>) -> Arc<ServerClaim> {
-        let (effective, _) = self.classes.resolve(&claim);
+        let (effective, class) = self.classes.resolve(&claim);
+        let effective = match self.over_quota(&claim, &class) {
+            true => Arc::new(without_servers(&effective)),
+            false => effective,
+        };
         match Arc::ptr_eq(&effective, &claim) {
             true => self.raw.remove(key),
             false => self.raw.insert(key.clone(), claim),
         };
         effective
+    }
+
+    /// Whether an unbound `claim` is over quota: it takes no server, and no place in
+    /// the matching, until a charge frees (a bound claim keeps its server and counts).
+    fn over_quota(&self, claim: &ServerClaim, class: &ClassCheck) -> bool {
+        !meta::is_bind_completed(claim)
+            && matches!(self.quota_check_of(claim, class), QuotaCheck::Exceeded(_))
     }
 
     pub fn servers(&self) -> &ServerCatalog {
@@ -565,8 +698,12 @@ impl Binder {
         let key = claim_key(claim);
         // The decisions read the claim as its class makes it; what they write goes onto
         // the claim as it is.
-        let (effective, class) = self.classes.resolve_ref(claim);
-        let decision = self.decide_claim(&effective, &class, live, sight, now);
+        let (mut effective, class) = self.classes.resolve_ref(claim);
+        let quota = self.quota_check_of(claim, &class);
+        if self.over_quota(claim, &class) {
+            effective = Cow::Owned(without_servers(&effective));
+        }
+        let decision = self.decide_claim(&effective, (&class, &quota), live, sight, now);
         let mut plan = plan_claim(&effective, &decision, &Time(now));
         if let (Cow::Owned(_), Some(object)) = (&effective, plan.object.as_mut()) {
             *object = rebase(object, claim);
@@ -595,8 +732,15 @@ impl Binder {
             Some(r) => remaining(r.until, now),
             None => decision.waits().then(|| self.summaries.interval()),
         };
+        let charges = match (&quota, class.class()) {
+            (QuotaCheck::Room(quotas), Some(class)) if decision.moves_toward_bind() => {
+                self.quotas.charges_for(claim, class, quotas)
+            }
+            _ => Vec::new(),
+        };
         ClaimStep::Act(Box::new(ClaimWork {
             key,
+            charges,
             wakes: wakes_on_start(&decision),
             picked: assumption_for(&decision).map(str::to_string),
             since_created: seconds_since_created(claim, now),
@@ -609,14 +753,15 @@ impl Binder {
     fn decide_claim(
         &self,
         claim: &ServerClaim,
-        class: &ClassCheck,
+        (class, quota): (&ClassCheck, &QuotaCheck),
         live: Option<(&str, Option<&Server>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimDecision {
         let key = claim_key(claim);
         if self.refused.backing_off(&key, now).is_none()
-            && let Some(decision) = decide_class(claim, class)
+            && let Some(decision) =
+                decide_class(claim, class).or_else(|| decide_quota(claim, quota))
         {
             return decision;
         }
@@ -797,11 +942,13 @@ impl Binder {
             })
         };
         let turn: Turn<'_> = &in_turn;
+        let charged = |claim: &ServerClaim| self.quota_check(claim).admits();
+        let admit: Admit<'_> = &charged;
         let original = server;
         let view = self.classes.resolve_server(server);
         let server = view.as_ref().unwrap_or(original);
         let decision = match live {
-            None => decide(server, &self.claims, Liveness::Cached, gates, turn),
+            None => decide(server, &self.claims, Liveness::Cached, gates, turn, admit),
             Some((r, live)) => {
                 let live = live.map(|c| self.classes.resolve_ref(c).0);
                 let view = WithLiveClaim {
@@ -810,7 +957,7 @@ impl Binder {
                     name: &r.name,
                     live: live.as_deref(),
                 };
-                decide(server, &view, Liveness::Confirmed, gates, turn)
+                decide(server, &view, Liveness::Confirmed, gates, turn, admit)
             }
         };
         // What is written starts from the server as it is, never the classes' view.

@@ -11,6 +11,7 @@ use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{gave_back, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
 use super::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
+use super::quota::{QuotaCheck, QuotaFull};
 use super::selector::selector_matches;
 use super::view::{ClaimView, Liveness, ServerView};
 use super::why::{PickState, Unavailability};
@@ -80,6 +81,10 @@ pub enum ClaimDecision {
     /// `ClassNotAllowed`, Warning of that reason; a controller-chosen `serverRef` is
     /// withdrawn.
     ClassNotAllowed { class: String },
+    /// A quota of the claim's namespace limits its class, is full, and does not charge
+    /// the claim: Pending `QuotaExceeded`, Warning of that reason; a controller-chosen
+    /// `serverRef` is withdrawn (docs/binding.md, "Server quotas").
+    QuotaExceeded { full: QuotaFull },
     /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
     AdoptReservedServer { server: String },
     /// No `serverRef`, an eligible free server exists: choose the best fit.
@@ -168,6 +173,7 @@ impl ClaimDecision {
                 | AssignDefaultClass { .. }
                 | ClassNotFound { .. }
                 | ClassNotAllowed { .. }
+                | QuotaExceeded { .. }
                 | PickBestFit { .. }
                 | WaitForTurn { .. }
                 | NoMatchingServer { .. }
@@ -217,11 +223,28 @@ impl ClaimDecision {
             | AssignDefaultClass { .. }
             | ClassNotFound { .. }
             | ClassNotAllowed { .. }
+            | QuotaExceeded { .. }
             | ClearStaleBindCompleted
             | WriteRefused { .. }
             | WaitForTurn { .. }
             | NoMatchingServer { .. } => None,
         }
+    }
+}
+
+impl ClaimDecision {
+    /// Whether the decision moves the claim toward a bind the server controller makes:
+    /// a claim a quota limits is charged to it first ([`super::quota`]).
+    pub fn moves_toward_bind(&self) -> bool {
+        use ClaimDecision::*;
+        matches!(
+            self,
+            PickBestFit { .. }
+                | AdoptReservedServer { .. }
+                | ResumePick { .. }
+                | WaitForServer { .. }
+                | WaitForUid { .. }
+        )
     }
 }
 
@@ -289,6 +312,19 @@ pub fn decide_class(claim: &ServerClaim, check: &ClassCheck) -> Option<ClaimDeci
         ClassCheck::Default(_) => Some(ClaimDecision::AssignDefaultClass { class }),
         ClassCheck::Missing(_) => Some(ClaimDecision::ClassNotFound { class }),
         ClassCheck::NotAllowed(_) => Some(ClaimDecision::ClassNotAllowed { class }),
+    }
+}
+
+/// The quota row, checked on the unbound path after the class rows, with the same
+/// exception ([`super::quota`]; docs/binding.md, "Server quotas"): a claim that a full
+/// quota does not charge waits. A bound claim keeps its server whatever its quota says
+/// now, and counts in it.
+pub fn decide_quota(claim: &ServerClaim, check: &QuotaCheck) -> Option<ClaimDecision> {
+    match check {
+        QuotaCheck::Exceeded(full) if !meta::is_bind_completed(claim) => {
+            Some(ClaimDecision::QuotaExceeded { full: full.clone() })
+        }
+        _ => None,
     }
 }
 

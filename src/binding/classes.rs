@@ -288,6 +288,15 @@ pub fn capacity<'s>(
     status
 }
 
+/// `claim` with its selector narrowed to no server at all: how the decisions read a
+/// claim that may take none now (over quota, [`super::quota`]).
+pub fn without_servers(claim: &ServerClaim) -> ServerClaim {
+    let mut shut = claim.clone();
+    let spec = &mut shut.spec;
+    spec.server_selector = Some(narrow(spec.server_selector.take(), no_server()));
+    shut
+}
+
 /// A selector no server satisfies.
 fn no_server() -> ServerSelector {
     ServerSelector {

@@ -38,6 +38,7 @@ impl ClaimDecision {
             AssignDefaultClass { .. } => "AssignDefaultClass",
             ClassNotFound { .. } => "ClassNotFound",
             ClassNotAllowed { .. } => "ClassNotAllowed",
+            QuotaExceeded { .. } => "QuotaExceeded",
             AdoptReservedServer { .. } => "AdoptReservedServer",
             PickBestFit { .. } => "PickBestFit",
             WaitForTurn { .. } => "WaitForTurn",
@@ -95,6 +96,9 @@ impl ClaimDecision {
             ),
             ClassNotAllowed { class } => format!(
                 "server class {class} does not let this namespace use it (its namespaceSelector); the claim waits until it does"
+            ),
+            QuotaExceeded { full } => format!(
+                "{full}: the claim waits until one of them is deleted or the quota is raised"
             ),
             AdoptReservedServer { server } => {
                 format!("server {server} is reserved for this claim: the claim adopts it")
@@ -166,6 +170,7 @@ impl ServerDecision {
             ReservedClaimMissing => "ReservedClaimMissing",
             FillUid { .. } => "FillUid",
             ReservedAwaitingAdoption => "ReservedAwaitingAdoption",
+            ReservedAwaitingQuota => "ReservedAwaitingQuota",
             ReservedClaimElsewhere => "ReservedClaimElsewhere",
             ConfirmClaimGone { .. } => "ConfirmClaimGone",
             Release { .. } => "Release",
@@ -211,6 +216,10 @@ impl ServerDecision {
             ),
             ReservedClaimElsewhere => format!(
                 "reserved for claim {}, which names another server or cannot take this one",
+                held()
+            ),
+            ReservedAwaitingQuota => format!(
+                "reserved for claim {}, which its namespace's quota has not charged yet: it waits for the charge",
                 held()
             ),
             ConfirmClaimGone { claim } => format!(

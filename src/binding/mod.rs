@@ -19,6 +19,7 @@ pub mod gates;
 mod index;
 pub mod meta;
 pub mod placement;
+pub mod quota;
 mod selector;
 mod server_decision;
 mod server_plan;
@@ -60,4 +61,4 @@ pub use view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
 pub use why::{Cause, Hindrance, PickState, Unavailability, hindrance, selector_text};
-pub use winner::{Turn, outranked_on, turn_on};
+pub use winner::{Admit, Turn, outranked_on, turn_on};

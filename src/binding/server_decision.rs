@@ -10,7 +10,7 @@ use super::evidence::{can_take_back, gave_back, records_bind_to};
 use super::gates::{Pending, pending_gates, release_gates, release_record};
 use super::meta::{self, claim_ref_of};
 use super::view::{ClaimView, Liveness};
-use super::winner::{Turn, winner};
+use super::winner::{Admit, Turn, winner};
 
 /// What the server controller does with a server. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +31,10 @@ pub enum ServerDecision {
     FillUid { claim: ServerClaimRef },
     /// Name-only ref, the claim exists with no `serverRef`: wait for it to adopt the server.
     ReservedAwaitingAdoption,
+    /// Name-only ref, the claim names this server and could take it, but a quota of its
+    /// namespace limits its class and does not charge it yet: phase Available, still
+    /// reserved, until the claim controller charges it (docs/binding.md, "Server quotas").
+    ReservedAwaitingQuota,
     /// Name-only ref, the claim names another server (or this one, but the server cannot
     /// serve it): phase Available, still reserved.
     ReservedClaimElsewhere,
@@ -96,13 +100,15 @@ pub enum RollBackCause {
 
 /// Decides what to do with `server`; `default_gates` are the release gates of a server
 /// that names none (`--release-gates`); `turn` whether the fair order lets a claim naming
-/// the free server take it now ([`super::winner::turn_on`]).
+/// the free server take it now ([`super::winner::turn_on`]); `admit` whether a claim's
+/// quotas charge it, short of which it takes no server ([`Admit`]).
 pub fn decide_server(
     server: &Server,
     claims: &(impl ClaimView + ?Sized),
     liveness: Liveness,
     default_gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
     use ServerDecision::*;
 
@@ -132,14 +138,14 @@ pub fn decide_server(
     }
 
     let Some(r) = claim_ref else {
-        return match winner(server, claims, turn) {
+        return match winner(server, claims, turn, admit) {
             Some((winner, restoring)) => ClaimForWinner { winner, restoring },
             None => Available,
         };
     };
 
     if ref_uid(r).is_none() {
-        return decide_reserved(server, r, claims);
+        return decide_reserved(server, r, claims, admit);
     }
 
     let Some(c) = holder else {
@@ -221,6 +227,7 @@ fn decide_reserved(
     server: &Server,
     r: &ServerClaimRef,
     claims: &(impl ClaimView + ?Sized),
+    admit: Admit<'_>,
 ) -> ServerDecision {
     use ServerDecision::*;
     let Some(c) = claims.claim(&r.namespace, &r.name) else {
@@ -230,9 +237,15 @@ fn decide_reserved(
         // The reservation binds only a claim the server can serve (its selector applies
         // also when it names the server); otherwise it stays a reservation and the claim
         // side reports the mismatch. A bound claim keeps its server whatever changed.
-        Some(n) if n == meta::name(server) && can_take_back(server, c).is_ok() => FillUid {
-            claim: claim_ref_of(c),
-        },
+        Some(n) if n == meta::name(server) && can_take_back(server, c).is_ok() => {
+            // A reservation is no way around a quota: the claim is charged first.
+            match records_bind_to(c, server) || admit(c) {
+                true => FillUid {
+                    claim: claim_ref_of(c),
+                },
+                false => ReservedAwaitingQuota,
+            }
+        }
         Some(n) if n == meta::name(server) => ReservedClaimElsewhere,
         None => ReservedAwaitingAdoption,
         Some(_) => ReservedClaimElsewhere,

@@ -87,7 +87,10 @@ fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPla
             outcome: restoring.then_some(Outcome::Repair(RepairCase::ServerRefRestored)),
             ..claim_for(server, winner, true, note(), now)
         },
-        ReservedClaimMissing | ReservedAwaitingAdoption | ReservedClaimElsewhere => ServerPlan {
+        ReservedClaimMissing
+        | ReservedAwaitingAdoption
+        | ReservedAwaitingQuota
+        | ReservedClaimElsewhere => ServerPlan {
             status: after_unbind(server, now),
             ..ServerPlan::default()
         },

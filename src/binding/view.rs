@@ -318,6 +318,17 @@ impl ClaimCatalog {
         self.claims.get(&claim_key(namespace, name))
     }
 
+    /// The claims of one namespace, by name.
+    pub fn in_namespace<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<ServerClaim>> + 'a {
+        self.claims
+            .range(claim_key(namespace, "")..)
+            .take_while(move |(k, _)| k.namespace == namespace)
+            .map(|(_, c)| c)
+    }
+
     /// Claims that wait for a server to pick: no `serverRef`, not on the bound path.
     pub fn pending(&self) -> impl Iterator<Item = &ServerClaim> {
         self.claims

@@ -27,6 +27,11 @@ use super::view::{ClaimView, ServerView};
 /// binder answers it with [`pick_or_turn`]).
 pub type Turn<'a> = &'a dyn Fn(&ServerClaim) -> bool;
 
+/// Whether the server controller may bind a claim as far as its namespace's quotas go:
+/// none limits its class, or each that does charges it (docs/binding.md, "Server
+/// quotas"; the binder answers it with [`super::quota::QuotaCheck::admits`]).
+pub type Admit<'a> = &'a dyn Fn(&ServerClaim) -> bool;
+
 /// Whether `claim`, which names the free `server`, may take it now, short of a recorded
 /// bind: it is this controller's pick in flight (`picks` holds it: a pick is made in its
 /// turn), or the fair order reaches it for that server (`turn`, [`turn_on`]). A
@@ -67,9 +72,9 @@ fn in_turn(server: &Server, claim: &ServerClaim, turn: Turn<'_>) -> bool {
     records_bind_to(claim, server) || turn(claim)
 }
 
-/// Among the claims naming `server` that may take it ([`can_take_back`]) and have their
-/// turn ([`in_turn`]: every claim without a recorded bind is asked `turn`), the one that
-/// wins it:
+/// Among the claims naming `server` that may take it ([`can_take_back`]), have their
+/// turn ([`in_turn`]: every claim without a recorded bind is asked `turn`) and, short of
+/// a recorded bind, are charged to their quotas (`admit`), the one that wins it:
 /// a claim whose status records a bind to this server first (the server lost its ref,
 /// and this restores it), then user-chosen, then controller-chosen, then the oldest,
 /// then by namespace/name.
@@ -77,11 +82,13 @@ pub(super) fn winner(
     server: &Server,
     claims: &(impl ClaimView + ?Sized),
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> Option<(ServerClaimRef, bool)> {
     claims
         .claims_naming(meta::name(server))
         .into_iter()
         .filter(|c| can_take_back(server, c).is_ok() && in_turn(server, c, turn))
+        .filter(|c| records_bind_to(c, server) || admit(c))
         .min_by_key(|c| rank(server, c, is_controller_chosen(c)))
         .map(|c| (claim_ref_of(c), records_bind_to(c, server)))
 }

@@ -14,7 +14,7 @@ use super::metrics::ControllerKind;
 use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
-use crate::api::{Server, ServerClaim};
+use crate::api::{Server, ServerClaim, ServerQuota};
 use crate::binding::{ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, meta};
 
 const KIND: ControllerKind = ControllerKind::Claim;
@@ -54,6 +54,13 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
         ClaimStep::Wait { after, .. } => return Ok(Action::requeue(after)),
         ClaimStep::Idle | ClaimStep::ReadServer(_) => return Ok(Action::await_change()),
     };
+    if let Err(error) = charge(&work, ctx).await {
+        // Nothing else is written: the pick ends as a conflicting write's would, and the
+        // claim decides again on the quota as the watch brings it.
+        ctx.caches
+            .claim_object_written(&work, claim, ObjectWrite::Conflict);
+        return Err(error);
+    }
     if execute(claim, &work, ctx).await? == Carried::Refused {
         // Its next reconcile says so on the claim and starts the back-off.
         return Ok(Action::requeue(Duration::ZERO));
@@ -66,6 +73,17 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
 /// running at once cannot pick the same server.
 fn decide(claim: &ServerClaim, ctx: &Context, live: Option<(&str, Option<&Server>)>) -> ClaimStep {
     ctx.caches.reconcile_claim(claim, live)
+}
+
+/// Charges the claim to its quotas before any other write (docs/binding.md, "Server
+/// quotas"): each quota's status is written at the resourceVersion the decision read,
+/// so of two writers taking the last server of a class one gets a conflict.
+async fn charge(work: &ClaimWork, ctx: &Context) -> Result<()> {
+    for quota in &work.charges {
+        let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), meta::namespace(quota));
+        replace(ctx, ControllerKind::Quota, &api, quota, Part::Status).await?;
+    }
+    Ok(())
 }
 
 /// How a plan was carried out, when it did not fail.

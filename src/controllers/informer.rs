@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
 
-use crate::api::{Server, ServerClaim, ServerClass};
+use crate::api::{Server, ServerClaim, ServerClass, ServerQuota};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, Rules, Sight, Wake,
     claim_key,
@@ -46,9 +46,12 @@ pub struct Caches {
     binder: RwLock<Binder>,
     pub server_store: Store<Server>,
     pub claim_store: Store<ServerClaim>,
-    /// Whether servers, claims, classes and namespaces have each been listed into the
-    /// binder once.
-    synced: [watch::Sender<bool>; 4],
+    /// Whether servers, claims, classes, namespaces and quotas have each been listed
+    /// into the binder once.
+    synced: [watch::Sender<bool>; 5],
+    /// Rung when a claim is deleted or the claims are relisted: the quotas' recount
+    /// ([`super::quota`]) looks for charges whose claims are gone.
+    pub claims_gone: tokio::sync::Notify,
     claim_triggers: TriggerSlot<ServerClaim>,
     server_triggers: TriggerSlot<Server>,
     /// Writes of this process the watches have not delivered yet (locked alone).
@@ -61,6 +64,7 @@ pub struct CacheWriters {
     claims: Writer<ServerClaim>,
     classes: Writer<ServerClass>,
     namespaces: Writer<Namespace>,
+    quotas: Writer<ServerQuota>,
 }
 
 impl Caches {
@@ -69,12 +73,14 @@ impl Caches {
         let (claim_store, claims) = reflector::store();
         let (_, classes) = reflector::store();
         let (_, namespaces) = reflector::store();
+        let (_, quotas) = reflector::store();
         let binder = Binder::new(Rules::real(), config, Timestamp::now());
         let caches = Arc::new(Self {
             binder: RwLock::new(binder),
             server_store,
             claim_store,
             synced: std::array::from_fn(|_| watch::channel(false).0),
+            claims_gone: tokio::sync::Notify::new(),
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
             own_writes: Mutex::default(),
@@ -84,6 +90,7 @@ impl Caches {
             claims,
             classes,
             namespaces,
+            quotas,
         };
         (caches, writers)
     }
@@ -193,12 +200,18 @@ impl Caches {
             Kind::Classes,
         );
         let namespaces = watch(
-            Api::<Namespace>::all(client),
+            Api::<Namespace>::all(client.clone()),
             writers.namespaces,
             self.clone(),
             Kind::Namespaces,
         );
-        futures::join!(servers, claims, classes, namespaces);
+        let quotas = watch(
+            Api::<ServerQuota>::all(client),
+            writers.quotas,
+            self.clone(),
+            Kind::Quotas,
+        );
+        futures::join!(servers, claims, classes, namespaces, quotas);
     }
 
     /// Routes claim-controller triggers to `tx` and enqueues every claim.
@@ -278,6 +291,7 @@ enum Kind {
     Claims,
     Classes,
     Namespaces,
+    Quotas,
 }
 
 /// Drops what no decision reads before the object is cached: `managedFields` are most of
@@ -309,6 +323,9 @@ where
         };
         writer.apply_watcher_event(&event);
         caches.own_writes.lock().delivered_by(&event);
+        if matches!(kind, Kind::Claims) && matches!(event, Event::Delete(_) | Event::InitDone) {
+            caches.claims_gone.notify_one();
+        }
         let store = writer.as_reader();
         let mut binder = caches.binder.write();
         let wake = match event {
@@ -373,6 +390,24 @@ impl Applies<ServerClass> for Binder {
     }
     fn relist(&mut self, all: Vec<Arc<ServerClass>>) -> Wake {
         self.relist_classes(all)
+    }
+}
+
+impl Applies<ServerQuota> for Binder {
+    fn apply(&mut self, obj: Arc<ServerQuota>) -> Wake {
+        let (namespace, name) = (
+            crate::binding::meta::namespace(&*obj),
+            crate::binding::meta::name(&*obj),
+        );
+        let (namespace, name) = (namespace.to_string(), name.to_string());
+        self.apply_quota(&namespace, &name, Some(obj))
+    }
+    fn apply_deleted(&mut self, last: Arc<ServerQuota>) -> Wake {
+        let namespace = crate::binding::meta::namespace(&*last);
+        self.apply_quota(namespace, crate::binding::meta::name(&*last), None)
+    }
+    fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
+        self.relist_quotas(all)
     }
 }
 

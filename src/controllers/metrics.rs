@@ -27,6 +27,9 @@ pub enum ControllerKind {
     Server,
     /// The classes' status counts ([`super::class_status`]).
     Class,
+    /// The quotas' charges: the claim controller's, and the recount's
+    /// ([`super::quota`]).
+    Quota,
 }
 
 impl ControllerKind {
@@ -35,6 +38,7 @@ impl ControllerKind {
             ControllerKind::Claim => "claim",
             ControllerKind::Server => "server",
             ControllerKind::Class => "class",
+            ControllerKind::Quota => "quota",
         }
     }
 
@@ -43,6 +47,7 @@ impl ControllerKind {
             ControllerKind::Claim => "serverclaims",
             ControllerKind::Server => "servers",
             ControllerKind::Class => "serverclasses",
+            ControllerKind::Quota => "serverquotas",
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod informer;
 pub mod metrics;
 pub mod options;
 pub mod own_writes;
+pub mod quota;
 pub mod server;
 mod writes;
 
@@ -112,7 +113,8 @@ async fn run_controllers(
     .for_each(|result| async move { log_run_result("server", result) });
 
     let class_status = class_status::run(ctx.clone(), options.status_interval, stop.clone());
-    let controllers = futures::future::join3(claims, servers, class_status);
+    let quotas = quota::run(ctx.clone(), options.status_interval, stop.clone());
+    let controllers = futures::future::join4(claims, servers, class_status, quotas);
     tokio::pin!(controllers);
     let lost = async {
         // `Ok`: leadership lost; `Err`: its sender is gone. Either way, stop.

@@ -2546,8 +2546,9 @@ fn skips_release_gates(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn) {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
         ServerDecision::ReleaseToCleaning { .. } => ServerDecision::Release {
             policy: ReclaimPolicy::Recycle,
         },
@@ -2583,8 +2584,9 @@ fn trusts_bind_completed(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
-    let decision = decide_server(server, claims, liveness, gates, turn);
+    let decision = decide_server(server, claims, liveness, gates, turn, admit);
     let free = server.spec.server_claim_ref.is_none()
         && !gates::is_cleaning(server)
         && matches!(
@@ -2617,6 +2619,7 @@ fn gate_passes_itself(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let alias = |g: &str| format!("x.io/{g}-alias");
@@ -2652,7 +2655,7 @@ fn gate_passes_itself(
             .collect();
         status.conditions.extend(copies);
     }
-    decide_server(&seen, claims, liveness, gates, turn)
+    decide_server(&seen, claims, liveness, gates, turn, admit)
 }
 
 /// Release gates before issue 20: every reconcile of a cleaning server reads the gates
@@ -2663,6 +2666,7 @@ fn gates_from_the_flag(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let now: Vec<String> = gates::release_gates(server, gates)
@@ -2677,7 +2681,7 @@ fn gates_from_the_flag(
     {
         *recorded = now.join(",");
     }
-    decide_server(&seen, claims, liveness, gates, turn)
+    decide_server(&seen, claims, liveness, gates, turn, admit)
 }
 
 #[test]
@@ -2738,8 +2742,9 @@ fn without_winner_priority(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn) {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
         ServerDecision::ClaimForWinner { .. } => {
             let mut contenders = claims.claims_naming(meta::name(server));
             contenders.retain(|c| eligibility(server, c).is_ok());
@@ -2815,8 +2820,9 @@ fn keeps_a_given_back_server(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(server, claims, liveness, gates, turn, |cause| {
+    waits_instead_of_rolling_back(server, claims, liveness, gates, (turn, admit), |cause| {
         *cause == RollBackCause::GivenBack
     })
 }
@@ -2845,8 +2851,9 @@ fn name_jumps_the_queue(
     liveness: Liveness,
     gates: &[String],
     _turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
-    decide_server(server, claims, liveness, gates, &|_| true)
+    decide_server(server, claims, liveness, gates, &|_| true, admit)
 }
 
 /// The server decision before "Whose pick is it": any `pre-bound` ref is taken as a pick
@@ -2857,9 +2864,10 @@ fn trusts_pre_bound(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
     let trusting = |c: &ServerClaim| is_controller_chosen(c) || turn(c);
-    decide_server(server, claims, liveness, gates, &trusting)
+    decide_server(server, claims, liveness, gates, &trusting, admit)
 }
 
 /// The server decision, but waiting for an adoption where it would roll back for a
@@ -2869,10 +2877,10 @@ fn waits_instead_of_rolling_back(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
-    turn: Turn<'_>,
+    (turn, admit): (Turn<'_>, Admit<'_>),
     which: fn(&RollBackCause) -> bool,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn) {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
         ServerDecision::RollBack { cause } if which(&cause) => {
             ServerDecision::BoundAwaitingAdoption
         }
@@ -2965,6 +2973,7 @@ fn empty_uid_is_a_uid(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
     let mut seen_as = server.clone();
     if let Some(r) = seen_as.spec.server_claim_ref.as_mut()
@@ -2972,7 +2981,7 @@ fn empty_uid_is_a_uid(
     {
         r.uid = Some("an empty uid".into());
     }
-    decide_server(&seen_as, claims, liveness, gates, turn)
+    decide_server(&seen_as, claims, liveness, gates, turn, admit)
 }
 
 /// The server side before issue 10: it waits for a claim that names nothing to adopt the
@@ -2983,8 +2992,9 @@ fn waits_for_any_adoption(
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
+    admit: Admit<'_>,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(server, claims, liveness, gates, turn, |cause| {
+    waits_instead_of_rolling_back(server, claims, liveness, gates, (turn, admit), |cause| {
         matches!(cause, RollBackCause::CannotAdopt(_))
     })
 }

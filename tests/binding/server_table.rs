@@ -91,7 +91,7 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
 
 /// The server decision when no claim exists, with these default release gates.
 fn decide_alone(server: &Server, liveness: Liveness, gates: &[String]) -> ServerDecision {
-    decide_server(server, &claims(vec![]), liveness, gates, IN_TURN)
+    decide_server(server, &claims(vec![]), liveness, gates, IN_TURN, ADMITTED)
 }
 
 /// [q] A claim out of its turn for the server is no candidate: the server stays
@@ -102,7 +102,14 @@ fn winner_is_only_among_claims_in_their_turn() {
     let srv = server("s1");
     let picks_only: Turn<'_> = &|c| is_controller_chosen(c);
     let decide = |world: Vec<ServerClaim>| {
-        decide_server(&srv, &claims(world), Liveness::Cached, &[], picks_only)
+        decide_server(
+            &srv,
+            &claims(world),
+            Liveness::Cached,
+            &[],
+            picks_only,
+            ADMITTED,
+        )
     };
     let user = claim("u").names("s1").created(1);
     assert_eq!(decide(vec![user.clone()]), ServerDecision::Available);

@@ -90,6 +90,9 @@ pub fn decide_c_live(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
 /// model check).
 pub const IN_TURN: Turn<'static> = &|_| true;
 
+/// Every claim is charged to its quotas, or none limits it: the rows without quotas.
+pub const ADMITTED: Admit<'static> = &|_| true;
+
 /// The server controller's decision, on the cache.
 pub fn decide_s(server: &Server, world: &[ServerClaim]) -> ServerDecision {
     decide_server(
@@ -98,6 +101,7 @@ pub fn decide_s(server: &Server, world: &[ServerClaim]) -> ServerDecision {
         Liveness::Cached,
         &[],
         IN_TURN,
+        ADMITTED,
     )
 }
 
@@ -108,6 +112,7 @@ pub fn decide_s_live(server: &Server, world: &[ServerClaim]) -> ServerDecision {
         Liveness::Confirmed,
         &[],
         IN_TURN,
+        ADMITTED,
     )
 }
 

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use kube::api::{Api, PostParams};
-use server_binder::api::{ClaimPhase, ServerClass, ServerClassSpec};
+use server_binder::api::{ClaimPhase, ServerClass, ServerClassSpec, ServerQuota, ServerQuotaSpec};
 use server_binder::runtime::client::USER_AGENT_VALUE;
 
 use crate::controllers::stage::*;
@@ -95,6 +95,23 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
         )
         .await
         .expect("class created");
+    // A quota of the class: the claim is charged (its status written) before it binds,
+    // and the recount drops the charge once the claim is gone.
+    let quotas = Api::<ServerQuota>::namespaced(env.client.clone(), NS);
+    let spec = ServerQuotaSpec {
+        hard: [("any".to_string(), 5)].into(),
+    };
+    quotas
+        .create(&PostParams::default(), &ServerQuota::new("q", spec))
+        .await
+        .expect("quota created");
+    let used = |n: i64| {
+        let quotas = quotas.clone();
+        async move {
+            let q = quotas.get("q").await;
+            q.is_ok_and(|q| q.status.is_some_and(|s| s.used.get("any") == Some(&n)))
+        }
+    };
     env.start_leading(2, LEASE_NAMESPACE, LEASE_NAME).await;
     eventually("the class's servers counted", DEADLINE, || async {
         let class = Api::<ServerClass>::all(env.client.clone()).get("any").await;
@@ -103,6 +120,7 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
     .await;
 
     wait_bound(&env, "c1", "s1").await;
+    eventually("c1 charged to the quota", DEADLINE, || used(1)).await;
     env.wait_claim_phase("lost", ClaimPhase::Lost, "ServerMissing")
         .await;
     env.wait_claim_phase("waits", ClaimPhase::Pending, "ServerNotFound")
@@ -110,6 +128,7 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
     // The release of a deleted claim's server reads the claim live.
     env.delete_claim("c1").await;
     env.wait_event("Server", "s1", "Normal", "Released").await;
+    eventually("c1's charge dropped", DEADLINE, || used(0)).await;
     // s9 appears but cannot serve the claim, then goes: the same FailedBinding again.
     env.put_server(server("s9").unclaimable()).await;
     env.wait_claim_phase("waits", ClaimPhase::Pending, "ServerMismatch")

@@ -1,0 +1,410 @@
+//! Server quotas (docs/binding.md, "Server quotas"): how many servers of a class a
+//! namespace's claims may hold. Pure data fed by the watches, and the rules both
+//! controllers and the quota's recount read:
+//!
+//! - a claim of a class some quota of its namespace limits is **charged** to that quota
+//!   (its uid in `status.charged`) by the claim controller before it can bind: the
+//!   charge is written with the quota's resourceVersion as a precondition, so two
+//!   writers (two workers, two processes during a hand-over) cannot both take the last
+//!   server ([`charge`]), as Kubernetes' quota admission records usage before it admits;
+//! - the server controller binds such a claim only once the charge shows
+//!   ([`QuotaCheck::admits`]); a claim over quota takes no server, nor a place in the
+//!   matching ([`QuotaCheck::Exceeded`]);
+//! - a charge ends only when its claim is gone, confirmed by a read of the claim, and the
+//!   count is rebuilt from the charges and the claims holding servers, never kept in one
+//!   process's memory ([`recount`]), as Kubernetes' quota controller recomputes `used`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::api::{QuotaCharge, ServerClaim, ServerQuota, ServerQuotaStatus};
+
+use super::meta;
+
+/// The condition reason (and event reason) of a claim over quota.
+pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
+
+/// The quotas, by namespace, as the watch shows them, each with its charges indexed.
+#[derive(Clone, Debug, Default)]
+pub struct QuotaCatalog {
+    by_namespace: HashMap<String, BTreeMap<String, Counted>>,
+}
+
+/// A quota and what its charges count.
+#[derive(Clone, Debug)]
+struct Counted {
+    quota: Arc<ServerQuota>,
+    /// The uids charged.
+    charged: HashSet<String>,
+    /// Charges per class.
+    used: HashMap<String, i64>,
+}
+
+impl Counted {
+    fn of(quota: Arc<ServerQuota>) -> Self {
+        let charges = charges(&quota);
+        let charged = charges.iter().map(|c| c.uid.clone()).collect();
+        let mut used = HashMap::new();
+        for c in charges {
+            *used.entry(c.class.clone()).or_insert(0) += 1;
+        }
+        Self {
+            quota,
+            charged,
+            used,
+        }
+    }
+}
+
+/// How a claim of a class stands with its namespace's quotas.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuotaCheck {
+    /// No quota of its namespace limits its class (or it has no class).
+    Unlimited,
+    /// Every quota limiting its class charges it: it may bind.
+    Charged,
+    /// These quotas (by name) limit its class, have room, and do not charge it yet: the
+    /// claim controller charges it before it binds.
+    Room(Vec<String>),
+    /// A quota limiting its class is full and does not charge it: it waits.
+    Exceeded(QuotaFull),
+}
+
+impl QuotaCheck {
+    /// Whether the server controller may bind the claim: no quota limits it, or each
+    /// that does charges it.
+    pub fn admits(&self) -> bool {
+        matches!(self, QuotaCheck::Unlimited | QuotaCheck::Charged)
+    }
+}
+
+/// A quota with no room left for a claim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QuotaFull {
+    pub namespace: String,
+    pub quota: String,
+    pub class: String,
+    pub used: i64,
+    pub hard: i64,
+}
+
+impl fmt::Display for QuotaFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            namespace,
+            quota,
+            class,
+            used,
+            hard,
+        } = self;
+        write!(
+            f,
+            "{namespace} holds {used} of {hard} servers of class {class} (ServerQuota {quota})"
+        )
+    }
+}
+
+impl QuotaCatalog {
+    pub fn is_empty(&self) -> bool {
+        self.by_namespace.is_empty()
+    }
+
+    pub fn upsert(&mut self, quota: Arc<ServerQuota>) {
+        let namespace = meta::namespace(&*quota).to_string();
+        let name = meta::name(&*quota).to_string();
+        let counted = Counted::of(quota);
+        self.by_namespace
+            .entry(namespace)
+            .or_default()
+            .insert(name, counted);
+    }
+
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        if let Some(quotas) = self.by_namespace.get_mut(namespace) {
+            quotas.remove(name);
+            if quotas.is_empty() {
+                self.by_namespace.remove(namespace);
+            }
+        }
+    }
+
+    pub fn replace_all(&mut self, all: impl IntoIterator<Item = Arc<ServerQuota>>) {
+        self.by_namespace.clear();
+        for quota in all {
+            self.upsert(quota);
+        }
+    }
+
+    /// Every quota, as the watch shows it.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServerQuota>> {
+        self.by_namespace
+            .values()
+            .flat_map(|q| q.values().map(|c| &c.quota))
+    }
+
+    /// The quotas of a namespace, by name.
+    pub fn of_namespace(&self, namespace: &str) -> impl Iterator<Item = &Arc<ServerQuota>> {
+        let quotas = self.by_namespace.get(namespace).into_iter();
+        quotas.flat_map(|q| q.values().map(|c| &c.quota))
+    }
+
+    pub fn quota(&self, namespace: &str, name: &str) -> Option<&Arc<ServerQuota>> {
+        let counted = self.by_namespace.get(namespace)?.get(name)?;
+        Some(&counted.quota)
+    }
+
+    /// How `claim`, of `class` (`None`: no class applies), stands with its namespace's
+    /// quotas: the first full quota (by name) that does not charge it makes it wait.
+    pub fn check(&self, claim: &ServerClaim, class: Option<&str>) -> QuotaCheck {
+        let (Some(class), Some(quotas)) = (class, self.by_namespace.get(meta::namespace(claim)))
+        else {
+            return QuotaCheck::Unlimited;
+        };
+        let uid = meta::uid(claim).unwrap_or_default();
+        let mut limited = false;
+        let mut room = Vec::new();
+        for (name, counted) in quotas {
+            let Some(hard) = limit(&counted.quota, class) else {
+                continue;
+            };
+            limited = true;
+            if counted.charged.contains(uid) {
+                continue;
+            }
+            let used = counted.used.get(class).copied().unwrap_or(0);
+            if used >= hard {
+                return QuotaCheck::Exceeded(QuotaFull {
+                    namespace: meta::namespace(claim).to_string(),
+                    quota: name.clone(),
+                    class: class.to_string(),
+                    used,
+                    hard,
+                });
+            }
+            room.push(name.clone());
+        }
+        match (limited, room.is_empty()) {
+            (false, _) => QuotaCheck::Unlimited,
+            (true, true) => QuotaCheck::Charged,
+            (true, false) => QuotaCheck::Room(room),
+        }
+    }
+
+    /// The quotas of `Room` with `claim` charged for `class`, each to be written with the
+    /// resourceVersion it was read at ([`charge`]).
+    pub fn charges_for(
+        &self,
+        claim: &ServerClaim,
+        class: &str,
+        quotas: &[String],
+    ) -> Vec<ServerQuota> {
+        let namespace = meta::namespace(claim);
+        quotas
+            .iter()
+            .filter_map(|name| self.quota(namespace, name))
+            .filter_map(|quota| charge(quota, claim, class))
+            .collect()
+    }
+}
+
+/// The most servers of `class` the quota allows (`None`: it does not limit the class).
+pub fn limit(quota: &ServerQuota, class: &str) -> Option<i64> {
+    quota.spec.hard.get(class).copied()
+}
+
+/// The claims the quota charges.
+pub fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
+    quota.status.as_ref().map_or(&[], |s| &s.charged)
+}
+
+/// The quota with `claim` charged for `class`, to be written with the quota's
+/// resourceVersion as a precondition (`None`: it charges the claim already, or has no
+/// room). Two writers that read the same version cannot both write: the second gets a
+/// conflict and decides again on the quota as the first left it.
+pub fn charge(quota: &ServerQuota, claim: &ServerClaim, class: &str) -> Option<ServerQuota> {
+    let uid = meta::uid(claim)?;
+    let hard = limit(quota, class)?;
+    let all = charges(quota);
+    let used = all.iter().filter(|c| c.class == class).count() as i64;
+    if used >= hard || all.iter().any(|c| c.uid == uid) {
+        return None;
+    }
+    let mut charged = all.to_vec();
+    charged.push(QuotaCharge {
+        class: class.to_string(),
+        claim: meta::name(claim).to_string(),
+        uid: uid.to_string(),
+    });
+    let mut written = quota.clone();
+    written.status = Some(status_of(quota, charged));
+    Some(written)
+}
+
+/// A claim of the quota's namespace as its recount sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub class: String,
+    pub claim: String,
+    pub uid: String,
+}
+
+/// The charges whose claims the cache does not show (`live` says whether it shows a
+/// claim of that name with that uid): the recount reads each before it drops it.
+pub fn unconfirmed<'q>(
+    quota: &'q ServerQuota,
+    live: &dyn Fn(&QuotaCharge) -> bool,
+) -> Vec<&'q QuotaCharge> {
+    charges(quota).iter().filter(|c| !live(c)).collect()
+}
+
+/// The quota's status counted from scratch: its charges but those whose claims are
+/// `gone` (confirmed by a read: not found, or another uid under the name), plus every
+/// claim of a class it limits that holds a server (`holders`: a claim bound before the
+/// quota existed counts, even above `hard`). `None`: the status says that already.
+pub fn recount(
+    quota: &ServerQuota,
+    gone: &HashSet<String>,
+    holders: &[Holder],
+) -> Option<ServerQuotaStatus> {
+    let mut charged: Vec<QuotaCharge> = charges(quota)
+        .iter()
+        .filter(|c| !gone.contains(&c.uid))
+        .cloned()
+        .collect();
+    let known: HashSet<String> = charged.iter().map(|c| c.uid.clone()).collect();
+    for h in holders {
+        if limit(quota, &h.class).is_some() && !known.contains(&h.uid) {
+            charged.push(QuotaCharge {
+                class: h.class.clone(),
+                claim: h.claim.clone(),
+                uid: h.uid.clone(),
+            });
+        }
+    }
+    let status = status_of(quota, charged);
+    (quota.status.as_ref() != Some(&status)).then_some(status)
+}
+
+/// The status of a quota with these charges: `used` counted from them for each class
+/// the quota limits, and the summary `kubectl get` prints.
+fn status_of(quota: &ServerQuota, mut charged: Vec<QuotaCharge>) -> ServerQuotaStatus {
+    charged.sort();
+    let used: BTreeMap<String, i64> = quota
+        .spec
+        .hard
+        .keys()
+        .map(|class| {
+            let n = charged.iter().filter(|c| &c.class == class).count() as i64;
+            (class.clone(), n)
+        })
+        .collect();
+    let summary = quota
+        .spec
+        .hard
+        .iter()
+        .map(|(class, hard)| format!("{class}: {}/{hard}", used[class]))
+        .collect::<Vec<_>>()
+        .join(", ");
+    ServerQuotaStatus {
+        used,
+        charged,
+        summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServerQuotaSpec;
+
+    fn quota(hard: &[(&str, i64)], charged: &[(&str, &str)]) -> ServerQuota {
+        let mut q = ServerQuota::new(
+            "q",
+            ServerQuotaSpec {
+                hard: hard.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            },
+        );
+        q.metadata.namespace = Some("team-a".into());
+        let charged = charged
+            .iter()
+            .map(|(class, uid)| QuotaCharge {
+                class: class.to_string(),
+                claim: format!("c-{uid}"),
+                uid: uid.to_string(),
+            })
+            .collect();
+        q.status = Some(status_of(&q, charged));
+        q
+    }
+
+    fn claim(uid: &str) -> ServerClaim {
+        let mut c = ServerClaim::new(&format!("c-{uid}"), Default::default());
+        c.metadata.namespace = Some("team-a".into());
+        c.metadata.uid = Some(uid.into());
+        c
+    }
+
+    fn catalog(q: ServerQuota) -> QuotaCatalog {
+        let mut catalog = QuotaCatalog::default();
+        catalog.upsert(Arc::new(q));
+        catalog
+    }
+
+    #[test]
+    fn a_claim_is_charged_while_there_is_room_and_then_waits() {
+        let q = quota(&[("gpu", 2)], &[("gpu", "u1")]);
+        let all = catalog(q.clone());
+        assert_eq!(all.check(&claim("u1"), Some("gpu")), QuotaCheck::Charged);
+        assert_eq!(
+            all.check(&claim("u2"), Some("gpu")),
+            QuotaCheck::Room(vec!["q".into()])
+        );
+        assert_eq!(all.check(&claim("u2"), Some("cpu")), QuotaCheck::Unlimited);
+        assert_eq!(all.check(&claim("u2"), None), QuotaCheck::Unlimited);
+        let written = charge(&q, &claim("u2"), "gpu").expect("room for one more");
+        let status = written.status.as_ref().unwrap();
+        assert_eq!(status.used["gpu"], 2);
+        assert_eq!(status.summary, "gpu: 2/2");
+        let full = catalog(written.clone());
+        let QuotaCheck::Exceeded(why) = full.check(&claim("u3"), Some("gpu")) else {
+            panic!("a third claim waits");
+        };
+        assert_eq!(
+            why.to_string(),
+            "team-a holds 2 of 2 servers of class gpu (ServerQuota q)"
+        );
+        assert!(charge(&written, &claim("u3"), "gpu").is_none());
+        assert!(
+            charge(&written, &claim("u2"), "gpu").is_none(),
+            "charged once"
+        );
+        assert!(full.check(&claim("u2"), Some("gpu")).admits());
+        assert!(!full.check(&claim("u3"), Some("gpu")).admits());
+    }
+
+    #[test]
+    fn a_recount_drops_only_confirmed_gone_claims_and_counts_holders() {
+        let q = quota(&[("gpu", 1)], &[("gpu", "u1"), ("gpu", "u2")]);
+        let unread = unconfirmed(&q, &|c| c.uid == "u1");
+        assert_eq!(unread.len(), 1);
+        assert_eq!(unread[0].uid, "u2");
+        let gone = HashSet::from(["u2".to_string()]);
+        let holder = Holder {
+            class: "gpu".into(),
+            claim: "old".into(),
+            uid: "u0".into(),
+        };
+        let status = recount(&q, &gone, std::slice::from_ref(&holder)).expect("changed");
+        let mut uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
+        uids.sort();
+        assert_eq!(uids, ["u0", "u1"]);
+        assert_eq!(
+            status.summary, "gpu: 2/1",
+            "a holder counts even above hard"
+        );
+        let mut again = q.clone();
+        again.status = Some(status);
+        assert_eq!(recount(&again, &gone, &[holder]), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! The quotas' recount (docs/binding.md, "Server quotas"): each quota's status rebuilt
+//! from scratch ([`recount`]): a charge is dropped only once a read of its claim says
+//! it is gone (not found, or another uid under its name), and every claim holding a
+//! server of a class the quota limits is counted. Runs when the watch sees a claim go,
+//! and once per `--status-interval`; each write carries the quota's resourceVersion, so
+//! it never undoes a charge the claim controller made meanwhile.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Api;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{QuotaCharge, ServerClaim, ServerQuota};
+use crate::binding::meta;
+use crate::binding::quota::{Holder, recount, unconfirmed};
+
+use super::context::Context;
+use super::error::{Error, Result};
+use super::metrics::ControllerKind;
+use super::writes::{Part, replace};
+
+/// Recounts every quota when a claim goes and once per `every`, until `stop`.
+pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
+    loop {
+        recount_all(&ctx).await;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ctx.caches.claims_gone.notified() => {}
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// One quota as the cache shows it: the charges to read, and the claims holding servers.
+struct Seen {
+    quota: ServerQuota,
+    unread: Vec<QuotaCharge>,
+    holders: Vec<Holder>,
+}
+
+async fn recount_all(ctx: &Context) {
+    let seen: Vec<Seen> = {
+        let binder = ctx.caches.read();
+        let claims = binder.claims();
+        let live = |c: &QuotaCharge, namespace: &str| {
+            let cached = claims.shared(namespace, &c.claim);
+            cached.is_some_and(|claim| meta::uid(&**claim) == Some(c.uid.as_str()))
+        };
+        binder
+            .quotas()
+            .iter()
+            .map(|quota| {
+                let namespace = meta::namespace(&**quota);
+                let unread = unconfirmed(quota, &|c| live(c, namespace));
+                Seen {
+                    unread: unread.into_iter().cloned().collect(),
+                    holders: binder.quota_holders(namespace),
+                    quota: (**quota).clone(),
+                }
+            })
+            .collect()
+    };
+    for quota in seen {
+        if let Err(error) = recount_one(ctx, quota).await {
+            tracing::debug!(%error, "quota not recounted; next round");
+        }
+    }
+}
+
+/// Reads each charge's claim the cache does not show, then writes the recount if it
+/// changed anything. A read that fails leaves the quota for the next round.
+async fn recount_one(ctx: &Context, seen: Seen) -> Result<()> {
+    let namespace = meta::namespace(&seen.quota).to_string();
+    let claims = Api::<ServerClaim>::namespaced(ctx.client.clone(), &namespace);
+    let mut gone = HashSet::new();
+    for charge in &seen.unread {
+        let live = claims
+            .get_opt(&charge.claim)
+            .await
+            .map_err(|source| Error::Api {
+                verb: "get",
+                resource: "serverclaims",
+                name: charge.claim.clone(),
+                source,
+            })?;
+        if live.is_none_or(|c| meta::uid(&c) != Some(charge.uid.as_str())) {
+            gone.insert(charge.uid.clone());
+        }
+    }
+    let Some(status) = recount(&seen.quota, &gone, &seen.holders) else {
+        return Ok(());
+    };
+    let quota = ServerQuota {
+        status: Some(status),
+        ..seen.quota
+    };
+    let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), &namespace);
+    replace(ctx, ControllerKind::Quota, &api, &quota, Part::Status).await?;
+    Ok(())
+}
