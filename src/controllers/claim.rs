@@ -15,7 +15,11 @@ use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, record, replace};
 use crate::api::{Server, ServerClaim, ServerQuota};
-use crate::binding::{ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, meta};
+use crate::binding::quota::QUOTA_EXCEEDED;
+use crate::binding::{
+    ClaimDecision, ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, find_bound,
+    meta,
+};
 
 const KIND: ControllerKind = ControllerKind::Claim;
 
@@ -112,6 +116,7 @@ async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result
         object.status = Some(claim_status_after(status, claim, &object));
         replace(ctx, KIND, &api, &object, Part::Status).await?;
         ctx.caches.claim_status_written(work);
+        count_quota_refusal(claim, work, ctx);
     }
     if let Some(event) = &plan.event {
         tracing::info!(
@@ -126,6 +131,18 @@ async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result
         ctx.metrics.outcome(KIND, outcome, work.since_created);
     }
     Ok(Carried::Done)
+}
+
+/// Counts a claim a full quota turned away, once per time it goes `QuotaExceeded`.
+fn count_quota_refusal(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) {
+    let ClaimDecision::QuotaExceeded { full } = &work.decision else {
+        return;
+    };
+    let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());
+    let before = conditions.and_then(find_bound).map(|c| c.reason.as_str());
+    if before != Some(QUOTA_EXCEEDED) {
+        ctx.metrics.quota_refused(&full.class);
+    }
 }
 
 /// Tells the binder how the object write ended; true if it was refused and the claim

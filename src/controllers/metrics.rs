@@ -15,6 +15,8 @@ use prometheus::{
 
 use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
 use crate::binding::classes::{ClassCatalog, capacity};
+use crate::binding::meta;
+use crate::binding::quota::{self, QuotaCatalog};
 use crate::binding::{
     ClaimCatalog, LostReason, Outcome, RepairCase, Repairer, ServerCatalog, claim_phase,
     server_phase,
@@ -80,6 +82,8 @@ pub struct Metrics {
     servers: IntGaugeVec,
     class_servers: IntGaugeVec,
     class_claims: IntGaugeVec,
+    quotas: IntGaugeVec,
+    quota_refusals: IntCounterVec,
     bind_duration: HistogramVec,
     binds: IntCounter,
     releases: IntCounterVec,
@@ -116,6 +120,22 @@ fn class_claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     )
 }
 
+fn quota_gauge(r: &Registrar<'_>) -> IntGaugeVec {
+    r.gauges(
+        "quota",
+        "Each ServerQuota's limit (type=hard) and the claims charged to it (type=used), by namespace, quota and class",
+        &["namespace", "quota", "class", "type"],
+    )
+}
+
+fn quota_refusals_counter(r: &Registrar<'_>) -> IntCounterVec {
+    r.counters(
+        "quota_refusals_total",
+        "ServerClaims a full ServerQuota turned away (they went Pending / QuotaExceeded), by class",
+        &["class"],
+    )
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("server_binder".into()), None)
@@ -135,6 +155,8 @@ impl Metrics {
             ),
             class_servers: class_servers_gauge(&r),
             class_claims: class_claims_gauge(&r),
+            quotas: quota_gauge(&r),
+            quota_refusals: quota_refusals_counter(&r),
             // 10 ms to 10 min: a bind on an idle fleet takes a few round trips; a claim
             // that waits for a server to be freed can take minutes.
             bind_duration: r.histograms(
@@ -289,6 +311,27 @@ impl Metrics {
 
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// A claim of `class` went Pending / QuotaExceeded.
+    pub fn quota_refused(&self, class: &str) {
+        self.quota_refusals.with_label_values(&[class]).inc();
+    }
+
+    /// Recomputes the `quota` gauges from the cache.
+    pub fn refresh_quotas(&self, quotas: &QuotaCatalog) {
+        self.quotas.reset();
+        for q in quotas.iter() {
+            let (namespace, name) = (meta::namespace(&**q), meta::name(&**q));
+            for (class, hard) in &q.spec.hard {
+                let used = quota::charges(q).iter().filter(|c| &c.class == class);
+                let used = used.count() as i64;
+                for (kind, n) in [("hard", *hard), ("used", used)] {
+                    let labels = [namespace, name, class.as_str(), kind];
+                    self.quotas.with_label_values(&labels).set(n);
+                }
+            }
+        }
     }
 
     /// Recomputes the `class_servers` and `class_claims` gauges from the caches.

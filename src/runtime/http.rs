@@ -58,6 +58,7 @@ async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
         .refresh_inventory(binder.claims(), binder.servers());
     e.metrics
         .refresh_classes(binder.classes(), binder.claims(), binder.servers());
+    e.metrics.refresh_quotas(binder.quotas());
     drop(binder);
     (
         [(

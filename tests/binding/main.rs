@@ -14,6 +14,7 @@ mod index_props;
 mod model;
 mod placement_props;
 mod pv_scenarios;
+mod quota_rows;
 mod server_table;
 mod support;
 mod wake_rules;

@@ -8,7 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use server_binder::api::{ClaimPhase, ServerClass, ServerClassSpec, ServerPhase};
+use server_binder::api::{
+    ClaimPhase, ServerClass, ServerClassSpec, ServerPhase, ServerQuota, ServerQuotaSpec,
+};
 
 use crate::controllers::stage::*;
 use crate::controllers::support::*;
@@ -54,11 +56,25 @@ async fn the_metrics_table_names_every_family_exported() {
         )
         .await
         .expect("class created");
+    // A quota of one server of it, and a second claim it turns away: the quota families
+    // have series only then.
+    let spec = ServerQuotaSpec {
+        hard: [("any".to_string(), 1)].into(),
+    };
+    kube::Api::<ServerQuota>::namespaced(env.client.clone(), NS)
+        .create(&Default::default(), &ServerQuota::new("q", spec))
+        .await
+        .expect("quota created");
     let mut c1 = claim("c1");
     c1.spec.server_class_name = Some("any".into());
     env.put_claim(c1).await;
     let addr = env.start_with_endpoint(2).await;
     env.wait_claim_phase("c1", ClaimPhase::Bound, "Bound").await;
+    let mut c2 = claim("c2");
+    c2.spec.server_class_name = Some("any".into());
+    env.put_claim(c2).await;
+    env.wait_claim_phase("c2", ClaimPhase::Pending, "QuotaExceeded")
+        .await;
     let (_, text) = http_get(addr, "/metrics").await;
     assert_eq!(exported_families(&text), documented_families(), "{text}");
 }
@@ -143,9 +159,10 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
     .await;
     let (status, text) = http_get(addr, "/metrics").await;
     assert_eq!(status, 200);
-    // The per-class families have series only while a class exists (none here; the
-    // table test above has one).
-    let per_class = |f: &str| f.starts_with("server_binder_class_");
+    // The per-class and per-quota families have series only while a class or a quota
+    // exists (none here; the table test above has them).
+    let per_class =
+        |f: &str| f.starts_with("server_binder_class_") || f.starts_with("server_binder_quota");
     for family in documented_families().into_iter().filter(|f| !per_class(f)) {
         assert!(
             text.contains(&format!("# HELP {family} ")),

@@ -9,6 +9,7 @@ use super::world::World;
 use crate::api::ServerClaim;
 use crate::binding::backoff::{WRITE_REFUSED, backs_off};
 use crate::binding::classes::ClassCheck;
+use crate::binding::quota;
 use crate::binding::{
     Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, PickState, ServerView, Sight,
     Unavailability, find_bound, hindrance, meta, pass_over,
@@ -30,6 +31,10 @@ pub struct ClaimExplanation {
     /// classes"); `None`: no class applies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
+    /// The quotas that limit the claim's class, how full each is, and whether the claim
+    /// is charged (docs/binding.md, "Server quotas").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<String>,
     pub bind_completed: bool,
     pub bound_time: Option<String>,
     /// The decision the claim controller would make now, and its row in words.
@@ -104,6 +109,7 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         server_ref: claim.spec.server_ref.as_ref().map(|r| r.name.clone()),
         chosen_by: chosen_by(claim),
         class: class_of(claim, &binder),
+        quotas: quotas_of(claim, &binder),
         bind_completed: meta::is_bind_completed(claim),
         bound_time: status.bound_time.map(|t| t.0.to_string()),
         decision: if backs_off(claim) {
@@ -148,6 +154,32 @@ fn class_of(claim: &ServerClaim, binder: &Binder) -> Option<String> {
     })
 }
 
+/// The quotas of the claim's namespace that limit its class, in words: which, how
+/// full, and whether they charge the claim.
+fn quotas_of(claim: &ServerClaim, binder: &Binder) -> Vec<String> {
+    let ClassCheck::Of(class) = binder.classes().check(claim) else {
+        return Vec::new();
+    };
+    let uid = meta::uid(claim).unwrap_or_default();
+    let quotas = binder.quotas().of_namespace(meta::namespace(claim));
+    quotas
+        .filter_map(|q| {
+            let hard = quota::limit(q, &class)?;
+            let charges = quota::charges(q);
+            let used = charges.iter().filter(|c| c.class == class).count();
+            let charged = match charges.iter().any(|c| c.uid == uid) {
+                true => "this claim is charged",
+                false if used as i64 >= hard => "full: this claim is not charged",
+                false => "this claim is not charged yet",
+            };
+            let name = meta::name(&**q);
+            Some(format!(
+                "{name}: {used} of {hard} servers of class {class} ({charged})"
+            ))
+        })
+        .collect()
+}
+
 fn chosen_by(claim: &ServerClaim) -> &'static str {
     match (
         &claim.spec.server_ref,
@@ -167,6 +199,10 @@ fn verdicts(
 ) -> (String, Vec<Verdict>) {
     // Judged as the controller judges it: the claim as its class makes it.
     let resolved = binder.classes().resolve_ref(claim).0;
+    if let ClaimDecision::QuotaExceeded { full } = decision {
+        // Over quota it takes no server, whatever they are: say why once, not per server.
+        return (full.to_string(), Vec::new());
+    }
     let claim = &*resolved;
     let (servers, claims) = (binder.servers(), binder.claims());
     let nobody = |_: &str| false;

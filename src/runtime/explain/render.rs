@@ -46,6 +46,9 @@ pub fn claim_text(e: &ClaimExplanation) -> String {
     if let Some(class) = &e.class {
         let _ = writeln!(out, "Class:      {class}");
     }
+    for quota in &e.quotas {
+        let _ = writeln!(out, "Quota:      {quota}");
+    }
     if let Some(t) = &e.bound_time {
         let _ = writeln!(out, "Bound since {t}");
     }

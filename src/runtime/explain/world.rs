@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::api::{Server, ServerClaim, ServerClass};
+use crate::api::{Server, ServerClaim, ServerClass, ServerQuota};
 use crate::binding::{Binder, BinderConfig, Rules};
 use k8s_openapi::jiff::Timestamp;
 
@@ -26,6 +26,9 @@ pub(crate) struct World {
     /// is known, as the binder knows it before it lists them).
     pub classes: Vec<ServerClass>,
     pub namespaces: HashMap<String, BTreeMap<String, String>>,
+    /// The server quotas (of the claim's namespace only, when listing them in every
+    /// namespace is forbidden).
+    pub quotas: Vec<ServerQuota>,
 }
 
 impl World {
@@ -40,6 +43,7 @@ impl World {
         let classes = self.classes.iter().cloned();
         Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
             .listed_with_classes(classes, self.namespaces.clone())
+            .listed_with_quotas(self.quotas.iter().cloned())
     }
 
     pub async fn read(
@@ -57,6 +61,14 @@ impl World {
             Err(e) => return Err(e),
         };
         let classes = list(Api::<ServerClass>::all(client.clone())).await?;
+        let quotas = match list(Api::<ServerQuota>::all(client.clone())).await {
+            Ok(quotas) => quotas,
+            Err(ExplainError::Cluster(_)) if namespace.is_some() => {
+                let ns = namespace.unwrap_or_default();
+                list(Api::namespaced(client.clone(), ns)).await?
+            }
+            Err(e) => return Err(e),
+        };
         let namespaces = match Api::<Namespace>::all(client.clone())
             .list(&ListParams::default())
             .await
@@ -73,6 +85,7 @@ impl World {
             release_gates: release_gates.collect(),
             classes,
             namespaces,
+            quotas,
         })
     }
 }

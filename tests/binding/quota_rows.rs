@@ -1,0 +1,169 @@
+//! The quota rows on the binder (docs/binding.md, "Server quotas"): a claim over quota
+//! waits and takes no server, a claim with room is charged before its pick (the charge
+//! carrying the quota's resourceVersion), the server side binds only charged claims, a
+//! reservation by name included, and a charge wakes the claim and its server.
+
+use std::sync::Arc;
+
+use server_binder::api::*;
+use server_binder::binding::*;
+
+use crate::binding::support::*;
+use crate::common::*;
+
+/// A class `gpu` taking every server, and a quota of `hard` gpu servers in [`NS`]
+/// charging the claims of these uids.
+fn with_quota(binder: Binder, hard: i64, charged: &[&str]) -> Binder {
+    let gpu = ServerClass::new("gpu", ServerClassSpec::default());
+    let mut q = ServerQuota::new(
+        "q",
+        ServerQuotaSpec {
+            hard: [("gpu".to_string(), hard)].into(),
+        },
+    );
+    q.metadata.namespace = Some(NS.into());
+    q.metadata.resource_version = Some("7".into());
+    q.status = Some(ServerQuotaStatus {
+        charged: charged
+            .iter()
+            .map(|uid| QuotaCharge {
+                class: "gpu".into(),
+                claim: uid.trim_start_matches("uid-").into(),
+                uid: uid.to_string(),
+            })
+            .collect(),
+        ..ServerQuotaStatus::default()
+    });
+    binder
+        .listed_with_classes([gpu], Default::default())
+        .listed_with_quotas([q])
+}
+
+fn gpu(claim: ServerClaim) -> ServerClaim {
+    let mut claim = claim;
+    claim.spec.server_class_name = Some("gpu".into());
+    claim
+}
+
+fn step(binder: &Binder, claim: &ServerClaim) -> ClaimWork {
+    match binder.plan_claim_reading(claim, |_| None, Sight::All, now().0) {
+        ClaimStep::Act(work) => *work,
+        other => panic!("expected writes, got {other:?}"),
+    }
+}
+
+fn server_decision(binder: &Binder, server: &Server) -> ServerDecision {
+    match binder.reconcile_server_reading(server, |_| None, now().0) {
+        ServerStep::Act(work) => work.decision,
+        other => panic!("expected a decision, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_claim_a_full_quota_does_not_charge_waits_and_gives_up_its_pick() {
+    let a = gpu(claim("a")).bound("s1");
+    let b = gpu(claim("b")).chose("s2");
+    let servers = vec![server("s1").bound_to(&a), server("s2")];
+    let binder = with_quota(listed(servers, vec![a, b.clone()]), 1, &["uid-a"]);
+    let work = step(&binder, &b);
+    let ClaimDecision::QuotaExceeded { full } = &work.decision else {
+        panic!("{:?}", work.decision);
+    };
+    assert_eq!(
+        full.to_string(),
+        "team-a holds 1 of 1 servers of class gpu (ServerQuota q)"
+    );
+    let object = work.plan.object.expect("the pick withdrawn");
+    assert!(object.spec.server_ref.is_none());
+    assert!(work.charges.is_empty());
+    let status = work.plan.status.expect("a status");
+    assert_eq!(status.phase, Some(ClaimPhase::Pending));
+    // The server side does not bind it either, whatever it names.
+    let decision = server_decision(&binder, &server("s2"));
+    assert_eq!(decision, ServerDecision::Available);
+}
+
+#[test]
+fn a_claim_with_room_is_charged_before_its_pick_at_the_version_read() {
+    let a = gpu(claim("a"));
+    let binder = with_quota(listed(vec![server("s1")], vec![a.clone()]), 1, &[]);
+    let work = step(&binder, &a);
+    assert_eq!(
+        work.decision,
+        ClaimDecision::PickBestFit { server: s("s1") }
+    );
+    let [charged] = work.charges.as_slice() else {
+        panic!("one charge: {:?}", work.charges);
+    };
+    assert_eq!(charged.metadata.resource_version.as_deref(), Some("7"));
+    let status = charged.status.as_ref().unwrap();
+    assert_eq!(status.charged[0].uid, "uid-a");
+    assert_eq!(status.summary, "gpu: 1/1");
+    // Charged, the next step writes no charge again.
+    let binder = with_quota(listed(vec![server("s1")], vec![a.clone()]), 1, &["uid-a"]);
+    assert!(step(&binder, &a).charges.is_empty());
+}
+
+#[test]
+fn the_server_side_binds_a_claim_only_once_it_is_charged() {
+    let a = gpu(claim("a")).names("s1");
+    let uncharged = with_quota(listed(vec![server("s1")], vec![a.clone()]), 1, &[]);
+    assert_eq!(
+        server_decision(&uncharged, &server("s1")),
+        ServerDecision::Available
+    );
+    let charged = with_quota(listed(vec![server("s1")], vec![a]), 1, &["uid-a"]);
+    assert!(matches!(
+        server_decision(&charged, &server("s1")),
+        ServerDecision::ClaimForWinner { .. }
+    ));
+}
+
+#[test]
+fn a_reservation_by_name_waits_for_the_charge() {
+    let a = gpu(claim("a")).names("s1");
+    let reserved = server("s1").reserved_for("a");
+    let uncharged = with_quota(listed(vec![reserved.clone()], vec![a.clone()]), 1, &[]);
+    assert_eq!(
+        server_decision(&uncharged, &reserved),
+        ServerDecision::ReservedAwaitingQuota
+    );
+    let charged = with_quota(listed(vec![reserved.clone()], vec![a]), 1, &["uid-a"]);
+    assert!(matches!(
+        server_decision(&charged, &reserved),
+        ServerDecision::FillUid { .. }
+    ));
+}
+
+#[test]
+fn a_bound_claim_keeps_its_server_over_a_lowered_quota() {
+    let a = gpu(claim("a")).bound("s1");
+    let binder = with_quota(
+        listed(vec![server("s1").bound_to(&a)], vec![a.clone()]),
+        0,
+        &[],
+    );
+    assert!(matches!(
+        step(&binder, &a).decision,
+        ClaimDecision::BoundConfirmed { .. }
+    ));
+}
+
+#[test]
+fn a_charge_wakes_the_claim_and_the_server_it_names() {
+    let a = gpu(claim("a")).chose("s1");
+    let mut binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
+    let q = binder.quotas().quota(NS, "q").unwrap().clone();
+    let mut charged = (*q).clone();
+    charged.status.as_mut().unwrap().charged.push(QuotaCharge {
+        class: "gpu".into(),
+        claim: "a".into(),
+        uid: "uid-a".into(),
+    });
+    let wake = binder.apply_quota(NS, "q", Some(Arc::new(charged)));
+    assert!(wake.claims.contains(&ClaimKey::of(NS, "a")));
+    assert!(wake.servers.contains("s1"));
+    // A quota change that moves nobody wakes nobody.
+    let again = binder.quotas().quota(NS, "q").cloned();
+    assert!(binder.apply_quota(NS, "q", again).is_empty());
+}
