@@ -9,7 +9,6 @@ use server_binder::api::*;
 use server_binder::binding::*;
 
 use crate::binding::support::*;
-use crate::common::*;
 
 /// A class `gpu` taking every server, and a quota of `hard` gpu servers in [`NS`]
 /// charging the claims of these uids.
