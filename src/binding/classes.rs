@@ -32,6 +32,24 @@ pub const CLASSED_KEY: &str = "serverclass.metal.binder.dev/classed";
 /// namespace in, gets: `In` no value, which no server satisfies.
 pub const NO_SERVER_KEY: &str = "serverclass.metal.binder.dev/no-server";
 
+/// The prefix of the label the binder's view of a server carries for each class that
+/// takes it in (never written to the server): a claim of class `gpu` requires
+/// `member.serverclass.metal.binder.dev/gpu`, so the decisions, the matching and the
+/// summary of why a claim waits see class membership apart from the tenant's selector.
+pub const MEMBER_PREFIX: &str = "member.serverclass.metal.binder.dev/";
+
+/// The view-only label of membership in `class`.
+pub fn member_key(class: &str) -> String {
+    format!("{MEMBER_PREFIX}{class}")
+}
+
+/// Whether a selector requirement on `key` is one the classes add to a claim (never the
+/// tenant's own): the summary of why a claim waits leaves it out of the selector it
+/// quotes.
+pub fn is_view_only(key: &str) -> bool {
+    key == CLASSED_KEY || key == NO_SERVER_KEY || key.starts_with(MEMBER_PREFIX)
+}
+
 /// How a claim stands with the classes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ClassCheck {
@@ -150,22 +168,26 @@ impl ClassCatalog {
         gates
     }
 
-    /// Whether some class takes `server` in.
-    fn classes_server(&self, server: &Server) -> bool {
-        self.classes.values().any(|c| {
+    /// The classes that take `server` in, by name.
+    fn classes_of<'a>(&'a self, server: &'a Server) -> impl Iterator<Item = &'a str> + 'a {
+        self.classes.iter().filter_map(|(name, c)| {
             let selector = c.spec.server_selector.as_ref();
-            selector.is_none_or(|s| selector_matches(s, meta::labels(server)))
+            let member = selector.is_none_or(|s| selector_matches(s, meta::labels(server)));
+            member.then_some(name.as_str())
         })
     }
 
     /// The server as the decisions read it: labelled [`CLASSED_KEY`] while some class
-    /// takes it in (`None`: as it is). Its writes never start from this copy.
+    /// takes it in, and [`member_key`] for each such class (`None`: as it is). Its
+    /// writes never start from this copy.
     pub fn resolve_server(&self, server: &Server) -> Option<Server> {
-        if !self.classes_server(server) {
-            return None;
-        }
+        let mut members = self.classes_of(server).peekable();
+        members.peek()?;
         let mut view = server.clone();
         let labels = view.metadata.labels.get_or_insert_with(BTreeMap::new);
+        for class in members {
+            labels.insert(member_key(class), "true".into());
+        }
         labels.insert(CLASSED_KEY.into(), "true".into());
         Some(view)
     }
@@ -250,8 +272,16 @@ impl ClassCatalog {
         };
         let mut effective = claim.clone();
         let spec = &mut effective.spec;
+        // The class's servers are those its view-only label marks (resolve_server).
         let narrowed = match class {
-            Some(c) => c.spec.server_selector.clone().unwrap_or_default(),
+            Some(c) => ServerSelector {
+                match_expressions: vec![SelectorRequirement {
+                    key: member_key(meta::name(c)),
+                    operator: SelectorOperator::Exists,
+                    values: vec![],
+                }],
+                ..ServerSelector::default()
+            },
             None => no_server(),
         };
         spec.server_selector = Some(narrow(spec.server_selector.take(), narrowed));
@@ -417,15 +447,62 @@ mod tests {
         }];
         let mut c = (*claim("a", Some("gpu"))).clone();
         c.spec.server_selector = Some(selector(&[("rack", "r1")]));
-        let (effective, check) = catalog(vec![gpu]).resolve(&Arc::new(c));
+        let catalog = catalog(vec![gpu]);
+        let (effective, check) = catalog.resolve(&Arc::new(c));
         assert_eq!(check, ClassCheck::Of("gpu".into()));
         let s = effective.spec.server_selector.as_ref().unwrap();
+        // Matched against servers as the classes make them (their view-only labels).
+        let seen = |pairs: &[(&str, &str)]| {
+            let mut server = Server::new("s", Default::default());
+            server.metadata.labels = Some(labels(pairs));
+            let view = catalog.resolve_server(&server).unwrap_or(server);
+            view.metadata.labels.unwrap_or_default()
+        };
         assert!(selector_matches(
             s,
-            &labels(&[("kind", "gpu"), ("rack", "r1")])
+            &seen(&[("kind", "gpu"), ("rack", "r1")])
         ));
-        assert!(!selector_matches(s, &labels(&[("rack", "r1")])));
+        assert!(!selector_matches(
+            s,
+            &seen(&[("kind", "gpu"), ("rack", "r2")])
+        ));
+        assert!(!selector_matches(s, &seen(&[("rack", "r1")])));
         assert_eq!(effective.spec.tolerations.len(), 1);
+    }
+
+    /// Why a claim waits counts servers outside its class, and servers a class sets
+    /// aside from a claim naming none, under their own headings, and quotes only the
+    /// tenant's selector.
+    #[test]
+    fn the_summary_says_outside_the_class_and_set_aside() {
+        use crate::binding::why::{PickState, Unavailability};
+        let catalog = catalog(vec![class("gpu", &[("kind", "gpu")], false, 0)]);
+        let servers: Vec<Server> = [("g1", "gpu"), ("c1", "cpu"), ("c2", "cpu")]
+            .iter()
+            .map(|(name, kind)| {
+                let mut server = Server::new(name, Default::default());
+                server.metadata.labels = Some(labels(&[("kind", kind), ("rack", "r1")]));
+                catalog.resolve_server(&server).unwrap_or(server)
+            })
+            .collect();
+        let pick = PickState {
+            skip: &|_| false,
+            waits_turn: false,
+        };
+        let mut of_gpu = (*claim("team-a", Some("gpu"))).clone();
+        of_gpu.spec.server_selector = Some(selector(&[("rack", "r2")]));
+        let (effective, _) = catalog.resolve(&Arc::new(of_gpu));
+        let why = Unavailability::of(&effective, &servers, pick).to_string();
+        assert_eq!(
+            why,
+            "0/3 servers can serve this claim: 2 are not of its class (gpu), 1 does not match the selector (rack=r2)."
+        );
+        let (classless, _) = catalog.resolve(&claim("team-a", None));
+        let why = Unavailability::of(&classless, &servers, pick).to_string();
+        assert_eq!(
+            why,
+            "2/3 servers can serve this claim: 1 is set aside for a server class (the claim names none)."
+        );
     }
 
     #[test]

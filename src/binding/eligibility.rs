@@ -1,12 +1,14 @@
 //! Eligibility: can server S serve claim C? One function, shared by both controllers.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
+use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase, ServerSelector};
 
+use super::classes::{CLASSED_KEY, is_view_only};
 use super::gates::is_cleaning;
 use super::meta::{self, ClaimKey};
-use super::selector::{first_untolerated, selector_matches};
+use super::selector::{first_untolerated, requirement_matches, selector_matches};
 
 /// Why a server cannot serve a claim, worded for an event or condition message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,9 +21,13 @@ pub enum Ineligible {
     UntoleratedTaint { key: String },
     /// The claim's `serverSelector` does not match the server's labels.
     SelectorMismatch,
-    /// The claim has a server class, and the server's labels do not match the class's
-    /// selector with the claim's own (docs/binding.md, "Server classes").
+    /// The claim has a server class, and the server is not of it (or the class is
+    /// missing, or does not let the claim's namespace in; docs/binding.md, "Server
+    /// classes").
     OutsideClass { class: String },
+    /// The claim names no class and a class takes the server in: it is set aside for that
+    /// class's claims.
+    SetAside,
     /// `spec.serverClaimRef` names another claim (or another incarnation of this one).
     ClaimedByOther(ServerClaimRef),
     /// The server is `Released` and waits for an admin.
@@ -44,9 +50,12 @@ impl fmt::Display for Ineligible {
                     "the server's labels do not match the claim's serverSelector"
                 )
             }
-            Self::OutsideClass { class } => write!(
+            Self::OutsideClass { class } => {
+                write!(f, "the server is not of the claim's server class {class}")
+            }
+            Self::SetAside => write!(
                 f,
-                "the server is not of the claim's server class {class}, or its labels do not match the claim's serverSelector"
+                "the server is set aside for a server class, and the claim names none"
             ),
             Self::ClaimedByOther(r) => write!(f, "the server is claimed by {}", describe_ref(r)),
             Self::Released => write!(
@@ -174,6 +183,28 @@ pub fn not_free(server: &Server) -> impl Iterator<Item = NotFree<'_>> {
         .chain(held)
 }
 
+/// Which part of a claim's selector `labels` fail, the classes' first (a class narrows
+/// the claim by view-only requirements, [`is_view_only`]): a server outside the claim's
+/// class is that, whatever the tenant selects.
+fn selector_failure(
+    selector: &ServerSelector,
+    claim: &ServerClaim,
+    labels: &BTreeMap<String, String>,
+) -> Ineligible {
+    let by_class = selector
+        .match_expressions
+        .iter()
+        .filter(|r| is_view_only(&r.key))
+        .find(|r| !requirement_matches(r, labels));
+    match by_class {
+        Some(r) if r.key == CLASSED_KEY => Ineligible::SetAside,
+        Some(_) => Ineligible::OutsideClass {
+            class: claim.spec.server_class_name.clone().unwrap_or_default(),
+        },
+        None => Ineligible::SelectorMismatch,
+    }
+}
+
 /// Whether `server` can serve `claim`: not being deleted, not unclaimable, every taint
 /// tolerated, the claim's selector matching (also when the claim names the server by ref),
 /// `serverClaimRef` empty or naming this claim (uid empty or equal), and not `Released`.
@@ -187,13 +218,7 @@ pub fn eligibility(server: &Server, claim: &ServerClaim) -> Result<(), Ineligibl
     if let Some(selector) = &claim.spec.server_selector
         && !selector_matches(selector, meta::labels(server))
     {
-        // The selector a class narrowed is the class's and the claim's at once.
-        return Err(match &claim.spec.server_class_name {
-            Some(class) => Ineligible::OutsideClass {
-                class: class.clone(),
-            },
-            None => Ineligible::SelectorMismatch,
-        });
+        return Err(selector_failure(selector, claim, meta::labels(server)));
     }
     match ref_match(server, claim) {
         RefMatch::Empty | RefMatch::NameOnly | RefMatch::SameUid => Ok(()),

@@ -19,7 +19,7 @@ pub fn selector_matches(selector: &ServerSelector, labels: &BTreeMap<String, Str
             .all(|requirement| requirement_matches(requirement, labels))
 }
 
-fn requirement_matches(
+pub(super) fn requirement_matches(
     requirement: &SelectorRequirement,
     labels: &BTreeMap<String, String>,
 ) -> bool {

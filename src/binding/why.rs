@@ -12,6 +12,7 @@ use std::fmt;
 
 use crate::api::{SelectorOperator, Server, ServerClaim, ServerSelector};
 
+use super::classes::is_view_only;
 use super::eligibility::{Ineligible, eligibility};
 use super::meta;
 use super::placement::Ahead;
@@ -72,6 +73,8 @@ pub enum Cause {
     SpokenFor,
     KeptForOthers,
     Selector,
+    OutsideClass,
+    SetAside,
     Taint,
     Unclaimable,
     Released,
@@ -86,7 +89,9 @@ impl Cause {
                 Ineligible::Deleting => Self::Deleting,
                 Ineligible::Unclaimable => Self::Unclaimable,
                 Ineligible::UntoleratedTaint { .. } => Self::Taint,
-                Ineligible::SelectorMismatch | Ineligible::OutsideClass { .. } => Self::Selector,
+                Ineligible::SelectorMismatch => Self::Selector,
+                Ineligible::OutsideClass { .. } => Self::OutsideClass,
+                Ineligible::SetAside => Self::SetAside,
                 Ineligible::ClaimedByOther(_) => Self::Held,
                 Ineligible::Released => Self::Released,
                 Ineligible::Cleaning => Self::Cleaning,
@@ -108,7 +113,8 @@ impl Cause {
             Self::Unclaimable => 5,
             Self::Taint => 6,
             Self::Selector => 7,
-            Self::Deleting => 8,
+            Self::OutsideClass | Self::SetAside => 8,
+            Self::Deleting => 9,
         }
     }
 
@@ -124,6 +130,10 @@ impl Cause {
             Self::KeptForOthers => "are kept for claims ahead of it",
             Self::Selector if one => "does not match the selector",
             Self::Selector => "do not match the selector",
+            Self::OutsideClass if one => "is not of its class",
+            Self::OutsideClass => "are not of its class",
+            Self::SetAside if one => "is set aside for a server class (the claim names none)",
+            Self::SetAside => "are set aside for server classes (the claim names none)",
             Self::Taint if one => "has a taint it does not tolerate",
             Self::Taint => "have a taint it does not tolerate",
             Self::Unclaimable if one => "is unclaimable",
@@ -148,8 +158,10 @@ pub struct Unavailability {
     pub counts: BTreeMap<Cause, usize>,
     /// The keys of the taints the claim does not tolerate, as counted.
     pub taints: BTreeSet<String>,
-    /// The claim's selector, as kubectl prints one.
+    /// The claim's own selector, as kubectl prints one (never what its class adds).
     pub selector: Option<String>,
+    /// The claim's class, if it names one.
+    pub class: Option<String>,
     /// For a claim that waits its turn: the claims ahead of it that compete for the same
     /// servers, first in the fair order first.
     pub ahead: Ahead,
@@ -166,7 +178,8 @@ impl Unavailability {
         pick: PickState<'_>,
     ) -> Self {
         let mut out = Self {
-            selector: claim.spec.server_selector.as_ref().map(selector_text),
+            selector: claim.spec.server_selector.as_ref().map(own_selector_text),
+            class: claim.spec.server_class_name.clone(),
             ..Self::default()
         };
         for server in servers {
@@ -199,6 +212,7 @@ impl Unavailability {
     fn detail(&self, cause: Cause) -> Option<String> {
         match cause {
             Cause::Selector => self.selector.clone(),
+            Cause::OutsideClass => self.class.clone(),
             Cause::Taint => {
                 let mut keys: Vec<&str> = self.taints.iter().map(String::as_str).collect();
                 if keys.len() > TAINTS_NAMED {
@@ -262,6 +276,14 @@ pub fn names_ahead(ahead: &Ahead) -> Option<String> {
         names.push_str(&format!(" and {more} more"));
     }
     Some(names)
+}
+
+/// The tenant's part of a claim's selector as kubectl prints one: without the
+/// requirements its class adds ([`is_view_only`]).
+fn own_selector_text(selector: &ServerSelector) -> String {
+    let mut own = selector.clone();
+    own.match_expressions.retain(|r| !is_view_only(&r.key));
+    selector_text(&own)
 }
 
 /// A selector as kubectl prints one: `rack=r1,zone in (a,b),!spare`.
