@@ -294,7 +294,9 @@ impl Binder {
 
     /// A quota changed (`None`: deleted). The claims of its namespace whose standing
     /// with it changed are held anew (one over quota takes no server; [`without_servers`])
-    /// and woken, with the servers they name: a charge lets the server side bind.
+    /// and woken, with the servers they name (a charge lets the server side bind), and
+    /// whom their change wakes as a watched change would: a claim that leaves the
+    /// matching (over quota now) or joins it moves the others' turns.
     pub fn apply_quota(
         &mut self,
         namespace: &str,
@@ -315,6 +317,7 @@ impl Binder {
             let Some(raw) = self.raw_claim(&key) else {
                 continue;
             };
+            let old = self.claims.shared(&key.namespace, &key.name).cloned();
             let effective = self.resolved(&key, raw);
             if let Some(server) = &effective.spec.server_ref {
                 wake.servers.insert(server.name.clone());
@@ -322,7 +325,10 @@ impl Binder {
             if !self.servers.tracks_selector_of(&effective) {
                 self.servers.track_selectors([effective.as_ref()]);
             }
-            self.claims.upsert(effective);
+            self.claims.upsert(effective.clone());
+            let (servers, claims) = (&self.servers, &self.claims);
+            let changed = self.rules.triggers.claim_changed;
+            wake.extend(changed(old.as_deref(), Some(&*effective), servers, claims));
             wake.claims.insert(key);
         }
         wake

@@ -23,32 +23,9 @@ use super::selector::selector_matches;
 /// namespace selector can name namespaces even before their labels are known.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// The label the binder's view of a server carries while some class takes the server
-/// in (never written to the server): a claim without a class requires its absence, so
-/// servers a class sets aside go to that class's claims only.
-pub const CLASSED_KEY: &str = "serverclass.metal.binder.dev/classed";
-
-/// The key of the requirement that a claim whose class is missing, or does not let its
-/// namespace in, gets: `In` no value, which no server satisfies.
-pub const NO_SERVER_KEY: &str = "serverclass.metal.binder.dev/no-server";
-
-/// The prefix of the label the binder's view of a server carries for each class that
-/// takes it in (never written to the server): a claim of class `gpu` requires
-/// `member.serverclass.metal.binder.dev/gpu`, so the decisions, the matching and the
-/// summary of why a claim waits see class membership apart from the tenant's selector.
-pub const MEMBER_PREFIX: &str = "member.serverclass.metal.binder.dev/";
-
-/// The view-only label of membership in `class`.
-pub fn member_key(class: &str) -> String {
-    format!("{MEMBER_PREFIX}{class}")
-}
-
-/// Whether a selector requirement on `key` is one the classes add to a claim (never the
-/// tenant's own): the summary of why a claim waits leaves it out of the selector it
-/// quotes.
-pub fn is_view_only(key: &str) -> bool {
-    key == CLASSED_KEY || key == NO_SERVER_KEY || key.starts_with(MEMBER_PREFIX)
-}
+pub use super::class_labels::{
+    CLASSED_KEY, MEMBER_PREFIX, NO_SERVER_KEY, is_view_only, member_key,
+};
 
 /// How a claim stands with the classes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -468,41 +445,6 @@ mod tests {
         ));
         assert!(!selector_matches(s, &seen(&[("rack", "r1")])));
         assert_eq!(effective.spec.tolerations.len(), 1);
-    }
-
-    /// Why a claim waits counts servers outside its class, and servers a class sets
-    /// aside from a claim naming none, under their own headings, and quotes only the
-    /// tenant's selector.
-    #[test]
-    fn the_summary_says_outside_the_class_and_set_aside() {
-        use crate::binding::why::{PickState, Unavailability};
-        let catalog = catalog(vec![class("gpu", &[("kind", "gpu")], false, 0)]);
-        let servers: Vec<Server> = [("g1", "gpu"), ("c1", "cpu"), ("c2", "cpu")]
-            .iter()
-            .map(|(name, kind)| {
-                let mut server = Server::new(name, Default::default());
-                server.metadata.labels = Some(labels(&[("kind", kind), ("rack", "r1")]));
-                catalog.resolve_server(&server).unwrap_or(server)
-            })
-            .collect();
-        let pick = PickState {
-            skip: &|_| false,
-            waits_turn: false,
-        };
-        let mut of_gpu = (*claim("team-a", Some("gpu"))).clone();
-        of_gpu.spec.server_selector = Some(selector(&[("rack", "r2")]));
-        let (effective, _) = catalog.resolve(&Arc::new(of_gpu));
-        let why = Unavailability::of(&effective, &servers, pick).to_string();
-        assert_eq!(
-            why,
-            "0/3 servers can serve this claim: 2 are not of its class (gpu), 1 does not match the selector (rack=r2)."
-        );
-        let (classless, _) = catalog.resolve(&claim("team-a", None));
-        let why = Unavailability::of(&classless, &servers, pick).to_string();
-        assert_eq!(
-            why,
-            "2/3 servers can serve this claim: 1 is set aside for a server class (the claim names none)."
-        );
     }
 
     #[test]

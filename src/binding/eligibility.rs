@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase, ServerSelector};
 
-use super::classes::{CLASSED_KEY, is_view_only};
+use super::class_labels::{CLASSED_KEY, is_view_only};
 use super::gates::is_cleaning;
 use super::meta::{self, ClaimKey};
 use super::selector::{first_untolerated, requirement_matches, selector_matches};

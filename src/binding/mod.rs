@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod binder;
 mod claim_decision;
 mod claim_plan;
+mod class_labels;
 pub mod classes;
 pub mod coalesce;
 mod describe;

@@ -12,7 +12,7 @@ use std::fmt;
 
 use crate::api::{SelectorOperator, Server, ServerClaim, ServerSelector};
 
-use super::classes::is_view_only;
+use super::class_labels::is_view_only;
 use super::eligibility::{Ineligible, eligibility};
 use super::meta;
 use super::placement::Ahead;

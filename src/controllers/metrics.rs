@@ -120,6 +120,14 @@ fn class_claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     )
 }
 
+fn api_writes_counter(r: &Registrar<'_>) -> IntCounterVec {
+    r.counters(
+        "api_writes_total",
+        "Writes the controllers issued to the API server, by controller (claim, server, class, quota), resource (servers, serverclaims, serverclasses, serverquotas, each also /status) and result (ok, conflict, error)",
+        &["controller", "resource", "result"],
+    )
+}
+
 fn quota_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     r.gauges(
         "quota",
@@ -188,11 +196,7 @@ impl Metrics {
                 "Half-bound states repaired, by controller (claim, server) and case (claim_status, adopted, claim_ref_restored, server_ref_restored, finalizer, rolled_back)",
                 &["controller", "case"],
             ),
-            api_writes: r.counters(
-                "api_writes_total",
-                "Writes the controllers issued to the API server, by controller, resource (servers, servers/status, serverclaims, serverclaims/status) and result (ok, conflict, error)",
-                &["controller", "resource", "result"],
-            ),
+            api_writes: api_writes_counter(&r),
             refused_writes: refused_writes_counter(&r),
             reconcile_duration: r.histograms(
                 "reconcile_duration_seconds",

@@ -8,6 +8,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use crate::common::claim_admission;
 mod claim_table;
+mod class_rows;
 mod decision_rows;
 mod descriptions;
 mod index_props;
