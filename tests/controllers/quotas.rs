@@ -28,16 +28,27 @@ const GPU: &str = "gpu";
 const QUOTA: &str = "gpu-quota";
 const TEAM_B: &str = "team-b";
 
-/// The class `gpu`, taking in every server, and `count` servers `s0`, `s1`, ….
-async fn gpu_fleet(env: &Env, count: usize) {
+/// The class `gpu`, taking in every server.
+pub async fn create_gpu_class(env: &Env) {
     let class = ServerClass::new(GPU, ServerClassSpec::default());
     Api::<ServerClass>::all(env.client.clone())
         .create(&PostParams::default(), &class)
         .await
         .expect("class created");
+}
+
+/// The class `gpu` and `count` servers `s0`, `s1`, ….
+async fn gpu_fleet(env: &Env, count: usize) {
+    create_gpu_class(env).await;
     for i in 0..count {
         env.put_server(server(&format!("s{i}"))).await;
     }
+}
+
+/// The claim, of class gpu.
+pub fn of_gpu(mut c: ServerClaim) -> ServerClaim {
+    c.spec.server_class_name = Some(GPU.into());
+    c
 }
 
 /// The controllers with this many reconciles at once; quotas (and classes) recounted
@@ -55,7 +66,7 @@ fn quotas(env: &Env) -> Api<ServerQuota> {
 }
 
 /// Creates the quota `gpu-quota` of team-a: `hard: {gpu: hard}`.
-async fn create_quota(env: &Env, hard: i64) {
+pub async fn create_quota(env: &Env, hard: i64) {
     let mut quota = ServerQuota::new(
         QUOTA,
         ServerQuotaSpec {
@@ -67,6 +78,20 @@ async fn create_quota(env: &Env, hard: i64) {
         .create(&PostParams::default(), &quota)
         .await
         .expect("quota created");
+}
+
+/// Writes team-a's quota's status as the claim controller leaves it once it charged
+/// these stored claims (of class gpu), for a row staged with the controllers stopped.
+pub async fn stage_charges(env: &Env, claims: &[&ServerClaim]) {
+    let charged: Vec<_> = claims
+        .iter()
+        .map(|c| json!({"class": GPU, "claim": c.name_any(), "uid": uid(c)}))
+        .collect();
+    let status = json!({"status": {"charged": charged}});
+    quotas(env)
+        .patch_status(QUOTA, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("charges staged");
 }
 
 /// An admin sets `hard: {gpu: hard}` on team-a's quota.
@@ -92,8 +117,7 @@ fn counts(quota: &ServerQuota, used: i64, summary: &str) -> bool {
 
 /// Creates a claim of class gpu in `namespace`.
 async fn create_gpu_claim(env: &Env, namespace: &str, name: &str) -> ServerClaim {
-    let mut c = as_new(claim(name));
-    c.spec.server_class_name = Some(GPU.into());
+    let mut c = as_new(of_gpu(claim(name)));
     c.metadata.namespace = Some(namespace.into());
     Api::<ServerClaim>::namespaced(env.client.clone(), namespace)
         .create(&PostParams::default(), &c)
@@ -130,7 +154,8 @@ async fn tally(env: &Env, namespace: &str) -> Tally {
             .collect()
     };
     let holds = |c: &ServerClaim| {
-        phase(c) == Some(ClaimPhase::Bound) || c.metadata.uid.as_ref().is_some_and(|u| held.contains(u))
+        phase(c) == Some(ClaimPhase::Bound)
+            || c.metadata.uid.as_ref().is_some_and(|u| held.contains(u))
     };
     Tally {
         bound: named(&|c| phase(c) == Some(ClaimPhase::Bound)),
@@ -414,9 +439,7 @@ async fn a_forged_pick_over_quota_takes_no_server() {
         .unwrap()
         .name;
     let free = if taken == "s0" { "s1" } else { "s0" };
-    let mut forger = claim("forger").chose(free);
-    forger.spec.server_class_name = Some(GPU.into());
-    env.put_claim(forger).await;
+    env.put_claim(of_gpu(claim("forger").chose(free))).await;
 
     wait_team_a(
         &env,
@@ -461,4 +484,30 @@ async fn claims_bound_before_the_quota_existed_count() {
     );
     let now = settle(&env, 2, 2, 1).await;
     assert_eq!(now.bound, early.bound);
+}
+
+/// `explain` judges a claim over quota as the controller does: it waits, QuotaExceeded.
+///
+/// Ignored: `explain` reads no quotas (src/runtime/explain/ never lists ServerQuotas),
+/// so for a claim Pending / QuotaExceeded it says `"decision": "PickBestFit"`, "a pick
+/// takes s1 now", while quoting the status that says QuotaExceeded.
+#[tokio::test]
+#[ignore = "defect: explain reads no ServerQuotas and says PickBestFit for a claim over quota"]
+async fn explain_says_a_claim_over_quota_waits_for_its_quota() {
+    let mut env = Env::new().await;
+    gpu_fleet(&env, 2).await;
+    create_quota(&env, 1).await;
+    start(&mut env, 4).await;
+    create_gpu_claim(&env, NS, "first").await;
+    create_gpu_claim(&env, NS, "second").await;
+    settle(&env, 1, 1, 1).await;
+    let waiting = tally(&env, NS).await.exceeded.pop_first().unwrap();
+    let explained = explain_json(&env, &waiting).await;
+    // The status it quotes says QuotaExceeded; its own verdict must say so too.
+    assert_eq!(explained["decision"], "QuotaExceeded", "{explained:#}");
+    let row = explained["row"].as_str().unwrap_or_default();
+    assert!(
+        row.contains("holds 1 of 1 servers of class gpu"),
+        "{explained:#}"
+    );
 }
