@@ -224,6 +224,15 @@ async fn servers_of(env: &Env, names: &BTreeSet<String>) -> Vec<Option<String>> 
     held
 }
 
+/// Of `s0` and `s1`, the one the claim does not name.
+async fn other_server(env: &Env, claim: &str) -> &'static str {
+    let c = env.claim(claim).await.expect("a live claim");
+    match c.spec.server_ref.map(|r| r.name).as_deref() {
+        Some("s0") => "s1",
+        _ => "s0",
+    }
+}
+
 /// Ten claims of team-a created at once, 16 reconciles at a time, for a quota of 3 and 8
 /// free servers: exactly 3 bind, never more meanwhile; the 7 others wait saying why;
 /// team-b, without a quota, binds its claims meanwhile.
@@ -376,7 +385,10 @@ async fn a_changed_hard_is_followed_and_a_lowered_one_takes_nothing_away() {
 
 /// An admin reserves a free server by name for a claim over quota: the server stays
 /// Available / Reserved and the claim waits QuotaExceeded; once a bound claim of its
-/// namespace goes, it is charged and binds to its reserved server.
+/// namespace goes, it is charged and binds to its reserved server. (The claim names no
+/// server while it waits, so the server's row is `ReservedAwaitingAdoption`; the row
+/// `ReservedAwaitingQuota`, a claim that names its reserved server but is not charged
+/// yet, is in server_rows.rs.)
 #[tokio::test]
 async fn a_reservation_by_name_waits_for_the_quota() {
     let mut env = Env::new().await;
@@ -385,15 +397,7 @@ async fn a_reservation_by_name_waits_for_the_quota() {
     start(&mut env, 4).await;
     create_gpu_claim(&env, NS, "first").await;
     let first = settle(&env, 1, 1, 0).await;
-    let taken = env
-        .claim("first")
-        .await
-        .unwrap()
-        .spec
-        .server_ref
-        .unwrap()
-        .name;
-    let free = if taken == "s0" { "s1" } else { "s0" };
+    let free = other_server(&env, "first").await;
     let reserve = json!({"spec": {"serverClaimRef": {"namespace": NS, "name": "second"}}});
     env.servers()
         .patch(free, &PatchParams::default(), &Patch::Merge(reserve))
@@ -413,9 +417,10 @@ async fn a_reservation_by_name_waits_for_the_quota() {
     assert_eq!(first.bound, BTreeSet::from(["first".to_string()]));
 
     env.delete_claim("first").await;
-    wait_bound(&env, "second", free).await;
+    let (second, _) = wait_bound(&env, "second", free).await;
+    let charged = BTreeSet::from([uid(&second)]);
     wait_quota(&env, "gpu: 1/1, second charged", |q| {
-        counts(q, 1, "gpu: 1/1")
+        counts(q, 1, "gpu: 1/1") && charged_uids(q) == charged
     })
     .await;
 }
@@ -430,15 +435,7 @@ async fn a_forged_pick_over_quota_takes_no_server() {
     start(&mut env, 4).await;
     create_gpu_claim(&env, NS, "first").await;
     settle(&env, 1, 1, 0).await;
-    let taken = env
-        .claim("first")
-        .await
-        .unwrap()
-        .spec
-        .server_ref
-        .unwrap()
-        .name;
-    let free = if taken == "s0" { "s1" } else { "s0" };
+    let free = other_server(&env, "first").await;
     env.put_claim(of_gpu(claim("forger").chose(free))).await;
 
     wait_team_a(
