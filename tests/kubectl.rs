@@ -54,10 +54,33 @@ impl Cluster {
     }
 
     fn start() -> Self {
+        Self::spawn(&["apiserver", "--listen", "127.0.0.1:0"])
+    }
+
+    /// `server-binder dev` (the API server with the CRDs installed and both controllers
+    /// running), or `None` without kubectl. Ready once kubectl lists ServerQuotas.
+    fn dev() -> Option<Self> {
+        let args = [
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ];
+        let c = kubectl_present().then(|| Self::spawn(&args))?;
+        wait_until("the CRDs served", Duration::from_secs(30), || {
+            c.run(&["get", "serverquotas", "-A"]).status.success()
+        });
+        Some(c)
+    }
+
+    /// `server-binder ARGS --kubeconfig-out KUBECONFIG`, once the kubeconfig is written.
+    fn spawn(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");
         let child = Command::new(env!("CARGO_BIN_EXE_server-binder"))
-            .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            .args(args)
+            .arg("--kubeconfig-out")
             .arg(&kubeconfig)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -565,4 +588,70 @@ fn server_side_reapply_leaves_another_managers_field() {
     ]);
     assert!(owners.contains("kubectl/Apply;"), "{owners}");
     assert!(owners.contains("server-binder/Update;"), "{owners}");
+}
+
+/// A team's GPU quota, the class and a server for it, and a claim that takes it.
+const QUOTA_AT_ITS_LIMIT: &str = "\
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: metal.binder.dev/v1alpha1
+kind: ServerClass
+metadata: {name: gpu}
+spec: {}
+---
+apiVersion: metal.binder.dev/v1alpha1
+kind: Server
+metadata: {name: gpu-1}
+spec: {}
+---
+apiVersion: metal.binder.dev/v1alpha1
+kind: ServerQuota
+metadata: {name: gpu, namespace: team-a}
+spec:
+  hard: {gpu: 1}
+---
+apiVersion: metal.binder.dev/v1alpha1
+kind: ServerClaim
+metadata: {name: training, namespace: team-a}
+spec: {serverClassName: gpu}
+";
+
+/// Against `server-binder dev`: `kubectl get serverquotas` prints what a team's claims
+/// use of its quota (USED), as does the short name `squota`, and the quota is in the
+/// category `metal`.
+#[test]
+fn get_serverquotas_shows_what_is_used() {
+    let Some(c) = Cluster::dev() else {
+        return;
+    };
+    let f = c.file("quota.yaml", QUOTA_AT_ITS_LIMIT);
+    c.ok(&["apply", "-f", &f]);
+    let table = wait_until(
+        "team-a's quota counts its claim",
+        Duration::from_secs(30),
+        || {
+            let table = c.ok(&["get", "serverquotas", "-n", "team-a"]);
+            let counted = table
+                .lines()
+                .any(|l| l.starts_with("gpu ") && l.contains("gpu: 1/1"));
+            if counted { Ok(table) } else { Err(table) }
+        },
+    );
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "USED", "AGE"], "{table}");
+    let short = c.ok(&["get", "squota", "-n", "team-a"]);
+    assert!(short.contains("gpu: 1/1"), "{short}");
+    let all = c.ok(&["get", "squota", "-A"]);
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("team-a ") && l.contains("gpu: 1/1")),
+        "{all}"
+    );
+    let metal = c.ok(&["get", "metal", "-n", "team-a", "-o", "name"]);
+    assert!(
+        metal.contains("serverquota.metal.binder.dev/gpu"),
+        "{metal}"
+    );
 }

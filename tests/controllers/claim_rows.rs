@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
+use crate::controllers::quotas;
 use crate::controllers::stage::*;
 use crate::controllers::support::{Env, NS, assert_invariants};
 
@@ -434,6 +435,40 @@ async fn unbound_claim_naming_an_ineligible_server_reports_the_mismatch() {
         .await;
     assert_eq!(claim_ref(&s1), None);
     assert_eq!(claim_ref(&env.server("s2").await.unwrap()), None);
+}
+
+/// A quota of C's namespace limits its class, is full (it charges `holder`, bound to
+/// s1) and does not charge C ([x]) → C's controller-chosen ref to free s2 is withdrawn
+/// with `pre-bound`; Pending / QuotaExceeded, Warning QuotaExceeded naming the quota;
+/// s2 stays free. End to end under concurrency: `quotas.rs`.
+#[tokio::test]
+async fn unbound_claim_over_quota_waits_and_gives_up_its_pick() {
+    let mut env = Env::new().await;
+    quotas::create_gpu_class(&env).await;
+    quotas::create_quota(&env, 1).await;
+    let holder = env
+        .put_claim(quotas::of_gpu(claim("holder").bound("s1")))
+        .await;
+    env.put_server(server("s1").bound_to(&holder)).await;
+    quotas::stage_charges(&env, &[&holder]).await;
+    env.put_server(server("s2")).await;
+    env.put_claim(quotas::of_gpu(claim("c").chose("s2"))).await;
+    env.start(2).await;
+
+    let c = env
+        .wait_claim("c", "Pending / QuotaExceeded, its pick withdrawn", |c| {
+            is(c, ClaimPhase::Pending, "QuotaExceeded") && server_ref(c).is_none()
+        })
+        .await;
+    assert!(!has_annotation(&c, ANNOTATION_PRE_BOUND), "{c:?}");
+    let note = env.wait_event(CLAIM, "c", "Warning", "QuotaExceeded").await;
+    let full = format!("{NS} holds 1 of 1 servers of class gpu (ServerQuota gpu-quota)");
+    assert!(note.starts_with(&full), "{note}");
+    let s2 = env
+        .wait_server_phase("s2", ServerPhase::Available, "Available")
+        .await;
+    assert_eq!(claim_ref(&s2), None);
+    wait_bound(&env, "holder", "s1").await;
 }
 
 /// S's ref has C's uid → bind-completed, then status Bound with boundTime, Normal Bound.

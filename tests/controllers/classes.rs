@@ -181,7 +181,8 @@ async fn the_default_class_is_written_into_claims_without_one() {
 
 /// The example of docs/operations.md, "Server classes", with kubectl: team-a's claim of
 /// the gpu class binds the GPU server without naming its taint, the same claim in team-c
-/// waits `ClassNotAllowed`, and `kubectl get serverclasses` lists the class.
+/// waits `ClassNotAllowed`, `kubectl get serverclasses` lists the class and
+/// `kubectl get serverquotas -A` each team's quota ("Quotas").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_the_gpu_class_example() {
     if !kubectl_present() {
@@ -246,6 +247,30 @@ async fn kubectl_applies_the_gpu_class_example() {
             .unwrap_or_default();
         async move { gpu.get(1..7) == Some(&["1", "0", "1", "0", "0", "0"].map(String::from)[..]) }
     })
+    .await;
+    quotas_listed(&kubectl).await;
+}
+
+/// The example's quotas, as `kubectl get serverquotas -A` prints them once team-a's
+/// claim holds the GPU server (team-b's is recounted once per status interval).
+async fn quotas_listed(kubectl: &impl Fn(&[&str]) -> String) {
+    eventually(
+        "kubectl get serverquotas -A counts each team",
+        DEADLINE,
+        || {
+            let table = kubectl(&["get", "serverquotas", "-A"]);
+            let row = |team: &str| -> Vec<String> {
+                let line = table.lines().find(|l| l.starts_with(team)).unwrap_or("");
+                line.split_whitespace().map(String::from).collect()
+            };
+            let seen = (row("team-a"), row("team-b"));
+            let wanted =
+                |used: &str| -> Vec<String> { vec!["gpu".into(), "gpu:".into(), used.into()] };
+            let counted = seen.0.get(1..4) == Some(&wanted("1/2")[..])
+                && seen.1.get(1..4) == Some(&wanted("0/1")[..]);
+            async move { if counted { Ok(()) } else { Err(table) } }
+        },
+    )
     .await;
 }
 

@@ -15,6 +15,7 @@ mod long_names;
 mod metrics;
 use crate::common::names;
 mod placement;
+mod quotas;
 mod refused;
 use crate::common::poll;
 mod rbac;

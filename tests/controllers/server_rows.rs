@@ -15,8 +15,11 @@ use kube::ResourceExt;
 use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
+use server_binder::apiserver::{RequestMatcher, RequestRecord};
+
+use crate::controllers::quotas;
 use crate::controllers::stage::*;
-use crate::controllers::support::{Env, NS, assert_invariants};
+use crate::controllers::support::{DEADLINE, Env, NS, assert_invariants, eventually};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";
@@ -190,6 +193,54 @@ async fn server_reserved_for_a_missing_claim_stays_reserved() {
     // Another claim cannot take it.
     env.wait_claim_phase("other", ClaimPhase::Pending, "NoMatchingServer")
         .await;
+}
+
+/// The claim names S and can take it, but the quota of its namespace that limits its
+/// class has not charged it (every charge conflicts here, as if another writer always
+/// won the quota, until the test lets one through)
+/// → Available / Reserved, the ref still a name (`ReservedAwaitingQuota`); once the
+/// charge is written, `FillUid` binds it.
+#[tokio::test]
+async fn server_reserved_for_a_claim_its_quota_has_not_charged_waits_for_the_charge() {
+    let mut env = Env::new().await;
+    quotas::create_gpu_class(&env).await;
+    quotas::create_quota(&env, 1).await;
+    env.put_server(server("s1").reserved_for("c")).await;
+    env.put_claim(quotas::of_gpu(claim("c").names("s1"))).await;
+    let charges = RequestMatcher::any()
+        .verb("update")
+        .resource("serverquotas");
+    env.apiserver.faults().fail(charges, 1_000_000, 409);
+    env.start(2).await;
+
+    let tried = || {
+        let log = env.apiserver.request_log().entries();
+        let charge = |r: &&RequestRecord| r.verb == "update" && r.resource == "serverquotas";
+        log.iter().filter(charge).any(|r| r.status == 409)
+    };
+    eventually("a charge tried and refused", DEADLINE, || {
+        let t = tried();
+        async move { t }
+    })
+    .await;
+    let s = env
+        .wait_server_phase("s1", ServerPhase::Available, "Reserved")
+        .await;
+    assert_eq!(
+        claim_ref(&s),
+        Some(("c", None)),
+        "still a reservation by name"
+    );
+    assert!(!has_finalizer(&s), "{s:?}");
+    let c = env.claim("c").await.unwrap();
+    assert_ne!(c.status.and_then(|s| s.phase), Some(ClaimPhase::Bound));
+
+    env.apiserver.faults().clear();
+    let (_, s) = wait_bound(&env, "c", "s1").await;
+    assert!(
+        !has_annotation(&s, ANNOTATION_BOUND_BY_CONTROLLER),
+        "the reservation stays user-made"
+    );
 }
 
 /// The claim names S but S cannot serve it ([h]) → stays Available / Reserved; the
