@@ -483,13 +483,9 @@ async fn claims_bound_before_the_quota_existed_count() {
     assert_eq!(now.bound, early.bound);
 }
 
-/// `explain` judges a claim over quota as the controller does: it waits, QuotaExceeded.
-///
-/// Ignored: `explain` reads no quotas (src/runtime/explain/ never lists ServerQuotas),
-/// so for a claim Pending / QuotaExceeded it says `"decision": "PickBestFit"`, "a pick
-/// takes s1 now", while quoting the status that says QuotaExceeded.
+/// `explain` judges a claim over quota as the controller does: it waits, QuotaExceeded,
+/// and says which quota and how full (it once read no quotas and said "PickBestFit").
 #[tokio::test]
-#[ignore = "defect: explain reads no ServerQuotas and says PickBestFit for a claim over quota"]
 async fn explain_says_a_claim_over_quota_waits_for_its_quota() {
     let mut env = Env::new().await;
     gpu_fleet(&env, 2).await;
@@ -505,6 +501,11 @@ async fn explain_says_a_claim_over_quota_waits_for_its_quota() {
     let row = explained["row"].as_str().unwrap_or_default();
     assert!(
         row.contains("holds 1 of 1 servers of class gpu"),
+        "{explained:#}"
+    );
+    let quotas = explained["quotas"].to_string();
+    assert!(
+        quotas.contains("1 of 1 servers of class gpu (full: this claim is not charged)"),
         "{explained:#}"
     );
 }
