@@ -285,9 +285,13 @@ impl Binder {
         self.quota_check_of(claim, &self.classes.check(claim))
     }
 
+    /// A claim the default class applies to counts in that class's quotas before its
+    /// name is written: the server side must not bind it uncharged meanwhile.
     fn quota_check_of(&self, claim: &ServerClaim, class: &ClassCheck) -> QuotaCheck {
         match class {
-            ClassCheck::Of(name) => self.quotas.check(claim, Some(name)),
+            ClassCheck::Of(name) | ClassCheck::Default(name) => {
+                self.quotas.check(claim, Some(name))
+            }
             _ => QuotaCheck::Unlimited,
         }
     }

@@ -166,3 +166,32 @@ fn a_charge_wakes_the_claim_and_the_server_it_names() {
     let again = binder.quotas().quota(NS, "q").cloned();
     assert!(binder.apply_quota(NS, "q", again).is_empty());
 }
+
+/// A claim the default class applies to, whose name is not written yet, is not bound
+/// uncharged by the server side meanwhile (it names a server itself).
+#[test]
+fn a_claim_of_the_default_class_is_not_bound_before_it_is_charged() {
+    let mut gpu = ServerClass::new("gpu", ServerClassSpec::default());
+    gpu.metadata.annotations = Some(
+        [(
+            "serverclass.metal.binder.dev/is-default-class".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    let a = claim("a").names("s1");
+    let mut q = ServerQuota::new(
+        "q",
+        ServerQuotaSpec {
+            hard: [("gpu".to_string(), 1)].into(),
+        },
+    );
+    q.metadata.namespace = Some(NS.into());
+    let binder = listed(vec![server("s1")], vec![a])
+        .listed_with_classes([gpu], Default::default())
+        .listed_with_quotas([q]);
+    assert_eq!(
+        server_decision(&binder, &server("s1")),
+        ServerDecision::Available
+    );
+}
