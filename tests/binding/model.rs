@@ -27,10 +27,10 @@
 //!   recount, rung by a claim deleted (or a start, or its own conflict), reads its
 //!   cache and each charge's claim live, then writes at the version it read.
 //!
-//! Invariants 1, 4, 5, 6 and 7 of docs/binding.md hold in every reachable state; invariant 2 holds
-//! in every quiescent state (no event pending, no plan in flight, nothing woken, all user
-//! actions done), whatever crash, fault and resync budget is left: convergence must not
-//! rely on a resync. And in a quiescent state a resync would change nothing, so no
+//! Invariants 1, 4, 5, 6 and 7 of docs/binding.md hold in every reachable state;
+//! invariant 2 holds in every quiescent state (no event pending, no plan in flight,
+//! nothing woken, no recount rung or half done, all user actions done), whatever crash,
+//! fault and resync budget is left: convergence must not rely on a resync. And in a quiescent state a resync would change nothing, so no
 //! decision waits on a wake-up that never comes.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
