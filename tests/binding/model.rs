@@ -20,15 +20,20 @@
 //! - a claim's back-off after a refused write ends (its timer; the binder's back-off is
 //!   kept, its length abstracted);
 //! - the next scripted user action happens (delete or create a claim, cordon, taint,
-//!   relabel a server, add a selector, ...).
+//!   relabel a server, add a selector, ...);
+//! - in worlds with quotas: either controller delivers the next quota event (both see
+//!   quotas late); a claim step's charges are writes of their own, before its claim
+//!   writes, at the quota's resourceVersion the decision read; and either process's
+//!   recount, rung by a claim deleted (or a start, or its own conflict), reads its
+//!   cache and each charge's claim live, then writes at the version it read.
 //!
-//! Invariants 1 and 4 of docs/binding.md hold in every reachable state; invariant 2 holds
-//! in every quiescent state (no event pending, no plan in flight, nothing woken, all user
-//! actions done), whatever crash, fault and resync budget is left: convergence must not
-//! rely on a resync. And in a quiescent state a resync would change nothing, so no
+//! Invariants 1, 4, 5, 6 and 7 of docs/binding.md hold in every reachable state;
+//! invariant 2 holds in every quiescent state (no event pending, no plan in flight,
+//! nothing woken, no recount rung or half done, all user actions done), whatever crash,
+//! fault and resync budget is left: convergence must not rely on a resync. And in a quiescent state a resync would change nothing, so no
 //! decision waits on a wake-up that never comes.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +63,12 @@ pub struct Protocol {
     pub rules: Rules,
     /// Whether admission (the CRD's CEL rule) lets a release gate of this name in.
     pub gate_admitted: fn(&str) -> bool,
+    /// Whether a charge is written with the quota's resourceVersion as a precondition
+    /// (`src/controllers/claim.rs`, `charge`).
+    pub charge_precondition: bool,
+    /// Whether the recount reads a charge's claim live before it drops the charge
+    /// (`src/controllers/quota.rs`), or takes the cache's word for it.
+    pub recount_reads_live: bool,
 }
 
 fn real_gate_admission(name: &str) -> bool {
@@ -69,6 +80,8 @@ impl Protocol {
         Self {
             rules: Rules::real(),
             gate_admitted: real_gate_admission,
+            charge_precondition: true,
+            recount_reads_live: true,
         }
     }
 }
@@ -158,6 +171,13 @@ pub struct Scenario {
     /// good, so their back-off timers do not keep a state from being quiescent, and
     /// invariant 2 does not ask them to bind.
     pub never_bind: Vec<&'static str>,
+    /// The classes (fixed for the run; every binder lists them).
+    pub classes: Vec<ServerClass>,
+    /// The quotas at the start (invariant 7).
+    pub quotas: Vec<ServerQuota>,
+    /// Exactly one of these claims is bound in every quiescent state (a quota lets one
+    /// in, whichever).
+    pub one_bound_of: Vec<&'static str>,
 }
 
 /// Whether admission refuses a claim write from `old` to `new`.
@@ -179,6 +199,9 @@ enum InFlight {
         assumed: Option<String>,
         /// The binder's step being carried out (reported on each write's result).
         work: Arc<ClaimWork>,
+        /// The charges still to write, before anything else (docs/binding.md, "Server
+        /// quotas"), each at the quota's resourceVersion the decision read.
+        charges: Vec<ServerQuota>,
     },
     Server {
         base: Server,
@@ -202,6 +225,14 @@ fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b ServerClaim> {
     binder.claims().iter().find(|c| meta::name(*c) == name)
 }
 
+/// The claim of this name as the claim controller reconciles it: as it is, the way the
+/// binary's watch store holds it, not as its class and quotas make it in the binder's
+/// cache (a decision's writes go onto the claim as it is). The claim controller's own
+/// kind is kept current, so that is the stored claim.
+fn claim_as_is<'s>(state: &'s State, name: &str) -> Option<&'s ServerClaim> {
+    state.truth.claims.get(name)
+}
+
 /// The key of the claim of this name: its namespace from the object, or (deleted) from
 /// the cache.
 fn claim_key_in(binder: &Binder, name: &str, new: Option<&ServerClaim>) -> ClaimKey {
@@ -218,8 +249,17 @@ struct Ctl {
     binder: Binder,
     claim_events: VecDeque<(String, Option<ServerClaim>)>,
     server_events: VecDeque<(String, Option<Server>)>,
+    /// Quota events: both controllers see quotas through a watch, with lag (the claim
+    /// controller's charges and the recounts write them).
+    quota_events: VecDeque<(String, Option<ServerQuota>)>,
     woken: BTreeSet<String>,
     in_flight: Option<InFlight>,
+    /// The quotas' recount is due in this process: it started (relisted), saw a claim
+    /// deleted, or its last write conflicted (its periodic round comes).
+    recount_due: bool,
+    /// The recount's writes still to make: each quota with its new status, at the
+    /// resourceVersion the recount read.
+    recounts: Vec<ServerQuota>,
 }
 
 /// A summary refresh waits out the status interval, which is longer than any run here:
@@ -235,12 +275,23 @@ impl Ctl {
         };
         let servers = truth.servers.values().cloned();
         let claims = truth.claims.values().cloned();
+        let mut binder = Binder::listed(p.rules, config, servers, claims, now().0);
+        if !truth.classes.is_empty() {
+            binder = binder.listed_with_classes(truth.classes.clone(), Default::default());
+        }
+        if !truth.quotas.is_empty() {
+            // As `relist_quotas` would after a restart: a fresh binder lists them all.
+            binder = binder.listed_with_quotas(truth.quotas.values().cloned());
+        }
         Self {
-            binder: Binder::listed(p.rules, config, servers, claims, now().0),
+            binder,
             claim_events: VecDeque::new(),
             server_events: VecDeque::new(),
+            quota_events: VecDeque::new(),
             woken: everything(truth, who),
             in_flight: None,
+            recount_due: !truth.quotas.is_empty(),
+            recounts: Vec::new(),
         }
     }
 
@@ -256,7 +307,16 @@ impl Ctl {
     /// event delivered): the binder applies it and says what to wake.
     fn see_claim(&mut self, who: Who, name: &str, new: Option<ServerClaim>) {
         let key = claim_key_in(&self.binder, name, new.as_ref());
+        // A claim gone rings the recount (`claims_gone` in the binary).
+        self.recount_due |= new.is_none() && !self.binder.quotas().is_empty();
         let wake = self.binder.apply_claim(&key, new.map(Arc::new));
+        self.wake(who, wake);
+    }
+
+    /// A quota changed in this controller's cache (a watch event delivered).
+    fn see_quota(&mut self, who: Who, name: &str, new: Option<ServerQuota>) {
+        let namespace = new.as_ref().map_or(NS, |q| meta::namespace(q)).to_string();
+        let wake = self.binder.apply_quota(&namespace, name, new.map(Arc::new));
         self.wake(who, wake);
     }
 
@@ -348,6 +408,14 @@ impl State {
             .push_back((name.to_string(), obj));
     }
 
+    /// Tells both controllers' watches about a quota's new state: both see it late.
+    fn quota_changed(&mut self, name: &str) {
+        let obj = self.truth.quotas.get(name).cloned();
+        for ctl in [&mut self.claim_ctl, &mut self.server_ctl] {
+            ctl.quota_events.push_back((name.to_string(), obj.clone()));
+        }
+    }
+
     fn server_changed(&mut self, name: &str) {
         let obj = self.truth.servers.get(name).cloned();
         self.server_ctl
@@ -432,8 +500,11 @@ impl State {
         [&self.claim_ctl, &self.server_ctl].iter().all(|c| {
             c.claim_events.is_empty()
                 && c.server_events.is_empty()
+                && c.quota_events.is_empty()
                 && c.woken.is_empty()
                 && c.in_flight.is_none()
+                && !c.recount_due
+                && c.recounts.is_empty()
         }) && self.next_user_op >= scenario.user_ops.len()
             && timers
                 .iter()
@@ -468,7 +539,11 @@ pub const MAX_LAG: usize = 3;
 
 /// Explores every interleaving of `scenario` under `protocol`.
 pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
-    let truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
+    let mut truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
+    truth.classes = scenario.classes.clone();
+    for quota in &scenario.quotas {
+        truth.put_quota(quota.clone());
+    }
     let default_gates: Vec<String> = scenario
         .default_gates
         .iter()
@@ -499,6 +574,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     }
     reconcile_idle(&mut initial);
     let user_refs = UserRefs::of(scenario);
+    let over_at_start = over_quota(&initial.truth);
     let mut report = Report::default();
     let mut parents: HashMap<u64, (u64, String)> = HashMap::default();
     let root = fingerprint(&initial);
@@ -520,7 +596,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             "{}: state space exceeds {STATE_LIMIT}",
             scenario.name
         );
-        let mut violation = check_always(&state, &user_refs).err();
+        let mut violation = check_always(&state, &user_refs, &over_at_start).err();
         if violation.is_none() && state.is_quiescent(scenario) {
             report.quiescent += 1;
             violation = check_quiescent(&state, &scenario.never_bind).err();
@@ -529,6 +605,9 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             }
             if violation.is_none() {
                 violation = check_bound(&state.truth, scenario).err();
+            }
+            if violation.is_none() {
+                violation = check_one_bound(&state.truth, &scenario.one_bound_of).err();
             }
         }
         if let Some(v) = violation {
@@ -552,11 +631,14 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
 }
 
 fn lag(state: &State) -> usize {
+    let quotas = state.claim_ctl.quota_events.len();
     state
         .claim_ctl
         .server_events
         .len()
         .max(state.server_ctl.claim_events.len())
+        .max(state.server_ctl.quota_events.len())
+        .max(quotas)
 }
 
 fn trace(parents: &HashMap<u64, (u64, String)>, mut id: u64) -> String {
@@ -598,6 +680,7 @@ fn successors(state: &State, scenario: &Scenario) -> Vec<(String, State)> {
             out.extend(reconciles(state, who));
         }
         out.extend(restarts(state, who));
+        out.extend(recount_steps(state, who));
     }
     out.extend(backoffs_end(state));
     if let Some(op) = scenario.user_ops.get(state.next_user_op) {
@@ -640,9 +723,17 @@ fn tenant_edit(state: &State, name: &str, edit: &TenantEdit) -> Option<State> {
     Some(next)
 }
 
-/// The next watch event of the other kind reaches the controller's cache.
+/// The next watch event of the other kind, or of the quotas, reaches the controller's
+/// cache.
 fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
     let mut out = Vec::new();
+    if !state.ctl_ref(who).quota_events.is_empty() {
+        let mut next = state.clone();
+        let ctl = next.ctl(who);
+        let (name, obj) = ctl.quota_events.pop_front().expect("an event");
+        ctl.see_quota(who, &name, obj);
+        out.push((format!("{who:?} sees quota {name} change"), next));
+    }
     match who {
         Who::ServerController => {
             if !state.server_ctl.claim_events.is_empty() {
@@ -680,6 +771,77 @@ fn restarts(state: &State, who: Who) -> Vec<(String, State)> {
         next.resyncs -= 1;
         next.ctl(who).woken.extend(all);
         out.push((format!("{who:?} resyncs"), next));
+    }
+    out
+}
+
+/// The quotas' recount of this process (`src/controllers/quota.rs`), in two steps: it
+/// reads (its cache, then each charge's claim the cache does not show, live) and
+/// decides each quota's status; later, it writes them one by one, each at the
+/// resourceVersion it read. A conflict leaves the quota to the next round (the
+/// periodic one, here: the recount is due again).
+fn recount_steps(state: &State, who: Who) -> Vec<(String, State)> {
+    let ctl = state.ctl_ref(who);
+    let mut out = Vec::new();
+    if ctl.recount_due && ctl.recounts.is_empty() {
+        let mut next = state.clone();
+        let recounts = recount_now(state, who);
+        let ctl = next.ctl(who);
+        ctl.recount_due = false;
+        ctl.recounts = recounts;
+        out.push((format!("{who:?} process recounts the quotas"), next));
+    }
+    if let Some(quota) = ctl.recounts.first() {
+        let mut next = state.clone();
+        next.ctl(who).recounts.remove(0);
+        let name = meta::name(quota).to_string();
+        let charged: Vec<&str> = quota::charges(quota)
+            .iter()
+            .map(|c| c.claim.as_str())
+            .collect();
+        let label = match next.truth.write_quota_status(quota, true) {
+            Ok(_) => {
+                next.quota_changed(&name);
+                format!("{who:?} process's recount writes quota {name}: {charged:?}")
+            }
+            Err(Conflict) => {
+                next.ctl(who).recount_due = true;
+                format!("{who:?} process's recount of quota {name} conflicts")
+            }
+        };
+        out.push((label, next));
+    }
+    out
+}
+
+/// What the recount of this process would write now: each quota its cache shows, with
+/// its status counted anew by `quota::recount` from the charges but those whose claims a
+/// live read (the truth) says are gone, and the claims the cache shows holding servers.
+fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
+    let binder = &state.ctl_ref(who).binder;
+    let reads_live = state.protocol.recount_reads_live;
+    let mut out = Vec::new();
+    for quota in binder.quotas().iter() {
+        let namespace = meta::namespace(&**quota);
+        let cached = |c: &QuotaCharge| {
+            let claim = binder.claims().shared(namespace, &c.claim);
+            claim.is_some_and(|claim| meta::uid(&**claim) == Some(c.uid.as_str()))
+        };
+        let gone: HashSet<String> = quota::unconfirmed(quota, &cached)
+            .into_iter()
+            .filter(|c| {
+                let live = state.truth.claims.get(&c.claim);
+                !reads_live || live.is_none_or(|l| meta::uid(l) != Some(c.uid.as_str()))
+            })
+            .map(|c| c.uid.clone())
+            .collect();
+        let holders = binder.quota_holders(namespace);
+        if let Some(status) = quota::recount(quota, &gone, &holders) {
+            out.push(ServerQuota {
+                status: Some(status),
+                ..(**quota).clone()
+            });
+        }
     }
     out
 }
@@ -733,6 +895,7 @@ fn fail_claim_write(
         status: None,
         assumed,
         work,
+        charges: Vec::new(),
     });
     abandon(next, Who::ClaimController, failed);
 }
@@ -753,9 +916,11 @@ fn abandon(state: &mut State, who: Who, failed: Option<ObjectWrite<'_>>) {
 }
 
 /// How an injected failure of the controller's next write is reported: a claim's object
-/// write is refused (the binary backs off after any failure but a conflict).
+/// write is refused (the binary backs off after any failure but a conflict); a failed
+/// charge ends the pick as a conflict would.
 fn injected_failure(state: &State, who: Who) -> Option<ObjectWrite<'static>> {
     match &state.ctl_ref(who).in_flight {
+        Some(InFlight::Claim { charges, .. }) if !charges.is_empty() => Some(ObjectWrite::Conflict),
         Some(InFlight::Claim {
             object: Some(_), ..
         }) => Some(ObjectWrite::Refused("refused (injected)")),
@@ -811,7 +976,9 @@ fn claim_steps(state: &State, claim: &ServerClaim) -> Vec<(ClaimStep, Sight)> {
 /// waits or idles).
 fn writes_nothing(step: &ClaimStep) -> bool {
     match step {
-        ClaimStep::Act(work) => work.plan.is_noop() && work.picked.is_none(),
+        ClaimStep::Act(work) => {
+            work.plan.is_noop() && work.picked.is_none() && work.charges.is_empty()
+        }
         _ => true,
     }
 }
@@ -819,7 +986,7 @@ fn writes_nothing(step: &ClaimStep) -> bool {
 /// A claim reconcile: each step the binder may take, started on the claim controller's
 /// binder (a pick starts its assumption there).
 fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
-    let Some(claim) = claim_named(&state.claim_ctl.binder, name) else {
+    let Some(claim) = claim_as_is(state, name) else {
         return vec![nothing_to_do(state, Who::ClaimController, name)];
     };
     let mut out = Vec::new();
@@ -843,7 +1010,7 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
             Sight::NotYetRivals => " (not yet seeing the claims naming it)",
         };
         let label = format!("decides {:?} for claim {name}{blind}", work.decision);
-        if work.plan.is_noop() {
+        if work.plan.is_noop() && work.charges.is_empty() {
             out.push((format!("ClaimController {label}"), next));
             continue;
         }
@@ -855,6 +1022,7 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
             status: work.plan.status.clone().map(Box::new),
             assumed,
             work: Arc::new((**work).clone()),
+            charges: work.charges.clone(),
         });
         push_decided(&mut out, next, Who::ClaimController, label);
     }
@@ -876,7 +1044,7 @@ fn server_work(state: &State, server: &Server) -> ServerWork {
 /// Whether reconciling `name` now would write nothing, whichever way it looks.
 fn would_do_nothing(state: &State, who: Who, name: &str) -> bool {
     match who {
-        Who::ClaimController => claim_named(&state.claim_ctl.binder, name)
+        Who::ClaimController => claim_as_is(state, name)
             .is_none_or(|c| claim_steps(state, c).iter().all(|(s, _)| writes_nothing(s))),
         Who::ServerController => state
             .server_ctl
@@ -902,6 +1070,12 @@ fn reconcile_idle(state: &mut State) {
             .collect();
         for name in idle {
             state.ctl(who).woken.remove(&name);
+        }
+        // Likewise a recount that would write nothing runs at once: only a claim gone
+        // (or a conflict) rings it again.
+        let ctl = state.ctl_ref(who);
+        if ctl.recount_due && ctl.recounts.is_empty() && recount_now(state, who).is_empty() {
+            state.ctl(who).recount_due = false;
         }
     }
 }
@@ -962,7 +1136,22 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             status,
             assumed,
             work,
-        } => claim_write(next, base, object, status.map(|s| *s), (assumed, work)),
+            mut charges,
+        } => {
+            if charges.is_empty() {
+                return claim_write(next, base, object, status.map(|s| *s), (assumed, work));
+            }
+            let quota = charges.remove(0);
+            let rest = InFlight::Claim {
+                base,
+                object,
+                status,
+                assumed,
+                work,
+                charges,
+            };
+            charge_write(next, quota, rest)
+        }
         InFlight::Server {
             base,
             object,
@@ -1010,6 +1199,35 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
     }
 }
 
+/// A charge of a claim plan, before any other of its writes: the quota's status with the
+/// charge added, at the resourceVersion the decision read. A conflict drops the rest of
+/// the plan and tells the binder as a conflicting object write would
+/// (`src/controllers/claim.rs`).
+fn charge_write(mut next: State, quota: ServerQuota, rest: InFlight) -> Vec<(String, State)> {
+    let (name, claim) = (meta::name(&quota).to_string(), rest.name());
+    let precondition = next.protocol.charge_precondition;
+    next.claim_ctl.in_flight = Some(rest);
+    if next.truth.write_quota_status(&quota, precondition).is_err() {
+        abandon(&mut next, Who::ClaimController, Some(ObjectWrite::Conflict));
+        return vec![(
+            format!("charge of claim {claim} to quota {name} conflicts"),
+            next,
+        )];
+    }
+    next.quota_changed(&name);
+    if let Some(InFlight::Claim {
+        object: None,
+        status: None,
+        charges,
+        ..
+    }) = &next.claim_ctl.in_flight
+        && charges.is_empty()
+    {
+        next.claim_ctl.in_flight = None;
+    }
+    vec![(format!("charges claim {claim} to quota {name}"), next)]
+}
+
 /// The next write of a claim plan. `pick` is the server the plan's pick assumed (until
 /// its object write's result) and the binder's step.
 fn claim_write(
@@ -1037,6 +1255,7 @@ fn claim_write(
                 object: None,
                 assumed: None,
                 work: work.clone(),
+                charges: Vec::new(),
             })
         }),
         None => {
@@ -1217,8 +1436,13 @@ fn server_ref_name(claim: &ServerClaim) -> Option<&str> {
 }
 
 /// Invariants 1 and 4, in every reachable state.
-fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
+fn check_always(
+    state: &State,
+    user: &UserRefs,
+    over_at_start: &BTreeSet<(String, String)>,
+) -> Result<(), String> {
     let truth = &state.truth;
+    check_quota(truth, over_at_start)?;
     let mut bound_on: BTreeMap<&str, &str> = BTreeMap::new();
     for (name, claim) in &truth.claims {
         if phase_of(claim) != Some(ClaimPhase::Bound) {
@@ -1307,6 +1531,127 @@ fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
     Ok(())
 }
 
+/// A claim's class, if it is one the world has (`ClassCheck::Of`: only then does a quota
+/// count it).
+fn class_of<'c>(truth: &Truth, claim: &'c ServerClaim) -> Option<&'c str> {
+    let name = claim.spec.server_class_name.as_deref()?;
+    truth
+        .classes
+        .iter()
+        .any(|c| meta::name(c) == name)
+        .then_some(name)
+}
+
+/// Whether a server's ref carries the claim's name and uid: the claim holds it.
+fn holds_a_server(truth: &Truth, claim: &ServerClaim) -> bool {
+    truth.servers.values().any(|s| {
+        s.spec.server_claim_ref.as_ref().is_some_and(|r| {
+            r.name == meta::name(claim) && ref_uid(r).is_some() && ref_uid(r) == meta::uid(claim)
+        })
+    })
+}
+
+/// Each (quota, class) with more live claims of its namespace and class holding a server
+/// than its `hard`.
+fn over_quota(truth: &Truth) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for (name, quota) in &truth.quotas {
+        for (class, hard) in &quota.spec.hard {
+            let bound = truth
+                .claims
+                .values()
+                .filter(|c| meta::namespace(*c) == meta::namespace(quota))
+                .filter(|c| class_of(truth, c) == Some(class.as_str()))
+                .filter(|c| holds_a_server(truth, c))
+                .count() as i64;
+            if bound > *hard {
+                out.insert((name.clone(), class.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Invariant 7: no quota has more claims of a class bound than it allows, but for a
+/// quota and class that started so (counted from a world with nothing above it bound).
+fn check_quota(truth: &Truth, over_at_start: &BTreeSet<(String, String)>) -> Result<(), String> {
+    match over_quota(truth).difference(over_at_start).next() {
+        Some((quota, class)) => Err(format!(
+            "invariant 7: quota {quota} allows {} of class {class}, but more are bound",
+            truth.quotas[quota].spec.hard[class]
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Whether a full quota holds `claim` back, rightly: a quota of its namespace limits its
+/// class, does not charge it, and charges as many live claims as it allows (a charge of
+/// a gone claim does not count: the recount must drop it).
+fn held_by_quota(truth: &Truth, claim: &ServerClaim) -> bool {
+    let Some(class) = class_of(truth, claim) else {
+        return false;
+    };
+    let live = |c: &QuotaCharge| {
+        truth
+            .claims
+            .get(&c.claim)
+            .is_some_and(|l| meta::uid(l) == Some(c.uid.as_str()))
+    };
+    truth
+        .quotas
+        .values()
+        .filter(|q| meta::namespace(*q) == meta::namespace(claim))
+        .any(|q| {
+            let Some(hard) = quota::limit(q, class) else {
+                return false;
+            };
+            let charges = quota::charges(q);
+            let charged = |c: &&QuotaCharge| c.class == class && live(c);
+            !charges
+                .iter()
+                .any(|c| Some(c.uid.as_str()) == meta::uid(claim))
+                && charges.iter().filter(charged).count() as i64 >= hard
+        })
+}
+
+/// In a quiescent state no quota charges a claim that is gone: the recount freed it.
+fn check_charges(truth: &Truth) -> Result<(), String> {
+    for (name, quota) in &truth.quotas {
+        for c in quota::charges(quota) {
+            let live = truth.claims.get(&c.claim);
+            if live.is_none_or(|l| meta::uid(l) != Some(c.uid.as_str())) {
+                return Err(format!(
+                    "liveness: quota {name} still charges claim {} (uid {}), which is gone",
+                    c.claim, c.uid
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The scenario's `one_bound_of` claims: exactly one of them is bound.
+fn check_one_bound(truth: &Truth, claims: &[&str]) -> Result<(), String> {
+    if claims.is_empty() {
+        return Ok(());
+    }
+    let bound: Vec<&&str> = claims
+        .iter()
+        .filter(|n| {
+            truth
+                .claims
+                .get(**n)
+                .is_some_and(|c| holds_a_server(truth, c) && claim_phase(c) == ClaimPhase::Bound)
+        })
+        .collect();
+    match bound.len() {
+        1 => Ok(()),
+        n => Err(format!(
+            "liveness: {n} of {claims:?} are bound in a quiescent state (one_bound_of: {bound:?})"
+        )),
+    }
+}
+
 /// Where a full assignment exists, every claim ends Bound (issue: placement).
 fn check_all_bound(truth: &Truth) -> Result<(), String> {
     match truth
@@ -1324,6 +1669,7 @@ fn check_all_bound(truth: &Truth) -> Result<(), String> {
 /// Invariant 2 (and phase consistency), once nothing is left to do.
 fn check_quiescent(state: &State, never_bind: &[&str]) -> Result<(), String> {
     check_converged(&state.truth, never_bind)?;
+    check_charges(&state.truth)?;
     check_nothing_left(state)
 }
 
@@ -1339,6 +1685,12 @@ fn check_nothing_left(state: &State) -> Result<(), String> {
         {
             return Err(format!(
                 "liveness: nothing woke an object that has work left: {label}"
+            ));
+        }
+        if let Some(quota) = recount_now(state, who).first() {
+            return Err(format!(
+                "liveness: nothing rang the {who:?} process's recount, which would write quota {}",
+                meta::name(quota)
             ));
         }
     }
@@ -1393,6 +1745,7 @@ fn check_converged(truth: &Truth, never_bind: &[&str]) -> Result<(), String> {
         if is_bound
             || (meta::is_bind_completed(claim) && was_bound)
             || never_bind.contains(&name.as_str())
+            || held_by_quota(truth, claim)
         {
             continue;
         }
@@ -1477,6 +1830,9 @@ fn fingerprint(state: &State) -> u64 {
     let Truth {
         servers,
         claims,
+        quotas,
+        // Fixed for a whole exploration.
+        classes: _,
         next_rv: _,
     } = truth;
     let ranks = Ranks::of(state);
@@ -1488,6 +1844,10 @@ fn fingerprint(state: &State) -> u64 {
     servers.len().hash(&mut h);
     for s in servers.values() {
         server_fp(s, &ranks, &mut h);
+    }
+    quotas.len().hash(&mut h);
+    for q in quotas.values() {
+        quota_fp(q, &ranks, &mut h);
     }
     for ctl in [claim_ctl, server_ctl] {
         ctl_fp(ctl, &ranks, &mut h);
@@ -1503,6 +1863,8 @@ fn fingerprint(state: &State) -> u64 {
 /// object's versions are renamed by their rank among that object's copies in the state.
 struct Ranks<'a> {
     versions: HashMap<(bool, &'a str), BTreeSet<u64>>,
+    /// The quotas' versions, by quota name.
+    quota_versions: HashMap<&'a str, BTreeSet<u64>>,
     /// Release gates apply in this world, even to servers that name none (the default
     /// gates): generations and the cleaners' conditions tell states apart.
     gated: bool,
@@ -1527,8 +1889,24 @@ impl<'a> Ranks<'a> {
                     .insert(rv);
             }
         }
+        let mut quota_versions: HashMap<&str, BTreeSet<u64>> = HashMap::default();
+        for q in state_quotas(state) {
+            if let Some(rv) = parse_rv(&q.metadata.resource_version) {
+                quota_versions.entry(meta::name(q)).or_default().insert(rv);
+            }
+        }
         let gated = !state.default_gates.is_empty() || !state.cleaners.is_empty();
-        Self { versions, gated }
+        Self {
+            versions,
+            quota_versions,
+            gated,
+        }
+    }
+
+    fn quota_rank(&self, name: &str, rv: &Option<String>) -> Option<usize> {
+        let rv = parse_rv(rv)?;
+        let set = self.quota_versions.get(name)?;
+        set.iter().position(|v| *v == rv)
     }
 
     fn rank(&self, is_claim: bool, name: &str, rv: &Option<String>) -> Option<usize> {
@@ -1550,8 +1928,11 @@ fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
         binder,
         claim_events,
         server_events,
+        quota_events,
         woken,
         in_flight,
+        recount_due,
+        recounts,
     } = ctl;
     // The binder's rules and configuration are fixed per controller for a run, but for
     // the release gates, which the state holds; its summary clock never lets a refresh
@@ -1580,6 +1961,26 @@ fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
             Some(s) => server_fp(s, ranks, h),
             None => 0u8.hash(h),
         }
+    }
+    quota_events.len().hash(h);
+    for (n, q) in quota_events {
+        n.hash(h);
+        match q {
+            Some(q) => quota_fp(q, ranks, h),
+            None => 0u8.hash(h),
+        }
+    }
+    // The claims hashed above are as their class and quotas make them in the binder;
+    // each is the claim as it is with a selector added at most, so they tell the claims
+    // as they are apart too. The classes are fixed for a run.
+    binder.quotas().iter().count().hash(h);
+    for q in binder.quotas().iter() {
+        quota_fp(q, ranks, h);
+    }
+    recount_due.hash(h);
+    recounts.len().hash(h);
+    for q in recounts {
+        quota_fp(q, ranks, h);
     }
     woken.hash(h);
     // A refusal's count and time only set the back-off's length, which the model
@@ -1623,9 +2024,14 @@ fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
             assumed,
             // What it decided is in `object` and `status`, and its pick in `assumed`.
             work: _,
+            charges,
         }) => {
             1u8.hash(h);
             assumed.hash(h);
+            charges.len().hash(h);
+            for q in charges {
+                quota_fp(q, ranks, h);
+            }
             claim_fp(base, ranks, h);
             if let Some(o) = object {
                 claim_fp(o, ranks, h);
@@ -1861,6 +2267,46 @@ fn conditions_fp(conditions: &[Condition]) -> Vec<(&str, &str, &str, &str, Optio
             )
         })
         .collect()
+}
+
+/// What of a quota the decisions and the recount read: its limits and its charges (its
+/// `used` and summary follow from them, but are hashed all the same).
+fn quota_fp(q: &ServerQuota, ranks: &Ranks, h: &mut FxHasher) {
+    let ServerQuota {
+        metadata,
+        spec: ServerQuotaSpec { hard },
+        status,
+    } = q;
+    let name = meta::name(q);
+    name.hash(h);
+    ranks.quota_rank(name, &metadata.resource_version).hash(h);
+    hard.hash(h);
+    if let Some(ServerQuotaStatus {
+        used,
+        charged,
+        summary,
+    }) = status
+    {
+        used.hash(h);
+        summary.hash(h);
+        for QuotaCharge { class, claim, uid } in charged {
+            (class, claim, uid).hash(h);
+        }
+    }
+}
+
+/// Every copy of a quota the state holds.
+fn state_quotas(state: &State) -> Vec<&ServerQuota> {
+    let mut out: Vec<&ServerQuota> = state.truth.quotas.values().collect();
+    for ctl in [&state.claim_ctl, &state.server_ctl] {
+        out.extend(ctl.binder.quotas().iter().map(|q| &**q));
+        out.extend(ctl.quota_events.iter().filter_map(|(_, q)| q.as_ref()));
+        out.extend(ctl.recounts.iter());
+        if let Some(InFlight::Claim { charges, .. }) = &ctl.in_flight {
+            out.extend(charges.iter());
+        }
+    }
+    out
 }
 
 fn state_claims(state: &State) -> Vec<&ServerClaim> {
@@ -2374,6 +2820,9 @@ pub fn gate_config_changes() -> Scenario {
         refuses: None,
         must_bind: vec![],
         never_bind: vec![],
+        classes: vec![],
+        quotas: vec![],
+        one_bound_of: vec![],
     }
 }
 
@@ -2438,6 +2887,9 @@ pub fn tenant_forgery() -> Scenario {
         refuses: None,
         must_bind: vec![],
         never_bind: vec![],
+        classes: vec![],
+        quotas: vec![],
+        one_bound_of: vec![],
     }
 }
 
@@ -2479,7 +2931,110 @@ pub fn lost_and_re_pointed() -> Scenario {
         refuses: None,
         must_bind: vec![],
         never_bind: vec![],
+        classes: vec![],
+        quotas: vec![],
+        one_bound_of: vec![],
     }
+}
+
+/// The class of the quota worlds' claims: no selector, so it takes in every server.
+const GPU: &str = "gpu";
+
+fn gpu_class() -> ServerClass {
+    ServerClass::new(GPU, ServerClassSpec::default())
+}
+
+/// A claim of class gpu.
+fn gpu(mut claim: ServerClaim) -> ServerClaim {
+    claim.spec.server_class_name = Some(GPU.into());
+    claim
+}
+
+/// Quota `q` of team-a: `hard` servers of class gpu, charging these claims (name, uid),
+/// its status as the recount writes it.
+fn gpu_quota(hard: i64, charged: &[(&str, &str)]) -> ServerQuota {
+    let spec = ServerQuotaSpec {
+        hard: [(GPU.to_string(), hard)].into(),
+    };
+    let mut q = ServerQuota::new("q", spec);
+    q.metadata.namespace = Some(NS.into());
+    let holders: Vec<quota::Holder> = charged
+        .iter()
+        .map(|(claim, uid)| quota::Holder {
+            class: GPU.into(),
+            claim: claim.to_string(),
+            uid: uid.to_string(),
+        })
+        .collect();
+    q.status = quota::recount(&q, &HashSet::new(), &holders);
+    q
+}
+
+/// A quota of one gpu server, two servers, and two claims of class gpu: `a` takes any
+/// server, `b`'s user names s2 (a name is no way around a quota). Whichever is charged
+/// first binds; the other waits over quota, in every interleaving (invariant 7), and
+/// one of them binds in every quiescent state.
+pub fn quota_holds() -> Scenario {
+    Scenario {
+        name: "quota-holds",
+        servers: vec![server("s1"), server("s2")],
+        claims: vec![
+            gpu(claim("a").created(1)),
+            gpu(claim("b").names("s2").created(2)),
+        ],
+        crashes: 1,
+        faults: 0,
+        max_lag: 2,
+        classes: vec![gpu_class()],
+        quotas: vec![gpu_quota(1, &[])],
+        one_bound_of: vec!["a", "b"],
+        ..Scenario::default()
+    }
+}
+
+/// A quota of one gpu server charges `a`, bound to s1; `b` waits over quota, s2 free.
+/// The user deletes `a` and creates `a` again (a new uid): the recount must free the old
+/// charge (a read says the claim is gone) and never the new one's, so exactly one of the
+/// new `a` and `b` ends bound, and never two at once (invariant 7).
+pub fn quota_freed_by_delete() -> Scenario {
+    Scenario {
+        name: "quota-freed-by-delete",
+        servers: vec![
+            server("s1")
+                .claimed_for("a", "uid-a")
+                .phase(ServerPhase::Bound),
+            server("s2"),
+        ],
+        claims: vec![
+            gpu(claim("a")
+                .chose("s1")
+                .bind_completed()
+                .phase(ClaimPhase::Bound)
+                .created(1)),
+            gpu(claim("b").created(2)),
+        ],
+        user_ops: vec![
+            UserOp::DeleteClaim("a"),
+            UserOp::CreateClaim(Box::new(gpu(claim("a").uid("uid-a-2").created(5)))),
+        ],
+        crashes: 0,
+        faults: 0,
+        max_lag: 2,
+        classes: vec![gpu_class()],
+        quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
+        one_bound_of: vec!["a", "b"],
+        ..Scenario::default()
+    }
+}
+
+#[test]
+fn a_quota_holds_in_every_interleaving() {
+    assert_holds(quota_holds());
+}
+
+#[test]
+fn a_quota_freed_by_a_delete_holds_in_every_interleaving() {
+    assert_holds(quota_freed_by_delete());
 }
 
 fn assert_holds(scenario: Scenario) {
@@ -2999,6 +3554,18 @@ fn waits_for_any_adoption(
     })
 }
 
+/// The server side before quotas: it binds a claim whether or not a quota charges it.
+fn ignores_the_charge(
+    server: &Server,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+    turn: Turn<'_>,
+    _admit: Admit<'_>,
+) -> ServerDecision {
+    decide_server(server, claims, liveness, gates, turn, &|_| true)
+}
+
 /// A mutant the model check must catch: the rules it changes, the worlds it is run in,
 /// and what its violation must say (any of these).
 struct Mutant {
@@ -3125,6 +3692,24 @@ const MUTANTS: &[Mutant] = &[
         worlds: &[orphan_and_cordon],
         says: &["orphaned reservation"],
     },
+    Mutant {
+        name: "ignores-the-charge",
+        mutate: |p| p.rules.server = ignores_the_charge,
+        worlds: &[quota_holds],
+        says: &["invariant 7"],
+    },
+    Mutant {
+        name: "charge-without-precondition",
+        mutate: |p| p.charge_precondition = false,
+        worlds: &[quota_holds],
+        says: &["invariant 7"],
+    },
+    Mutant {
+        name: "recount-trusts-the-cache",
+        mutate: |p| p.recount_reads_live = false,
+        worlds: &[quota_freed_by_delete],
+        says: &["invariant 7"],
+    },
 ];
 
 /// Runs the mutant of this name in each of its worlds: each must break an invariant, as
@@ -3184,6 +3769,9 @@ mutant_tests! {
     the_model_check_catches_a_fair_order_without_turns: "oldest-first";
     the_model_check_catches_an_empty_uid_taken_for_a_uid: "empty-uid";
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
+    the_model_check_catches_a_server_side_that_ignores_the_charge: "ignores-the-charge";
+    the_model_check_catches_a_charge_without_its_precondition: "charge-without-precondition";
+    the_model_check_catches_a_recount_that_trusts_the_cache: "recount-trusts-the-cache";
 }
 
 #[test]
@@ -3212,6 +3800,8 @@ fn experiment() {
         "forgery" => tenant_forgery(),
         "forged-pre-bound" => forged_pre_bound_waits_its_turn(),
         "repointed" => lost_and_re_pointed(),
+        "quota-holds" => quota_holds(),
+        "quota-freed" => quota_freed_by_delete(),
         _ => contention(),
     };
     scenario.crashes = parts.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);

@@ -16,11 +16,14 @@ use crate::binding::support::now;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conflict;
 
-/// The stored objects. Claims live in one namespace, keyed by name.
+/// The stored objects. Claims live in one namespace, keyed by name; so do quotas.
 #[derive(Clone, Debug, Default)]
 pub struct Truth {
     pub servers: BTreeMap<String, Server>,
     pub claims: BTreeMap<String, ServerClaim>,
+    pub quotas: BTreeMap<String, ServerQuota>,
+    /// The classes, fixed for a run (nobody writes them).
+    pub classes: Vec<ServerClass>,
     // Visible to the model check, whose fingerprint destructures every field.
     pub(crate) next_rv: u64,
 }
@@ -55,6 +58,31 @@ impl Truth {
     pub fn put_server(&mut self, mut server: Server) {
         server.metadata.resource_version = Some(self.bump());
         self.servers.insert(meta::name(&server).to_string(), server);
+    }
+
+    /// Stores a quota as an admin would create it (no precondition).
+    pub fn put_quota(&mut self, mut quota: ServerQuota) {
+        quota.metadata.resource_version = Some(self.bump());
+        self.quotas.insert(meta::name(&quota).to_string(), quota);
+    }
+
+    /// Writes a quota's status (the status subresource): with `based_on`'s
+    /// resourceVersion as a precondition, or (`precondition` false) over whatever is
+    /// stored, as a write without one would.
+    pub fn write_quota_status(
+        &mut self,
+        based_on: &ServerQuota,
+        precondition: bool,
+    ) -> Result<ServerQuota, Conflict> {
+        let name = meta::name(based_on).to_string();
+        let rv = self.bump();
+        let stored = self.quotas.get_mut(&name).ok_or(Conflict)?;
+        if precondition && rv_of(stored) != rv_of(based_on) {
+            return Err(Conflict);
+        }
+        stored.status = based_on.status.clone();
+        stored.metadata.resource_version = Some(rv);
+        Ok(stored.clone())
     }
 
     /// Replaces a claim's metadata and spec, keeping its stored status (like the API server
