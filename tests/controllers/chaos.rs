@@ -350,12 +350,13 @@ impl World {
     async fn create_server(&mut self, name: &str) {
         let rack = format!("r{}", self.rng.random_range(1..=3));
         let size = ["small", "large"][self.rng.random_range(0..2)];
-        let mut draft = server(name).labels(&[("rack", &rack), ("size", size)]);
+        let mut labels = vec![("rack", rack.as_str()), ("size", size)];
         let mut what = format!("create server {name} rack={rack} size={size}");
         if let Some(pool) = self.pool() {
-            draft = draft.labels(&[(POOL, pool)]);
+            labels.push((POOL, pool));
             write!(what, " {POOL}={pool}").unwrap();
         }
+        let mut draft = server(name).labels(&labels);
         if self.rng.random_bool(0.25) {
             let key = TAINTS[self.rng.random_range(0..2)];
             draft = draft.taint(key);
