@@ -49,12 +49,17 @@ fn num(report: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} is not a number in {report:#}"))
 }
 
-/// What holds of every complete run.
+/// What holds of every complete run: every claim Bound, or refused by a quota
+/// (`--mix classes-quotas`).
 fn assert_adds_up(report: &Value, servers: u64, claims: u64) {
     assert_eq!(report["servers"], servers, "{report:#}");
     assert_eq!(report["claims"], claims, "{report:#}");
-    assert_eq!(report["bound"], claims, "{report:#}");
+    let bound = report["bound"].as_u64().expect("bound");
+    let refused = report["refused_by_quota"].as_u64().expect("refused");
+    assert_eq!(bound + refused, claims, "{report:#}");
     assert_eq!(report["unbound"], 0, "{report:#}");
+    let settled = num(report, "time_to_all_settled_secs");
+    assert!(settled > 0.0, "{report:#}");
 
     // Writes per bind: at least the protocol's 5, and the per-resource figures sum to it.
     let per_bind = num(report, "writes_per_bind");
@@ -70,7 +75,7 @@ fn assert_adds_up(report: &Value, servers: u64, claims: u64) {
                 .as_f64()
                 .expect("a count");
             assert!(
-                (figure - count / claims as f64).abs() < 1e-9,
+                (figure - count / bound as f64).abs() < 1e-9,
                 "{resource} {result}"
             );
             match result.as_str() {
@@ -121,11 +126,37 @@ fn batch_over_three_namespaces_with_unique_labels_adds_up() {
         "3",
     ]);
     assert_adds_up(&report, 60, 50);
+    assert_eq!(report["refused_by_quota"], 0);
     assert_eq!(report["mix"], "unique-labels");
     assert_eq!(report["namespaces"], 3);
     assert!(report["rate"].is_null());
     assert!(report["operator_settle_secs"].is_null());
     assert_eq!(report["writes_before_claims"], 0);
+}
+
+/// Three classes, a quota per namespace and class letting 4 in 5 of its claims bind:
+/// the run ends once every claim is Bound or refused by its quota, which the report
+/// counts apart; the writes per bind include the quotas' charges.
+#[test]
+fn classes_and_quotas_bind_what_the_quotas_allow_and_count_the_refused() {
+    let report = bench_bind(&[
+        "--servers",
+        "80",
+        "--claims",
+        "60",
+        "--mix",
+        "classes-quotas",
+        "--namespaces",
+        "3",
+    ]);
+    assert_adds_up(&report, 80, 60);
+    assert_eq!(report["mix"], "classes-quotas");
+    let refused = num(&report, "refused_by_quota");
+    assert!((6.0..=18.0).contains(&refused), "{report:#}");
+    assert!(
+        report["writes"]["serverquotas/status"]["ok"].as_u64() >= report["bound"].as_u64(),
+        "a charge per bind: {report:#}"
+    );
 }
 
 /// Fewer claims than untainted servers: every claim binds whichever servers the

@@ -5,9 +5,12 @@
 //! forgeries (a `bind-completed` it wrote, its claims pointed at a server none of them
 //! may have, `pre-bound` stripped), and release-gate churn (servers gated and ungated,
 //! replicas restarted with another `--release-gates`, a cleaner that passes gates at
-//! random times). Invariants 1, 5 and 6 hold throughout; once churn and faults stop,
-//! invariants 1-4 of docs/binding.md must hold within a deadline, and every claim that a
-//! free eligible server can serve must be Bound.
+//! random times), a server class (`gpu`, the servers labelled `pool=gpu`, which churn
+//! relabels in and out) and a quota on it in the claims' namespace that fewer claims fit
+//! in than name the class. Invariants 1, 5, 6 and 7 hold throughout; once churn and
+//! faults stop, invariants 1-4 of docs/binding.md must hold within a deadline, every
+//! claim that a free eligible server can serve must be Bound unless its namespace holds
+//! its quota's `hard` of its class, and the quota charges only live claims.
 //!
 //! Every run prints its seed. `CHAOS_SEED=N` replays one seed, `CHAOS_SEEDS=K` runs K
 //! seeds from `CHAOS_FIRST_SEED` (default 1). The soak, in docs/operations.md:
@@ -34,6 +37,7 @@ use server_binder::api::names::{
 };
 use server_binder::api::*;
 use server_binder::apiserver::RequestMatcher;
+use server_binder::binding::quota::QUOTA_EXCEEDED;
 use server_binder::binding::{
     RefMatch, eligibility, gates, is_controller_chosen, ref_match, ref_uid,
 };
@@ -57,6 +61,12 @@ const GATE: &str = "example.com/wipe";
 /// A cordoned server that no churn uncordons: no claim may ever have it, whatever its
 /// tenant writes (invariant 6).
 const FORBIDDEN: &str = "forbidden";
+/// The server class some claims name: the servers labelled [`POOL`]`=gpu`; its claims
+/// get a toleration of the taint `gpu`.
+const CLASS: &str = "gpu";
+const POOL: &str = "pool";
+/// The ServerQuota on [`CLASS`] in the claims' namespace.
+const QUOTA: &str = "gpu-quota";
 
 fn seeds() -> Vec<u64> {
     let var = |name: &str| {
@@ -223,6 +233,8 @@ struct World {
     /// release each server was last seen being cleaned after.
     passes: BTreeSet<(String, i64)>,
     cleaning_seen: BTreeMap<String, i64>,
+    /// Invariant 7: the quota's `hard` for [`CLASS`] in [`NS`] (never changed).
+    hard: i64,
 }
 
 impl World {
@@ -238,7 +250,10 @@ impl World {
         env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
         let claims = rng.random_range(4..=12);
         let servers = rng.random_range(4..=10);
-        eprintln!("chaos seed {seed}: {mode:?}, {servers} servers, {claims} claims");
+        let hard = rng.random_range(1..=2);
+        eprintln!(
+            "chaos seed {seed}: {mode:?}, {servers} servers, {claims} claims, quota {CLASS}: {hard}"
+        );
         Self {
             seed,
             mode,
@@ -257,6 +272,7 @@ impl World {
             crashes: 0,
             passes: BTreeSet::new(),
             cleaning_seen: BTreeMap::new(),
+            hard,
         }
     }
 
@@ -276,6 +292,7 @@ impl World {
 
 impl World {
     async fn create_fleet(&mut self) {
+        self.create_class_and_quota().await;
         let first_claims = self.claim_names.len() - 3;
         for name in self.server_names.clone() {
             self.create_server(&name).await;
@@ -291,11 +308,55 @@ impl World {
         }
     }
 
+    /// The class and its quota, before any claim: invariant 7 counts from a quota with
+    /// nothing above it bound.
+    async fn create_class_and_quota(&mut self) {
+        let class = ServerClass::new(
+            CLASS,
+            ServerClassSpec {
+                server_selector: Some(ServerSelector {
+                    match_labels: BTreeMap::from([(POOL.to_string(), CLASS.to_string())]),
+                    ..ServerSelector::default()
+                }),
+                tolerations: vec![gpu_toleration()],
+                ..ServerClassSpec::default()
+            },
+        );
+        Api::<ServerClass>::all(self.env.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("class created");
+        let hard = BTreeMap::from([(CLASS.to_string(), self.hard)]);
+        let quota = ServerQuota::new(QUOTA, ServerQuotaSpec { hard });
+        self.quotas()
+            .create(&PostParams::default(), &quota)
+            .await
+            .expect("quota created");
+        self.note(format!(
+            "create class {CLASS} ({POOL}={CLASS}, tolerates gpu), quota {QUOTA} hard {CLASS}: {}",
+            self.hard
+        ));
+    }
+
+    fn quotas(&self) -> Api<ServerQuota> {
+        Api::namespaced(self.env.client.clone(), NS)
+    }
+
+    /// Whether a new or relabelled server is put in the class (`pool=gpu`).
+    fn pool(&mut self) -> Option<&'static str> {
+        self.rng.random_bool(0.5).then_some(CLASS)
+    }
+
     async fn create_server(&mut self, name: &str) {
         let rack = format!("r{}", self.rng.random_range(1..=3));
         let size = ["small", "large"][self.rng.random_range(0..2)];
-        let mut draft = server(name).labels(&[("rack", &rack), ("size", size)]);
+        let mut labels = vec![("rack", rack.as_str()), ("size", size)];
         let mut what = format!("create server {name} rack={rack} size={size}");
+        if let Some(pool) = self.pool() {
+            labels.push((POOL, pool));
+            write!(what, " {POOL}={pool}").unwrap();
+        }
+        let mut draft = server(name).labels(&labels);
         if self.rng.random_bool(0.25) {
             let key = TAINTS[self.rng.random_range(0..2)];
             draft = draft.taint(key);
@@ -334,6 +395,10 @@ impl World {
     async fn create_claim(&mut self, name: &str) -> bool {
         let mut draft = claim(name);
         let mut what = format!("create claim {name}");
+        if self.rng.random_bool(0.6) {
+            draft.spec.server_class_name = Some(CLASS.into());
+            write!(what, " class={CLASS}").unwrap();
+        }
         if self.rng.random_bool(0.4) {
             let (key, value) = if self.rng.random_bool(0.5) {
                 ("rack", format!("r{}", self.rng.random_range(1..=3)))
@@ -547,12 +612,14 @@ impl World {
         }
     }
 
+    /// New `rack` and `size` labels, and the server put in or out of the class.
     async fn relabel(&mut self, name: &str) {
         let rack = format!("r{}", self.rng.random_range(1..=3));
         let size = ["small", "large"][self.rng.random_range(0..2)];
-        let patch = json!({"metadata": {"labels": {"rack": rack, "size": size}}});
-        self.patch_server(name, format!("relabel rack={rack} size={size}"), patch)
-            .await;
+        let pool = self.pool();
+        let patch = json!({"metadata": {"labels": {"rack": rack, "size": size, POOL: pool}}});
+        let what = format!("relabel rack={rack} size={size} {POOL}={pool:?}");
+        self.patch_server(name, what, patch).await;
     }
 
     async fn taint(&mut self, name: &str) {
@@ -765,10 +832,14 @@ impl World {
     /// Invariant 1 during churn, from one list (a consistent snapshot): never two claims
     /// Bound to one server; invariant 6: the forbidden server never carries a claim's
     /// uid; invariant 5: a server seen being cleaned after a release is claimable again
-    /// only once the test's cleaner passed that release.
+    /// only once the test's cleaner passed that release; invariant 7: no namespace has
+    /// more claims of a class bound than its quota allows.
     async fn check_no_double_binding(&mut self) {
         let (servers, claims) = self.env.all().await;
         if let Some(msg) = self.entitlement_problem(&servers) {
+            panic!("{}", self.failure(&msg).await);
+        }
+        if let Some(msg) = self.quota_problem(&servers, &claims) {
             panic!("{}", self.failure(&msg).await);
         }
         let mut holders: BTreeMap<String, String> = BTreeMap::new();
@@ -821,6 +892,81 @@ impl World {
     }
 }
 
+impl World {
+    /// The most claims of `class` a quota lets namespace `ns` hold (`None`: no limit).
+    fn limit(&self, ns: &str, class: &str) -> Option<i64> {
+        (ns == NS && class == CLASS).then_some(self.hard)
+    }
+
+    /// Invariant 7 on one consistent list: per namespace and class, the live claims
+    /// whose uid some server's ref carries, against the quota's `hard`.
+    fn quota_problem(&self, servers: &[Server], claims: &[ServerClaim]) -> Option<String> {
+        let held = held_uids(servers);
+        let mut bound: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for c in claims {
+            let Some(class) = c.spec.server_class_name.clone() else {
+                continue;
+            };
+            if held.contains(&claim_key(c)) {
+                let ns = c.namespace().unwrap_or_default();
+                bound.entry((ns, class)).or_default().push(c.name_any());
+            }
+        }
+        bound.into_iter().find_map(|((ns, class), names)| {
+            let hard = self.limit(&ns, &class)?;
+            (names.len() as i64 > hard).then(|| {
+                format!(
+                    "invariant 7: {ns} has {} claims of class {class} bound ({names:?}), its quota allows {hard}",
+                    names.len()
+                )
+            })
+        })
+    }
+}
+
+/// (namespace, name, uid) of every claim some server's ref carries the uid of.
+fn held_uids(servers: &[Server]) -> BTreeSet<(String, String, String)> {
+    servers
+        .iter()
+        .filter_map(|s| s.spec.server_claim_ref.as_ref())
+        .filter_map(|r| {
+            let uid = ref_uid(r)?;
+            Some((r.namespace.clone(), r.name.clone(), uid.to_string()))
+        })
+        .collect()
+}
+
+fn claim_key(c: &ServerClaim) -> (String, String, String) {
+    let ns = c.namespace().unwrap_or_default();
+    (ns, c.name_any(), c.uid().unwrap_or_default())
+}
+
+/// The toleration the class gives its claims.
+fn gpu_toleration() -> Toleration {
+    Toleration {
+        key: "gpu".into(),
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: None,
+    }
+}
+
+/// Whether `s` is free and eligible for `c` as its class makes it (docs/binding.md,
+/// "Server classes"): a claim of [`CLASS`] takes only the class's servers, with the
+/// class's toleration; a claim naming no class takes only servers no class takes in.
+fn eligible(s: &Server, c: &ServerClaim) -> bool {
+    let in_class = s.labels().get(POOL).is_some_and(|p| p == CLASS);
+    match c.spec.server_class_name.as_deref() {
+        None => !in_class && eligibility(s, c).is_ok(),
+        Some(CLASS) => {
+            let mut folded = c.clone();
+            folded.spec.tolerations.push(gpu_toleration());
+            in_class && eligibility(s, &folded).is_ok()
+        }
+        Some(_) => false,
+    }
+}
+
 /// The release a server is being cleaned after, as its annotation says.
 fn release_of(s: &Server) -> Option<i64> {
     gates::release_record(s).and_then(|r| r.release)
@@ -841,14 +987,16 @@ impl World {
         let mut clean = 0;
         while clean < 3 {
             let (servers, claims) = self.env.all().await;
-            if let Some(msg) = self.entitlement_problem(&servers) {
+            let quota = self.quotas().get(QUOTA).await.expect("read the quota");
+            let violated = self.entitlement_problem(&servers);
+            if let Some(msg) = violated.or_else(|| self.quota_problem(&servers, &claims)) {
                 panic!("{}", self.failure(&msg).await);
             }
             // The cleaner keeps cleaning: every server waiting for it converges.
             for s in servers.iter().filter(|s| release_of(s).is_some()) {
                 self.pass_gates(s.clone()).await;
             }
-            let problems = self.problems(&servers, &claims);
+            let problems = self.problems(&servers, &claims, &quota);
             clean = if problems.is_empty() { clean + 1 } else { 0 };
             if Instant::now() >= deadline {
                 let msg = format!(
@@ -878,8 +1026,12 @@ impl World {
             .iter()
             .filter(|c| phase(c) == Some(ClaimPhase::Bound))
             .count();
+        let refused = claims
+            .iter()
+            .filter(|c| bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED))
+            .count();
         eprintln!(
-            "chaos seed {}: converged {:?} after faults stopped ({} actions, {} crashes; {bound}/{} claims Bound, {} servers)",
+            "chaos seed {}: converged {:?} after faults stopped ({} actions, {} crashes; {bound}/{} claims Bound, {refused} QuotaExceeded, {} servers)",
             self.seed,
             stopped.elapsed(),
             self.actions.len(),
@@ -889,10 +1041,25 @@ impl World {
         );
     }
 
-    fn problems(&self, servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
-        let mut p = claim_problems(servers, claims);
+    fn problems(
+        &self,
+        servers: &[Server],
+        claims: &[ServerClaim],
+        quota: &ServerQuota,
+    ) -> Vec<String> {
+        let holding = quota_holders(quota, servers, claims);
+        let full = |c: &ServerClaim| {
+            let class = c.spec.server_class_name.as_deref().unwrap_or_default();
+            let ns = c.namespace().unwrap_or_default();
+            self.limit(&ns, class)
+                .is_some_and(|hard| holding.len() as i64 >= hard)
+        };
+        let over_quota =
+            |c: &ServerClaim| bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED) && full(c);
+        let mut p = claim_problems(servers, claims, &over_quota);
         p.extend(server_problems(servers, claims));
         p.extend(self.user_ref_problems(servers, claims));
+        p.extend(quota_problems(quota, &holding, claims));
         p
     }
 
@@ -930,10 +1097,86 @@ impl World {
     }
 }
 
+/// The live claims of [`CLASS`] in [`NS`] that hold a place in the quota: a server's
+/// ref carries their uid, or the quota charges them.
+fn quota_holders(
+    quota: &ServerQuota,
+    servers: &[Server],
+    claims: &[ServerClaim],
+) -> BTreeSet<String> {
+    let held = held_uids(servers);
+    let charged: BTreeSet<&str> = charges(quota).iter().map(|c| c.uid.as_str()).collect();
+    claims
+        .iter()
+        .filter(|c| c.namespace().as_deref() == Some(NS))
+        .filter(|c| c.spec.server_class_name.as_deref() == Some(CLASS))
+        .filter(|c| {
+            let uid = c.uid().unwrap_or_default();
+            held.contains(&claim_key(c)) || charged.contains(uid.as_str())
+        })
+        .map(|c| c.uid().unwrap_or_default())
+        .collect()
+}
+
+fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
+    quota.status.as_ref().map_or(&[], |s| &s.charged)
+}
+
+/// The quota converged: it charges only live claims of its class (a charge ends once
+/// its claim is gone), every claim holding a server of the class among them, and
+/// `used` counts them.
+fn quota_problems(
+    quota: &ServerQuota,
+    holding: &BTreeSet<String>,
+    claims: &[ServerClaim],
+) -> Vec<String> {
+    let mut p = Vec::new();
+    let live: BTreeMap<String, &ServerClaim> = claims
+        .iter()
+        .filter(|c| c.namespace().as_deref() == Some(NS))
+        .map(|c| (c.uid().unwrap_or_default(), c))
+        .collect();
+    let charges = charges(quota);
+    for charge in charges {
+        let of_it = live.get(&charge.uid).is_some_and(|c| {
+            c.name_any() == charge.claim && c.spec.server_class_name.as_deref() == Some(CLASS)
+        });
+        if !of_it {
+            p.push(format!(
+                "quota {QUOTA} still charges {charge:?}, no live claim of {CLASS}"
+            ));
+        }
+    }
+    for uid in holding {
+        if !charges.iter().any(|c| &c.uid == uid) {
+            let name = live.get(uid).map(|c| c.name_any());
+            p.push(format!(
+                "quota {QUOTA} does not count {name:?}, which holds a server of {CLASS}"
+            ));
+        }
+    }
+    let used = quota
+        .status
+        .as_ref()
+        .and_then(|s| s.used.get(CLASS).copied());
+    if used.unwrap_or(0) != charges.len() as i64 {
+        p.push(format!(
+            "quota {QUOTA} used {used:?} for {} charges",
+            charges.len()
+        ));
+    }
+    p
+}
+
 /// Invariants 1 and 2 from the claims' side: a Bound claim is bound on both sides and
 /// alone on its server; no claim is Lost (no churn here makes one); a Pending claim has
-/// no server free and eligible for it.
-fn claim_problems(servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
+/// no server free and eligible for it, unless it is `over_quota` (waits QuotaExceeded
+/// while its namespace holds its quota's `hard` of its class).
+fn claim_problems(
+    servers: &[Server],
+    claims: &[ServerClaim],
+    over_quota: &dyn Fn(&ServerClaim) -> bool,
+) -> Vec<String> {
     let by_name: BTreeMap<String, &Server> = servers.iter().map(|s| (s.name_any(), s)).collect();
     let mut holders = BTreeMap::new();
     let mut p = Vec::new();
@@ -972,11 +1215,11 @@ fn claim_problems(servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
                     .map(|r| r.name.as_str());
                 let free: Vec<String> = servers
                     .iter()
-                    .filter(|s| eligibility(s, c).is_ok())
+                    .filter(|s| eligible(s, c))
                     .filter(|s| user_choice.is_none_or(|u| u == s.name_any()))
                     .map(|s| s.name_any())
                     .collect();
-                if !free.is_empty() {
+                if !free.is_empty() && !over_quota(c) {
                     p.push(format!(
                         "invariant 2: claim {name} is Pending ({:?}) but {free:?} can serve it",
                         bound_reason(c)
@@ -1055,6 +1298,9 @@ impl World {
         }
         out.push_str("----- final objects -----\n");
         out.push_str(&describe_objects(&servers, &claims));
+        let quota = self.quotas().get_opt(QUOTA).await.ok().flatten();
+        let quota = quota.map(|q| (q.spec, q.status));
+        writeln!(out, "quota {QUOTA}: {quota:?}").unwrap();
         for (i, p) in self.procs.iter().enumerate() {
             let log = std::fs::read_to_string(&p.log).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
@@ -1116,9 +1362,10 @@ fn describe_objects(servers: &[Server], claims: &[ServerClaim]) -> String {
         let annotations: BTreeSet<&String> = c.annotations().keys().collect();
         writeln!(
             out,
-            "claim {} uid={} serverRef={:?} annotations={annotations:?} selector={:?} tolerations={:?} phase={:?} reason={:?} message={message:?}",
+            "claim {} uid={} class={:?} serverRef={:?} annotations={annotations:?} selector={:?} tolerations={:?} phase={:?} reason={:?} message={message:?}",
             c.name_any(),
             short(c.uid().as_deref()),
+            c.spec.server_class_name,
             c.spec.server_ref.as_ref().map(|r| r.name.as_str()),
             c.spec.server_selector.as_ref().map(|s| &s.match_labels),
             c.spec.tolerations.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(),

@@ -49,7 +49,7 @@ pub async fn run(
     churn: Churn,
 ) -> Result<ChurnReport, Error> {
     let api: Api<Server> = Api::all(client.clone());
-    let pending = || claims - observer.counts().1.min(claims);
+    let pending = || claims - observer.counts().bound.min(claims);
     let pending_at_start = pending();
     eprintln!(
         "bench bind: churning {} server changes/s for {}s with {pending_at_start} claims waiting",

@@ -4,7 +4,11 @@
 //!
 //! Every mix keeps one complete assignment open when `N >= M`: claim `j` may always bind
 //! to server `j` (same index). A claim that stays unbound with enough servers is then
-//! the operator's doing (its choice of servers), not the fleet's. `selectors` and
+//! the operator's doing (its choice of servers), not the fleet's. With
+//! `classes-quotas`, the claims a quota refuses are out of the count: every claim of a
+//! class may take any server of it, and a class has at least as many servers as claims
+//! (server `j` is in claim `j`'s class), so whichever claims the quotas let in can all
+//! bind. `selectors` and
 //! `tainted` with `N` close to `M` measure that choice: a claim without a selector that
 //! takes an odd-rack server, or a tolerating claim that takes an untainted one (as the
 //! operator prefers today, like the scheduler), can strand a claim that had no other.
@@ -15,9 +19,12 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use crate::api::{
-    SelectorOperator, SelectorRequirement, Server, ServerClaim, ServerClaimSpec, ServerSelector,
-    ServerSpec, Taint, TaintEffect, Toleration, TolerationOperator,
+    SelectorOperator, SelectorRequirement, Server, ServerClaim, ServerClaimSpec, ServerClass,
+    ServerClassSpec, ServerQuota, ServerQuotaSpec, ServerSelector, ServerSpec, Taint, TaintEffect,
+    Toleration, TolerationOperator,
 };
+
+use super::tenants::Schedule;
 
 /// How servers are labelled and what claims ask for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -38,6 +45,12 @@ pub enum Mix {
     /// As `unique-labels`; every claim selects one server by its serial
     /// (`serial In (SN…)`): as many distinct selectors as claims, the hostile case.
     DistinctSelectors,
+    /// As `any`, in three server classes: every server is labelled `class=a|b|c` and
+    /// taken in by the ServerClass `class-a|b|c`, every claim names the class of the
+    /// server with its index, and each namespace has a ServerQuota per class whose
+    /// `hard` is 4 in 5 of the namespace's claims of the class (rounded): about one
+    /// claim in five waits `QuotaExceeded`.
+    ClassesQuotas,
 }
 
 impl Mix {
@@ -48,6 +61,7 @@ impl Mix {
             Mix::UniqueLabels => "unique-labels",
             Mix::Tainted => "tainted",
             Mix::DistinctSelectors => "distinct-selectors",
+            Mix::ClassesQuotas => "classes-quotas",
         }
     }
 }
@@ -59,6 +73,9 @@ const SIZES: [&str; 3] = ["small", "medium", "large"];
 const TAINT_EVERY: usize = 4;
 const TAINT_KEY: &str = "bench.binder.dev/dedicated";
 const TAINT_VALUE: &str = "gpu";
+/// The classes of `classes-quotas`, and the server label that puts a server in one.
+const CLASSES: [&str; 3] = ["a", "b", "c"];
+const CLASS_LABEL: &str = "class";
 
 pub fn server_name(i: usize) -> String {
     format!("server-{i:07}")
@@ -86,6 +103,23 @@ fn serial(i: usize) -> String {
     format!("SN{:010X}", 0x5EED_0000 + i)
 }
 
+/// The class (its index in [`CLASSES`]) of server `i` and of claim `i`: spread by a
+/// multiplicative hash, not `i % 3`, so that the classes do not follow the namespaces
+/// (`--tenants even` deals claims round-robin: with 3 namespaces, `j % 3` would give
+/// each namespace a single class).
+fn class_of(i: usize) -> usize {
+    let hashed = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    (hashed % CLASSES.len() as u64) as usize
+}
+
+pub fn class_name(c: usize) -> String {
+    format!("class-{}", CLASSES[c])
+}
+
+fn quota_name(c: usize) -> String {
+    format!("quota-{}", CLASSES[c])
+}
+
 fn selecting(key: &str, value: String) -> ServerSelector {
     ServerSelector {
         match_expressions: vec![SelectorRequirement {
@@ -105,6 +139,9 @@ pub fn server(i: usize, mix: Mix) -> Server {
     if matches!(mix, Mix::UniqueLabels | Mix::DistinctSelectors) {
         labels.insert("serial".to_owned(), serial(i));
         labels.insert("hostname".to_owned(), format!("node-{i:07}"));
+    }
+    if mix == Mix::ClassesQuotas {
+        labels.insert(CLASS_LABEL.to_owned(), CLASSES[class_of(i)].to_owned());
     }
     let mut spec = ServerSpec::default();
     if mix == Mix::Tainted && i.is_multiple_of(TAINT_EVERY) {
@@ -138,6 +175,7 @@ pub fn claim(j: usize, mix: Mix, namespace: String) -> ServerClaim {
             value: Some(TAINT_VALUE.to_owned()),
             effect: Some(TaintEffect::NoBind),
         }),
+        Mix::ClassesQuotas => spec.server_class_name = Some(class_name(class_of(j))),
         _ => {}
     }
     let mut claim = ServerClaim::new(&claim_name(j), spec);
@@ -145,19 +183,86 @@ pub fn claim(j: usize, mix: Mix, namespace: String) -> ServerClaim {
     claim
 }
 
+/// The ServerClasses the mix needs (none but with `classes-quotas`), created before
+/// any claim.
+pub fn classes(mix: Mix) -> Vec<ServerClass> {
+    if mix != Mix::ClassesQuotas {
+        return Vec::new();
+    }
+    (0..CLASSES.len())
+        .map(|c| {
+            let spec = ServerClassSpec {
+                server_selector: Some(selecting(CLASS_LABEL, CLASSES[c].to_owned())),
+                ..ServerClassSpec::default()
+            };
+            ServerClass::new(&class_name(c), spec)
+        })
+        .collect()
+}
+
+/// Of `demand` claims of a class in a namespace, how many its quota lets hold a
+/// server: 4 in 5, rounded to the nearest.
+pub fn quota_hard(demand: usize) -> usize {
+    (demand * 4 + 2) / 5
+}
+
+/// The claims of each (namespace, class), by their indexes, with `classes-quotas`.
+fn demand(schedule: &Schedule) -> BTreeMap<(usize, usize), usize> {
+    let mut demand = BTreeMap::new();
+    for j in 0..schedule.claims {
+        *demand
+            .entry((schedule.namespace(j), class_of(j)))
+            .or_default() += 1;
+    }
+    demand
+}
+
+/// The ServerQuotas the mix needs (none but with `classes-quotas`): one per namespace
+/// and class, its `hard` [`quota_hard`] of the namespace's claims of the class.
+pub fn quotas(mix: Mix, schedule: &Schedule) -> Vec<ServerQuota> {
+    if mix != Mix::ClassesQuotas {
+        return Vec::new();
+    }
+    let demand = demand(schedule);
+    let mut quotas = Vec::new();
+    for k in 0..schedule.namespaces {
+        for c in 0..CLASSES.len() {
+            let wanted = demand.get(&(k, c)).copied().unwrap_or(0);
+            let hard = BTreeMap::from([(class_name(c), quota_hard(wanted) as i64)]);
+            let mut quota = ServerQuota::new(&quota_name(c), ServerQuotaSpec { hard });
+            quota.metadata.namespace = Some(namespace_name(k));
+            quotas.push(quota);
+        }
+    }
+    quotas
+}
+
+/// How many claims the quotas let bind (every claim without them).
+pub fn admitted(mix: Mix, schedule: &Schedule) -> usize {
+    if mix != Mix::ClassesQuotas {
+        return schedule.claims;
+    }
+    demand(schedule).values().map(|&d| quota_hard(d)).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binding::selector_matches;
+    use crate::runtime::bench::bind::tenants::Tenants;
+
+    const MIXES: [Mix; 6] = [
+        Mix::Any,
+        Mix::Selectors,
+        Mix::UniqueLabels,
+        Mix::Tainted,
+        Mix::DistinctSelectors,
+        Mix::ClassesQuotas,
+    ];
 
     #[test]
     fn claim_j_may_always_take_server_j() {
-        for mix in [
-            Mix::Any,
-            Mix::Selectors,
-            Mix::UniqueLabels,
-            Mix::Tainted,
-            Mix::DistinctSelectors,
-        ] {
+        for mix in MIXES {
             for j in 0..40 {
                 let (s, c) = (server(j, mix), claim(j, mix, namespace_name(j % 3)));
                 let labels = s.metadata.labels.clone().unwrap_or_default();
@@ -167,8 +272,63 @@ mod tests {
                     }
                 }
                 assert_eq!(s.spec.taints.len(), c.spec.tolerations.len(), "{mix:?} {j}");
+                // Claim j's class takes server j in.
+                let classes = classes(mix);
+                let class = c.spec.server_class_name.as_ref().map(|name| {
+                    classes
+                        .iter()
+                        .find(|k| k.metadata.name.as_ref() == Some(name))
+                });
+                match class {
+                    None => assert!(classes.is_empty(), "{mix:?} {j}"),
+                    Some(class) => {
+                        let class = class.expect("the claim's class exists");
+                        let selector = class.spec.server_selector.as_ref().unwrap();
+                        assert!(selector_matches(selector, &labels), "{mix:?} {j}");
+                    }
+                }
             }
         }
+    }
+
+    /// Each namespace has a quota per class that binds: 4 in 5 of its claims of the
+    /// class may hold servers, so about a fifth of all claims are refused. The classes
+    /// do not follow the namespaces, even with 3 of them round-robin.
+    #[test]
+    fn classes_quotas_refuse_about_one_claim_in_five() {
+        for namespaces in [3, 100] {
+            let schedule = Schedule::new(Tenants::Even, 2000, namespaces);
+            let quotas = quotas(Mix::ClassesQuotas, &schedule);
+            assert_eq!(quotas.len(), namespaces * 3);
+            let demand = demand(&schedule);
+            if namespaces == 3 {
+                assert_eq!(demand.len(), 9, "every namespace has each class");
+            }
+            let mut binding = 0;
+            for q in &quotas {
+                let k: usize = q.metadata.namespace.as_ref().unwrap()["tenant-".len()..]
+                    .parse()
+                    .unwrap();
+                let (class, hard) = q.spec.hard.iter().next().unwrap();
+                let c = (0..3).find(|&c| &class_name(c) == class).unwrap();
+                let wanted = demand.get(&(k, c)).copied().unwrap_or(0);
+                assert!(
+                    *hard as usize <= wanted && (wanted == 0 || *hard > 0),
+                    "{q:?}"
+                );
+                binding += usize::from((*hard as usize) < wanted);
+            }
+            assert!(binding * 2 > quotas.len(), "most quotas bind: {binding}");
+            let refused = 2000 - admitted(Mix::ClassesQuotas, &schedule);
+            assert!(
+                (300..=500).contains(&refused),
+                "{namespaces}: {refused} refused"
+            );
+        }
+        let schedule = Schedule::new(Tenants::Even, 10, 2);
+        assert!(classes(Mix::Any).is_empty() && quotas(Mix::Any, &schedule).is_empty());
+        assert_eq!(admitted(Mix::Any, &schedule), 10);
+        assert_eq!([quota_hard(1), quota_hard(5), quota_hard(7)], [1, 4, 6]);
     }
 
     #[test]

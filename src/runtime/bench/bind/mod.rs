@@ -8,7 +8,8 @@
 //! create claims at `--rate` per second, in the namespaces and at the times `--tenants`
 //! gives them ([`tenants`]). The operator is this binary's `run` in a child process
 //! ([`operator`]); the bench samples its RSS and prints progress ([`progress`]) until
-//! every claim is Bound or nothing happens for the stall timeout, with `--hold-ms`
+//! every claim is Bound (or, with `--mix classes-quotas`, waits `QuotaExceeded`) or
+//! nothing happens for the stall timeout, with `--hold-ms`
 //! deleting each claim a while after it is Bound ([`hold`]); it scrapes the operator's
 //! `/metrics` once ([`scrape`]), kills it and reports ([`report`], with `--tenants flood`
 //! each namespace's figures and the fairness: [`tenant_report`]).
@@ -95,6 +96,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     crate::runtime::crds::install_crds(&client).await?;
     setup::namespaces(&client, config.namespaces).await?;
     setup::servers(&client, config.servers, config.mix).await?;
+    setup::classes_and_quotas(&client, config.mix, config.schedule()).await?;
     let dir = WorkDir::create()?;
     server.write_kubeconfig(&dir.kubeconfig())?;
     let (on_bound, mut holder) = holder(&client, config);

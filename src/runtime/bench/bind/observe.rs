@@ -1,11 +1,13 @@
 //! The one watch that times the binds: serverclaims in all namespaces, opened (its
 //! initial list done) before the first claim is created. For every claim it records
 //! when it was first seen at all and when it was first seen with `status.phase: Bound`,
-//! as `Instant`s taken the moment each event arrives; with `--hold-ms` it also passes
+//! as `Instant`s taken the moment each event arrives, and whether it waits refused by a
+//! quota (`QuotaExceeded`, `--mix classes-quotas`); with `--hold-ms` it also passes
 //! each claim first seen Bound on to the holder (`hold.rs`), which deletes it.
 //!
 //! Events are decoded into [`ObservedClaim`], which keeps only the name, the
-//! resourceVersion (the watch resumes from it) and whether the phase is Bound, so a
+//! resourceVersion (the watch resumes from it), whether the phase is Bound and whether
+//! the claim is refused by a quota, so a
 //! 100k-claim run costs the bench little to follow. The raw watcher keeps no store; on a
 //! lost watch it re-lists, and a relisted claim counts only where it is seen first.
 
@@ -26,6 +28,7 @@ use tokio::task::JoinHandle;
 use super::super::error::BenchError as Error;
 use super::fleet;
 use crate::api::ServerClaim;
+use crate::binding::quota::QUOTA_EXCEEDED;
 
 /// A claim as the bench sees it on the watch.
 #[derive(Clone, Debug, Deserialize)]
@@ -33,6 +36,8 @@ use crate::api::ServerClaim;
 pub struct ObservedClaim {
     metadata: ObjectMeta,
     bound: bool,
+    /// Pending with the reason `QuotaExceeded`.
+    refused: bool,
 }
 
 /// What is decoded of a claim; serde skips the rest without building it.
@@ -58,10 +63,28 @@ struct WireMeta {
 struct WireStatus {
     #[serde(default)]
     phase: Option<String>,
+    #[serde(default)]
+    conditions: Vec<WireCondition>,
+}
+
+#[derive(Deserialize)]
+struct WireCondition {
+    #[serde(default, rename = "type")]
+    type_: String,
+    #[serde(default)]
+    reason: String,
 }
 
 impl From<Wire> for ObservedClaim {
     fn from(w: Wire) -> Self {
+        let phase = w.status.as_ref().and_then(|s| s.phase.as_deref());
+        let (bound, pending) = (phase == Some("Bound"), phase == Some("Pending"));
+        let refused = pending
+            && w.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Bound" && c.reason == QUOTA_EXCEEDED)
+            });
         Self {
             metadata: ObjectMeta {
                 name: w.metadata.name,
@@ -69,7 +92,8 @@ impl From<Wire> for ObservedClaim {
                 resource_version: w.metadata.resource_version,
                 ..ObjectMeta::default()
             },
-            bound: w.status.and_then(|s| s.phase).as_deref() == Some("Bound"),
+            bound,
+            refused,
         }
     }
 }
@@ -104,10 +128,16 @@ impl Resource for ObservedClaim {
 pub struct Seen {
     pub added: Vec<Option<Instant>>,
     pub bound: Vec<Option<Instant>>,
+    /// Whether each claim waits refused by a quota, as last seen.
+    pub refused: Vec<bool>,
     pub added_count: usize,
     pub bound_count: usize,
-    /// The last time a claim was first seen or first seen Bound.
+    /// Claims waiting refused by a quota, as last seen.
+    pub refused_count: usize,
+    /// The last time a claim was first seen, first seen Bound, or refused or no longer.
     pub last_change: Option<Instant>,
+    /// The first time every claim was seen Bound or refused by a quota.
+    pub settled: Option<Instant>,
     pub watch_errors: u64,
 }
 
@@ -116,6 +146,7 @@ impl Seen {
         Self {
             added: vec![None; claims],
             bound: vec![None; claims],
+            refused: vec![false; claims],
             ..Self::default()
         }
     }
@@ -129,13 +160,26 @@ impl Seen {
             self.added_count += 1;
             self.last_change = Some(now);
         }
-        if claim.bound && self.bound[j].is_none() {
+        let refused = claim.refused && self.bound[j].is_none();
+        if refused != self.refused[j] {
+            self.refused[j] = refused;
+            if refused {
+                self.refused_count += 1;
+            } else {
+                self.refused_count -= 1;
+            }
+            self.last_change = Some(now);
+        }
+        let newly_bound = claim.bound && self.bound[j].is_none();
+        if newly_bound {
             self.bound[j] = Some(now);
             self.bound_count += 1;
             self.last_change = Some(now);
-            return Some(j);
         }
-        None
+        if self.settled.is_none() && self.bound_count + self.refused_count >= self.added.len() {
+            self.settled = Some(now);
+        }
+        newly_bound.then_some(j)
     }
 
     /// Claim `j`'s wait in ms, if it was seen Bound: from when it was first seen, or
@@ -146,6 +190,16 @@ impl Seen {
         let bound = (*self.bound.get(j)?)?;
         Some(bound.saturating_duration_since(from).as_secs_f64() * 1e3)
     }
+}
+
+/// Claims seen, seen Bound, and refused by a quota (as last seen), and the last time
+/// one of these changed.
+#[derive(Clone, Copy, Debug)]
+pub struct Counts {
+    pub added: usize,
+    pub bound: usize,
+    pub refused: usize,
+    pub last_change: Option<Instant>,
 }
 
 /// Where the watch reports each claim the moment it is first seen Bound, and when
@@ -181,10 +235,15 @@ impl Observer {
         }
     }
 
-    /// Claims seen, claims seen Bound, and the last time either grew.
-    pub fn counts(&self) -> (usize, usize, Option<Instant>) {
+    /// What the watch has seen so far.
+    pub fn counts(&self) -> Counts {
         let s = self.seen.lock();
-        (s.added_count, s.bound_count, s.last_change)
+        Counts {
+            added: s.added_count,
+            bound: s.bound_count,
+            refused: s.refused_count,
+            last_change: s.last_change,
+        }
     }
 
     /// Stops the watch and returns what it saw.

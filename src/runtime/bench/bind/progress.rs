@@ -1,7 +1,7 @@
 //! Waiting for the binds: every 200 ms the operator's RSS is sampled and the watch's
 //! counts are read; every second a progress line goes to stderr. The wait ends when
-//! every claim is Bound, or when nothing happened (no claim created or bound) for the
-//! stall timeout, or with an error if the operator dies, a paced create or a `--hold-ms`
+//! every claim is Bound or waits refused by a quota (`QuotaExceeded`), or when nothing
+//! happened (no claim created, bound or refused) for the stall timeout, or with an error if the operator dies, a paced create or a `--hold-ms`
 //! delete fails.
 
 use std::time::{Duration, Instant};
@@ -27,7 +27,8 @@ pub struct Waited {
 /// taken once it has finished.
 pub type Task = Option<JoinHandle<Result<(), Error>>>;
 
-/// Waits until `claims` are Bound or `stall` passes without a change; `since` is when
+/// Waits until `claims` are Bound or refused by a quota, or `stall` passes without a
+/// change; `since` is when
 /// the stall clock starts at the latest (the operator's readiness, as it cannot bind
 /// before; with `--rate`, the first claim).
 pub async fn wait(
@@ -49,23 +50,29 @@ pub async fn wait(
         }
         let rss = rss::read(operator.pid()).unwrap_or_default().rss_kib;
         waited.peak_rss_kib = waited.peak_rss_kib.max(rss);
-        let (added, bound, last_change) = observer.counts();
-        if bound >= claims {
+        let counts = observer.counts();
+        let (bound, refused) = (counts.bound, counts.refused);
+        if bound + refused >= claims {
             return Ok(waited);
         }
-        let quiet_since = last_change.map_or(since, |t| t.max(since));
+        let quiet_since = counts.last_change.map_or(since, |t| t.max(since));
         if quiet_since.elapsed() >= stall {
             eprintln!(
-                "bench bind: nothing happened for {}s; stopping with {} of {claims} claims unbound",
+                "bench bind: nothing happened for {}s; stopping with {} of {claims} claims neither Bound nor refused by a quota",
                 stall.as_secs(),
-                claims - bound
+                claims - bound - refused
             );
             return Ok(waited);
         }
         if last_line.elapsed() >= LINE_EVERY {
             let rate = (bound - bound_at_line) as f64 / last_line.elapsed().as_secs_f64();
+            let refused = match refused {
+                0 => String::new(),
+                n => format!(", {n} refused by quota"),
+            };
             eprintln!(
-                "bench bind: {bound}/{claims} Bound ({added} created), {rate:.0} binds/s, operator RSS {:.0} MiB",
+                "bench bind: {bound}/{claims} Bound ({} created{refused}), {rate:.0} binds/s, operator RSS {:.0} MiB",
+                counts.added,
                 rss as f64 / 1024.0
             );
             (last_line, bound_at_line) = (Instant::now(), bound);

@@ -5,6 +5,8 @@
 //! - *time to all Bound*: from the operator's start (batch mode: claims exist first) or
 //!   from the first claim's creation (`--rate`) to the last claim seen Bound; if some
 //!   stayed unbound, to the last one that did bind.
+//! - *time to all settled* (`--mix classes-quotas`): from the same start to the first
+//!   moment every claim was seen Bound or waiting refused by a quota (`QuotaExceeded`).
 //! - *binds/s*: claims Bound ÷ time to all Bound.
 //! - *writes per bind*: `server_binder_api_writes_total` ÷ claims Bound, by resource and
 //!   result; the total counts ok and conflict writes (both cost the API server a
@@ -61,7 +63,10 @@ pub struct BindReport {
     /// Batch mode: the servers were never registered by an operator (`--fresh-servers`).
     pub fresh_servers: bool,
     pub bound: usize,
+    /// Claims neither Bound nor refused by a quota at the end.
     pub unbound: usize,
+    /// Claims waiting `QuotaExceeded` at the end (`--mix classes-quotas`).
+    pub refused_by_quota: usize,
     /// The operator's start to its first 200 on /readyz.
     pub operator_ready_secs: f64,
     /// With `--rate`: readiness to the operator's last startup write (the first claim
@@ -70,6 +75,8 @@ pub struct BindReport {
     /// With `--rate`: the startup writes, not counted per bind.
     pub writes_before_claims: u64,
     pub time_to_all_bound_secs: f64,
+    /// To every claim Bound or refused by a quota; none if that was never seen.
+    pub time_to_all_settled_secs: Option<f64>,
     pub binds_per_sec: f64,
     /// Writes by resource and result, as counted by the operator.
     pub writes: BTreeMap<String, BTreeMap<String, u64>>,
@@ -164,7 +171,7 @@ fn total(writes: &BTreeMap<String, BTreeMap<String, u64>>, result: &str) -> u64 
 
 /// The report of a run of `config` that measured `m`.
 pub fn build(config: &BindConfig, m: Measured) -> BindReport {
-    let bound = m.seen.bound_count;
+    let (bound, refused) = (m.seen.bound_count, m.seen.refused_count);
     let last_bound = m.seen.bound.iter().flatten().max().copied();
     let elapsed = last_bound.map_or(Duration::ZERO, |t| {
         t.saturating_duration_since(m.clock_start)
@@ -197,7 +204,8 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         hold_ms: config.hold.map(|h| h.as_millis() as u64),
         fresh_servers: config.fresh_servers && config.rate.is_none(),
         bound,
-        unbound: config.claims - bound.min(config.claims),
+        unbound: config.claims - (bound + refused).min(config.claims),
+        refused_by_quota: refused,
         operator_ready_secs: (m.operator_ready - m.operator_started).as_secs_f64(),
         operator_settle_secs: m.settle.map(|d| d.as_secs_f64()),
         writes_before_claims: ["ok", "conflict", "error"]
@@ -205,6 +213,10 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
             .map(|r| total(&before, r))
             .sum(),
         time_to_all_bound_secs: elapsed.as_secs_f64(),
+        time_to_all_settled_secs: m
+            .seen
+            .settled
+            .map(|t| t.saturating_duration_since(m.clock_start).as_secs_f64()),
         binds_per_sec,
         writes_per_bind: per_bind(total(&writes, "ok") + total(&writes, "conflict")),
         conflicts_per_bind: per_bind(total(&writes, "conflict")),
@@ -344,8 +356,14 @@ impl BindReport {
         self.fmt_tenants(f)?;
         writeln!(
             f,
-            "bound              {}/{} ({} unbound)",
-            self.bound, self.claims, self.unbound
+            "bound              {}/{} ({} unbound{})",
+            self.bound,
+            self.claims,
+            self.unbound,
+            match self.refused_by_quota {
+                0 => String::new(),
+                n => format!(", {n} refused by quota: QuotaExceeded"),
+            }
         )?;
         writeln!(
             f,
@@ -369,6 +387,15 @@ impl BindReport {
                 ""
             }
         )?;
+        if let Some(settled) = self
+            .time_to_all_settled_secs
+            .filter(|_| self.refused_by_quota > 0)
+        {
+            writeln!(
+                f,
+                "time to settled    {settled:.2} s from {from} (every claim Bound or refused by quota)"
+            )?;
+        }
         writeln!(f, "binds/s            {:.0}", self.binds_per_sec)?;
         if self.watch_errors > 0 {
             writeln!(

@@ -1,4 +1,5 @@
-//! Filling the API server over HTTP: the namespaces, the servers and the claims, many
+//! Filling the API server over HTTP: the namespaces, the servers, the classes and
+//! quotas (`--mix classes-quotas`) and the claims, many
 //! creates in flight so that 100k objects take seconds; and, for `--rate`, claims paced
 //! at a fixed rate (with `--tenants flood`, the flood's at once beside them).
 
@@ -12,6 +13,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use super::super::error::BenchError as Error;
 use super::fleet::{self, Mix};
 use super::tenants::Schedule;
+use crate::api::{ServerClass, ServerQuota};
 
 /// Creates in flight at once: enough to keep both cores of the API server busy.
 const IN_FLIGHT: usize = 32;
@@ -56,6 +58,43 @@ pub async fn servers(client: &kube::Client, count: usize, mix: Mix) -> Result<()
         })
     });
     create_all("servers", 0..count, &create).await
+}
+
+/// Creates the mix's ServerClasses and ServerQuotas ([`fleet::classes`],
+/// [`fleet::quotas`]; none for most mixes): before any claim, so that a claim's class
+/// exists when it is first seen and no claim binds before its quota counts it.
+pub async fn classes_and_quotas(
+    client: &kube::Client,
+    mix: Mix,
+    schedule: Schedule,
+) -> Result<(), Error> {
+    let classes: Api<ServerClass> = Api::all(client.clone());
+    for class in fleet::classes(mix) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .map_err(|e| failed("server class", &name, e))?;
+    }
+    let quotas = std::sync::Arc::new(fleet::quotas(mix, &schedule));
+    let client = client.clone();
+    let all = quotas.clone();
+    let create: Create = Box::new(move |q| {
+        let quota = all[q].clone();
+        let namespace = quota.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ServerQuota> = Api::namespaced(client.clone(), &namespace);
+        Box::pin(async move {
+            let name = format!(
+                "{namespace}/{}",
+                quota.metadata.name.as_deref().unwrap_or("")
+            );
+            api.create(&PostParams::default(), &quota)
+                .await
+                .map(drop)
+                .map_err(|e| failed("server quota", &name, e))
+        })
+    });
+    create_all("server quotas", 0..quotas.len(), &create).await
 }
 
 fn claim_creator(client: &kube::Client, mix: Mix, schedule: Schedule) -> Create {
