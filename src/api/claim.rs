@@ -54,7 +54,13 @@ use super::server::TaintEffect;
     // had, and a status write leaves the spec alone, so it always passes.
     validation = Rule::new(
         "!has(oldSelf.spec.serverRef) || has(self.spec.serverRef) || !has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Bound'"
-    ).message("spec.serverRef cannot be removed from a Bound claim; delete the claim to release its server")
+    ).message("spec.serverRef cannot be removed from a Bound claim; delete the claim to release its server"),
+    // A class, with its quotas, applies from the claim's bind on: one added to a Bound
+    // claim would count a server of no class in the class's quota (docs/binding.md,
+    // "Server quotas"). The default class is written into unbound claims only.
+    validation = Rule::new(
+        "has(oldSelf.spec.serverClassName) || !has(self.spec.serverClassName) || !has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Bound'"
+    ).message("spec.serverClassName cannot be added to a Bound claim")
 )]
 // A claim may gain a server and give it up, but never jump straight to another one:
 // the server side would be left pointing at a claim that no longer names it.

@@ -9,8 +9,8 @@ fn server_ref(c: &ServerClaim) -> Option<&str> {
 }
 
 /// Whether admission lets an update of a claim from `old` to `new` through: `serverRef`
-/// may be set and cleared but not switched, not removed from a stored Bound claim, and a
-/// selector is immutable once set.
+/// may be set and cleared but not switched, not removed from a stored Bound claim; a
+/// selector is immutable once set; a class too, and cannot be added to a Bound claim.
 pub fn admits_claim_update(old: &ServerClaim, new: &ServerClaim) -> bool {
     let switched = matches!((server_ref(old), server_ref(new)), (Some(a), Some(b)) if a != b);
     let phase = old.status.as_ref().and_then(|s| s.phase);
@@ -18,5 +18,10 @@ pub fn admits_claim_update(old: &ServerClaim, new: &ServerClaim) -> bool {
         server_ref(old).is_some() && server_ref(new).is_none() && phase == Some(ClaimPhase::Bound);
     let selector_changed =
         old.spec.server_selector.is_some() && old.spec.server_selector != new.spec.server_selector;
-    !switched && !removed_from_bound && !selector_changed
+    let class_changed = old.spec.server_class_name.is_some()
+        && old.spec.server_class_name != new.spec.server_class_name;
+    let class_added_to_bound = old.spec.server_class_name.is_none()
+        && new.spec.server_class_name.is_some()
+        && phase == Some(ClaimPhase::Bound);
+    !switched && !removed_from_bound && !selector_changed && !class_changed && !class_added_to_bound
 }

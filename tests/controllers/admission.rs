@@ -290,4 +290,31 @@ async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
         }
     }
     assert_eq!(n, 4 * 9 * 9);
+    // The class: immutable once set, and never added to a Bound claim.
+    let classes = [None, Some("gpu"), Some("cpu")];
+    for phase in phases {
+        for old_class in classes {
+            for new_class in classes {
+                n += 1;
+                let name = format!("c{n}");
+                let mut draft = claim(&name);
+                draft.spec.server_class_name = old_class.map(str::to_string);
+                if let Some(p) = phase {
+                    draft = draft.controller_status(p, "Staged");
+                }
+                let old = env.put_claim(draft).await;
+                let mut new = old.clone();
+                new.spec.server_class_name = new_class.map(str::to_string);
+                let result = env
+                    .claims()
+                    .replace(&name, &PostParams::default(), &new)
+                    .await;
+                assert_eq!(
+                    result.is_ok(),
+                    admits_claim_update(&old, &new),
+                    "{phase:?}: class {old_class:?} -> {new_class:?}: {result:?}"
+                );
+            }
+        }
+    }
 }
