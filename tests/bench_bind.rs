@@ -105,6 +105,16 @@ fn assert_adds_up(report: &Value, servers: u64, claims: u64) {
     let expected = rss * 1024.0 / (servers + claims) as f64;
     assert!((per_object - expected).abs() < 1e-6, "{report:#}");
 
+    // Both processes did work, and the per-bind figures are the totals spread over the
+    // binds.
+    let bound = num(report, "bound");
+    for who in ["operator", "apiserver"] {
+        let total = num(report, &format!("{who}_cpu_secs"));
+        let per_bind = num(report, &format!("{who}_cpu_ms_per_bind"));
+        assert!(total > 0.0, "{who}: {report:#}");
+        assert!((per_bind - total * 1000.0 / bound).abs() < 1e-6, "{report:#}");
+    }
+
     let binds_per_sec = num(report, "binds_per_sec");
     assert!(binds_per_sec > 0.0 && num(report, "time_to_all_bound_secs") > 0.0);
     let ceiling = num(report, "write_ceiling_per_sec");

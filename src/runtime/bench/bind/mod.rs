@@ -17,6 +17,7 @@
 mod ceiling;
 pub mod churn;
 mod config;
+mod cpu;
 pub mod fleet;
 mod hold;
 mod observe;
@@ -105,6 +106,14 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
         None => batch(&client, config, &dir).await?,
         Some(rate) => paced(&client, config, &dir, rate).await?,
     };
+    // CPU from here on is the bind phase's: all of a batch operator's life (it starts
+    // with the clock), a paced one's from its first claim; this process's (the API
+    // server, with the bench's own watch and creates) from here.
+    let operator_cpu_before = match config.rate {
+        None => 0.0,
+        Some(_) => cpu::seconds(started.operator.pid()).unwrap_or_default(),
+    };
+    let bench_cpu_before = cpu::seconds(std::process::id()).unwrap_or_default();
     let waited = progress::wait(
         &observer,
         &mut started.operator,
@@ -124,6 +133,10 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     }
     // The bind figures end here; the churn's writes are its own.
     let metrics = started.operator.metrics().await?;
+    let cpu = report::CpuSeconds {
+        operator: cpu::seconds(started.operator.pid()).unwrap_or_default() - operator_cpu_before,
+        apiserver: cpu::seconds(std::process::id()).unwrap_or_default() - bench_cpu_before,
+    };
     let churned = match config.churn {
         Some(c) => {
             let fleet = (config.servers, config.claims);
@@ -148,6 +161,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
             baseline: started.baseline,
             settle: started.settle,
             peak_rss_kib: hwm.max(waited.peak_rss_kib),
+            cpu,
             ceiling,
             churn: churned,
         },

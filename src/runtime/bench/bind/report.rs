@@ -87,6 +87,13 @@ pub struct BindReport {
     pub conflicts_per_bind: f64,
     pub write_errors: u64,
     pub latency_ms: Latency,
+    /// CPU seconds of the bind phase: the operator process's, and this process's (the
+    /// embedded API server, with the bench's own claims watch and creates).
+    pub operator_cpu_secs: f64,
+    pub apiserver_cpu_secs: f64,
+    /// The same per bind, in ms.
+    pub operator_cpu_ms_per_bind: f64,
+    pub apiserver_cpu_ms_per_bind: f64,
     pub operator_peak_rss_mib: f64,
     pub rss_per_object_kib: f64,
     /// Updates per second the API server sustained in this run (`bench apiserver`'s
@@ -114,8 +121,17 @@ pub struct Measured {
     pub baseline: Vec<WriteSample>,
     pub settle: Option<Duration>,
     pub peak_rss_kib: u64,
+    pub cpu: CpuSeconds,
     pub ceiling: f64,
     pub churn: Option<ChurnReport>,
+}
+
+/// CPU seconds of the bind phase, by process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuSeconds {
+    pub operator: f64,
+    /// The bench's own process: the embedded API server, and the bench's clients.
+    pub apiserver: f64,
 }
 
 /// Each claim's latency (see the module's definition), sorted, in ms.
@@ -224,6 +240,10 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         writes,
         writes_per_bind_by_resource: per_resource,
         latency_ms: latency(&m.seen, m.operator_ready),
+        operator_cpu_secs: m.cpu.operator,
+        apiserver_cpu_secs: m.cpu.apiserver,
+        operator_cpu_ms_per_bind: ms_per_bind(m.cpu.operator, bound),
+        apiserver_cpu_ms_per_bind: ms_per_bind(m.cpu.apiserver, bound),
         operator_peak_rss_mib: m.peak_rss_kib as f64 / 1024.0,
         rss_per_object_kib: m.peak_rss_kib as f64 / objects,
         write_ceiling_per_sec: m.ceiling,
@@ -256,6 +276,14 @@ impl fmt::Display for BindReport {
         if let Some(tenants) = &self.by_tenant {
             writeln!(f, "{tenants}")?;
         }
+        writeln!(
+            f,
+            "CPU per bind       operator {:.2} ms, API server {:.2} ms  ({:.1} s and {:.1} s in all; the API server's with the bench's own watch and creates)",
+            self.operator_cpu_ms_per_bind,
+            self.apiserver_cpu_ms_per_bind,
+            self.operator_cpu_secs,
+            self.apiserver_cpu_secs
+        )?;
         writeln!(
             f,
             "operator RSS       peak {:.1} MiB, {:.2} KiB per cached object ({} servers + claims)",
@@ -433,6 +461,14 @@ impl BindReport {
             )?;
         }
         Ok(())
+    }
+}
+
+/// `secs` spread over `binds`, in ms (0 without a bind).
+fn ms_per_bind(secs: f64, binds: usize) -> f64 {
+    match binds {
+        0 => 0.0,
+        n => secs * 1000.0 / n as f64,
     }
 }
 
