@@ -112,7 +112,10 @@ fn assert_adds_up(report: &Value, servers: u64, claims: u64) {
         let total = num(report, &format!("{who}_cpu_secs"));
         let per_bind = num(report, &format!("{who}_cpu_ms_per_bind"));
         assert!(total > 0.0, "{who}: {report:#}");
-        assert!((per_bind - total * 1000.0 / bound).abs() < 1e-6, "{report:#}");
+        assert!(
+            (per_bind - total * 1000.0 / bound).abs() < 1e-6,
+            "{report:#}"
+        );
     }
 
     let binds_per_sec = num(report, "binds_per_sec");

@@ -56,7 +56,8 @@ type FirstNamed = RefCell<HashMap<(String, bool), Option<ClaimKey>>>;
 pub type ClaimDecider =
     fn(&ServerClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
 /// The server controller's decision function; the slice is the default release gates,
-/// the last argument whether a claim naming the server has its turn.
+/// then whether a claim naming the server has its turn, and whether its quotas charge
+/// it.
 pub type ServerDecider =
     fn(&Server, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
 

@@ -19,16 +19,20 @@ use crate::binding::quota::{Holder, recount, unconfirmed};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::metrics::ControllerKind;
+use super::options::{CONFLICT_RETRY, ERROR_RETRY};
 use super::writes::{Part, replace};
 
-/// Recounts every quota when a claim goes and once per `every`, until `stop`.
+/// Recounts every quota when a claim goes and once per `every`, until `stop`; a round
+/// that could not write a quota is tried again soon (after a conflict with a charge
+/// made meanwhile) or after a while (a failed read or write), so a gone claim's place
+/// is not held for a whole interval.
 pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
     loop {
-        recount_all(&ctx).await;
+        let next = every.min(recount_all(&ctx).await.unwrap_or(every));
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ctx.caches.claims_gone.notified() => {}
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(next) => {}
         }
     }
 }
@@ -40,7 +44,8 @@ struct Seen {
     holders: Vec<Holder>,
 }
 
-async fn recount_all(ctx: &Context) {
+/// Recounts every quota; how soon to try again if one could not be written.
+async fn recount_all(ctx: &Context) -> Option<Duration> {
     let seen: Vec<Seen> = {
         let binder = ctx.caches.read();
         let claims = binder.claims();
@@ -62,11 +67,21 @@ async fn recount_all(ctx: &Context) {
             })
             .collect()
     };
+    let mut again: Option<Duration> = None;
     for quota in seen {
         if let Err(error) = recount_one(ctx, quota).await {
-            tracing::debug!(%error, "quota not recounted; next round");
+            tracing::debug!(%error, "quota not recounted; trying again");
+            let after = match error.metric_label() {
+                None => CONFLICT_RETRY,
+                Some(label) => {
+                    ctx.metrics.reconcile_error(ControllerKind::Quota, label);
+                    ERROR_RETRY
+                }
+            };
+            again = Some(again.map_or(after, |a| a.max(after)));
         }
     }
+    again
 }
 
 /// Reads each charge's claim the cache does not show, then writes the recount if it
