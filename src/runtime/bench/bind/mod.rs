@@ -106,14 +106,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
         None => batch(&client, config, &dir).await?,
         Some(rate) => paced(&client, config, &dir, rate).await?,
     };
-    // CPU from here on is the bind phase's: all of a batch operator's life (it starts
-    // with the clock), a paced one's from its first claim; this process's (the API
-    // server, with the bench's own watch and creates) from here.
-    let operator_cpu_before = match config.rate {
-        None => 0.0,
-        Some(_) => cpu::seconds(started.operator.pid()).unwrap_or_default(),
-    };
-    let bench_cpu_before = cpu::seconds(std::process::id()).unwrap_or_default();
+    let cpu_before = cpu_at_start(config, started.operator.pid());
     let waited = progress::wait(
         &observer,
         &mut started.operator,
@@ -133,10 +126,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     }
     // The bind figures end here; the churn's writes are its own.
     let metrics = started.operator.metrics().await?;
-    let cpu = report::CpuSeconds {
-        operator: cpu::seconds(started.operator.pid()).unwrap_or_default() - operator_cpu_before,
-        apiserver: cpu::seconds(std::process::id()).unwrap_or_default() - bench_cpu_before,
-    };
+    let cpu = cpu_since(cpu_before, started.operator.pid());
     let churned = match config.churn {
         Some(c) => {
             let fleet = (config.servers, config.claims);
@@ -166,6 +156,27 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
             churn: churned,
         },
     ))
+}
+
+/// CPU seconds so far, where the bind phase starts: all of a batch operator's life
+/// counts (it starts with the clock), a paced one's from its first claim; this
+/// process's (the API server, with the bench's own watch and creates) from here.
+fn cpu_at_start(config: &BindConfig, operator: u32) -> report::CpuSeconds {
+    report::CpuSeconds {
+        operator: match config.rate {
+            None => 0.0,
+            Some(_) => cpu::seconds(operator).unwrap_or_default(),
+        },
+        apiserver: cpu::seconds(std::process::id()).unwrap_or_default(),
+    }
+}
+
+/// CPU seconds of the bind phase, from its start's figures.
+fn cpu_since(start: report::CpuSeconds, operator: u32) -> report::CpuSeconds {
+    report::CpuSeconds {
+        operator: cpu::seconds(operator).unwrap_or_default() - start.operator,
+        apiserver: cpu::seconds(std::process::id()).unwrap_or_default() - start.apiserver,
+    }
 }
 
 /// Every claim first, then the operator: time counts from its start.
