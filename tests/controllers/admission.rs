@@ -4,6 +4,7 @@
 
 use std::process::Command;
 
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::json;
@@ -242,7 +243,6 @@ async fn kubectl_patch_and_apply_cannot_remove_a_bound_claims_server_ref() {
 /// meet, goes through the API server's real CEL, and the two must give the same verdict.
 #[tokio::test]
 async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
-    use crate::controllers::claim_admission::admits_claim_update;
     use server_binder::api::ServerRef;
 
     let env = Env::new().await;
@@ -259,32 +259,25 @@ async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
         for (old_ref, old_rack) in refs.iter().flat_map(|r| racks.iter().map(move |k| (r, k))) {
             for (new_ref, new_rack) in refs.iter().flat_map(|r| racks.iter().map(move |k| (r, k))) {
                 n += 1;
-                let name = format!("c{n}");
-                let mut draft = claim(&name);
+                let mut draft = claim(&format!("c{n}"));
                 if let Some(r) = old_ref {
                     draft = draft.names(r);
                 }
                 if let Some(rack) = old_rack {
                     draft = draft.selects(&[("rack", rack)]);
                 }
-                if let Some(p) = phase {
-                    draft = draft.controller_status(p, "Staged");
-                }
-                let old = env.put_claim(draft).await;
-                let mut new = old.clone();
-                new.spec.server_ref = new_ref.map(|n| ServerRef { name: n.into() });
-                new.spec.server_selector = new_rack.map(|rack| {
-                    let mut with = claim("x").selects(&[("rack", rack)]);
-                    with.spec.server_selector.take().unwrap()
-                });
-                let result = env
-                    .claims()
-                    .replace(&name, &PostParams::default(), &new)
-                    .await;
-                assert_eq!(
-                    result.is_ok(),
-                    admits_claim_update(&old, &new),
-                    "{phase:?}: ref {old_ref:?} -> {new_ref:?}, rack {old_rack:?} -> {new_rack:?}: {result:?}"
+                let result = update_staged(&env, draft, phase, |new| {
+                    new.spec.server_ref = new_ref.map(|n| ServerRef { name: n.into() });
+                    new.spec.server_selector = new_rack.map(|rack| {
+                        let mut with = claim("x").selects(&[("rack", rack)]);
+                        with.spec.server_selector.take().unwrap()
+                    });
+                })
+                .await;
+                assert!(
+                    result.agrees,
+                    "{phase:?}: ref {old_ref:?} -> {new_ref:?}, rack {old_rack:?} -> {new_rack:?}: {:?}",
+                    result.answer
                 );
             }
         }
@@ -296,25 +289,51 @@ async fn the_model_s_copy_of_the_claim_rules_agrees_with_admission() {
         for old_class in classes {
             for new_class in classes {
                 n += 1;
-                let name = format!("c{n}");
-                let mut draft = claim(&name);
+                let mut draft = claim(&format!("c{n}"));
                 draft.spec.server_class_name = old_class.map(str::to_string);
-                if let Some(p) = phase {
-                    draft = draft.controller_status(p, "Staged");
-                }
-                let old = env.put_claim(draft).await;
-                let mut new = old.clone();
-                new.spec.server_class_name = new_class.map(str::to_string);
-                let result = env
-                    .claims()
-                    .replace(&name, &PostParams::default(), &new)
-                    .await;
-                assert_eq!(
-                    result.is_ok(),
-                    admits_claim_update(&old, &new),
-                    "{phase:?}: class {old_class:?} -> {new_class:?}: {result:?}"
+                let result = update_staged(&env, draft, phase, |new| {
+                    new.spec.server_class_name = new_class.map(str::to_string);
+                })
+                .await;
+                assert!(
+                    result.agrees,
+                    "{phase:?}: class {old_class:?} -> {new_class:?}: {:?}",
+                    result.answer
                 );
             }
         }
+    }
+}
+
+/// What the API server answered an update, and whether the model's copy of the rules
+/// ([`admits_claim_update`]) gives the same verdict.
+struct Verdict {
+    agrees: bool,
+    answer: kube::Result<ServerClaim>,
+}
+
+/// Stores `draft` (with `phase` staged as the controller's status), changes it by
+/// `change`, and sends the update.
+async fn update_staged(
+    env: &Env,
+    draft: ServerClaim,
+    phase: Option<ClaimPhase>,
+    change: impl FnOnce(&mut ServerClaim),
+) -> Verdict {
+    use crate::controllers::claim_admission::admits_claim_update;
+    let draft = match phase {
+        Some(p) => draft.controller_status(p, "Staged"),
+        None => draft,
+    };
+    let old = env.put_claim(draft).await;
+    let mut new = old.clone();
+    change(&mut new);
+    let answer = env
+        .claims()
+        .replace(&old.name_any(), &PostParams::default(), &new)
+        .await;
+    Verdict {
+        agrees: answer.is_ok() == admits_claim_update(&old, &new),
+        answer,
     }
 }
