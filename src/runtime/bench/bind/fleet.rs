@@ -51,6 +51,13 @@ pub enum Mix {
     /// `hard` is 4 in 5 of the namespace's claims of the class (rounded): about one
     /// claim in five waits `QuotaExceeded`.
     ClassesQuotas,
+    /// As `unique-labels` plus a `zone` (z0..z3), and every tenth server is a `gpu=true` server tainted for
+    /// it; each claim selects from sixteen selector templates (none, `matchLabels`,
+    /// `In`, `NotIn`, on rack, size and zone) filled in from server `j`'s labels, and claim
+    /// `j` of a gpu server also selects `gpu In (true)` and tolerates the taint: about
+    /// 300 distinct selectors, as in a fleet many teams share, every one fitting its
+    /// planted server.
+    ManySelectors,
 }
 
 impl Mix {
@@ -62,6 +69,7 @@ impl Mix {
             Mix::Tainted => "tainted",
             Mix::DistinctSelectors => "distinct-selectors",
             Mix::ClassesQuotas => "classes-quotas",
+            Mix::ManySelectors => "many-selectors",
         }
     }
 }
@@ -120,6 +128,125 @@ fn quota_name(c: usize) -> String {
     format!("quota-{}", CLASSES[c])
 }
 
+fn gpu_taint() -> Taint {
+    Taint {
+        key: TAINT_KEY.to_owned(),
+        value: Some(TAINT_VALUE.to_owned()),
+        effect: TaintEffect::NoBind,
+    }
+}
+
+fn gpu_toleration() -> Toleration {
+    Toleration {
+        key: TAINT_KEY.to_owned(),
+        operator: TolerationOperator::Equal,
+        value: Some(TAINT_VALUE.to_owned()),
+        effect: Some(TaintEffect::NoBind),
+    }
+}
+
+/// With `many-selectors`, one server in this many is a gpu server.
+const GPU_EVERY: usize = 10;
+
+fn is_gpu(i: usize) -> bool {
+    i.is_multiple_of(GPU_EVERY)
+}
+
+fn size(i: usize) -> usize {
+    i / RACKS % SIZES.len()
+}
+
+/// With `many-selectors`, servers are also spread over this many zones.
+const ZONES: usize = 4;
+
+fn zone(i: usize) -> usize {
+    i / (RACKS * SIZES.len()) % ZONES
+}
+
+/// Claim `j`'s selector with `many-selectors`: one of a dozen templates (chosen by a
+/// hash of `j`, so neighbours differ) filled in from server `j`'s rack and size, so
+/// that server `j` always fits it.
+fn many_selectors_selector(j: usize) -> Option<ServerSelector> {
+    let (r, s, z) = (j % RACKS, size(j), zone(j));
+    let rack_at = |d: usize| format!("r{}", (r + d) % RACKS);
+    let size_at = |d: usize| SIZES[(s + d) % SIZES.len()].to_owned();
+    let zone_at = |d: usize| format!("z{}", (z + d) % ZONES);
+    let req = |key: &str, operator, values: Vec<String>| SelectorRequirement {
+        key: key.to_owned(),
+        operator,
+        values,
+    };
+    use SelectorOperator::{In, NotIn};
+    let template = ((j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 16;
+    let (labels, expressions): (Vec<(&str, String)>, Vec<SelectorRequirement>) = match template {
+        0 => (vec![], vec![]),
+        1 => (vec![("rack", rack_at(0))], vec![]),
+        2 => (vec![("rack", rack_at(0)), ("size", size_at(0))], vec![]),
+        3 => (vec![], vec![req("rack", In, vec![rack_at(0), rack_at(1)])]),
+        4 => (
+            vec![("size", size_at(0))],
+            vec![req("rack", In, vec![rack_at(0), rack_at(3)])],
+        ),
+        5 => (vec![], vec![req("rack", NotIn, vec![rack_at(1)])]),
+        6 => (
+            vec![],
+            vec![
+                req("rack", NotIn, vec![rack_at(2), rack_at(5)]),
+                req("size", NotIn, vec![size_at(1)]),
+            ],
+        ),
+        7 => (vec![], vec![req("size", In, vec![size_at(0)])]),
+        8 => (
+            vec![],
+            vec![req("rack", In, vec![rack_at(0), rack_at(4), rack_at(7)])],
+        ),
+        9 => (
+            vec![],
+            vec![
+                req("size", NotIn, vec![size_at(2)]),
+                req("rack", In, vec![rack_at(0), rack_at(1), rack_at(2)]),
+            ],
+        ),
+        10 => (
+            vec![],
+            vec![req("rack", NotIn, vec![rack_at(1), rack_at(2), rack_at(3)])],
+        ),
+        11 => (
+            vec![("size", size_at(0))],
+            vec![req("rack", NotIn, vec![rack_at(4)])],
+        ),
+        12 => (
+            vec![("zone", zone_at(0))],
+            vec![req("rack", NotIn, vec![rack_at(1)])],
+        ),
+        13 => (
+            vec![],
+            vec![
+                req("zone", In, vec![zone_at(0), zone_at(1)]),
+                req("size", In, vec![size_at(0)]),
+            ],
+        ),
+        14 => (
+            vec![],
+            vec![
+                req("zone", NotIn, vec![zone_at(2)]),
+                req("rack", In, vec![rack_at(0), rack_at(5)]),
+            ],
+        ),
+        _ => (vec![("rack", rack_at(0)), ("zone", zone_at(0))], vec![]),
+    };
+    let mut selector = ServerSelector {
+        match_labels: labels.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        match_expressions: expressions,
+    };
+    if is_gpu(j) {
+        let gpu = req("gpu", In, vec!["true".to_owned()]);
+        selector.match_expressions.push(gpu);
+    }
+    let empty = selector.match_labels.is_empty() && selector.match_expressions.is_empty();
+    (!empty).then_some(selector)
+}
+
 fn selecting(key: &str, value: String) -> ServerSelector {
     ServerSelector {
         match_expressions: vec![SelectorRequirement {
@@ -134,9 +261,12 @@ fn selecting(key: &str, value: String) -> ServerSelector {
 pub fn server(i: usize, mix: Mix) -> Server {
     let mut labels = BTreeMap::from([
         ("rack".to_owned(), rack(i)),
-        ("size".to_owned(), SIZES[i / RACKS % SIZES.len()].to_owned()),
+        ("size".to_owned(), SIZES[size(i)].to_owned()),
     ]);
-    if matches!(mix, Mix::UniqueLabels | Mix::DistinctSelectors) {
+    if matches!(
+        mix,
+        Mix::UniqueLabels | Mix::DistinctSelectors | Mix::ManySelectors
+    ) {
         labels.insert("serial".to_owned(), serial(i));
         labels.insert("hostname".to_owned(), format!("node-{i:07}"));
     }
@@ -144,12 +274,15 @@ pub fn server(i: usize, mix: Mix) -> Server {
         labels.insert(CLASS_LABEL.to_owned(), CLASSES[class_of(i)].to_owned());
     }
     let mut spec = ServerSpec::default();
+    if mix == Mix::ManySelectors {
+        labels.insert("zone".to_owned(), format!("z{}", zone(i)));
+    }
+    if mix == Mix::ManySelectors && is_gpu(i) {
+        labels.insert("gpu".to_owned(), "true".to_owned());
+        spec.taints.push(gpu_taint());
+    }
     if mix == Mix::Tainted && i.is_multiple_of(TAINT_EVERY) {
-        spec.taints.push(Taint {
-            key: TAINT_KEY.to_owned(),
-            value: Some(TAINT_VALUE.to_owned()),
-            effect: TaintEffect::NoBind,
-        });
+        spec.taints.push(gpu_taint());
     }
     Server {
         metadata: ObjectMeta {
@@ -169,12 +302,13 @@ pub fn claim(j: usize, mix: Mix, namespace: String) -> ServerClaim {
         // Odd j lies in an odd rack (j % 10 is odd), which server j shares.
         Mix::Selectors if j % 2 == 1 => spec.server_selector = Some(selecting("rack", rack(j))),
         Mix::DistinctSelectors => spec.server_selector = Some(selecting("serial", serial(j))),
-        Mix::Tainted if j.is_multiple_of(TAINT_EVERY) => spec.tolerations.push(Toleration {
-            key: TAINT_KEY.to_owned(),
-            operator: TolerationOperator::Equal,
-            value: Some(TAINT_VALUE.to_owned()),
-            effect: Some(TaintEffect::NoBind),
-        }),
+        Mix::Tainted if j.is_multiple_of(TAINT_EVERY) => spec.tolerations.push(gpu_toleration()),
+        Mix::ManySelectors => {
+            spec.server_selector = many_selectors_selector(j);
+            if is_gpu(j) {
+                spec.tolerations.push(gpu_toleration());
+            }
+        }
         Mix::ClassesQuotas => spec.server_class_name = Some(class_name(class_of(j))),
         _ => {}
     }
@@ -251,13 +385,14 @@ mod tests {
     use crate::binding::selector_matches;
     use crate::runtime::bench::bind::tenants::Tenants;
 
-    const MIXES: [Mix; 6] = [
+    const MIXES: [Mix; 7] = [
         Mix::Any,
         Mix::Selectors,
         Mix::UniqueLabels,
         Mix::Tainted,
         Mix::DistinctSelectors,
         Mix::ClassesQuotas,
+        Mix::ManySelectors,
     ];
 
     #[test]
@@ -267,9 +402,7 @@ mod tests {
                 let (s, c) = (server(j, mix), claim(j, mix, namespace_name(j % 3)));
                 let labels = s.metadata.labels.clone().unwrap_or_default();
                 if let Some(sel) = &c.spec.server_selector {
-                    for r in &sel.match_expressions {
-                        assert!(r.values.contains(&labels[&r.key]), "{mix:?} {j}");
-                    }
+                    assert!(selector_matches(sel, &labels), "{mix:?} {j}");
                 }
                 assert_eq!(s.spec.taints.len(), c.spec.tolerations.len(), "{mix:?} {j}");
                 // Claim j's class takes server j in.
@@ -329,6 +462,21 @@ mod tests {
         assert!(classes(Mix::Any).is_empty() && quotas(Mix::Any, &schedule).is_empty());
         assert_eq!(admitted(Mix::Any, &schedule), 10);
         assert_eq!([quota_hard(1), quota_hard(5), quota_hard(7)], [1, 4, 6]);
+    }
+
+    /// `many-selectors` asks about 300 distinct things of the fleet (selector and
+    /// tolerations), the tenth of them of its gpu servers.
+    #[test]
+    fn many_selectors_has_hundreds_of_shapes() {
+        let shapes: std::collections::HashSet<String> = (0..4000)
+            .map(|j| {
+                let spec = claim(j, Mix::ManySelectors, namespace_name(0)).spec;
+                serde_json::to_string(&(spec.server_selector, spec.tolerations)).unwrap()
+            })
+            .collect();
+        assert!((250..=400).contains(&shapes.len()), "{}", shapes.len());
+        let gpu = (0..4000).filter(|&i| is_gpu(i)).count();
+        assert_eq!(gpu, 400);
     }
 
     #[test]
