@@ -16,6 +16,7 @@ mod describe;
 mod effects;
 mod eligibility;
 pub mod evidence;
+mod flow;
 pub mod gates;
 mod index;
 pub mod meta;

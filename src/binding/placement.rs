@@ -19,14 +19,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use k8s_openapi::jiff::Timestamp;
-use pathfinding::directed::edmonds_karp::edmonds_karp_sparse;
 
 use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
 
 use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
 use super::eligibility::server_is_claimable;
+use super::flow::MaxFlow;
 use super::index::{Class, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::selector::{first_untolerated, selector_matches};
@@ -130,11 +132,29 @@ pub struct WaitingClaims {
     /// it: what claims to come are likely to ask for.
     known: HashMap<Arc<ClaimShape>, usize>,
     known_of: HashMap<ClaimKey, Arc<ClaimShape>>,
+    /// How many known shapes fit each class a pick has weighed: counted once per class
+    /// (O(known shapes)), then kept up to date as shapes come and go (O(classes weighed)
+    /// per new or vanished shape), so that a pick's weighing costs a lookup per class
+    /// however many shapes tenants create.
+    contest: Contest,
 }
 
-/// Above this many known shapes, picks no longer weigh how contested a class is (the
-/// weighing costs one fit test per shape and candidate class).
-const MAX_WEIGHED_SHAPES: usize = 64;
+/// The known shapes fitting each class weighed so far ([`WaitingClaims::contest`]).
+/// Filled in by picks, which read the claims without changing them; a copy of the
+/// claims starts with none (it is a cache: the counts follow from the known shapes).
+#[derive(Debug, Default)]
+struct Contest(Mutex<HashMap<Class, usize>>);
+
+impl Clone for Contest {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+/// Classes weighed before the counts are dropped and counted afresh: the classes of the
+/// free servers come and go with the servers, and a count kept for a class no longer
+/// free costs an update per new shape.
+const MAX_WEIGHED_CLASSES: usize = 4096;
 
 /// The condition reason of a claim that waits its turn (`WaitForTurn`).
 pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
@@ -159,7 +179,11 @@ impl WaitingClaims {
             Some((existing, _)) => existing.clone(),
             None => Arc::new(shape),
         };
-        *self.known.entry(shape.clone()).or_default() += 1;
+        let count = self.known.entry(shape.clone()).or_default();
+        *count += 1;
+        if *count == 1 {
+            self.contest.shape_known(&shape, 1);
+        }
         self.known_of.insert(key.clone(), shape.clone());
         if is_waiting(claim) {
             let waiter = Waiter::of(claim);
@@ -205,6 +229,7 @@ impl WaitingClaims {
             *count -= 1;
             if *count == 0 {
                 self.known.remove(&shape);
+                self.contest.shape_known(&shape, -1);
             }
         }
         if let Some((shape, waiter)) = self.shape_of.remove(key)
@@ -308,15 +333,38 @@ impl WaitingClaims {
         self.shape_of.is_empty()
     }
 
-    /// How many shapes of the cache's claims, other than `mine`, fit `class`: how
-    /// contested its servers are likely to be. Zero for every class when the cache
-    /// knows too many shapes to weigh them.
+    /// How many shapes of the cache's claims, other than `mine`, fit `class` (which
+    /// `mine` fits): how contested its servers are likely to be.
     fn contest(&self, mine: &ClaimShape, class: &Class) -> usize {
-        if self.known.len() > MAX_WEIGHED_SHAPES {
-            return 0;
+        let fitting = self.contest.fitting(class, || {
+            self.known.keys().filter(|s| s.fits(class)).count()
+        });
+        fitting.saturating_sub(usize::from(self.known.contains_key(mine)))
+    }
+}
+
+impl Contest {
+    /// The count for `class`, counted by `count` the first time.
+    fn fitting(&self, class: &Class, count: impl FnOnce() -> usize) -> usize {
+        let mut counts = self.0.lock();
+        if let Some(n) = counts.get(class) {
+            return *n;
         }
-        let others = self.known.keys().filter(|s| ***s != *mine);
-        others.filter(|s| s.fits(class)).count()
+        if counts.len() >= MAX_WEIGHED_CLASSES {
+            counts.clear();
+        }
+        let n = count();
+        counts.insert(class.clone(), n);
+        n
+    }
+
+    /// A shape became known (`delta` 1) or was forgotten (-1).
+    fn shape_known(&mut self, shape: &ClaimShape, delta: isize) {
+        for (class, n) in self.0.get_mut() {
+            if shape.fits(class) {
+                *n = n.saturating_add_signed(delta);
+            }
+        }
     }
 }
 
@@ -447,15 +495,16 @@ fn serve<'a>(
         return Placement::NoMatch;
     }
     let (demand, supply) = (net.demand(), net.supply());
-    let full = net.max_flow(&demand, &supply);
-    let scarce = full < demand.iter().sum::<i64>();
+    let full = MaxFlow::new(&demand, &supply, &net.edges);
+    let scarce = full.value() < demand.iter().sum::<i64>();
     // When servers are scarce, only a claim the fair order reaches is served: one that a
     // maximum matching of the claims ahead of it, plus it, covers.
     let queue = scarce.then(|| net.demand_ahead_of(&me, inputs.waiting));
-    let ahead = queue.as_ref().map(|(demand, _)| demand);
-    let ahead_served = ahead.map(|a| net.max_flow(a, &supply));
-    if let (Some((a, keys)), Some(served)) = (&queue, ahead_served)
-        && net.max_flow(&changed(a, 0, 1), &supply) == served
+    let ahead = queue
+        .as_ref()
+        .map(|(demand, _)| MaxFlow::new(demand, &supply, &net.edges));
+    if let (Some((_, keys)), Some(ahead)) = (&queue, &ahead)
+        && !ahead.grows_with(0)
     {
         let first = keys.iter().take(AHEAD_NAMED).map(|k| (*k).clone());
         return Placement::WaitForTurn(Ahead {
@@ -464,27 +513,18 @@ fn serve<'a>(
         });
     }
     // The first class (in the order of `usable_classes_of_mine`) from which a maximum
-    // matching of all waiting claims serves this one, and, when scarce, one of the claims ahead of
-    // it plus this one too: then no claim ahead is left out.
-    let after_pick = |j: usize| changed(&supply, j, -1);
-    let keeps_max = |j: usize| net.max_flow(&changed(&demand, 0, -1), &after_pick(j)) == full - 1;
-    let keeps_ahead = |j: usize| match (ahead, ahead_served) {
-        (Some(a), Some(served)) => net.max_flow(a, &after_pick(j)) == served,
-        _ => true,
-    };
+    // matching of all waiting claims serves this one, and, when scarce, from which a
+    // maximum matching of the claims ahead of it can spare a server: then no claim ahead
+    // is left out.
+    let keeps_max = full.classes_open_to(0);
+    let keeps_ahead = ahead.as_ref().map(MaxFlow::classes_to_spare);
+    let spares = |j: usize| keeps_ahead.as_ref().is_none_or(|spare| spare[j]);
     let chosen = usable
         .iter()
-        .find(|(j, _)| keeps_max(*j) && keeps_ahead(*j))
-        .or_else(|| usable.iter().find(|(j, _)| keeps_max(*j)))
+        .find(|(j, _)| keeps_max[*j] && spares(*j))
+        .or_else(|| usable.iter().find(|(j, _)| keeps_max[*j]))
         .or(usable.first());
     chosen.map_or(Placement::NoMatch, |(_, name)| Placement::Pick(name))
-}
-
-/// `caps` with `delta` added at `i`.
-fn changed(caps: &[i64], i: usize, delta: i64) -> Vec<i64> {
-    let mut caps = caps.to_vec();
-    caps[i] += delta;
-    caps
 }
 
 /// Picks in flight: free servers already spoken for and waiting claims already placed,
@@ -733,22 +773,6 @@ impl<'i, 'w> Network<'i, 'w> {
         }
         keys.sort();
         (ahead, keys.into_iter().map(|(_, k)| k).collect())
-    }
-
-    /// The size of a maximum matching with these capacities: max flow from the shapes
-    /// (`demand`) through their fits to the classes (`supply`).
-    fn max_flow(&self, demand: &[i64], supply: &[i64]) -> i64 {
-        let (source, sink, first_class) = (0, 1, 2 + demand.len());
-        let vertices: Vec<usize> = (0..first_class + supply.len()).collect();
-        let unbounded = demand.iter().sum::<i64>().max(1);
-        let sources = (0..demand.len()).map(|i| ((source, 2 + i), demand[i]));
-        let sinks = (0..supply.len()).map(|j| ((first_class + j, sink), supply[j]));
-        let fits = self
-            .edges
-            .iter()
-            .map(|&(i, j)| ((2 + i, first_class + j), unbounded));
-        let caps = sources.chain(sinks).filter(|(_, c)| *c > 0).chain(fits);
-        edmonds_karp_sparse(&vertices, &source, &sink, caps).1
     }
 }
 

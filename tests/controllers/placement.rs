@@ -2,6 +2,7 @@
 //! full assignment possible while claims arrive, and serve scarce servers to namespaces in
 //! turn.
 
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use server_binder::api::names::ANNOTATION_PRE_BOUND;
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerSelector};
@@ -345,4 +346,51 @@ async fn uncordon_s1(env: &Env) {
         .replace("s1", &PostParams::default(), &s1)
         .await
         .expect("uncordoned");
+}
+
+/// However many shapes tenants' claims have, a pick still weighs which classes the
+/// claims to come are likely to need (docs/binding.md, "The matching"; issue 25 found a
+/// cliff at 64 known shapes, above which the weighing was dropped for everyone). Rack r1
+/// has two servers and r2 one; `old-r1` (rack r1) holds one of r1's; 66 junk claims, each
+/// with a selector of its own that nothing fits, wait. Then `any` must take r2's server,
+/// so that `needs-r1` still finds r1's other one.
+#[tokio::test]
+async fn junk_shapes_do_not_stop_a_pick_from_keeping_the_rack_a_claim_needs() {
+    let mut env = Env::new().await;
+    for (name, rack) in [("r1-a", "r1"), ("r1-b", "r1"), ("r2-a", "r2")] {
+        env.create_server(name, &[("rack", rack)]).await;
+    }
+    env.start(2).await;
+    create(&env, claim_in("old-r1", Some(1))).await;
+    wait_bound(&env, "old-r1", "r1-a").await;
+    for k in 0..66 {
+        let mut junk = claim_in(&format!("junk-{k:02}"), None);
+        let mut selector = ServerSelector::default();
+        selector
+            .match_labels
+            .insert("serial".into(), format!("no-such-{k}"));
+        junk.spec.server_selector = Some(selector);
+        create(&env, junk).await;
+    }
+    // Every junk claim is in the controller's cache once it has written its status.
+    eventually("the junk claims Pending", DEADLINE, || async {
+        let (_, claims) = env.all().await;
+        let junk = claims.iter().filter(|c| c.name_any().starts_with("junk-"));
+        let pending = junk
+            .filter(|c| phase(c) == Some(ClaimPhase::Pending))
+            .count();
+        (pending == 66).then_some(()).ok_or(pending)
+    })
+    .await;
+    create(&env, claim_in("any", None)).await;
+    wait_bound(&env, "any", "r2-a").await;
+    create(&env, claim_in("needs-r1", Some(1))).await;
+    wait_bound(&env, "needs-r1", "r1-b").await;
+}
+
+async fn create(env: &Env, claim: ServerClaim) {
+    env.claims()
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("claim created");
 }
