@@ -252,14 +252,11 @@ mod tests {
                     continue;
                 }
                 let open = flow.classes_open_to(i);
-                for j in 0..classes {
+                for (j, &is_open) in open.iter().enumerate() {
                     let fits = edges.contains(&(i, j));
                     let after = value(&changed(&demand, i, -1), &changed(&supply, j, -1), &edges);
-                    assert_eq!(
-                        open[j],
-                        fits && after == full - 1,
-                        "{demand:?} {supply:?} {edges:?} {i} {j}"
-                    );
+                    let keeps = fits && after == full - 1;
+                    assert_eq!(is_open, keeps, "{demand:?} {supply:?} {edges:?} {i} {j}");
                 }
             }
         }
