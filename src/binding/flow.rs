@@ -30,9 +30,11 @@ const SINK: usize = 1;
 /// any amount from claim node `i` to class `j`.
 pub(super) struct MaxFlow {
     claims: usize,
-    /// Per node, the indexes of its edges in `to` / `cap` (each edge `e` has its reverse
-    /// at `e ^ 1`).
-    adjacent: Vec<Vec<usize>>,
+    /// The edges of node `u` are `adjacent[start[u]..start[u + 1]]`, indexes into `to` /
+    /// `cap` (each edge `e` has its reverse at `e ^ 1`): one allocation, not one per node.
+    start: Vec<usize>,
+    adjacent: Vec<usize>,
+    from: Vec<usize>,
     to: Vec<usize>,
     /// Residual capacity of each edge.
     cap: Vec<i64>,
@@ -42,12 +44,14 @@ pub(super) struct MaxFlow {
 impl MaxFlow {
     pub(super) fn new(demand: &[i64], supply: &[i64], edges: &[(usize, usize)]) -> Self {
         let claims = demand.len();
-        let nodes = 2 + claims + supply.len();
+        let arcs = 2 * (claims + supply.len() + edges.len());
         let mut flow = MaxFlow {
             claims,
-            adjacent: vec![Vec::new(); nodes],
-            to: Vec::with_capacity(2 * (claims + supply.len() + edges.len())),
-            cap: Vec::with_capacity(2 * (claims + supply.len() + edges.len())),
+            start: Vec::new(),
+            adjacent: Vec::new(),
+            from: Vec::with_capacity(arcs),
+            to: Vec::with_capacity(arcs),
+            cap: Vec::with_capacity(arcs),
             value: 0,
         };
         // More than any flow can carry, so that residual questions about one more unit
@@ -62,8 +66,34 @@ impl MaxFlow {
         for &(i, j) in edges {
             flow.edge(flow.claim(i), flow.class(j), unbounded);
         }
+        flow.index(2 + claims + supply.len());
         flow.run();
         flow
+    }
+
+    /// Groups the edges by the node they leave (a counting sort).
+    fn index(&mut self, nodes: usize) {
+        self.start = vec![0; nodes + 1];
+        for &u in &self.from {
+            self.start[u + 1] += 1;
+        }
+        for u in 0..nodes {
+            self.start[u + 1] += self.start[u];
+        }
+        let mut next = self.start.clone();
+        self.adjacent = vec![0; self.from.len()];
+        for (e, &u) in self.from.iter().enumerate() {
+            self.adjacent[next[u]] = e;
+            next[u] += 1;
+        }
+    }
+
+    fn edges_of(&self, u: usize) -> &[usize] {
+        &self.adjacent[self.start[u]..self.start[u + 1]]
+    }
+
+    fn nodes(&self) -> usize {
+        self.start.len() - 1
     }
 
     fn claim(&self, i: usize) -> usize {
@@ -75,12 +105,9 @@ impl MaxFlow {
     }
 
     fn edge(&mut self, from: usize, to: usize, cap: i64) {
-        self.adjacent[from].push(self.to.len());
-        self.to.push(to);
-        self.cap.push(cap);
-        self.adjacent[to].push(self.to.len());
-        self.to.push(from);
-        self.cap.push(0);
+        self.from.extend([from, to]);
+        self.to.extend([to, from]);
+        self.cap.extend([cap, 0]);
     }
 
     /// The flow's value: the size of a maximum matching.
@@ -95,7 +122,7 @@ impl MaxFlow {
             if level[SINK] == usize::MAX {
                 return;
             }
-            let mut next = vec![0; self.adjacent.len()];
+            let mut next = self.start[..self.nodes()].to_vec();
             loop {
                 let pushed = self.push(SOURCE, i64::MAX, &level, &mut next);
                 if pushed == 0 {
@@ -107,11 +134,11 @@ impl MaxFlow {
     }
 
     fn levels(&self) -> Vec<usize> {
-        let mut level = vec![usize::MAX; self.adjacent.len()];
+        let mut level = vec![usize::MAX; self.nodes()];
         level[SOURCE] = 0;
         let mut queue = VecDeque::from([SOURCE]);
         while let Some(u) = queue.pop_front() {
-            for &e in &self.adjacent[u] {
+            for &e in self.edges_of(u) {
                 let v = self.to[e];
                 if self.cap[e] > 0 && level[v] == usize::MAX {
                     level[v] = level[u] + 1;
@@ -128,8 +155,8 @@ impl MaxFlow {
         if u == SINK {
             return limit;
         }
-        while next[u] < self.adjacent[u].len() {
-            let e = self.adjacent[u][next[u]];
+        while next[u] < self.start[u + 1] {
+            let e = self.adjacent[next[u]];
             let v = self.to[e];
             if self.cap[e] > 0 && level[v] == level[u] + 1 {
                 let pushed = self.push(v, limit.min(self.cap[e]), level, next);
@@ -146,11 +173,11 @@ impl MaxFlow {
 
     /// Which nodes reach `target` in the residual graph (by node number).
     fn reaching(&self, target: usize) -> Vec<bool> {
-        let mut seen = vec![false; self.adjacent.len()];
+        let mut seen = vec![false; self.nodes()];
         seen[target] = true;
         let mut queue = VecDeque::from([target]);
         while let Some(v) = queue.pop_front() {
-            for &e in &self.adjacent[v] {
+            for &e in self.edges_of(v) {
                 // `e` runs v → w; its reverse w → v is residual when it has capacity.
                 let w = self.to[e];
                 if self.cap[e ^ 1] > 0 && !seen[w] {
@@ -167,8 +194,8 @@ impl MaxFlow {
     pub(super) fn classes_open_to(&self, i: usize) -> Vec<bool> {
         let node = self.claim(i);
         let reaches = self.reaching(node);
-        let mut open = vec![false; self.adjacent.len() - 2 - self.claims];
-        for &e in &self.adjacent[node] {
+        let mut open = vec![false; self.nodes() - 2 - self.claims];
+        for &e in self.edges_of(node) {
             let w = self.to[e];
             // A forward edge's reverse holds the flow it carries.
             if w >= 2 + self.claims && (self.cap[e ^ 1] > 0 || reaches[w]) {

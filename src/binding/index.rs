@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::api::{Server, ServerClaim, ServerSelector, Taint};
 
@@ -62,11 +63,63 @@ impl Class {
 }
 
 /// Free servers grouped by class; see the module docs.
-#[derive(Clone, Debug, Default)]
+///
+/// A class keeps its slot (its [`ClassId`]) while it has free members, and for a while
+/// after: slots are only appended, and dropped all at once when empty ones outnumber the
+/// others, which starts a new *epoch*. So what placement learns about a class (which
+/// claim shapes fit it) stays true under one epoch and only grows with the new slots.
+#[derive(Debug)]
 pub struct FreeServerIndex {
     keys: BTreeSet<String>,
-    classes: HashMap<Arc<Class>, BTreeSet<String>>,
-    class_of: HashMap<String, Arc<Class>>,
+    classes: HashMap<Arc<Class>, ClassId>,
+    slots: Vec<Slot>,
+    /// Slots without free members.
+    empty: usize,
+    class_of: HashMap<String, ClassId>,
+    epoch: u64,
+}
+
+/// A class's place in [`FreeServerIndex`]'s slots, stable within an epoch.
+pub(super) type ClassId = usize;
+
+#[derive(Clone, Debug)]
+struct Slot {
+    class: Arc<Class>,
+    members: BTreeSet<String>,
+}
+
+/// Epochs are unique across every index of the process (copies included), so what was
+/// learnt under one epoch is never applied to another index's slots.
+fn next_epoch() -> u64 {
+    static EPOCHS: AtomicU64 = AtomicU64::new(1);
+    EPOCHS.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Default for FreeServerIndex {
+    fn default() -> Self {
+        Self {
+            keys: BTreeSet::new(),
+            classes: HashMap::new(),
+            slots: Vec::new(),
+            empty: 0,
+            class_of: HashMap::new(),
+            epoch: next_epoch(),
+        }
+    }
+}
+
+impl Clone for FreeServerIndex {
+    /// A copy starts an epoch of its own: it will change apart from this one.
+    fn clone(&self) -> Self {
+        Self {
+            keys: self.keys.clone(),
+            classes: self.classes.clone(),
+            slots: self.slots.clone(),
+            empty: self.empty,
+            class_of: self.class_of.clone(),
+            epoch: next_epoch(),
+        }
+    }
 }
 
 impl FreeServerIndex {
@@ -90,31 +143,64 @@ impl FreeServerIndex {
             return;
         }
         let class = Class::of(server, &self.keys);
-        if self.class_of.get(name).is_some_and(|c| **c == class) {
+        if self
+            .class_of
+            .get(name)
+            .is_some_and(|&id| *self.slots[id].class == class)
+        {
             return;
         }
         self.remove(name);
-        let class = match self.classes.get_key_value(&class) {
-            Some((existing, _)) => existing.clone(),
-            None => Arc::new(class),
+        let id = match self.classes.get(&class) {
+            Some(&id) => id,
+            None => {
+                let class = Arc::new(class);
+                self.classes.insert(class.clone(), self.slots.len());
+                self.slots.push(Slot {
+                    class,
+                    members: BTreeSet::new(),
+                });
+                self.empty += 1;
+                self.slots.len() - 1
+            }
         };
-        self.classes
-            .entry(class.clone())
-            .or_default()
-            .insert(name.to_string());
-        self.class_of.insert(name.to_string(), class);
+        let slot = &mut self.slots[id];
+        if slot.members.is_empty() {
+            self.empty -= 1;
+        }
+        slot.members.insert(name.to_string());
+        self.class_of.insert(name.to_string(), id);
     }
 
     /// Forgets a server (deleted, or no longer free).
     pub fn remove(&mut self, name: &str) {
-        let Some(class) = self.class_of.remove(name) else {
+        let Some(id) = self.class_of.remove(name) else {
             return;
         };
-        if let Some(members) = self.classes.get_mut(&class) {
-            members.remove(name);
-            if members.is_empty() {
-                self.classes.remove(&class);
+        let slot = &mut self.slots[id];
+        slot.members.remove(name);
+        if slot.members.is_empty() {
+            self.empty += 1;
+            if self.empty > 64 && self.empty > 2 * (self.slots.len() - self.empty) {
+                self.compact();
             }
+        }
+    }
+
+    /// Drops the empty slots: a new epoch.
+    fn compact(&mut self) {
+        let slots = std::mem::take(&mut self.slots);
+        self.classes.clear();
+        self.class_of.clear();
+        self.empty = 0;
+        self.epoch = next_epoch();
+        for slot in slots.into_iter().filter(|s| !s.members.is_empty()) {
+            let id = self.slots.len();
+            self.classes.insert(slot.class.clone(), id);
+            for name in &slot.members {
+                self.class_of.insert(name.clone(), id);
+            }
+            self.slots.push(slot);
         }
     }
 
@@ -137,6 +223,9 @@ impl FreeServerIndex {
         }
         self.classes.clear();
         self.class_of.clear();
+        self.slots.clear();
+        self.empty = 0;
+        self.epoch = next_epoch();
         for server in servers {
             self.upsert(server);
         }
@@ -153,18 +242,38 @@ impl FreeServerIndex {
 
     /// How many classes the free servers fall into (the cost of one pick).
     pub fn class_count(&self) -> usize {
-        self.classes.len()
+        self.slots.len() - self.empty
     }
 
-    /// The classes with their members, in no particular order: what placement computes
-    /// from them (flow values, candidates sorted by name) does not depend on it.
-    pub(super) fn class_list(&self) -> impl Iterator<Item = (&Class, &BTreeSet<String>)> {
-        self.classes.iter().map(|(c, m)| (&**c, m))
+    /// The classes with free members, with their ids, in the order of their slots: what
+    /// placement computes from them (flow values, candidates sorted by name) does not
+    /// depend on it.
+    pub(super) fn class_list(&self) -> impl Iterator<Item = (ClassId, &Class, &BTreeSet<String>)> {
+        let slots = self.slots.iter().enumerate();
+        slots
+            .filter(|(_, s)| !s.members.is_empty())
+            .map(|(id, s)| (id, &*s.class, &s.members))
+    }
+
+    /// The epoch the slots belong to, and how many there are: slots `0..count` of this
+    /// epoch never change their class.
+    pub(super) fn slots(&self) -> (u64, usize) {
+        (self.epoch, self.slots.len())
+    }
+
+    /// The class in slot `id` (with free members or not).
+    pub(super) fn class_at(&self, id: ClassId) -> &Class {
+        &self.slots[id].class
     }
 
     /// The class of a free server (`None`: not in the index).
     pub(super) fn class_of(&self, name: &str) -> Option<&Class> {
-        self.class_of.get(name).map(|c| &**c)
+        self.class_id_of(name).map(|id| self.class_at(id))
+    }
+
+    /// The slot of a free server's class.
+    pub(super) fn class_id_of(&self, name: &str) -> Option<ClassId> {
+        self.class_of.get(name).copied()
     }
 
     /// The best free server for `claim`: untainted before tolerated-tainted, then the lowest
@@ -187,7 +296,7 @@ impl FreeServerIndex {
                         .is_none_or(|s| labels_of(name).is_some_and(|l| selector_matches(s, l))))
         };
         let mut best: Option<(bool, &str)> = None;
-        for (class, members) in &self.classes {
+        for (_, class, members) in self.class_list() {
             if first_untolerated(&class.taints, &claim.spec.tolerations).is_some() {
                 continue;
             }

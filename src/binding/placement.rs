@@ -29,7 +29,7 @@ use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
 use super::eligibility::server_is_claimable;
 use super::flow::MaxFlow;
-use super::index::{Class, FreeServerIndex};
+use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::selector::{first_untolerated, selector_matches};
 
@@ -137,6 +137,8 @@ pub struct WaitingClaims {
     /// per new or vanished shape), so that a pick's weighing costs a lookup per class
     /// however many shapes tenants create.
     contest: Contest,
+    /// Which classes of the free-server index each shape fits ([`FitRows`]).
+    rows: FitRows,
 }
 
 /// The known shapes fitting each class weighed so far ([`WaitingClaims::contest`]).
@@ -150,6 +152,80 @@ impl Clone for Contest {
         Self::default()
     }
 }
+
+/// Per waiting claim shape, which slots of the free-server index it fits: learnt once
+/// per epoch of the index (O(classes)), then extended by the slots added since (O(new
+/// classes)), so that building a pick's network costs a lookup per shape and an entry
+/// per fit, not a selector match per (shape, class) pair. Keyed by the shape's `Arc` in
+/// [`WaitingClaims`] (held here, so the address names one shape while its row lives). A
+/// cache like [`Contest`]: a copy of the claims starts with none.
+#[derive(Debug, Default)]
+struct FitRows(Mutex<HashMap<usize, (Arc<ClaimShape>, FitRow)>>);
+
+#[derive(Debug)]
+struct FitRow {
+    epoch: u64,
+    /// Slots `0..tested` of that epoch were tested.
+    tested: usize,
+    fits: Vec<ClassId>,
+}
+
+impl Clone for FitRows {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl FitRows {
+    /// Calls `visit` with each shape's slots in `index` (empty slots included: the
+    /// caller knows which have free members); a shape not shared from the waiting
+    /// claims (`None`) is matched against every slot.
+    fn each(
+        &self,
+        index: &FreeServerIndex,
+        shapes: &[AskedShape<'_>],
+        keep: usize,
+        mut visit: impl FnMut(usize, &[ClassId]),
+    ) {
+        let (epoch, count) = index.slots();
+        let fitting = |shape: &ClaimShape, from: usize| -> Vec<ClassId> {
+            let fits = (from..count).filter(|&id| shape.fits(index.class_at(id)));
+            fits.collect()
+        };
+        let mut rows = self.0.lock();
+        if rows.len() > keep + MAX_STALE_ROWS {
+            rows.clear();
+        }
+        for (n, (shape, shared)) in shapes.iter().enumerate() {
+            let Some(shared) = shared else {
+                visit(n, &fitting(shape, 0));
+                continue;
+            };
+            let (_, row) = rows
+                .entry(Arc::as_ptr(shared) as usize)
+                .or_insert_with(|| ((*shared).clone(), FitRow::new(epoch)));
+            if row.epoch != epoch {
+                *row = FitRow::new(epoch);
+            }
+            row.fits.extend(fitting(shape, row.tested));
+            row.tested = count;
+            visit(n, &row.fits);
+        }
+    }
+}
+
+impl FitRow {
+    fn new(epoch: u64) -> Self {
+        Self {
+            epoch,
+            tested: 0,
+            fits: Vec::new(),
+        }
+    }
+}
+
+/// Rows kept for shapes no longer waiting before the rows are dropped and learnt afresh.
+const MAX_STALE_ROWS: usize = 4096;
 
 /// Classes weighed before the counts are dropped and counted afresh: the classes of the
 /// free servers come and go with the servers, and a count kept for a class no longer
@@ -647,15 +723,6 @@ impl<'i> Members<'i> {
     }
 }
 
-/// Whether the claims of a node asking for `asks` can take every server of `class`.
-fn fits(asks: Asks<'_>, class: &FreeClass<'_>) -> bool {
-    match (asks, class.1) {
-        (Asks::Shape(shape), _) => shape.fits(class.0),
-        (Asks::Server(name), Members::One(member)) => name == member,
-        (Asks::Server(_), Members::Class(_)) => false,
-    }
-}
-
 /// The flow network around the picker's node: node 0 on the claim side is the picker's
 /// shape (or the server it names); every node reachable from it through fits is in,
 /// nothing else. `'i`: the index's classes and names; `'w`: the waiting claims and the
@@ -670,10 +737,11 @@ struct Network<'i, 'w> {
 }
 
 /// A node on the claim side: what it asks for, its demand, and its queued claims.
-type Shape<'w> = (Asks<'w>, i64, Queue<'w>);
+/// The last element: the shape as the waiting claims share it, if they do.
+type Shape<'w> = (Asks<'w>, i64, Queue<'w>, Option<&'w Arc<ClaimShape>>);
 /// A node on the server side: its class, its members and its supply (members not spoken
 /// for).
-type FreeClass<'i> = (&'i Class, Members<'i>, i64);
+type FreeClass<'i> = (&'i Class, Members<'i>, i64, ClassId);
 
 impl<'i, 'w> Network<'i, 'w> {
     fn around(
@@ -685,7 +753,8 @@ impl<'i, 'w> Network<'i, 'w> {
     ) -> Self {
         let shapes = waiting_shapes(mine, me, waiting, busy);
         let classes = free_classes(index, busy);
-        let (shape_in, class_in, edges) = component(&shapes, &classes);
+        let fits = fits_of(&shapes, &classes, index, waiting);
+        let (shape_in, class_in, edges) = component(&fits, classes.len());
         let shape_at: HashMap<usize, usize> =
             shape_in.iter().enumerate().map(|(n, &i)| (i, n)).collect();
         let class_at: HashMap<usize, usize> =
@@ -725,7 +794,7 @@ impl<'i, 'w> Network<'i, 'w> {
             .iter()
             .filter(|(i, _)| *i == 0)
             .filter_map(|&(_, j)| {
-                let (class, members, _) = self.classes[j];
+                let (class, members, ..) = self.classes[j];
                 let (name, contest) = match mine {
                     Asks::Shape(shape) => (
                         members.first_not(inputs.skip)?,
@@ -791,26 +860,35 @@ fn waiting_shapes<'w>(
             *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
         }
     }
-    let mut shapes = vec![(mine, 1, Queue::Picker)];
+    let mut shapes = vec![(mine, 1, Queue::Picker, None)];
+    let mine_shared = match mine {
+        Asks::Shape(m) => waiting.by_shape.get_key_value(m).map(|(k, _)| k),
+        Asks::Server(_) => None,
+    };
     for (shape, members) in &waiting.by_shape {
         let gone = not_waiting.get(&Arc::as_ptr(shape)).copied().unwrap_or(0);
         let demand = members.len() as i64 - gone;
-        let node = (Asks::Shape(shape), demand, Queue::Shape(members));
-        if matches!(mine, Asks::Shape(m) if **shape == *m) {
-            shapes[0] = (node.0, demand + 1, node.2);
+        let node = (
+            Asks::Shape(shape),
+            demand,
+            Queue::Shape(members),
+            Some(shape),
+        );
+        if mine_shared.is_some_and(|m| Arc::ptr_eq(m, shape)) {
+            shapes[0] = (node.0, demand + 1, node.2, node.3);
         } else if demand > 0 {
             shapes.push(node);
         }
     }
     for (shape, waiter) in &busy.rivals {
         let queue = Queue::Named(std::slice::from_ref(waiter));
-        shapes.push((Asks::Shape(shape), 1, queue));
+        shapes.push((Asks::Shape(shape), 1, queue, None));
     }
     for (server, namers) in &busy.named {
         let demand = namers.len() as i64;
-        let node = (Asks::Server(server), demand, Queue::Named(namers));
+        let node = (Asks::Server(server), demand, Queue::Named(namers), None);
         if matches!(mine, Asks::Server(m) if m == *server) {
-            shapes[0] = (node.0, demand + 1, node.2);
+            shapes[0] = (node.0, demand + 1, node.2, None);
         } else if demand > 0 {
             shapes.push(node);
         }
@@ -835,16 +913,16 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
     }
     let mut classes = Vec::new();
     let mut singles = Vec::new();
-    for (class, members) in index.class_list() {
+    for (id, class, members) in index.class_list() {
         let key = class as *const Class;
         let gone = taken.get(&key).copied().unwrap_or(0);
         let supply = members.len() as i64 - gone;
         if supply > 0 {
-            classes.push((class, Members::Class(members), supply));
+            classes.push((class, Members::Class(members), supply, id));
         }
         for name in named.get(&key).into_iter().flatten() {
             if let Some(member) = members.get(*name) {
-                singles.push((class, Members::One(member.as_str()), 1));
+                singles.push((class, Members::One(member.as_str()), 1, id));
             }
         }
     }
@@ -854,28 +932,80 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
 
 type Component = (Vec<usize>, Vec<usize>, Vec<(usize, usize)>);
 
-/// The nodes reachable from claim-side node 0 through fits, and the fits among them.
-/// Costs one fit test per (reached node, class) and (reached class, node) pair.
-fn component(shapes: &[Shape<'_>], classes: &[FreeClass<'_>]) -> Component {
-    let (mut shape_seen, mut class_seen) = (vec![false; shapes.len()], vec![false; classes.len()]);
+/// Per claim-side node, the server-side nodes whose servers it can take: for a shape,
+/// the classes its row says it fits (and the named servers of those classes); for the
+/// claims naming a server, that server alone.
+fn fits_of(
+    shapes: &[Shape<'_>],
+    classes: &[FreeClass<'_>],
+    index: &FreeServerIndex,
+    waiting: &WaitingClaims,
+) -> Vec<Vec<usize>> {
+    let mut nodes_of_slot: HashMap<ClassId, Vec<usize>> = HashMap::new();
+    for (j, class) in classes.iter().enumerate() {
+        nodes_of_slot.entry(class.3).or_default().push(j);
+    }
+    let asked: Vec<(usize, AskedShape<'_>)> = shapes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s.0 {
+            Asks::Shape(shape) => Some((i, (shape, s.3))),
+            Asks::Server(_) => None,
+        })
+        .collect();
+    let mut fits: Vec<Vec<usize>> = shapes
+        .iter()
+        .map(|s| match s.0 {
+            Asks::Server(name) => one_server(classes, name),
+            Asks::Shape(_) => Vec::new(),
+        })
+        .collect();
+    let (at, asked): (Vec<usize>, Vec<_>) = asked.into_iter().unzip();
+    let keep = waiting.by_shape.len();
+    waiting.rows.each(index, &asked, keep, |n, row| {
+        let nodes = row.iter().filter_map(|id| nodes_of_slot.get(id));
+        fits[at[n]] = nodes.flatten().copied().collect();
+    });
+    fits
+}
+
+/// A shape whose row is asked for, and the waiting claims' shared copy of it, if any.
+type AskedShape<'w> = (&'w ClaimShape, Option<&'w Arc<ClaimShape>>);
+
+/// The server-side nodes of the free server `name` alone (claims naming it).
+fn one_server(classes: &[FreeClass<'_>], name: &str) -> Vec<usize> {
+    let named = classes.iter().enumerate();
+    named
+        .filter(|(_, c)| matches!(c.1, Members::One(m) if m == name))
+        .map(|(j, _)| j)
+        .collect()
+}
+
+/// The nodes reachable from claim-side node 0 through `fits`, and the fits among them:
+/// O(fits).
+fn component(fits: &[Vec<usize>], classes: usize) -> Component {
+    let mut fitted_by: Vec<Vec<usize>> = vec![Vec::new(); classes];
+    for (i, row) in fits.iter().enumerate() {
+        for &j in row {
+            fitted_by[j].push(i);
+        }
+    }
+    let (mut shape_seen, mut class_seen) = (vec![false; fits.len()], vec![false; classes]);
     let (mut shape_in, mut class_in, mut edges) = (vec![0], Vec::new(), Vec::new());
     shape_seen[0] = true;
     let mut next_shape = 0;
     while next_shape < shape_in.len() {
         let i = shape_in[next_shape];
         next_shape += 1;
-        for (j, class) in classes.iter().enumerate() {
-            if !fits(shapes[i].0, class) {
-                continue;
-            }
+        for &j in &fits[i] {
             edges.push((i, j));
             if class_seen[j] {
                 continue;
             }
             class_seen[j] = true;
             class_in.push(j);
-            for (k, shape) in shapes.iter().enumerate() {
-                if !shape_seen[k] && fits(shape.0, class) {
+            for &k in &fitted_by[j] {
+                if !shape_seen[k] {
                     shape_seen[k] = true;
                     shape_in.push(k);
                 }
