@@ -14,6 +14,7 @@ mod leader;
 mod long_names;
 mod metrics;
 use crate::common::names;
+mod patches;
 mod placement;
 mod quotas;
 mod refused;
