@@ -101,6 +101,16 @@ impl AssumedChoices {
         self.by_server.is_empty()
     }
 
+    /// The claim `server` is assumed chosen for.
+    pub fn claim_on(&self, server: &str) -> Option<&ClaimKey> {
+        self.by_server.get(server).map(|a| &a.claim)
+    }
+
+    /// The server assumed chosen for `claim`.
+    pub fn server_for(&self, claim: &ClaimKey) -> Option<&str> {
+        self.by_claim.get(claim).map(String::as_str)
+    }
+
     /// Records that `server` is being written to `claim`, decided on the claim at
     /// `based_on` (before the write). Replaces the claim's previous assumption.
     pub fn assume(&mut self, server: &str, claim: ClaimKey, based_on: Option<String>) {

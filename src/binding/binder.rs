@@ -35,6 +35,7 @@ use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
 use super::coalesce::is_summary_refresh;
 use super::eligibility::{RefMatch, ref_match};
 use super::gates::cleaning_took;
+use super::in_flight::InFlight;
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::placement::{PickInputs, Placement, first_named, first_stray};
 use super::quota::{Charge, Holder, QuotaCatalog, QuotaCheck};
@@ -190,6 +191,9 @@ pub struct Binder {
     servers: ServerCatalog,
     claims: ClaimCatalog,
     assumed: AssumedChoices,
+    /// The assumptions counted per class and shape for placement ([`InFlight`]): synced
+    /// wherever the assumptions, the servers or the claims change.
+    in_flight: InFlight,
     summaries: SummaryClock,
     refused: RefusedWrites,
     /// The classes and namespaces' labels ([`super::classes`]). The claim catalog holds
@@ -226,6 +230,7 @@ impl Binder {
             servers: ServerCatalog::new(),
             claims: ClaimCatalog::new(),
             assumed: AssumedChoices::new(),
+            in_flight: InFlight::default(),
             summaries,
             refused: RefusedWrites::default(),
             classes: ClassCatalog::default(),
@@ -331,6 +336,7 @@ impl Binder {
                 self.servers.track_selectors([effective.as_ref()]);
             }
             self.claims.upsert(effective.clone());
+            self.sync_in_flight(&[], &[&key]);
             let (servers, claims) = (&self.servers, &self.claims);
             let changed = self.rules.triggers.claim_changed;
             wake.extend(changed(old.as_deref(), Some(&*effective), servers, claims));
@@ -463,6 +469,7 @@ impl Binder {
                 self.claims.upsert(effective);
             }
         }
+        self.recount_in_flight();
         match changed {
             true => super::triggers::on_relist(&self.servers, &self.claims),
             false => Wake::default(),
@@ -563,6 +570,7 @@ impl Binder {
             }
         }
         self.assumed.observe_server(name, new.as_deref());
+        self.sync_in_flight(&[name], &[]);
         let in_flight = self.assumed.len();
         let (servers, claims) = (&self.servers, &self.claims);
         (self.rules.triggers.server_changed)(
@@ -618,6 +626,7 @@ impl Binder {
         self.refused.observe_claim(key, new.as_deref());
         let rule = self.rules.assumption_ends;
         let ended = self.assumed.observe_claim_with(rule, key, new.as_deref());
+        self.sync_in_flight(&[], &[key]);
         let mut wake = (self.rules.triggers.claim_changed)(
             old.as_deref(),
             new.as_deref(),
@@ -638,6 +647,7 @@ impl Binder {
         let servers = &self.servers;
         self.assumed
             .relisted_servers(&|name| servers.server(name).cloned());
+        self.recount_in_flight();
         super::triggers::on_relist(&self.servers, &self.claims)
     }
 
@@ -655,11 +665,27 @@ impl Binder {
         let ended = self
             .assumed
             .relisted_claims(rule, &|k| claims.claim(&k.namespace, &k.name).cloned());
+        self.recount_in_flight();
         let mut wake = super::triggers::on_relist(&self.servers, &self.claims);
         for server in ended {
             wake.extend(self.assumption_ended(&server));
         }
         wake
+    }
+
+    /// Counts again the picks in flight of these servers and claims ([`InFlight`]).
+    fn sync_in_flight(&mut self, servers: &[&str], claims: &[&ClaimKey]) {
+        let (index, waiting) = (self.servers.free_index(), self.claims.waiting());
+        let shape_of = |k: &ClaimKey| waiting.shared_shape_of(k);
+        let (servers, claims) = (servers.iter().copied(), claims.iter().copied());
+        self.in_flight
+            .sync(servers, claims, &self.assumed, index, &shape_of);
+    }
+
+    fn recount_in_flight(&mut self) {
+        let (index, waiting) = (self.servers.free_index(), self.claims.waiting());
+        let shape_of = |k: &ClaimKey| waiting.shared_shape_of(k);
+        self.in_flight.recount(&self.assumed, index, &shape_of);
     }
 
     fn assumption_ended(&self, server: &str) -> Wake {
@@ -692,6 +718,7 @@ impl Binder {
         {
             let based_on = claim.metadata.resource_version.clone();
             self.assumed.assume(server, work.key.clone(), based_on);
+            self.sync_in_flight(&[server], &[&work.key]);
         }
     }
 
@@ -801,6 +828,7 @@ impl Binder {
             assumed: &self.assumed,
             held_back: &held_back,
             refused: self.refused.backing_off(&key, now),
+            in_flight: Some(&self.in_flight),
         };
         let decide = self.rules.claim;
         match live {
@@ -868,6 +896,7 @@ impl Binder {
             assumed: picks,
             held_back: &held_back,
             refused: None,
+            in_flight: std::ptr::eq(claim_side, self).then_some(&self.in_flight),
         };
         matches!(
             turn_on(server, claim, &self.servers, &pick),
@@ -903,7 +932,9 @@ impl Binder {
                 Wake::default()
             }
             ObjectWrite::Conflict | ObjectWrite::Refused(_) => {
-                match self.assumed.write_failed(server, &work.key) {
+                let ended = self.assumed.write_failed(server, &work.key);
+                self.sync_in_flight(&[server], &[&work.key]);
+                match ended {
                     Some(server) => self.assumption_ended(&server),
                     None => Wake::default(),
                 }

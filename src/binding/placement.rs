@@ -23,52 +23,15 @@ use parking_lot::Mutex;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
+use crate::api::{Server, ServerClaim};
 
 use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
-use super::eligibility::server_is_claimable;
 use super::flow::MaxFlow;
+use super::in_flight::InFlight;
 use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
-use super::selector::{first_untolerated, selector_matches};
-
-/// What a claim asks of a server: its selector and tolerations. Claims of one shape are
-/// one class of the matching.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ClaimShape {
-    pub selector: Option<ServerSelector>,
-    pub tolerations: Vec<Toleration>,
-}
-
-impl ClaimShape {
-    pub fn of(claim: &ServerClaim) -> Self {
-        Self {
-            selector: claim.spec.server_selector.clone(),
-            tolerations: claim.spec.tolerations.clone(),
-        }
-    }
-
-    /// Whether this server, claimable, can serve claims of this shape (its full labels).
-    pub(super) fn fits_server(&self, server: &Server) -> bool {
-        server_is_claimable(server).is_ok()
-            && first_untolerated(&server.spec.taints, &self.tolerations).is_none()
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| selector_matches(s, meta::labels(server)))
-    }
-
-    /// Whether every server of `class` can serve claims of this shape. Exact when the
-    /// index tracks every key of the selector ([`FreeServerIndex::tracks`]).
-    fn fits(&self, class: &Class) -> bool {
-        first_untolerated(&class.taints, &self.tolerations).is_none()
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| selector_matches(s, &class.labels))
-    }
-}
+pub use super::shape::ClaimShape;
 
 /// A waiting claim as the fair order sees it: oldest first, then by name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -353,6 +316,11 @@ impl WaitingClaims {
         });
     }
 
+    /// The shape a waiting claim is queued under, as the waiting claims share it.
+    pub fn shared_shape_of(&self, key: &ClaimKey) -> Option<&Arc<ClaimShape>> {
+        self.shape_of.get(key).map(|(s, _)| s)
+    }
+
     /// The shape a waiting claim is queued under.
     pub fn shape_of(&self, key: &ClaimKey) -> Option<&ClaimShape> {
         self.shape_of.get(key).map(|(s, _)| &**s)
@@ -464,6 +432,9 @@ pub struct PickInputs<'a> {
     pub held_back: &'a [ClaimKey],
     /// This claim's refusal, while it backs off.
     pub refused: Option<&'a Refusal>,
+    /// The picks in flight counted per class and shape, when they count `assumed`
+    /// (the binder's own; `None` makes a pick walk `assumed`).
+    pub in_flight: Option<&'a InFlight>,
 }
 
 /// The claims ahead of a claim that waits its turn, in the fair order: the first few,
@@ -561,11 +532,23 @@ fn serve<'a>(
         Asks::Server(server) => Some(server),
         Asks::Shape(_) => None,
     };
-    let mut busy = Busy::of(&me.key, named, index, server_of, inputs);
-    let others_adopting = adopting.iter().filter(|k| ***k != me.key);
-    busy.placed.extend(others_adopting.clone().copied());
-    busy.taking.extend(others_adopting.copied());
+    let busy = Busy::of(&me.key, named, index, server_of, adopting, inputs);
     let net = Network::around(mine, &me.key, index, inputs.waiting, &busy);
+    #[cfg(debug_assertions)]
+    if busy.counts.is_some() {
+        // The counts are a cache of the assumptions: a walk must agree with them.
+        let walked = PickInputs {
+            in_flight: None,
+            ..*inputs
+        };
+        let slow = Busy::of(&me.key, named, index, server_of, adopting, &walked);
+        let slow_net = Network::around(mine, &me.key, index, inputs.waiting, &slow);
+        assert_eq!(
+            (net.demand(), net.supply()),
+            (slow_net.demand(), slow_net.supply()),
+            "the picks in flight as counted and as walked"
+        );
+    }
     let usable = net.usable_classes_of_mine(mine, inputs);
     if usable.is_empty() {
         return Placement::NoMatch;
@@ -619,40 +602,91 @@ struct Busy<'p> {
     /// When the picker names a server: the picks of it in flight (controller-chosen
     /// claims naming it), as the waiting claims they were, free to take another server.
     rivals: Vec<(&'p ClaimShape, &'p Waiter)>,
+    /// When set, the other claims' assumptions are not in `taken`, `placed` and
+    /// `taking`, but counted here per class and shape.
+    counts: Option<Counts<'p>>,
+}
+
+/// The picks in flight of other claims, as [`InFlight`] counts them.
+struct Counts<'p> {
+    in_flight: &'p InFlight,
+    assumed: &'p AssumedChoices,
+    me: &'p ClaimKey,
+    /// The picker's own assumption as counted (its class, its shape's address): not
+    /// another claim's.
+    own: Option<(Option<ClassId>, Option<usize>)>,
+}
+
+impl Counts<'_> {
+    /// Whether `key` is another claim with a pick in flight.
+    fn has_pick(&self, key: &ClaimKey) -> bool {
+        key != self.me && self.assumed.server_for(key).is_some()
+    }
+
+    fn taken_in(&self, id: ClassId) -> usize {
+        let own = self.own.is_some_and(|(class, _)| class == Some(id));
+        self.in_flight.taken_in(id) - usize::from(own)
+    }
+
+    fn placed_in(&self, shape: &Arc<ClaimShape>) -> usize {
+        let address = Arc::as_ptr(shape) as usize;
+        let own = self.own.is_some_and(|(_, s)| s == Some(address));
+        self.in_flight.placed_in(shape) - usize::from(own)
+    }
 }
 
 impl<'p> Busy<'p> {
-    /// One pass over the picks in flight: O(assumed choices + user-chosen claims in
-    /// flight), with no copies (this runs on every pick, and a burst keeps thousands of
-    /// picks in flight). `mine`: the server the picker names, if it names one.
+    /// O(user-chosen claims in flight + claims backing off), and the picks in flight
+    /// counted (O(1)) or, without counts, walked (O(assumed choices)); with no copies
+    /// (this runs on every pick). `mine`: the server the picker names, if it names one
+    /// (its rivals are found by a walk). `adopting`: claims adopting a server reserved
+    /// for them.
     fn of<'a>(
-        me: &ClaimKey,
+        me: &'p ClaimKey,
         mine: Option<&'p str>,
         index: &FreeServerIndex,
         server_of: &dyn Fn(&str) -> Option<&'a Server>,
+        adopting: &[&'p ClaimKey],
         inputs: &PickInputs<'p>,
     ) -> Self {
+        let counted = inputs
+            .in_flight
+            .filter(|f| mine.is_none() && f.describes(index));
         let mut busy = Busy {
             taken: HashSet::new(),
             placed: HashSet::new(),
             taking: HashSet::new(),
             named: BTreeMap::new(),
             rivals: Vec::new(),
+            counts: counted.map(|in_flight| Counts {
+                in_flight,
+                assumed: inputs.assumed,
+                me,
+                own: inputs
+                    .assumed
+                    .server_for(me)
+                    .and_then(|s| in_flight.counted_on(s)),
+            }),
         };
-        // A pick in flight of the server the picker names is a rival, not a placed claim.
-        let others = inputs.assumed.iter().filter(|(_, a)| &a.claim != me);
-        for (server, a) in others.filter(|(s, _)| Some(s.as_str()) != mine) {
-            busy.placed.insert(&a.claim);
-            busy.taking.insert(&a.claim);
-            if index.class_of(server).is_some() {
-                busy.taken.insert(server);
-            }
+        if busy.counts.is_none() {
+            busy.walk_assumed(me, mine, index, inputs);
         }
         // A claim backing off is ahead of nobody and takes nothing.
-        busy.placed
-            .extend(inputs.held_back.iter().filter(|k| *k != me));
+        let held_back: Vec<&ClaimKey> = inputs
+            .held_back
+            .iter()
+            .filter(|k| *k != me && !busy.has_pick(k))
+            .collect();
+        busy.placed.extend(held_back);
+        let others_adopting: Vec<&ClaimKey> = adopting
+            .iter()
+            .copied()
+            .filter(|k| *k != me && !busy.has_pick(k))
+            .collect();
+        busy.placed.extend(others_adopting.iter().copied());
+        busy.taking.extend(others_adopting);
         for (key, (server, shape, waiter)) in &inputs.waiting.serving {
-            let gone = key == me || busy.placed.contains(key);
+            let gone = key == me || busy.is_placed(key);
             let picked = inputs.assumed.is_assumed(server) && Some(server.as_str()) != mine;
             if gone || picked || index.class_of(server).is_none() {
                 continue;
@@ -667,13 +701,53 @@ impl<'p> Busy<'p> {
             busy.named.entry(server).or_default();
             let fits = |shape: &ClaimShape| server_of(server).is_some_and(|s| shape.fits_server(s));
             let picks = inputs.waiting.picks.get(server).into_iter().flatten();
-            let rivals = picks.filter(|(key, (shape, _))| {
-                *key != me && !busy.placed.contains(key) && fits(shape)
-            });
-            busy.rivals
-                .extend(rivals.map(|(_, (shape, waiter))| (shape, waiter)));
+            let rivals: Vec<_> = picks
+                .filter(|(key, (shape, _))| *key != me && !busy.is_placed(key) && fits(shape))
+                .map(|(_, (shape, waiter))| (shape, waiter))
+                .collect();
+            busy.rivals.extend(rivals);
         }
         busy
+    }
+
+    /// The other claims' picks in flight, one by one: O(assumed choices).
+    fn walk_assumed(
+        &mut self,
+        me: &ClaimKey,
+        mine: Option<&str>,
+        index: &FreeServerIndex,
+        inputs: &PickInputs<'p>,
+    ) {
+        // A pick in flight of the server the picker names is a rival, not a placed claim.
+        let others = inputs.assumed.iter().filter(|(_, a)| &a.claim != me);
+        for (server, a) in others.filter(|(s, _)| Some(s.as_str()) != mine) {
+            self.placed.insert(&a.claim);
+            self.taking.insert(&a.claim);
+            if index.class_of(server).is_some() {
+                self.taken.insert(server);
+            }
+        }
+    }
+
+    /// Whether `key` is another claim with a pick in flight that [`Self::counts`] holds.
+    fn has_pick(&self, key: &ClaimKey) -> bool {
+        self.counts.as_ref().is_some_and(|c| c.has_pick(key))
+    }
+
+    /// Whether `key` is placed already (a pick in flight, backing off, adopting).
+    fn is_placed(&self, key: &ClaimKey) -> bool {
+        self.placed.contains(key) || self.has_pick(key)
+    }
+
+    /// The claims taking a server now: adoptions, and the picks in flight (walked when
+    /// counted: only the fair order, when servers are scarce, asks).
+    fn taking(&self) -> Vec<&ClaimKey> {
+        let mut taking: Vec<&ClaimKey> = self.taking.iter().copied().collect();
+        if let Some(c) = &self.counts {
+            let others = c.assumed.iter().filter(|(_, a)| &a.claim != c.me);
+            taking.extend(others.map(|(_, a)| &a.claim));
+        }
+        taking
     }
 }
 
@@ -731,8 +805,7 @@ struct Network<'i, 'w> {
     shapes: Vec<Shape<'w>>,
     classes: Vec<FreeClass<'i>>,
     edges: Vec<(usize, usize)>,
-    placed: &'w HashSet<&'w ClaimKey>,
-    taking: &'w HashSet<&'w ClaimKey>,
+    busy: &'w Busy<'w>,
     me: &'w ClaimKey,
 }
 
@@ -766,8 +839,7 @@ impl<'i, 'w> Network<'i, 'w> {
                 .iter()
                 .map(|(i, j)| (shape_at[i], class_at[j]))
                 .collect(),
-            placed: &busy.placed,
-            taking: &busy.taking,
+            busy,
             me,
         }
     }
@@ -821,13 +893,14 @@ impl<'i, 'w> Network<'i, 'w> {
             .iter()
             .enumerate()
             .flat_map(|(i, s)| s.2.iter().map(move |w| (i, w)))
-            .filter(|(_, w)| &w.key != self.me && !self.placed.contains(&w.key))
+            .filter(|(_, w)| &w.key != self.me && !self.busy.is_placed(&w.key))
             .collect();
         let everyone = queued.iter().map(|(_, w)| *w).chain(std::iter::once(me));
         // Picks in flight that the cache does not show taking a server yet serve their
         // namespace now.
         let mut in_flight: HashMap<&str, usize> = HashMap::new();
-        for key in self.taking.iter().filter(|k| !waiting.taking.contains(**k)) {
+        let taking = self.busy.taking();
+        for key in taking.into_iter().filter(|k| !waiting.taking.contains(*k)) {
             *in_flight.entry(key.namespace.as_str()).or_default() += 1;
         }
         let order = FairOrder::of_taking(everyone, waiting, &in_flight);
@@ -860,6 +933,7 @@ fn waiting_shapes<'w>(
             *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
         }
     }
+    let counted = |shape: &Arc<ClaimShape>| busy.counts.as_ref().map_or(0, |c| c.placed_in(shape));
     let mut shapes = vec![(mine, 1, Queue::Picker, None)];
     let mine_shared = match mine {
         Asks::Shape(m) => waiting.by_shape.get_key_value(m).map(|(k, _)| k),
@@ -867,7 +941,7 @@ fn waiting_shapes<'w>(
     };
     for (shape, members) in &waiting.by_shape {
         let gone = not_waiting.get(&Arc::as_ptr(shape)).copied().unwrap_or(0);
-        let demand = members.len() as i64 - gone;
+        let demand = members.len() as i64 - gone - counted(shape) as i64;
         let node = (
             Asks::Shape(shape),
             demand,
@@ -916,7 +990,8 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
     for (id, class, members) in index.class_list() {
         let key = class as *const Class;
         let gone = taken.get(&key).copied().unwrap_or(0);
-        let supply = members.len() as i64 - gone;
+        let counted = busy.counts.as_ref().map_or(0, |c| c.taken_in(id));
+        let supply = members.len() as i64 - gone - counted as i64;
         if supply > 0 {
             classes.push((class, Members::Class(members), supply, id));
         }

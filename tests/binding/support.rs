@@ -29,6 +29,7 @@ pub fn alone<'a>(skip: &'a dyn Fn(&str) -> bool) -> PickInputs<'a> {
         assumed: &NO_ASSUMED,
         held_back: &[],
         refused: None,
+        in_flight: None,
     }
 }
 

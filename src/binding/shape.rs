@@ -1,0 +1,46 @@
+//! What a claim asks of a server (its [`ClaimShape`]): claims of one shape are
+//! interchangeable to placement, and a shape fits a class of free servers or not.
+
+use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
+
+use super::eligibility::server_is_claimable;
+use super::index::Class;
+use super::meta;
+use super::selector::{first_untolerated, selector_matches};
+
+/// What a claim asks of a server: its selector and tolerations. Claims of one shape are
+/// one class of the matching.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClaimShape {
+    pub selector: Option<ServerSelector>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl ClaimShape {
+    pub fn of(claim: &ServerClaim) -> Self {
+        Self {
+            selector: claim.spec.server_selector.clone(),
+            tolerations: claim.spec.tolerations.clone(),
+        }
+    }
+
+    /// Whether this server, claimable, can serve claims of this shape (its full labels).
+    pub(super) fn fits_server(&self, server: &Server) -> bool {
+        server_is_claimable(server).is_ok()
+            && first_untolerated(&server.spec.taints, &self.tolerations).is_none()
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| selector_matches(s, meta::labels(server)))
+    }
+
+    /// Whether every server of `class` can serve claims of this shape. Exact when the
+    /// index tracks every key of the selector ([`FreeServerIndex::tracks`]).
+    pub(super) fn fits(&self, class: &Class) -> bool {
+        first_untolerated(&class.taints, &self.tolerations).is_none()
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| selector_matches(s, &class.labels))
+    }
+}
