@@ -11,7 +11,7 @@
 //! and the waiting claims: [`InFlight::recount`] rebuilds them from those alone, and
 //! placement checks them against a full walk in debug builds (every test).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::assumed::AssumedChoices;
@@ -35,6 +35,10 @@ pub struct InFlight {
     /// By the address of the waiting claims' shared shape (held in [`Counted`], so the
     /// address names one shape while it is counted).
     by_shape: HashMap<usize, usize>,
+    /// Per class, its free members that no pick holds, by name: a pick's lowest server
+    /// not passed over is among the first of these, not after every held one.
+    open: HashMap<ClassId, BTreeSet<String>>,
+    open_in: HashMap<String, ClassId>,
 }
 
 #[derive(Clone, Debug)]
@@ -58,6 +62,13 @@ impl InFlight {
         };
         for (server, _) in assumed.iter() {
             self.count(server, assumed, index, waiting);
+        }
+        for (id, _, members) in index.class_list() {
+            let open = members.iter().filter(|m| !assumed.is_assumed(m));
+            for name in open {
+                self.open_in.insert(name.clone(), id);
+                self.open.entry(id).or_default().insert(name.clone());
+            }
         }
     }
 
@@ -84,6 +95,25 @@ impl InFlight {
         for server in touched {
             self.uncount(&server);
             self.count(&server, assumed, index, waiting);
+            self.reopen(&server, assumed, index);
+        }
+    }
+
+    /// Files `server` under its class's open members if it is free and no pick holds it.
+    fn reopen(&mut self, server: &str, assumed: &AssumedChoices, index: &FreeServerIndex) {
+        if let Some(id) = self.open_in.remove(server)
+            && let Some(open) = self.open.get_mut(&id)
+        {
+            open.remove(server);
+            if open.is_empty() {
+                self.open.remove(&id);
+            }
+        }
+        if let Some(id) = index.class_id_of(server)
+            && !assumed.is_assumed(server)
+        {
+            self.open_in.insert(server.to_string(), id);
+            self.open.entry(id).or_default().insert(server.to_string());
         }
     }
 
@@ -146,6 +176,11 @@ impl InFlight {
     /// Assumed claims counted as waiting in `shape`.
     pub(super) fn placed_in(&self, shape: &Arc<ClaimShape>) -> usize {
         self.by_shape.get(&address(shape)).copied().unwrap_or(0)
+    }
+
+    /// The free members of class `id` that no pick holds, lowest name first.
+    pub(super) fn open_in(&self, id: ClassId) -> impl Iterator<Item = &str> {
+        self.open.get(&id).into_iter().flatten().map(String::as_str)
     }
 
     /// What the assumption on `server` was counted in: its class, and whether its claim

@@ -866,10 +866,10 @@ impl<'i, 'w> Network<'i, 'w> {
             .iter()
             .filter(|(i, _)| *i == 0)
             .filter_map(|&(_, j)| {
-                let (class, members, ..) = self.classes[j];
+                let (class, members, _, id) = self.classes[j];
                 let (name, contest) = match mine {
                     Asks::Shape(shape) => (
-                        members.first_not(inputs.skip)?,
+                        self.first_free(members, id, inputs)?,
                         inputs.waiting.contest(shape, class),
                     ),
                     Asks::Server(_) => (members.first_not(&|_| false)?, 0),
@@ -879,6 +879,38 @@ impl<'i, 'w> Network<'i, 'w> {
             .collect();
         usable.sort();
         usable.into_iter().map(|(.., name, j)| (j, name)).collect()
+    }
+
+    /// The lowest-named member the pick does not pass over. With the picks in flight
+    /// counted, among the members no pick holds (and the picker's own pick): the skip
+    /// passes over every server another claim's pick holds, so those need no look.
+    fn first_free(
+        &self,
+        members: Members<'i>,
+        id: ClassId,
+        inputs: &PickInputs<'_>,
+    ) -> Option<&'i str> {
+        let (Members::Class(set), Some(counts)) = (members, &self.busy.counts) else {
+            return members.first_not(inputs.skip);
+        };
+        let own = counts.assumed.server_for(counts.me);
+        let own = own.filter(|s| set.contains(*s)).into_iter();
+        let mut open = counts.in_flight.open_in(id).peekable();
+        let mut own = own.peekable();
+        // The open members and the picker's own pick, merged by name.
+        let first = std::iter::from_fn(|| match (open.peek(), own.peek()) {
+            (Some(a), Some(b)) if b < a => own.next(),
+            (Some(_), _) => open.next(),
+            (None, _) => own.next(),
+        })
+        .find(|n| !(inputs.skip)(n));
+        let found = first.and_then(|n| set.get(n)).map(String::as_str);
+        debug_assert_eq!(
+            found,
+            members.first_not(inputs.skip),
+            "open members and a walk"
+        );
+        found
     }
 
     /// Per node, the waiting claims ahead of `me` in the fair order ([`FairOrder`]); and
