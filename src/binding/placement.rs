@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{Server, ServerClaim};
+use crate::api::{SelectorOperator, Server, ServerClaim};
 
 use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
@@ -116,21 +116,27 @@ impl Clone for Contest {
     }
 }
 
-/// Per waiting claim shape, which slots of the free-server index it fits: learnt once
-/// per epoch of the index (O(classes)), then extended by the slots added since (O(new
-/// classes)), so that building a pick's network costs a lookup per shape and an entry
-/// per fit, not a selector match per (shape, class) pair. Keyed by the shape's `Arc` in
+/// Per waiting claim shape, which slots of the free-server index it fits: a row learnt
+/// once per epoch of the index (O(classes)); a slot added since is offered only to the
+/// rows whose selector could match its labels (by the values an `In` or a `matchLabels`
+/// pins, or every row whose selector pins none), so that building a pick's network costs
+/// a lookup per shape and an entry per fit, not a selector match per (shape, class)
+/// pair, nor one per shape for each new class. Keyed by the shape's `Arc` in
 /// [`WaitingClaims`] (held here, so the address names one shape while its row lives). A
 /// cache like [`Contest`]: a copy of the claims starts with none.
 #[derive(Debug, Default)]
-struct FitRows(Mutex<HashMap<usize, (Arc<ClaimShape>, FitRow)>>);
+struct FitRows(Mutex<Rows>);
 
-#[derive(Debug)]
-struct FitRow {
+#[derive(Debug, Default)]
+struct Rows {
     epoch: u64,
-    /// Slots `0..tested` of that epoch were tested.
+    /// Slots `0..tested` of that epoch are in every row.
     tested: usize,
-    fits: Vec<ClassId>,
+    rows: HashMap<usize, (Arc<ClaimShape>, Vec<ClassId>)>,
+    /// The rows by the (key, value) pairs their selector pins a server to; a row
+    /// pinning none is `unpinned`.
+    pinned: HashMap<(String, String), Vec<usize>>,
+    unpinned: Vec<usize>,
 }
 
 impl Clone for FitRows {
@@ -151,40 +157,96 @@ impl FitRows {
         mut visit: impl FnMut(usize, &[ClassId]),
     ) {
         let (epoch, count) = index.slots();
-        let fitting = |shape: &ClaimShape, from: usize| -> Vec<ClassId> {
-            let fits = (from..count).filter(|&id| shape.fits(index.class_at(id)));
-            fits.collect()
-        };
         let mut rows = self.0.lock();
-        if rows.len() > keep + MAX_STALE_ROWS {
-            rows.clear();
+        if rows.epoch != epoch || rows.rows.len() > keep + MAX_STALE_ROWS {
+            *rows = Rows {
+                epoch,
+                ..Rows::default()
+            };
         }
+        rows.offer(index, count);
         for (n, (shape, shared)) in shapes.iter().enumerate() {
             let Some(shared) = shared else {
-                visit(n, &fitting(shape, 0));
+                let fits: Vec<ClassId> = (0..count)
+                    .filter(|&id| shape.fits(index.class_at(id)))
+                    .collect();
+                visit(n, &fits);
                 continue;
             };
-            let (_, row) = rows
-                .entry(Arc::as_ptr(shared) as usize)
-                .or_insert_with(|| ((*shared).clone(), FitRow::new(epoch)));
-            if row.epoch != epoch {
-                *row = FitRow::new(epoch);
+            let row = rows.row(shared, index);
+            #[cfg(debug_assertions)]
+            {
+                let all: Vec<ClassId> = (0..count)
+                    .filter(|&id| shape.fits(index.class_at(id)))
+                    .collect();
+                assert_eq!(row, all.as_slice(), "a fit row and a match of every slot");
             }
-            row.fits.extend(fitting(shape, row.tested));
-            row.tested = count;
-            visit(n, &row.fits);
+            visit(n, row);
         }
     }
 }
 
-impl FitRow {
-    fn new(epoch: u64) -> Self {
-        Self {
-            epoch,
-            tested: 0,
-            fits: Vec::new(),
+impl Rows {
+    /// Offers the slots added since the last look to the rows that could fit them.
+    fn offer(&mut self, index: &FreeServerIndex, count: usize) {
+        for id in self.tested..count {
+            let class = index.class_at(id);
+            let pinned = class
+                .labels
+                .iter()
+                .filter_map(|(k, v)| self.pinned.get(&(k.clone(), v.clone())));
+            let candidates: Vec<usize> = pinned.flatten().chain(&self.unpinned).copied().collect();
+            for address in candidates {
+                if let Some((shape, fits)) = self.rows.get_mut(&address)
+                    && shape.fits(class)
+                {
+                    fits.push(id);
+                }
+            }
         }
+        self.tested = count;
     }
+
+    /// The row of `shape`, learnt now if new.
+    fn row(&mut self, shape: &Arc<ClaimShape>, index: &FreeServerIndex) -> &[ClassId] {
+        let address = Arc::as_ptr(shape) as usize;
+        if !self.rows.contains_key(&address) {
+            let fits = (0..self.tested)
+                .filter(|&id| shape.fits(index.class_at(id)))
+                .collect();
+            match pins(shape) {
+                Some(pins) => {
+                    for pin in pins {
+                        self.pinned.entry(pin).or_default().push(address);
+                    }
+                }
+                None => self.unpinned.push(address),
+            }
+            self.rows.insert(address, (shape.clone(), fits));
+        }
+        &self.rows[&address].1
+    }
+}
+
+/// The (key, value) pairs one requirement of the shape's selector pins a server to (a
+/// `matchLabels` entry, or an `In`'s values): a server fits only if it has one of them.
+/// `None`: the selector pins nothing (no selector, or only `NotIn`, `Exists`,
+/// `DoesNotExist`).
+fn pins(shape: &ClaimShape) -> Option<Vec<(String, String)>> {
+    let selector = shape.selector.as_ref()?;
+    if let Some((k, v)) = selector.match_labels.iter().next() {
+        return Some(vec![(k.clone(), v.clone())]);
+    }
+    let pinning = selector
+        .match_expressions
+        .iter()
+        .filter(|r| r.operator == SelectorOperator::In);
+    let fewest = pinning.min_by_key(|r| r.values.len())?;
+    let pins = fewest
+        .values
+        .iter()
+        .map(|v| (fewest.key.clone(), v.clone()));
+    Some(pins.collect())
 }
 
 /// Rows kept for shapes no longer waiting before the rows are dropped and learnt afresh.
@@ -204,26 +266,31 @@ impl WaitingClaims {
     pub fn put(&mut self, key: &ClaimKey, claim: Option<&ServerClaim>) {
         let Some(claim) = claim else {
             self.served_at.remove(key);
+            self.forget_known(key);
             self.forget(key);
             self.let_go_of_old_service();
             return;
         };
+        let shape = ClaimShape::of(claim);
+        // An update that keeps the claim's shape keeps its shared copy: the shape stays
+        // known (no recount of the contest) and keeps its fit row.
+        let same = self
+            .known_of
+            .get(key)
+            .filter(|known| ***known == shape)
+            .cloned();
+        if same.is_none() {
+            self.forget_known(key);
+        }
         self.forget(key);
         if let Some(t) = claim.metadata.creation_timestamp.as_ref().map(|t| t.0) {
             self.created.insert((t, key.clone()));
             self.created_at.insert(key.clone(), t);
         }
-        let shape = ClaimShape::of(claim);
-        let shape = match self.known.get_key_value(&shape) {
-            Some((existing, _)) => existing.clone(),
-            None => Arc::new(shape),
+        let shape = match same {
+            Some(shape) => shape,
+            None => self.know(key, shape),
         };
-        let count = self.known.entry(shape.clone()).or_default();
-        *count += 1;
-        if *count == 1 {
-            self.contest.shape_known(&shape, 1);
-        }
-        self.known_of.insert(key.clone(), shape.clone());
         if is_waiting(claim) {
             let waiter = Waiter::of(claim);
             let members = self.by_shape.entry(shape.clone()).or_default();
@@ -261,7 +328,22 @@ impl WaitingClaims {
         }
     }
 
-    fn forget(&mut self, key: &ClaimKey) {
+    /// Counts `key`'s claim under `shape` among the known shapes; returns the shared copy.
+    fn know(&mut self, key: &ClaimKey, shape: ClaimShape) -> Arc<ClaimShape> {
+        let shape = match self.known.get_key_value(&shape) {
+            Some((existing, _)) => existing.clone(),
+            None => Arc::new(shape),
+        };
+        let count = self.known.entry(shape.clone()).or_default();
+        *count += 1;
+        if *count == 1 {
+            self.contest.shape_known(&shape, 1);
+        }
+        self.known_of.insert(key.clone(), shape.clone());
+        shape
+    }
+
+    fn forget_known(&mut self, key: &ClaimKey) {
         if let Some(shape) = self.known_of.remove(key)
             && let Some(count) = self.known.get_mut(&shape)
         {
@@ -271,6 +353,10 @@ impl WaitingClaims {
                 self.contest.shape_known(&shape, -1);
             }
         }
+    }
+
+    /// Forgets everything of `key` but its known shape ([`Self::forget_known`]).
+    fn forget(&mut self, key: &ClaimKey) {
         if let Some((shape, waiter)) = self.shape_of.remove(key)
             && let Some(members) = self.by_shape.get_mut(&shape)
         {
