@@ -11,7 +11,6 @@ pub mod context;
 pub mod error;
 pub mod events;
 pub mod informer;
-mod merge_patch;
 pub mod metrics;
 pub mod options;
 pub mod own_writes;

@@ -1022,9 +1022,7 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
             status: work.plan.status.clone().map(Box::new),
             assumed,
             work: Arc::new((**work).clone()),
-            // The quotas as charged: at the version read, a patch of the charge stores
-            // exactly these.
-            charges: work.charges.iter().map(|c| c.charged.clone()).collect(),
+            charges: work.charges.clone(),
         });
         push_decided(&mut out, next, Who::ClaimController, label);
     }
