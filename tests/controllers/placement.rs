@@ -361,16 +361,13 @@ async fn junk_shapes_do_not_stop_a_pick_from_keeping_the_rack_a_claim_needs() {
         env.create_server(name, &[("rack", rack)]).await;
     }
     env.start(2).await;
-    create(&env, claim_in("old-r1", Some(1))).await;
+    env.put_claim(claim("old-r1").selects(&[("rack", "r1")]))
+        .await;
     wait_bound(&env, "old-r1", "r1-a").await;
     for k in 0..66 {
-        let mut junk = claim_in(&format!("junk-{k:02}"), None);
-        let mut selector = ServerSelector::default();
-        selector
-            .match_labels
-            .insert("serial".into(), format!("no-such-{k}"));
-        junk.spec.server_selector = Some(selector);
-        create(&env, junk).await;
+        let serial = format!("no-such-{k}");
+        let junk = claim(&format!("junk-{k:02}")).selects(&[("serial", serial.as_str())]);
+        env.put_claim(junk).await;
     }
     // Every junk claim is in the controller's cache once it has written its status.
     eventually("the junk claims Pending", DEADLINE, || async {
@@ -382,15 +379,9 @@ async fn junk_shapes_do_not_stop_a_pick_from_keeping_the_rack_a_claim_needs() {
         (pending == 66).then_some(()).ok_or(pending)
     })
     .await;
-    create(&env, claim_in("any", None)).await;
+    env.put_claim(claim("any")).await;
     wait_bound(&env, "any", "r2-a").await;
-    create(&env, claim_in("needs-r1", Some(1))).await;
+    env.put_claim(claim("needs-r1").selects(&[("rack", "r1")]))
+        .await;
     wait_bound(&env, "needs-r1", "r1-b").await;
-}
-
-async fn create(env: &Env, claim: ServerClaim) {
-    env.claims()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("claim created");
 }
