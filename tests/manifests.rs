@@ -872,3 +872,40 @@ fn rules_count(groups: &Value) -> usize {
         .map(|g| g["rules"].as_array().unwrap().len())
         .sum()
 }
+
+/// `kubectl apply -f manifests/examples/` applies the files in name order, and must create
+/// the fleet before any claim, and the server `by-ref` names last: `any-server` is ahead
+/// of `by-ref` in the queue, so if it met that server alone it would take it, and `by-ref`
+/// would wait for good beside a free server (about one CI run in twenty did so when the
+/// claims came first).
+#[test]
+fn examples_create_the_fleet_first_and_the_named_server_last() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path("manifests/examples"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let objects: Vec<Value> = files
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+            docs.into_iter().filter(|d| !d.is_null())
+        })
+        .collect();
+    let order: Vec<(String, String)> = objects.iter().map(kind_name).collect();
+    let last_server = order.iter().rposition(|(kind, _)| kind == "Server");
+    let first_claim = order.iter().position(|(kind, _)| kind == "ServerClaim");
+    assert!(
+        matches!((last_server, first_claim), (Some(s), Some(c)) if s < c),
+        "manifests/examples/ applies these in this order: {order:?}"
+    );
+    let by_ref = find(&objects, "ServerClaim", "by-ref");
+    let named = by_ref["spec"]["serverRef"]["name"].as_str().unwrap();
+    assert_eq!(
+        order[last_server.unwrap()],
+        ("Server".to_owned(), named.to_owned()),
+        "{order:?}"
+    );
+}

@@ -145,14 +145,14 @@ mod tests {
         }
         let examples = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/manifests/examples/claims.yaml"
+            "/manifests/examples/02-claims.yaml"
         ));
         let described = TRY_IT[2].rsplit(' ').next().unwrap();
         assert!(
             examples
                 .lines()
                 .any(|l| l.trim() == format!("name: {described}")),
-            "manifests/examples/claims.yaml has no claim {described}"
+            "manifests/examples/02-claims.yaml has no claim {described}"
         );
     }
 }

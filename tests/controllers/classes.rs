@@ -200,7 +200,7 @@ async fn kubectl_applies_the_gpu_class_example() {
     let kubeconfig = dir.path().join("kubeconfig");
     env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
     let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
-    let servers = format!("{EXAMPLES}servers.yaml");
+    let servers = format!("{EXAMPLES}01-servers.yaml");
     let classes = format!("{EXAMPLES}classes/");
     kubectl(&["apply", "-f", &servers, "-f", &classes]);
     let team_a: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-a");

@@ -414,8 +414,8 @@ async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
         },
     )
     .await;
-    // kubectl applies claims.yaml before servers.yaml: the first summary of gpu-too may
-    // have seen fewer servers, and a newer one waits out --status-interval.
+    // The first summary of gpu-too may have been written before the claim controller's
+    // cache held every server, and a newer one waits out --status-interval.
     eventually("gpu-too says gpu holds the GPU server", DEADLINE, || {
         let describe = kubectl(&["describe", "serverclaim", "gpu-too"]);
         let says = describe.contains("NoMatchingServer")
