@@ -30,8 +30,20 @@ pub struct Env {
     pub operator: Option<OperatorHandle>,
 }
 
+/// With `RUST_LOG` set (e.g. `RUST_LOG=server_binder=debug`), the controllers' and the API
+/// server's logs go to the test's captured output, printed when it fails.
+fn log_if_asked() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 impl Env {
     pub async fn new() -> Self {
+        log_if_asked();
         let apiserver = ApiServer::start(Config::default())
             .await
             .expect("API server starts");
