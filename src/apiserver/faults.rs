@@ -18,6 +18,9 @@ pub struct RequestMatcher {
     pub resource: Option<String>,
     pub subresource: Option<String>,
     pub namespace: Option<String>,
+    /// The client's User-Agent, whole: a client's own requests, not another's of the same
+    /// kind (a test's writes beside the controller's it holds back).
+    pub user_agent: Option<String>,
 }
 
 impl RequestMatcher {
@@ -45,6 +48,10 @@ impl RequestMatcher {
         self.namespace = Some(namespace.into());
         self
     }
+    pub fn user_agent(mut self, user_agent: &str) -> Self {
+        self.user_agent = Some(user_agent.into());
+        self
+    }
 
     pub(crate) fn matches(&self, r: &RequestRecord) -> bool {
         let eq = |want: &Option<String>, got: &str| want.as_deref().is_none_or(|w| w == got);
@@ -53,6 +60,7 @@ impl RequestMatcher {
             && eq(&self.resource, &r.resource)
             && eq(&self.subresource, &r.subresource)
             && eq(&self.namespace, r.namespace.as_deref().unwrap_or(""))
+            && eq(&self.user_agent, &r.user_agent)
     }
 }
 

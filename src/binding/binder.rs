@@ -38,7 +38,7 @@ use super::gates::cleaning_took;
 use super::in_flight::InFlight;
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::placement::{PickInputs, Placement, first_named, first_stray};
-use super::quota::{Holder, QuotaCatalog, QuotaCheck};
+use super::quota::{Charge, Holder, QuotaCatalog, QuotaCheck};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -147,7 +147,7 @@ pub struct ClaimWork {
     /// added and to be written at the resourceVersion it was read at (docs/binding.md,
     /// "Server quotas"). If one cannot be written, nothing else is: the pick is given up
     /// as a conflicting write would be, and the claim decides again.
-    pub charges: Vec<ServerQuota>,
+    pub charges: Vec<Charge>,
 }
 
 impl ClaimWork {

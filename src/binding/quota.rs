@@ -193,19 +193,27 @@ impl QuotaCatalog {
 
     /// The quotas of `Room` with `claim` charged for `class`, each to be written with the
     /// resourceVersion it was read at ([`charge`]).
-    pub fn charges_for(
-        &self,
-        claim: &ServerClaim,
-        class: &str,
-        quotas: &[String],
-    ) -> Vec<ServerQuota> {
+    pub fn charges_for(&self, claim: &ServerClaim, class: &str, quotas: &[String]) -> Vec<Charge> {
         let namespace = meta::namespace(claim);
         quotas
             .iter()
             .filter_map(|name| self.quota(namespace, name))
-            .filter_map(|quota| charge(quota, claim, class))
+            .filter_map(|quota| {
+                let charged = charge(quota, claim, class)?;
+                let read = quota.clone();
+                Some(Charge { read, charged })
+            })
             .collect()
     }
+}
+
+/// A charge to write: the quota as the decision read it (the write's precondition is its
+/// resourceVersion, and the write changes only what differs from it) and the quota with
+/// the claim charged.
+#[derive(Clone, Debug)]
+pub struct Charge {
+    pub read: Arc<ServerQuota>,
+    pub charged: ServerQuota,
 }
 
 /// The most servers of `class` the quota allows (`None`: it does not limit the class).

@@ -13,7 +13,7 @@ use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
 use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
-use super::writes::{Part, record, replace};
+use super::writes::{Part, patch, record};
 use crate::api::{Server, ServerClaim, ServerQuota};
 use crate::binding::quota::QUOTA_EXCEEDED;
 use crate::binding::{
@@ -83,9 +83,17 @@ fn decide(claim: &ServerClaim, ctx: &Context, live: Option<(&str, Option<&Server
 /// quotas"): each quota's status is written at the resourceVersion the decision read,
 /// so of two writers taking the last server of a class one gets a conflict.
 async fn charge(work: &ClaimWork, ctx: &Context) -> Result<()> {
-    for quota in &work.charges {
-        let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), meta::namespace(quota));
-        replace(ctx, ControllerKind::Quota, &api, quota, Part::Status).await?;
+    for c in &work.charges {
+        let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), meta::namespace(&*c.read));
+        patch(
+            ctx,
+            ControllerKind::Quota,
+            &api,
+            &*c.read,
+            &c.charged,
+            Part::Status,
+        )
+        .await?;
     }
     Ok(())
 }
@@ -98,23 +106,25 @@ enum Carried {
     Refused,
 }
 
-/// Writes the plan (object, then status), each write's result reported to the binder,
-/// then records its event and counts its outcome.
+/// Writes the plan (object, then status), each write a patch from the claim as read
+/// (the status write: as the object write left it) and its result reported to the
+/// binder, then records its event and counts its outcome.
 async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result<Carried> {
     let plan = &work.plan;
     let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), meta::namespace(claim));
     let mut latest = None;
     if let Some(object) = &plan.object {
-        let written = replace(ctx, KIND, &api, object, Part::Object).await;
+        let written = patch(ctx, KIND, &api, claim, object, Part::Object).await;
         if report_object_write(claim, work, &written, ctx) {
             return Ok(Carried::Refused);
         }
         latest = Some(written?);
     }
     if let Some(status) = &plan.status {
-        let mut object = latest.unwrap_or_else(|| claim.clone());
-        object.status = Some(claim_status_after(status, claim, &object));
-        replace(ctx, KIND, &api, &object, Part::Status).await?;
+        let read = latest.unwrap_or_else(|| claim.clone());
+        let mut object = read.clone();
+        object.status = Some(claim_status_after(status, claim, &read));
+        patch(ctx, KIND, &api, &read, &object, Part::Status).await?;
         ctx.caches.claim_status_written(work);
         count_quota_refusal(claim, work, ctx);
     }

@@ -15,7 +15,7 @@ use crate::binding::classes::capacity;
 
 use super::context::Context;
 use super::metrics::ControllerKind;
-use super::writes::{Part, replace};
+use super::writes::{Part, patch};
 
 /// Recounts every class once per `every` until `stop` is cancelled.
 pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
@@ -31,7 +31,8 @@ pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
 /// Writes the status of every class whose counts changed; a failed write waits for the
 /// next round (the error is counted and logged by the write).
 async fn recount(ctx: &Context) {
-    let changed: Vec<ServerClass> = {
+    // Each class as the cache shows it, and as counted.
+    let changed: Vec<(Arc<ServerClass>, ServerClass)> = {
         let binder = ctx.caches.read();
         let servers = binder.servers();
         binder
@@ -39,17 +40,27 @@ async fn recount(ctx: &Context) {
             .iter()
             .filter_map(|class| {
                 let counted = capacity(class, servers.iter());
-                (class.status.as_ref() != Some(&counted)).then(|| ServerClass {
+                let recounted = ServerClass {
                     status: Some(counted),
                     ..(**class).clone()
-                })
+                };
+                (class.status != recounted.status).then(|| (class.clone(), recounted))
             })
             .collect()
     };
     let api = Api::<ServerClass>::all(ctx.client.clone());
-    for class in changed {
-        if let Err(error) = replace(ctx, ControllerKind::Class, &api, &class, Part::Status).await {
-            tracing::debug!(%error, class = class.metadata.name, "class status not written");
+    for (read, counted) in changed {
+        if let Err(error) = patch(
+            ctx,
+            ControllerKind::Class,
+            &api,
+            &*read,
+            &counted,
+            Part::Status,
+        )
+        .await
+        {
+            tracing::debug!(%error, class = read.metadata.name, "class status not written");
         }
     }
 }

@@ -20,7 +20,7 @@ use super::context::Context;
 use super::error::{Error, Result};
 use super::metrics::ControllerKind;
 use super::options::{CONFLICT_RETRY, ERROR_RETRY};
-use super::writes::{Part, replace};
+use super::writes::{Part, patch};
 
 /// Recounts every quota when a claim goes and once per `every`, until `stop`; a round
 /// that could not write a quota is tried again soon (after a conflict with a charge
@@ -107,11 +107,19 @@ async fn recount_one(ctx: &Context, seen: Seen) -> Result<()> {
     let Some(status) = recount(&seen.quota, &gone, &seen.holders) else {
         return Ok(());
     };
-    let quota = ServerQuota {
+    let recounted = ServerQuota {
         status: Some(status),
-        ..seen.quota
+        ..seen.quota.clone()
     };
     let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), &namespace);
-    replace(ctx, ControllerKind::Quota, &api, &quota, Part::Status).await?;
+    patch(
+        ctx,
+        ControllerKind::Quota,
+        &api,
+        &seen.quota,
+        &recounted,
+        Part::Status,
+    )
+    .await?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use super::error::{Error, Result, requeue_after};
 use super::metrics::ControllerKind;
 use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
-use super::writes::{Part, record, replace};
+use super::writes::{Part, patch, record};
 
 const KIND: ControllerKind = ControllerKind::Server;
 
@@ -72,18 +72,21 @@ fn decide(
         .reconcile_server(server, live, Timestamp::now())
 }
 
-/// Writes the plan (object, then status), then records its event and counts its outcome.
+/// Writes the plan (object, then status), each write a patch from the server as read
+/// (the status write: as the object write left it), then records its event and counts
+/// its outcome.
 async fn execute(server: &Server, work: &ServerWork, ctx: &Context) -> Result<()> {
     let plan = &work.plan;
     let api = Api::<Server>::all(ctx.client.clone());
     let mut latest = None;
     if let Some(object) = &plan.object {
-        latest = Some(replace(ctx, KIND, &api, object, Part::Object).await?);
+        latest = Some(patch(ctx, KIND, &api, server, object, Part::Object).await?);
     }
     if let Some(status) = &plan.status {
-        let mut object = latest.clone().unwrap_or_else(|| server.clone());
-        object.status = Some(server_status_after(status, server, &object));
-        replace(ctx, KIND, &api, &object, Part::Status).await?;
+        let read = latest.unwrap_or_else(|| server.clone());
+        let mut object = read.clone();
+        object.status = Some(server_status_after(status, server, &read));
+        patch(ctx, KIND, &api, &read, &object, Part::Status).await?;
     }
     if let Some(event) = &plan.event {
         let claim = claim_of(server, &work.decision).map(|r| ClaimKey::of_ref(r).to_string());

@@ -1,12 +1,17 @@
-//! The controllers' writes: every one with the resourceVersion it read as a precondition
-//! (the object it sends carries it), counted in `api_writes_total`, and followed by the
-//! plan's event once all of a plan's writes succeeded.
+//! The controllers' writes: each a JSON merge patch (RFC 7386) of what the plan changed
+//! on the object the decision read, carrying that object's resourceVersion as a
+//! precondition (a stale one is a 409 Conflict, as for an update), counted in
+//! `api_writes_total`, and followed by the plan's event once all of a plan's writes
+//! succeeded. A patch names only the fields the plan changed, so the controllers never
+//! erase what they do not know: a field of a newer CRD (the typed objects drop it on
+//! reading), another controller's annotation.
 
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
@@ -15,9 +20,10 @@ use crate::binding::{BindingEvent, EventKind, Related, ref_uid};
 
 use super::context::Context;
 use super::error::{Error, Result, is_conflict};
+use super::merge_patch;
 use super::metrics::{ControllerKind, WriteResult};
 
-/// Which part of the object a write replaces.
+/// Which part of the object a write changes.
 #[derive(Clone, Copy)]
 pub enum Part {
     /// Metadata and spec (the main resource ignores status).
@@ -26,34 +32,38 @@ pub enum Part {
     Status,
 }
 
-/// PUTs `obj` (main resource or `/status`), failing with [`Error::Conflict`] when it
-/// changed since it was read.
-pub async fn replace<K>(
+/// Patches `read` into `wanted` (main resource or `/status`): sends what changed between
+/// them, at `read`'s resourceVersion, failing with [`Error::Conflict`] when the object
+/// changed since it was read. Returns the object as written.
+pub async fn patch<K>(
     ctx: &Context,
     controller: ControllerKind,
     api: &Api<K>,
-    obj: &K,
+    read: &K,
+    wanted: &K,
     part: Part,
 ) -> Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    let name = obj.name_any();
-    let pp = PostParams {
+    let name = read.name_any();
+    let pp = PatchParams {
         field_manager: Some(super::context::REPORTING_CONTROLLER.into()),
-        ..PostParams::default()
+        ..PatchParams::default()
     };
-    let (result, resource, verb) = match part {
-        Part::Object => (
-            api.replace(&name, &pp, obj).await,
-            controller.resource().to_string(),
-            "update",
-        ),
-        Part::Status => (
-            api.replace_status(&name, &pp, obj).await,
-            format!("{}/status", controller.resource()),
-            "update status",
-        ),
+    let (resource, verb) = match part {
+        Part::Object => (controller.resource().to_string(), "patch"),
+        Part::Status => (format!("{}/status", controller.resource()), "patch status"),
+    };
+    let result = match patch_body(read, wanted, part) {
+        Ok(body) => {
+            let body = Patch::Merge(&body);
+            match part {
+                Part::Object => api.patch(&name, &pp, &body).await,
+                Part::Status => api.patch_status(&name, &pp, &body).await,
+            }
+        }
+        Err(error) => Err(kube::Error::SerdeError(error)),
     };
     let outcome = match &result {
         Ok(_) => WriteResult::Ok,
@@ -65,6 +75,42 @@ where
         ctx.caches.wrote(written);
     }
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
+}
+
+/// The merge patch from `read` to `wanted` on `part` (the main resource ignores status;
+/// `/status` changes nothing else), with `read`'s resourceVersion as its precondition.
+/// A plan that changes nothing on `part` still sends the precondition: what the
+/// controller does after the write (its event, its metric) rests on the read being
+/// current.
+fn patch_body<K: Resource + Serialize>(
+    read: &K,
+    wanted: &K,
+    part: Part,
+) -> serde_json::Result<Value> {
+    let Some(version) = read.meta().resource_version.as_deref() else {
+        // Every object a decision reads came from the API server; one without a
+        // version would be written unconditionally, which the protocol never allows.
+        return Err(serde::ser::Error::custom(
+            "the object read has no resourceVersion",
+        ));
+    };
+    let (mut before, mut after) = (serde_json::to_value(read)?, serde_json::to_value(wanted)?);
+    for doc in [&mut before, &mut after] {
+        let Some(doc) = doc.as_object_mut() else {
+            return Err(serde::ser::Error::custom(
+                "an object serializes to a JSON object",
+            ));
+        };
+        match part {
+            Part::Object => {
+                doc.remove("status");
+            }
+            Part::Status => doc.retain(|key, _| key == "status"),
+        }
+    }
+    let mut body = merge_patch::diff(&before, &after).unwrap_or_else(|| json!({}));
+    body["metadata"]["resourceVersion"] = json!(version);
+    Ok(body)
 }
 
 /// Records `event` on `obj`. A failure is logged, not returned: the writes it reports
@@ -106,5 +152,64 @@ fn related_ref(related: &Related) -> ObjectReference {
             name: Some(name.clone()),
             ..ObjectReference::default()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ServerPhase, ServerSpec, ServerStatus};
+
+    fn read() -> Server {
+        let mut s = Server::new("s1", ServerSpec::default());
+        s.metadata.resource_version = Some("7".into());
+        s.metadata.labels = Some([("rack".to_string(), "r1".to_string())].into());
+        s.status = Some(ServerStatus {
+            phase: Some(ServerPhase::Available),
+            ..ServerStatus::default()
+        });
+        s
+    }
+
+    #[test]
+    fn an_object_patch_sends_the_spec_and_metadata_changed_at_the_version_read() {
+        let mut wanted = read();
+        wanted.spec.unclaimable = true;
+        wanted.metadata.labels = None;
+        wanted.status = None;
+        let body = patch_body(&read(), &wanted, Part::Object).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "metadata": {"labels": null, "resourceVersion": "7"},
+                "spec": {"unclaimable": true},
+            }),
+            "status is not the main resource's"
+        );
+    }
+
+    #[test]
+    fn a_status_patch_sends_only_the_status_changed() {
+        let mut wanted = read();
+        wanted.spec.unclaimable = true;
+        wanted.status.as_mut().unwrap().phase = Some(ServerPhase::Bound);
+        let body = patch_body(&read(), &wanted, Part::Status).unwrap();
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "7"}, "status": {"phase": "Bound"}})
+        );
+    }
+
+    #[test]
+    fn a_write_without_a_change_still_carries_its_precondition() {
+        let body = patch_body(&read(), &read(), Part::Status).unwrap();
+        assert_eq!(body, json!({"metadata": {"resourceVersion": "7"}}));
+    }
+
+    #[test]
+    fn an_object_without_a_version_is_not_written() {
+        let mut unread = read();
+        unread.metadata.resource_version = None;
+        assert!(patch_body(&unread, &unread, Part::Object).is_err());
     }
 }

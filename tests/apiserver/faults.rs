@@ -79,6 +79,24 @@ async fn the_next_matching_requests_fail_with_the_chosen_code() {
     );
 }
 
+/// A fault can pick out one client's requests by its User-Agent: another client's
+/// requests of the same kind pass.
+#[tokio::test]
+async fn a_fault_can_match_one_clients_user_agent() {
+    let (s, c) = with_crds().await;
+    create_widget(&c, "w", "blue").await;
+    let matcher = RequestMatcher::any().verb("get").user_agent("probe/1.0");
+    s.faults().fail(matcher, 1, 500);
+    widgets(&c)
+        .get("w")
+        .await
+        .expect("another client's get passes");
+    let path = "/apis/test.example.dev/v1/widgets/w";
+    let probe = |c| raw(c, "GET", path, &[("user-agent", "probe/1.0")], Vec::new());
+    assert_eq!(probe(&c).await.status, 500, "the probe's get fails");
+    assert_eq!(probe(&c).await.status, 200, "once");
+}
+
 #[tokio::test]
 async fn delays_hold_requests() {
     let (s, c) = with_crds().await;

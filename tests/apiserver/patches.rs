@@ -179,9 +179,30 @@ async fn a_resource_version_in_a_patch_is_a_precondition() {
     );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
     let fresh = json!({"metadata": {"resourceVersion": w.metadata.resource_version}, "spec": {"color": "red"}});
-    api.patch("p", &PatchParams::default(), &Patch::Merge(&fresh))
+    let red = api
+        .patch("p", &PatchParams::default(), &Patch::Merge(&fresh))
         .await
         .unwrap();
+    // The same on /status: the old version conflicts, the current one writes.
+    let at = |rv: &Option<String>| json!({"metadata": {"resourceVersion": rv}, "status": {"phase": "Ready"}});
+    let e = api_error(
+        api.patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&at(&w.metadata.resource_version)),
+        )
+        .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    let ready = api
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&at(&red.metadata.resource_version)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ready.data["status"]["phase"], "Ready");
 }
 
 #[tokio::test]

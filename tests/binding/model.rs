@@ -1022,7 +1022,9 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
             status: work.plan.status.clone().map(Box::new),
             assumed,
             work: Arc::new((**work).clone()),
-            charges: work.charges.clone(),
+            // The quotas as charged: at the version read, a patch of the charge stores
+            // exactly these.
+            charges: work.charges.iter().map(|c| c.charged.clone()).collect(),
         });
         push_decided(&mut out, next, Who::ClaimController, label);
     }

@@ -94,8 +94,10 @@ fn a_claim_with_room_is_charged_before_its_pick_at_the_version_read() {
     let [charged] = work.charges.as_slice() else {
         panic!("one charge: {:?}", work.charges);
     };
-    assert_eq!(charged.metadata.resource_version.as_deref(), Some("7"));
-    let status = charged.status.as_ref().unwrap();
+    // Written as a change of the quota as read, at the version read.
+    assert_eq!(charged.read.metadata.resource_version.as_deref(), Some("7"));
+    assert_eq!(charged.charged.metadata, charged.read.metadata);
+    let status = charged.charged.status.as_ref().unwrap();
     assert_eq!(status.charged[0].uid, "uid-a");
     assert_eq!(status.summary, "gpu: 1/1");
     // Charged, the next step writes no charge again.

@@ -36,7 +36,6 @@ use server_binder::api::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_PRE_BOUND,
 };
 use server_binder::api::*;
-use server_binder::apiserver::RequestMatcher;
 use server_binder::binding::quota::QUOTA_EXCEEDED;
 use server_binder::binding::{
     RefMatch, eligibility, gates, is_controller_chosen, ref_match, ref_uid,
@@ -1388,13 +1387,11 @@ async fn a_withdrawn_choice_frees_the_server_when_the_event_beats_the_write_resp
     let mut env = Env::new().await;
     env.put_server(server("s1")).await;
     let faults = env.apiserver.faults();
-    let claim_writes = RequestMatcher::any()
-        .verb("update")
-        .resource("serverclaims");
+    let claim_writes = controller_writes().resource("serverclaims");
     faults.delay_response(claim_writes, 10_000, Duration::from_millis(300));
     // The server side's first writes are held, so that the taint lands first (their
     // resourceVersion is then stale and they fail with 409).
-    let server_writes = RequestMatcher::any().verb("update").resource("servers");
+    let server_writes = controller_writes().resource("servers");
     faults.delay(server_writes, 2, Duration::from_millis(700));
     env.start(2).await;
 

@@ -14,6 +14,7 @@ mod leader;
 mod long_names;
 mod metrics;
 use crate::common::names;
+mod patches;
 mod placement;
 mod quotas;
 mod refused;
@@ -37,7 +38,6 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::PostParams;
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerPhase};
-use server_binder::apiserver::RequestMatcher;
 use support::*;
 
 async fn count_phase(env: &Env, wanted: ClaimPhase) -> usize {
@@ -314,8 +314,7 @@ async fn two_independent_run_processes_never_bind_two_claims_to_one_server() {
     // before its binder has said so. Holding every such response back makes that the
     // rule, not a matter of timing: only a graceful stop gets every line out (a kill -9
     // here once lost a line about one run in thirty, under load).
-    let status_writes = RequestMatcher::any()
-        .verb("update")
+    let status_writes = controller_writes()
         .resource("serverclaims")
         .subresource("status");
     env.apiserver

@@ -6,7 +6,6 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use server_binder::api::names::ANNOTATION_PRE_BOUND;
 use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec, ServerSelector};
-use server_binder::apiserver::RequestMatcher;
 
 use crate::controllers::stage::{ClaimExt, ServerExt, claim, has_annotation, server, wait_bound};
 use crate::controllers::support::*;
@@ -286,10 +285,7 @@ async fn a_pick_left_by_a_crash_is_taken_up_in_its_turn() {
 async fn a_tenant_pre_bound_written_while_a_pick_is_in_flight_wins_nothing() {
     let mut env = Env::new().await;
     a1_waits_for_a_cordoned_s1(&mut env).await;
-    let held = RequestMatcher::any()
-        .verb("update")
-        .resource("serverclaims")
-        .namespace(NS);
+    let held = controller_writes().resource("serverclaims").namespace(NS);
     env.apiserver
         .faults()
         .delay(held, 1, std::time::Duration::from_secs(2));

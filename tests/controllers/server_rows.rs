@@ -15,11 +15,13 @@ use kube::ResourceExt;
 use server_binder::api::names::*;
 use server_binder::api::{ClaimPhase, ServerPhase};
 
-use server_binder::apiserver::{RequestMatcher, RequestRecord};
+use server_binder::apiserver::RequestRecord;
 
 use crate::controllers::quotas;
 use crate::controllers::stage::*;
-use crate::controllers::support::{DEADLINE, Env, NS, assert_invariants, eventually};
+use crate::controllers::support::{
+    DEADLINE, Env, NS, assert_invariants, controller_writes, eventually, is_controller_write,
+};
 
 const CLAIM: &str = "ServerClaim";
 const SERVER: &str = "Server";
@@ -207,15 +209,13 @@ async fn server_reserved_for_a_claim_its_quota_has_not_charged_waits_for_the_cha
     quotas::create_quota(&env, 1).await;
     env.put_server(server("s1").reserved_for("c")).await;
     env.put_claim(quotas::of_gpu(claim("c").names("s1"))).await;
-    let charges = RequestMatcher::any()
-        .verb("update")
-        .resource("serverquotas");
+    let charges = controller_writes().resource("serverquotas");
     env.apiserver.faults().fail(charges, 1_000_000, 409);
     env.start(2).await;
 
     let tried = || {
         let log = env.apiserver.request_log().entries();
-        let charge = |r: &&RequestRecord| r.verb == "update" && r.resource == "serverquotas";
+        let charge = |r: &&RequestRecord| is_controller_write(r) && r.resource == "serverquotas";
         log.iter().filter(charge).any(|r| r.status == 409)
     };
     eventually("a charge tried and refused", DEADLINE, || {

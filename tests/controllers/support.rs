@@ -11,8 +11,9 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
 use server_binder::api::{ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase};
-use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher};
+use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher, RequestRecord};
 use server_binder::controllers::Options;
+use server_binder::runtime::client::USER_AGENT_VALUE;
 use server_binder::runtime::leader::LeaderElection;
 use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
@@ -209,17 +210,28 @@ impl Env {
             .request_log()
             .entries()
             .into_iter()
-            .filter(|r| r.verb == "update" && r.group == "metal.binder.dev")
+            .filter(|r| is_controller_write(r) && r.group == "metal.binder.dev")
             .collect();
         let failed = writes.iter().filter(|r| r.status >= 500).count();
         (writes.len(), failed)
     }
 
     pub fn write_matcher() -> RequestMatcher {
-        RequestMatcher::any()
-            .verb("update")
-            .group("metal.binder.dev")
+        controller_writes().group("metal.binder.dev")
     }
+}
+
+/// The operator's writes: merge patches from its client. A test's own patches, sent with
+/// another User-Agent, are not among them.
+pub fn controller_writes() -> RequestMatcher {
+    RequestMatcher::any()
+        .verb("patch")
+        .user_agent(USER_AGENT_VALUE)
+}
+
+/// Whether the request log's `r` is one of the operator's writes ([`controller_writes`]).
+pub fn is_controller_write(r: &RequestRecord) -> bool {
+    r.verb == "patch" && r.user_agent == USER_AGENT_VALUE
 }
 
 /// The crash after every write of a scenario, one write point at a time: for k = 0, 1,

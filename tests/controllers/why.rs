@@ -65,7 +65,7 @@ fn status_writes(env: &Env, claim: &str) -> usize {
         .entries()
         .into_iter()
         .filter(|r| {
-            r.verb == "update"
+            is_controller_write(r)
                 && r.resource == "serverclaims"
                 && r.subresource == "status"
                 && r.name.as_deref() == Some(claim)
