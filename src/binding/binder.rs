@@ -313,15 +313,21 @@ impl Binder {
         name: &str,
         new: Option<Arc<ServerQuota>>,
     ) -> Wake {
-        let before = self.quota_checks(namespace);
+        let before = self.quota_checks(Some(namespace));
         match new {
             Some(q) => self.quotas.upsert(q),
             None => self.quotas.remove(namespace, name),
         }
-        let after = self.quota_checks(namespace);
+        self.restand(before, Some(namespace))
+    }
+
+    /// The claims whose standing with the quotas changed since `before` (of `namespace`,
+    /// or of every namespace), sent through the classes and quotas again: wakes them
+    /// and the servers they name (a charge lets the server side bind).
+    fn restand(&mut self, before: BTreeMap<ClaimKey, QuotaCheck>, namespace: Option<&str>) -> Wake {
         let mut wake = Wake::default();
-        for ((key, was), (_, now)) in before.into_iter().zip(after) {
-            if was == now {
+        for (key, now) in self.quota_checks(namespace) {
+            if before.get(&key) == Some(&now) {
                 continue;
             }
             let Some(raw) = self.raw_claim(&key) else {
@@ -367,18 +373,27 @@ impl Binder {
     }
 
     /// The quotas were listed anew.
+    /// A relist brings every quota's latest charges at once, with no event per change:
+    /// the claims whose standing changed are woken as a quota event would wake them.
     pub fn relist_quotas(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
+        let before = self.quota_checks(None);
         self.quotas.replace_all(all);
-        self.resolve_all()
+        let mut wake = self.resolve_all();
+        wake.extend(self.restand(before, None));
+        wake
     }
 
-    /// Each claim of `namespace` (as it is), with how it stands with the quotas.
-    fn quota_checks(&self, namespace: &str) -> Vec<(ClaimKey, QuotaCheck)> {
-        self.claims
-            .in_namespace(namespace)
+    /// Each claim of `namespace` (every claim: `None`), as it is, with how it stands
+    /// with the quotas.
+    fn quota_checks(&self, namespace: Option<&str>) -> BTreeMap<ClaimKey, QuotaCheck> {
+        let claims: Box<dyn Iterator<Item = &ServerClaim>> = match namespace {
+            Some(namespace) => Box::new(self.claims.in_namespace(namespace).map(|c| &**c)),
+            None => Box::new(self.claims.iter()),
+        };
+        claims
             .map(|c| {
                 let key = claim_key(c);
-                let raw = self.raw.get(&key).unwrap_or(c);
+                let raw = self.raw.get(&key).map_or(c, |r| &**r);
                 (key, self.quota_check(raw))
             })
             .collect()

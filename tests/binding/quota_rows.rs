@@ -169,6 +169,32 @@ fn a_charge_wakes_the_claim_and_the_server_it_names() {
     assert!(binder.apply_quota(NS, "q", again).is_empty());
 }
 
+/// A relist brings the charge with no event of its own (a watch that expired and
+/// listed again): it wakes the claim and the server it names as the event would have.
+/// (Chaos seed 4 left a charged claim's server unbound when the relist woke nobody.)
+#[test]
+fn a_charge_a_relist_brings_wakes_the_claim_and_the_server_it_names() {
+    let a = gpu(claim("a")).chose("s1");
+    let mut binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
+    let q = binder.quotas().quota(NS, "q").unwrap().clone();
+    let mut charged = (*q).clone();
+    charged.status.as_mut().unwrap().charged.push(QuotaCharge {
+        class: "gpu".into(),
+        claim: "a".into(),
+        uid: "uid-a".into(),
+    });
+    let wake = binder.relist_quotas(vec![Arc::new(charged)]);
+    assert!(wake.claims.contains(&ClaimKey::of(NS, "a")), "{wake:?}");
+    assert!(wake.servers.contains("s1"), "{wake:?}");
+    let again: Vec<_> = binder
+        .quotas()
+        .quota(NS, "q")
+        .cloned()
+        .into_iter()
+        .collect();
+    assert!(binder.relist_quotas(again).is_empty());
+}
+
 /// A claim the default class applies to, whose name is not written yet, is not bound
 /// uncharged by the server side meanwhile (it names a server itself).
 #[test]
