@@ -8,11 +8,14 @@
 //!
 //! When an assumption on server S for claim C starts and ends is protocol, so it lives
 //! here, where the controllers and the model check both run it:
-//! - it starts when a `PickBestFit` is carried out ([`assumption_for`](super::assumption_for)), before the write;
+//! - it starts when a `PickBestFit` is carried out ([`assumption_for`](super::assumption_for)), before the write,
+//!   unless C's assumption is written already and was decided on the same version of C
+//!   (the new pick read C from before that write, and its own write will fail);
 //! - it ends when the server cache shows S with a ref or without S (the server side took
-//!   over, or S is gone), when C is deleted, when the claim write fails, or when the claim
-//!   cache shows C, at any version other than the one the pick was decided on, no longer
-//!   naming S ([`ends_on_claim_event`]). Nothing orders a watch event against the write's
+//!   over, or S is gone), when C is deleted, when the claim write fails (unless an
+//!   earlier write of the pick succeeded: C carries it), or when the claim cache shows
+//!   C, at any version other than the one the pick was decided on, no longer naming S
+//!   ([`ends_on_claim_event`]). Nothing orders a watch event against the write's
 //!   response, so the rule looks at neither: any later version of C is the write or
 //!   something after it, and one that does not name S means the choice was withdrawn.
 //!
@@ -112,8 +115,15 @@ impl AssumedChoices {
     }
 
     /// Records that `server` is being written to `claim`, decided on the claim at
-    /// `based_on` (before the write). Replaces the claim's previous assumption.
+    /// `based_on` (before the write). Replaces the claim's previous assumption, unless
+    /// that one is already written and was decided on the same version: then the new
+    /// pick read the claim from before that write (a reconcile handed an older copy),
+    /// its write will fail on that version, and the pick the claim carries stays
+    /// assumed.
     pub fn assume(&mut self, server: &str, claim: ClaimKey, based_on: Option<String>) {
+        if self.already_written(&claim, &based_on) {
+            return;
+        }
         if let Some(previous) = self.by_claim.remove(&claim) {
             self.by_server.remove(&previous);
         }
@@ -137,14 +147,26 @@ impl AssumedChoices {
         }
     }
 
-    /// The claim write failed: the server was never recorded on the claim. Returns the
-    /// server if its assumption ended, so pending claims can be given a chance at it.
+    /// A claim write picking `server` failed. Returns the server if its assumption
+    /// ended, so pending claims can be given a chance at it: it ends unless an earlier
+    /// write of the pick succeeded, for then the claim carries it whatever became of
+    /// this one.
     pub fn write_failed(&mut self, server: &str, claim: &ClaimKey) -> Option<String> {
         let ours = self
             .by_server
             .get(server)
-            .is_some_and(|a| &a.claim == claim);
+            .is_some_and(|a| &a.claim == claim && a.written.is_none());
         ours.then(|| self.end(server)).flatten()
+    }
+
+    /// Whether `claim`'s assumption was written, after being decided on `based_on`.
+    fn already_written(&self, claim: &ClaimKey, based_on: &Option<String>) -> bool {
+        let Some(server) = self.by_claim.get(claim) else {
+            return false;
+        };
+        self.by_server
+            .get(server)
+            .is_some_and(|a| a.written.is_some() && &a.based_on == based_on)
     }
 
     /// A server watch event (`None`: deleted). A server that shows a ref, or is gone, is
@@ -282,6 +304,28 @@ mod tests {
         assert_eq!(a.write_failed("s1", &key("c2")), None, "not c2's");
         assert_eq!(a.write_failed("s1", &key("c1")).as_deref(), Some("s1"));
         assert!(a.is_empty());
+    }
+
+    /// A reconcile handed the claim from before the pick's write picks again on that
+    /// version: whichever server it picks, its write fails, and the pick the claim
+    /// carries stays assumed (were it dropped, the claim would carry a pick this
+    /// controller no longer stands behind, and wait on it).
+    #[test]
+    fn a_pick_decided_on_the_version_before_its_own_write_keeps_the_written_one() {
+        for again in ["s1", "s2"] {
+            let mut a = picked();
+            a.written("s1", &key("c1"), Some("7".into()));
+            a.assume(again, key("c1"), Some("5".into()));
+            assert!(a.holds("s1", &key("c1")), "{again}");
+            assert_eq!(a.write_failed(again, &key("c1")), None, "{again}");
+            assert!(a.holds("s1", &key("c1")), "{again}");
+            assert_eq!(a.len(), 1);
+        }
+        // A pick decided on a later version (the claim withdrew the first) replaces it.
+        let mut a = picked();
+        a.written("s1", &key("c1"), Some("7".into()));
+        a.assume("s2", key("c1"), Some("9".into()));
+        assert!(a.holds("s2", &key("c1")) && !a.is_assumed("s1"));
     }
 
     #[test]

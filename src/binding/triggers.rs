@@ -9,7 +9,7 @@
 //! |---|---|
 //! | a server changes | the server; the claims naming it; the claims its old and new ref name; if it is free now and was not, or changed while free: per claim shape that fits it, the first (free servers + picks in flight + 1) waiting claims in the fair order ([`first_waiting_for`]), and the free servers users' claims name (their turn may have come) |
 //! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; every pending claim, and the free servers users' claims name, if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape: the matching may now give the others what it kept for it |
-//! | an assumed choice ends | every pending claim, if its server is free: they passed it over |
+//! | an assumed choice ends | if its server is free: every pending claim (they passed it over), the server and the claims naming it (a claim whose ref is not a pick in flight waits for its turn on it, or for the pick that held it) |
 //! | the claim controller takes a pick up (`ResumePick`, [`super::Binder::plan_claim`]) | its server: no watch event will |
 //! | a relist | everything |
 //!
@@ -211,11 +211,17 @@ fn left_without_a_server(
     !took.is_some_and(|s| is_free(s) || records_it(s)) || meta::is_deleting(new)
 }
 
-/// An assumed choice of `server` ended: pending claims passed it over.
+/// An assumed choice of `server` ended: pending claims passed it over, and a claim
+/// naming it may have waited for it.
 pub fn on_assumption_end(server: &str, servers: &ServerCatalog, claims: &ClaimCatalog) -> Wake {
     let mut wake = Wake::default();
     if servers.server(server).is_some_and(is_free) {
         wake.pending_claims(claims);
+        // A claim naming it may have waited for the pick that held it, and its turn
+        // may have come: the server decides that, the claim whether to go on waiting.
+        wake.servers.insert(server.to_string());
+        let naming = claims.claims_naming(server).into_iter().map(claim_key);
+        wake.claims.extend(naming);
     }
     wake
 }

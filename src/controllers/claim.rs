@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use kube::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
 use super::context::Context;
@@ -40,8 +41,16 @@ pub fn error_policy(claim: Arc<ServerClaim>, error: &Error, ctx: Arc<Context>) -
 async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
     if ctx.caches.behind_own_write(claim) {
         // The watch is about to deliver this process's last write, and wake it again.
+        tracing::debug!("the cache is behind this process's last write; waiting for it");
         return Ok(Action::requeue(OWN_WRITE_WAIT));
     }
+    // The copy a reconcile is handed was read from the store when it was queued, and
+    // may predate this process's last write, whose record the watch has cleared since
+    // (the store holds the write before the record is cleared): decide on the store's.
+    let Some(latest) = ctx.caches.claim_store.get(&ObjectRef::from_obj(claim)) else {
+        return Ok(Action::await_change());
+    };
+    let claim = &*latest;
     let mut step = decide(claim, ctx, None);
     if let ClaimStep::ReadServer(server) = &step {
         let api = Api::<Server>::all(ctx.client.clone());
@@ -53,11 +62,31 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
         })?;
         step = decide(claim, ctx, Some((server, live.as_ref())));
     }
+    let version = claim
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default();
     let work = match step {
         ClaimStep::Act(work) => work,
-        ClaimStep::Wait { after, .. } => return Ok(Action::requeue(after)),
+        ClaimStep::Wait { decision, after } => {
+            tracing::debug!(
+                version,
+                decision = decision.name(),
+                ?after,
+                "decided; waits"
+            );
+            return Ok(Action::requeue(after));
+        }
         ClaimStep::Idle | ClaimStep::ReadServer(_) => return Ok(Action::await_change()),
     };
+    tracing::debug!(
+        version,
+        decision = work.decision.name(),
+        picked = work.picked.as_deref(),
+        charges = work.charges.len(),
+        "decided"
+    );
     if let Err(error) = charge(&work, ctx).await {
         // Nothing else is written: the pick ends as a conflicting write's would, and the
         // claim decides again on the quota as the watch brings it.

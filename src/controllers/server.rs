@@ -7,6 +7,7 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
@@ -38,8 +39,16 @@ pub fn error_policy(server: Arc<Server>, error: &Error, ctx: Arc<Context>) -> Ac
 async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
     if ctx.caches.behind_own_write(server) {
         // The watch is about to deliver this process's last write, and wake it again.
+        tracing::debug!("the cache is behind this process's last write; waiting for it");
         return Ok(Action::requeue(OWN_WRITE_WAIT));
     }
+    // The copy a reconcile is handed was read from the store when it was queued, and
+    // may predate this process's last write, whose record the watch has cleared since
+    // (the store holds the write before the record is cleared): decide on the store's.
+    let Some(latest) = ctx.caches.server_store.get(&ObjectRef::from_obj(server)) else {
+        return Ok(Action::await_change());
+    };
+    let server = &*latest;
     let mut step = decide(server, ctx, None);
     if let ServerStep::ReadClaim(claim) = &step {
         let api = Api::<ServerClaim>::namespaced(ctx.client.clone(), &claim.namespace);
@@ -55,6 +64,12 @@ async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
         step = decide(server, ctx, Some((claim, live.as_ref())));
     }
     if let ServerStep::Act(work) = step {
+        let version = server
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default();
+        tracing::debug!(version, decision = work.decision.name(), "decided");
         execute(server, &work, ctx).await?;
     }
     Ok(Action::requeue(RESYNC))
