@@ -65,7 +65,10 @@ pub async fn run(
                 _ = ctx.caches.wait_until_ready() => {}
             }
             run_controllers(&ctx, &options, leading.clone(), shutdown.child_token()).await;
-            if shutdown.is_cancelled() {
+            // Nobody left to say this process leads (its elector or holder is gone): its
+            // last word stays `true`, and leading again at once would start and stop
+            // the controllers in a busy loop.
+            if shutdown.is_cancelled() || leading.has_changed().is_err() {
                 break;
             }
         }

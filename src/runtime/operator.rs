@@ -197,21 +197,29 @@ async fn run_in_order(
 impl OperatorHandle {
     /// Graceful stop: reconciles in flight finish, then the watches stop, the Lease (if
     /// held) is released and the endpoint stops.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.shutdown.cancel();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
     }
 
     /// Stops at once, mid-reconcile if need be, as a crash would (tests use it); a held
     /// Lease is not released.
-    pub async fn kill(self) {
+    pub async fn kill(mut self) {
         self.task.abort();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
     }
 
     /// Resolves when the operator stops by itself (it should not) or is shut down.
     pub async fn wait(&mut self) {
         let _ = (&mut self.task).await;
+    }
+}
+
+/// A handle dropped without [`OperatorHandle::shutdown`] stops the operator as
+/// [`OperatorHandle::kill`] does: nothing could stop it afterwards.
+impl Drop for OperatorHandle {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

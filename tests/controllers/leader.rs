@@ -570,3 +570,35 @@ async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
     )
     .await;
 }
+
+/// When nobody is left to say the process leads (its elector or holder dropped the
+/// sender, its last word `true`), the controllers stop and `run` returns, rather than
+/// starting and stopping them in a busy loop, forever.
+#[tokio::test]
+async fn the_controllers_stop_when_nobody_is_left_to_say_they_lead() {
+    use crate::common::fixtures::{claim, server};
+    use crate::controllers::stage::wait_bound;
+    use server_binder::controllers::{self, Caches, Context, Metrics};
+    use tokio_util::sync::CancellationToken;
+
+    let env = Env::new().await;
+    let options = options(2);
+    let (caches, writers) = Caches::new(options.binder_config());
+    let ctx = std::sync::Arc::new(Context::new(
+        env.client.clone(),
+        caches,
+        Metrics::new(),
+        "test".into(),
+    ));
+    let (holder, leading) = tokio::sync::watch::channel(true);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(controllers::run(ctx, writers, options, leading, shutdown));
+    env.put_server(server("s1")).await;
+    env.put_claim(claim("c")).await;
+    wait_bound(&env, "c", "s1").await;
+    drop(holder);
+    tokio::time::timeout(DEADLINE, run)
+        .await
+        .expect("the controllers stop once nobody says they lead")
+        .unwrap();
+}
