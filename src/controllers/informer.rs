@@ -294,12 +294,30 @@ enum Kind {
     Quotas,
 }
 
-/// Drops what no decision reads before the object is cached: `managedFields` are most of
-/// a written object's size. (The `last-applied-configuration` annotation stays: the
-/// controllers write whole objects, and a write without it would erase it.)
+/// Drops what no decision reads before the object is cached: `managedFields` (most of a
+/// written object's size) and every annotation outside this project's domain, such as
+/// kubectl's `last-applied-configuration` (a copy of the whole object). The controllers
+/// write merge patches of what they change (`writes::patch`), so what the cache lacks
+/// is never sent, and never erased.
 fn strip_unread<K: kube::Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| is_ours(key));
+    }
 }
+
+/// Whether an annotation key is in this project's domain (`metal.binder.dev` or a
+/// subdomain of it): the only annotations a decision reads, tenants' included.
+fn is_ours(key: &str) -> bool {
+    let domain = key.split_once('/').map_or("", |(domain, _)| domain);
+    domain == DOMAIN
+        || domain
+            .strip_suffix(DOMAIN)
+            .is_some_and(|d| d.ends_with('.'))
+}
+
+const DOMAIN: &str = "metal.binder.dev";
 
 /// Feeds one kind's watch into its store and the binder, then wakes the controllers.
 /// The binder holds the store's copy of each object (one copy per object, shared).
@@ -441,5 +459,39 @@ impl OwnWrites {
             Event::InitDone => self.clear(),
             Event::Init | Event::InitApply(_) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServerClaimSpec;
+    use crate::api::names::{ANNOTATION_DEFAULT_CLASS, ANNOTATION_PRE_BOUND};
+
+    #[test]
+    fn the_cache_keeps_only_this_projects_annotations() {
+        let mut claim = ServerClaim::new("c", ServerClaimSpec::default());
+        let keys = [
+            ANNOTATION_PRE_BOUND,
+            ANNOTATION_DEFAULT_CLASS,
+            "kubectl.kubernetes.io/last-applied-configuration",
+            "other.example.com/owner",
+            "evilmetal.binder.dev/x",
+            "metal.binder.dev.example.com/x",
+            "no-domain",
+        ];
+        claim.metadata.annotations =
+            Some(keys.iter().map(|k| (k.to_string(), "v".into())).collect());
+        claim.metadata.managed_fields = Some(Vec::new());
+        strip_unread(&mut claim);
+        let kept: Vec<&str> = claim
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(kept, [ANNOTATION_PRE_BOUND, ANNOTATION_DEFAULT_CLASS]);
+        assert!(claim.metadata.managed_fields.is_none());
     }
 }
