@@ -150,17 +150,23 @@ fn a_bound_claim_keeps_its_server_over_a_lowered_quota() {
     ));
 }
 
-#[test]
-fn a_charge_wakes_the_claim_and_the_server_it_names() {
+/// A binder where `a` chose s1 and its quota has not charged it yet, and the quota
+/// that charges it.
+fn before_the_charge() -> (Binder, ServerQuota) {
     let a = gpu(claim("a")).chose("s1");
-    let mut binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
-    let q = binder.quotas().quota(NS, "q").unwrap().clone();
-    let mut charged = (*q).clone();
+    let binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
+    let mut charged = (**binder.quotas().quota(NS, "q").unwrap()).clone();
     charged.status.as_mut().unwrap().charged.push(QuotaCharge {
         class: "gpu".into(),
         claim: "a".into(),
         uid: "uid-a".into(),
     });
+    (binder, charged)
+}
+
+#[test]
+fn a_charge_wakes_the_claim_and_the_server_it_names() {
+    let (mut binder, charged) = before_the_charge();
     let wake = binder.apply_quota(NS, "q", Some(Arc::new(charged)));
     assert!(wake.claims.contains(&ClaimKey::of(NS, "a")));
     assert!(wake.servers.contains("s1"));
@@ -174,15 +180,7 @@ fn a_charge_wakes_the_claim_and_the_server_it_names() {
 /// (Chaos seed 4 left a charged claim's server unbound when the relist woke nobody.)
 #[test]
 fn a_charge_a_relist_brings_wakes_the_claim_and_the_server_it_names() {
-    let a = gpu(claim("a")).chose("s1");
-    let mut binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
-    let q = binder.quotas().quota(NS, "q").unwrap().clone();
-    let mut charged = (*q).clone();
-    charged.status.as_mut().unwrap().charged.push(QuotaCharge {
-        class: "gpu".into(),
-        claim: "a".into(),
-        uid: "uid-a".into(),
-    });
+    let (mut binder, charged) = before_the_charge();
     let wake = binder.relist_quotas(vec![Arc::new(charged)]);
     assert!(wake.claims.contains(&ClaimKey::of(NS, "a")), "{wake:?}");
     assert!(wake.servers.contains("s1"), "{wake:?}");
