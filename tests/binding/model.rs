@@ -22,7 +22,8 @@
 //! - the next scripted user action happens (delete or create a claim, cordon, taint,
 //!   relabel a server, add a selector, ...);
 //! - in worlds with quotas: either controller delivers the next quota event (both see
-//!   quotas late); a claim step's charges are writes of their own, before its claim
+//!   quotas late), or lists the quotas again (an expired watch: every change at once,
+//!   with no event of its own); a claim step's charges are writes of their own, before its claim
 //!   writes, at the quota's resourceVersion the decision read; and either process's
 //!   recount, rung by a claim deleted (or a start, or its own conflict), reads its
 //!   cache and each charge's claim live, then writes at the version it read.
@@ -733,6 +734,15 @@ fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
         let (name, obj) = ctl.quota_events.pop_front().expect("an event");
         ctl.see_quota(who, &name, obj);
         out.push((format!("{who:?} sees quota {name} change"), next));
+        // Or the watch expires (410) and lists again: every change at once, no event
+        // of its own (`relist_quotas`).
+        let mut next = state.clone();
+        let quotas = next.truth.quotas.values().cloned().map(Arc::new).collect();
+        let ctl = next.ctl(who);
+        ctl.quota_events.clear();
+        let wake = ctl.binder.relist_quotas(quotas);
+        ctl.wake(who, wake);
+        out.push((format!("{who:?} lists the quotas again"), next));
     }
     match who {
         Who::ServerController => {
