@@ -372,8 +372,7 @@ impl Binder {
             .collect()
     }
 
-    /// The quotas were listed anew.
-    /// A relist brings every quota's latest charges at once, with no event per change:
+    /// The quotas were listed anew. A relist brings every quota's latest charges at once, with no event per change:
     /// the claims whose standing changed are woken as a quota event would wake them.
     pub fn relist_quotas(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
         let before = self.quota_checks(None);
