@@ -84,13 +84,23 @@ impl ShapesByPin {
         &'a self,
         labels: &'a BTreeMap<String, String>,
     ) -> impl Iterator<Item = &'a Arc<ClaimShape>> {
+        self.pinning(labels).chain(self.unpinned())
+    }
+
+    /// The shapes pinning a pair the labels carry, each once.
+    pub(super) fn pinning<'a, 'l>(
+        &'a self,
+        labels: &'l BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a Arc<ClaimShape>> + use<'a, 'l> {
         let pinned = labels
             .iter()
             .filter_map(|(k, v)| self.pinned.get(k)?.get(v));
-        pinned
-            .flatten()
-            .chain(&self.unpinned)
-            .map(|(_, shape)| shape)
+        pinned.flatten().map(|(_, shape)| shape)
+    }
+
+    /// The shapes pinning nothing.
+    pub(super) fn unpinned(&self) -> impl Iterator<Item = &Arc<ClaimShape>> {
+        self.unpinned.values()
     }
 }
 

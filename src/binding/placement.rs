@@ -101,7 +101,8 @@ pub struct WaitingClaims {
     known_pins: ShapesByPin,
     waiting_pins: ShapesByPin,
     /// How many known shapes fit each class a pick has weighed: counted once per class
-    /// (O(known shapes)), then kept up to date as shapes come and go (O(classes weighed)
+    /// (O(known shapes that could fit it): those pinning a value it carries, and those
+    /// pinning none, `known_pins`), then kept up to date as shapes come and go (O(classes weighed)
     /// per new or vanished shape), so that a pick's weighing costs a lookup per class
     /// however many shapes tenants create.
     contest: Contest,
@@ -122,11 +123,12 @@ impl Clone for Contest {
 }
 
 /// Per waiting claim shape, which slots of the free-server index it fits: a row learnt
-/// once per epoch of the index (O(classes)); a slot added since is offered only to the
-/// rows whose selector could match its labels (by the values an `In` or a `matchLabels`
-/// pins, or every row whose selector pins none), so that building a pick's network costs
-/// a lookup per shape and an entry per fit, not a selector match per (shape, class)
-/// pair, nor one per shape for each new class. Keyed by the shape's `Arc` in
+/// once per epoch of the index, among the slots carrying a value its selector pins (by
+/// an `In` or a `matchLabels`), or among every slot if it pins none; a slot added since
+/// is offered only to the rows whose selector could match its labels (by the values
+/// they pin, or every row whose selector pins none), so that building a pick's network
+/// costs a lookup per shape it meets and an entry per fit, not a selector match per
+/// (shape, class) pair, nor one per shape for each new class. Keyed by the shape's `Arc` in
 /// [`WaitingClaims`] (held here, so the address names one shape while its row lives). A
 /// cache like [`Contest`]: a copy of the claims starts with none.
 #[derive(Debug, Default)]
@@ -1128,18 +1130,23 @@ struct Outward<'i, 'w> {
     shapes: Vec<Shape<'w>>,
     classes: Vec<FreeClass<'i>>,
     edges: Vec<(usize, usize)>,
-    /// The claim-side nodes in, and the server-side nodes met (`None`: no supply).
+    /// The claim-side nodes in other than waiting shapes, and the server-side nodes met
+    /// (`None`: no supply).
     shape_seen: HashSet<ClaimNode<'w>>,
     class_seen: HashMap<(ClassId, Option<&'i str>), Option<usize>>,
     /// The slots whose fitting shapes were looked for.
     slot_met: HashSet<ClassId>,
+    /// The waiting shapes settled, by address: in (the picker's included), or met with
+    /// all their claims placed (no node).
+    settled: HashSet<usize>,
+    /// The waiting shapes pinning nothing not settled yet ([`Self::take_in`]), once
+    /// a slot was met.
+    unpinned: Option<Vec<&'w Arc<ClaimShape>>>,
 }
 
-/// A claim-side node, by what it is (the picker's is its shared shape or its server).
+/// A claim-side node other than a waiting shape's, by what it is.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum ClaimNode<'w> {
-    /// A waiting shape, by its shared copy's address.
-    Shape(usize),
     /// A pick in flight of the server the picker names, by its place in `busy.rivals`.
     Rival(usize),
     /// The claims naming a free server.
@@ -1185,6 +1192,8 @@ impl<'i, 'w> Outward<'i, 'w> {
             shape_seen: HashSet::new(),
             class_seen: HashMap::new(),
             slot_met: HashSet::new(),
+            settled: HashSet::new(),
+            unpinned: None,
         }
     }
 
@@ -1217,7 +1226,7 @@ impl<'i, 'w> Outward<'i, 'w> {
                 let Some((shared, members)) = self.waiting.by_shape.get_key_value(m) else {
                     return alone;
                 };
-                self.shape_seen.insert(ClaimNode::Shape(address(shared)));
+                self.settled.insert(address(shared));
                 let (asks, demand, queue, shared) = self.shape_node(shared, members);
                 (asks, demand + 1, queue, shared)
             }
@@ -1324,19 +1333,16 @@ impl<'i, 'w> Outward<'i, 'w> {
         }
         let class = self.index.class_at(id);
         let waiting = self.waiting;
-        for shape in waiting.waiting_pins.could_fit(&class.labels) {
-            if self.shape_seen.contains(&ClaimNode::Shape(address(shape))) {
-                continue;
-            }
-            let Some((shared, members)) = waiting.by_shape.get_key_value(shape) else {
-                continue;
-            };
-            let node = self.shape_node(shared, members);
-            if node.1 > 0 && rows.row(shared, self.index).binary_search(&id).is_ok() {
-                self.shape_seen.insert(ClaimNode::Shape(address(shared)));
-                self.shapes.push(node);
-            }
+        let pins = &waiting.waiting_pins;
+        for shape in pins.pinning(&class.labels) {
+            self.take_in(shape, id, rows);
         }
+        // The shapes pinning nothing are candidates for every slot: kept in a list of
+        // those still out, so that each is looked at once per slot only until it is in.
+        let unpinned = self.unpinned.take();
+        let unpinned = unpinned.unwrap_or_else(|| pins.unpinned().collect());
+        let out = unpinned.into_iter().filter(|s| !self.take_in(s, id, rows));
+        self.unpinned = Some(out.collect());
         let busy = self.busy;
         for (r, (shape, waiter)) in busy.rivals.iter().enumerate() {
             if shape.fits(class) && self.shape_seen.insert(ClaimNode::Rival(r)) {
@@ -1344,6 +1350,28 @@ impl<'i, 'w> Outward<'i, 'w> {
                 self.shapes.push((Asks::Shape(shape), 1, queue, None));
             }
         }
+    }
+
+    /// Brings in the waiting shape `shape` if it fits slot `id` and has claims not placed
+    /// yet. Whether it is settled: in, or without claims to place (`false`: it does not
+    /// fit the slot).
+    fn take_in(&mut self, shape: &'w Arc<ClaimShape>, id: ClassId, rows: &mut Rows) -> bool {
+        let at = address(shape);
+        if self.settled.contains(&at) {
+            return true;
+        }
+        if rows.row(shape, self.index).binary_search(&id).is_err() {
+            return false;
+        }
+        let Some((shared, members)) = self.waiting.by_shape.get_key_value(shape) else {
+            return true;
+        };
+        let node = self.shape_node(shared, members);
+        if node.1 > 0 {
+            self.shapes.push(node);
+        }
+        self.settled.insert(at);
+        true
     }
 }
 
