@@ -76,6 +76,9 @@ pub struct FreeServerIndex {
     /// Slots without free members.
     empty: usize,
     class_of: HashMap<String, ClassId>,
+    /// The slots by the values their class carries, per key: the slots a selector
+    /// pinning a value could fit.
+    by_label: HashMap<String, HashMap<String, Vec<ClassId>>>,
     epoch: u64,
 }
 
@@ -103,6 +106,7 @@ impl Default for FreeServerIndex {
             slots: Vec::new(),
             empty: 0,
             class_of: HashMap::new(),
+            by_label: HashMap::new(),
             epoch: next_epoch(),
         }
     }
@@ -117,6 +121,7 @@ impl Clone for FreeServerIndex {
             slots: self.slots.clone(),
             empty: self.empty,
             class_of: self.class_of.clone(),
+            by_label: self.by_label.clone(),
             epoch: next_epoch(),
         }
     }
@@ -155,8 +160,7 @@ impl FreeServerIndex {
             Some(&id) => id,
             None => {
                 let class = Arc::new(class);
-                self.classes.insert(class.clone(), self.slots.len());
-                self.slots.push(Slot {
+                self.push_slot(Slot {
                     class,
                     members: BTreeSet::new(),
                 });
@@ -187,20 +191,31 @@ impl FreeServerIndex {
         }
     }
 
+    /// Appends a slot, filed by its class and its labels.
+    fn push_slot(&mut self, slot: Slot) {
+        let id = self.slots.len();
+        self.classes.insert(slot.class.clone(), id);
+        for (k, v) in &slot.class.labels {
+            let values = self.by_label.entry(k.clone()).or_default();
+            values.entry(v.clone()).or_default().push(id);
+        }
+        self.slots.push(slot);
+    }
+
     /// Drops the empty slots: a new epoch.
     fn compact(&mut self) {
         let slots = std::mem::take(&mut self.slots);
         self.classes.clear();
         self.class_of.clear();
+        self.by_label.clear();
         self.empty = 0;
         self.epoch = next_epoch();
         for slot in slots.into_iter().filter(|s| !s.members.is_empty()) {
             let id = self.slots.len();
-            self.classes.insert(slot.class.clone(), id);
             for name in &slot.members {
                 self.class_of.insert(name.clone(), id);
             }
-            self.slots.push(slot);
+            self.push_slot(slot);
         }
     }
 
@@ -223,6 +238,7 @@ impl FreeServerIndex {
         }
         self.classes.clear();
         self.class_of.clear();
+        self.by_label.clear();
         self.slots.clear();
         self.empty = 0;
         self.epoch = next_epoch();
@@ -264,6 +280,18 @@ impl FreeServerIndex {
     /// The class in slot `id` (with free members or not).
     pub(super) fn class_at(&self, id: ClassId) -> &Class {
         &self.slots[id].class
+    }
+
+    /// The free members of slot `id` (none when its class has none).
+    pub(super) fn members_at(&self, id: ClassId) -> &BTreeSet<String> {
+        &self.slots[id].members
+    }
+
+    /// The slots whose class carries `value` for `key` (with free members or not), in
+    /// order: the only slots a selector pinning that value alone can fit.
+    pub(super) fn slots_with(&self, key: &str, value: &str) -> &[ClassId] {
+        let slots = self.by_label.get(key).and_then(|values| values.get(value));
+        slots.map_or(&[], Vec::as_slice)
     }
 
     /// The class of a free server (`None`: not in the index).

@@ -21,6 +21,7 @@ pub mod gates;
 mod in_flight;
 mod index;
 pub mod meta;
+mod pins;
 pub mod placement;
 pub mod quota;
 mod selector;

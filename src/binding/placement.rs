@@ -19,11 +19,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{SelectorOperator, Server, ServerClaim};
+use crate::api::{Server, ServerClaim};
 
 use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
@@ -31,6 +31,7 @@ use super::flow::MaxFlow;
 use super::in_flight::InFlight;
 use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
+use super::pins::{ShapesByPin, pins};
 pub use super::shape::ClaimShape;
 
 /// A waiting claim as the fair order sees it: oldest first, then by name.
@@ -95,8 +96,13 @@ pub struct WaitingClaims {
     /// it: what claims to come are likely to ask for.
     known: HashMap<Arc<ClaimShape>, usize>,
     known_of: HashMap<ClaimKey, Arc<ClaimShape>>,
+    /// The known shapes and the waiting ones (those of `by_shape`), filed by the values
+    /// their selectors pin: the shapes that could fit a class are found from its labels.
+    known_pins: ShapesByPin,
+    waiting_pins: ShapesByPin,
     /// How many known shapes fit each class a pick has weighed: counted once per class
-    /// (O(known shapes)), then kept up to date as shapes come and go (O(classes weighed)
+    /// (O(known shapes that could fit it): those pinning a value it carries, and those
+    /// pinning none, `known_pins`), then kept up to date as shapes come and go (O(classes weighed)
     /// per new or vanished shape), so that a pick's weighing costs a lookup per class
     /// however many shapes tenants create.
     contest: Contest,
@@ -117,11 +123,12 @@ impl Clone for Contest {
 }
 
 /// Per waiting claim shape, which slots of the free-server index it fits: a row learnt
-/// once per epoch of the index (O(classes)); a slot added since is offered only to the
-/// rows whose selector could match its labels (by the values an `In` or a `matchLabels`
-/// pins, or every row whose selector pins none), so that building a pick's network costs
-/// a lookup per shape and an entry per fit, not a selector match per (shape, class)
-/// pair, nor one per shape for each new class. Keyed by the shape's `Arc` in
+/// once per epoch of the index, among the slots carrying a value its selector pins (by
+/// an `In` or a `matchLabels`), or among every slot if it pins none; a slot added since
+/// is offered only to the rows whose selector could match its labels (by the values
+/// they pin, or every row whose selector pins none), so that building a pick's network
+/// costs a lookup per shape it meets and an entry per fit, not a selector match per
+/// (shape, class) pair, nor one per shape for each new class. Keyed by the shape's `Arc` in
 /// [`WaitingClaims`] (held here, so the address names one shape while its row lives). A
 /// cache like [`Contest`]: a copy of the claims starts with none.
 #[derive(Debug, Default)]
@@ -133,10 +140,8 @@ struct Rows {
     /// Slots `0..tested` of that epoch are in every row.
     tested: usize,
     rows: HashMap<usize, (Arc<ClaimShape>, Vec<ClassId>)>,
-    /// The rows by the (key, value) pairs their selector pins a server to; a row
-    /// pinning none is `unpinned`.
-    pinned: HashMap<(String, String), Vec<usize>>,
-    unpinned: Vec<usize>,
+    /// The shapes with rows, by the (key, value) pairs their selector pins a server to.
+    filed: ShapesByPin,
 }
 
 impl Clone for FitRows {
@@ -148,7 +153,9 @@ impl Clone for FitRows {
 impl FitRows {
     /// Calls `visit` with each shape's slots in `index` (empty slots included: the
     /// caller knows which have free members); a shape not shared from the waiting
-    /// claims (`None`) is matched against every slot.
+    /// claims (`None`) is matched against every slot. Checks each row against a match
+    /// of every slot.
+    #[cfg(debug_assertions)]
     fn each(
         &self,
         index: &FreeServerIndex,
@@ -156,15 +163,8 @@ impl FitRows {
         keep: usize,
         mut visit: impl FnMut(usize, &[ClassId]),
     ) {
-        let (epoch, count) = index.slots();
-        let mut rows = self.0.lock();
-        if rows.epoch != epoch || rows.rows.len() > keep + MAX_STALE_ROWS {
-            *rows = Rows {
-                epoch,
-                ..Rows::default()
-            };
-        }
-        rows.offer(index, count);
+        let count = index.slots().1;
+        let mut rows = self.current(index, keep);
         for (n, (shape, shared)) in shapes.iter().enumerate() {
             let Some(shared) = shared else {
                 let fits: Vec<ClassId> = (0..count)
@@ -174,15 +174,27 @@ impl FitRows {
                 continue;
             };
             let row = rows.row(shared, index);
-            #[cfg(debug_assertions)]
-            {
-                let all: Vec<ClassId> = (0..count)
-                    .filter(|&id| shape.fits(index.class_at(id)))
-                    .collect();
-                assert_eq!(row, all.as_slice(), "a fit row and a match of every slot");
-            }
+            let all: Vec<ClassId> = (0..count)
+                .filter(|&id| shape.fits(index.class_at(id)))
+                .collect();
+            assert_eq!(row, all.as_slice(), "a fit row and a match of every slot");
             visit(n, row);
         }
+    }
+
+    /// The rows, of the index's current epoch (learnt afresh after a new one, or when
+    /// more than [`MAX_STALE_ROWS`] rows beyond `keep` pile up), every slot offered.
+    fn current(&self, index: &FreeServerIndex, keep: usize) -> MutexGuard<'_, Rows> {
+        let (epoch, count) = index.slots();
+        let mut rows = self.0.lock();
+        if rows.epoch != epoch || rows.rows.len() > keep + MAX_STALE_ROWS {
+            *rows = Rows {
+                epoch,
+                ..Rows::default()
+            };
+        }
+        rows.offer(index, count);
+        rows
     }
 }
 
@@ -191,12 +203,8 @@ impl Rows {
     fn offer(&mut self, index: &FreeServerIndex, count: usize) {
         for id in self.tested..count {
             let class = index.class_at(id);
-            let pinned = class
-                .labels
-                .iter()
-                .filter_map(|(k, v)| self.pinned.get(&(k.clone(), v.clone())));
-            let candidates: Vec<usize> = pinned.flatten().chain(&self.unpinned).copied().collect();
-            for address in candidates {
+            for shape in self.filed.could_fit(&class.labels) {
+                let address = Arc::as_ptr(shape) as usize;
                 if let Some((shape, fits)) = self.rows.get_mut(&address)
                     && shape.fits(class)
                 {
@@ -207,46 +215,28 @@ impl Rows {
         self.tested = count;
     }
 
-    /// The row of `shape`, learnt now if new.
+    /// The row of `shape`, learnt now if new: among the slots carrying a value its
+    /// selector pins, if it pins any (O(those slots)), else among every slot.
     fn row(&mut self, shape: &Arc<ClaimShape>, index: &FreeServerIndex) -> &[ClassId] {
         let address = Arc::as_ptr(shape) as usize;
         if !self.rows.contains_key(&address) {
-            let fits = (0..self.tested)
-                .filter(|&id| shape.fits(index.class_at(id)))
-                .collect();
-            match pins(shape) {
+            let tested = self.tested;
+            let fits = |id: &ClassId| *id < tested && shape.fits(index.class_at(*id));
+            let row = match pins(shape) {
                 Some(pins) => {
-                    for pin in pins {
-                        self.pinned.entry(pin).or_default().push(address);
-                    }
+                    let slots = pins.iter().flat_map(|(k, v)| index.slots_with(k, v));
+                    let mut row: Vec<ClassId> = slots.copied().filter(fits).collect();
+                    row.sort_unstable();
+                    row.dedup();
+                    row
                 }
-                None => self.unpinned.push(address),
-            }
-            self.rows.insert(address, (shape.clone(), fits));
+                None => (0..tested).filter(fits).collect(),
+            };
+            self.filed.insert(shape);
+            self.rows.insert(address, (shape.clone(), row));
         }
         &self.rows[&address].1
     }
-}
-
-/// The (key, value) pairs one requirement of the shape's selector pins a server to (a
-/// `matchLabels` entry, or an `In`'s values): a server fits only if it has one of them.
-/// `None`: the selector pins nothing (no selector, or only `NotIn`, `Exists`,
-/// `DoesNotExist`).
-fn pins(shape: &ClaimShape) -> Option<Vec<(String, String)>> {
-    let selector = shape.selector.as_ref()?;
-    if let Some((k, v)) = selector.match_labels.iter().next() {
-        return Some(vec![(k.clone(), v.clone())]);
-    }
-    let pinning = selector
-        .match_expressions
-        .iter()
-        .filter(|r| r.operator == SelectorOperator::In);
-    let fewest = pinning.min_by_key(|r| r.values.len())?;
-    let pins = fewest
-        .values
-        .iter()
-        .map(|v| (fewest.key.clone(), v.clone()));
-    Some(pins.collect())
 }
 
 /// Rows kept for shapes no longer waiting before the rows are dropped and learnt afresh.
@@ -294,6 +284,9 @@ impl WaitingClaims {
         if is_waiting(claim) {
             let waiter = Waiter::of(claim);
             let members = self.by_shape.entry(shape.clone()).or_default();
+            if members.is_empty() {
+                self.waiting_pins.insert(&shape);
+            }
             members.insert(waiter.clone());
             self.shape_of.insert(key.clone(), (shape, waiter));
         }
@@ -338,6 +331,7 @@ impl WaitingClaims {
         *count += 1;
         if *count == 1 {
             self.contest.shape_known(&shape, 1);
+            self.known_pins.insert(&shape);
         }
         self.known_of.insert(key.clone(), shape.clone());
         shape
@@ -351,6 +345,7 @@ impl WaitingClaims {
             if *count == 0 {
                 self.known.remove(&shape);
                 self.contest.shape_known(&shape, -1);
+                self.known_pins.remove(&shape);
             }
         }
     }
@@ -363,6 +358,7 @@ impl WaitingClaims {
             members.remove(&waiter);
             if members.is_empty() {
                 self.by_shape.remove(&shape);
+                self.waiting_pins.remove(&shape);
             }
         }
         self.serving.remove(key);
@@ -467,7 +463,17 @@ impl WaitingClaims {
     /// `mine` fits): how contested its servers are likely to be.
     fn contest(&self, mine: &ClaimShape, class: &Class) -> usize {
         let fitting = self.contest.fitting(class, || {
-            self.known.keys().filter(|s| s.fits(class)).count()
+            let could_fit = self.known_pins.could_fit(&class.labels);
+            let fitting = could_fit.filter(|s| s.fits(class)).count();
+            #[cfg(debug_assertions)]
+            {
+                let all = self.known.keys().filter(|s| s.fits(class)).count();
+                assert_eq!(
+                    fitting, all,
+                    "the known shapes fitting a class, by pins and all"
+                );
+            }
+            fitting
         });
         fitting.saturating_sub(usize::from(self.known.contains_key(mine)))
     }
@@ -895,6 +901,10 @@ struct Network<'i, 'w> {
     me: &'w ClaimKey,
 }
 
+/// A network as text ([`Network::described`]).
+#[cfg(debug_assertions)]
+type Described = (String, Vec<String>, Vec<String>, Vec<(String, String)>);
+
 /// A node on the claim side: what it asks for, its demand, and its queued claims.
 /// The last element: the shape as the waiting claims share it, if they do.
 type Shape<'w> = (Asks<'w>, i64, Queue<'w>, Option<&'w Arc<ClaimShape>>);
@@ -903,12 +913,45 @@ type Shape<'w> = (Asks<'w>, i64, Queue<'w>, Option<&'w Arc<ClaimShape>>);
 type FreeClass<'i> = (&'i Class, Members<'i>, i64, ClassId);
 
 impl<'i, 'w> Network<'i, 'w> {
+    /// The component of the picker's node, built outward from it ([`Outward`]); a debug
+    /// build checks it against the component of the network of every waiting shape and
+    /// every class of free servers.
     fn around(
         mine: Asks<'w>,
         me: &'w ClaimKey,
         index: &'i FreeServerIndex,
         waiting: &'w WaitingClaims,
-        busy: &'w Busy,
+        busy: &'w Busy<'w>,
+    ) -> Self {
+        let (shapes, classes, edges) = Outward::new(me, index, waiting, busy).build(mine);
+        let network = Network {
+            shapes,
+            classes,
+            edges,
+            busy,
+            me,
+        };
+        #[cfg(debug_assertions)]
+        {
+            let listed = Self::listed(mine, me, index, waiting, busy);
+            assert_eq!(
+                network.described(),
+                listed.described(),
+                "the network built outward and from every shape and class"
+            );
+        }
+        network
+    }
+
+    /// The component of the picker's node in the network of every waiting shape and
+    /// every class of free servers: O(S + K) per pick, what [`Self::around`] avoids.
+    #[cfg(debug_assertions)]
+    fn listed(
+        mine: Asks<'w>,
+        me: &'w ClaimKey,
+        index: &'i FreeServerIndex,
+        waiting: &'w WaitingClaims,
+        busy: &'w Busy<'w>,
     ) -> Self {
         let shapes = waiting_shapes(mine, me, waiting, busy);
         let classes = free_classes(index, busy);
@@ -928,6 +971,38 @@ impl<'i, 'w> Network<'i, 'w> {
             busy,
             me,
         }
+    }
+
+    /// The network as text, whatever the order of its nodes: the picker's node, the
+    /// other nodes, the edges.
+    #[cfg(debug_assertions)]
+    fn described(&self) -> Described {
+        let shapes: Vec<String> = self
+            .shapes
+            .iter()
+            .map(|s| {
+                let queue: Vec<&ClaimKey> = s.2.iter().map(|w| &w.key).collect();
+                format!("{:?} {} {:?} {}", s.0, s.1, queue, s.3.is_some())
+            })
+            .collect();
+        let classes: Vec<String> = self
+            .classes
+            .iter()
+            .map(|c| match c.1 {
+                Members::One(name) => format!("{} {} {}", c.3, name, c.2),
+                Members::Class(_) => format!("{} * {}", c.3, c.2),
+            })
+            .collect();
+        let edges = self.edges.iter();
+        let mut edges: Vec<(String, String)> = edges
+            .map(|&(i, j)| (shapes[i].clone(), classes[j].clone()))
+            .collect();
+        edges.sort();
+        let mut others = shapes[1..].to_vec();
+        others.sort();
+        let mut classes = classes;
+        classes.sort();
+        (shapes[0].clone(), others, classes, edges)
     }
 
     fn demand(&self) -> Vec<i64> {
@@ -1036,9 +1111,279 @@ impl<'i, 'w> Network<'i, 'w> {
     }
 }
 
+/// Builds the component of the picker's node outward from it, a breadth-first search
+/// that lists only what it reaches: from a shape, the classes its fit row holds (and the
+/// servers claims name in them); from a class, the waiting shapes that could fit it (by
+/// the values their selectors pin, [`ShapesByPin`], then their rows), the picker's
+/// rivals, and the claims naming it if it is a named server. So a pick costs O(its
+/// component and the candidates met), not O(every waiting shape and every class).
+struct Outward<'i, 'w> {
+    index: &'i FreeServerIndex,
+    waiting: &'w WaitingClaims,
+    busy: &'w Busy<'w>,
+    /// Per waiting shape, its claims placed already or the picker (not counted in
+    /// `busy.counts`).
+    not_waiting: HashMap<*const ClaimShape, i64>,
+    /// Per slot, its servers taken (not counted in `busy.counts`) and those claims name.
+    taken: HashMap<ClassId, i64>,
+    named: HashMap<ClassId, Vec<&'i str>>,
+    shapes: Vec<Shape<'w>>,
+    classes: Vec<FreeClass<'i>>,
+    edges: Vec<(usize, usize)>,
+    /// The claim-side nodes in other than waiting shapes, and the server-side nodes met
+    /// (`None`: no supply).
+    shape_seen: HashSet<ClaimNode<'w>>,
+    class_seen: HashMap<(ClassId, Option<&'i str>), Option<usize>>,
+    /// The slots whose fitting shapes were looked for.
+    slot_met: HashSet<ClassId>,
+    /// The waiting shapes settled, by address: in (the picker's included), or met with
+    /// all their claims placed (no node).
+    settled: HashSet<usize>,
+    /// The waiting shapes pinning nothing not settled yet ([`Self::take_in`]), once
+    /// a slot was met.
+    unpinned: Option<Vec<&'w Arc<ClaimShape>>>,
+}
+
+/// A claim-side node other than a waiting shape's, by what it is.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum ClaimNode<'w> {
+    /// A pick in flight of the server the picker names, by its place in `busy.rivals`.
+    Rival(usize),
+    /// The claims naming a free server.
+    Named(&'w str),
+}
+
+impl<'i, 'w> Outward<'i, 'w> {
+    /// O(claims placed + servers taken + servers named).
+    fn new(
+        me: &ClaimKey,
+        index: &'i FreeServerIndex,
+        waiting: &'w WaitingClaims,
+        busy: &'w Busy<'w>,
+    ) -> Self {
+        let mut not_waiting: HashMap<*const ClaimShape, i64> = HashMap::new();
+        for key in busy.placed.iter().copied().chain(std::iter::once(me)) {
+            if let Some((shape, _)) = waiting.shape_of.get(key) {
+                *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
+            }
+        }
+        let mut taken: HashMap<ClassId, i64> = HashMap::new();
+        for id in busy.taken.iter().filter_map(|n| index.class_id_of(n)) {
+            *taken.entry(id).or_default() += 1;
+        }
+        let mut named: HashMap<ClassId, Vec<&'i str>> = HashMap::new();
+        for name in busy.named.keys() {
+            if let Some(id) = index.class_id_of(name)
+                && let Some(member) = index.members_at(id).get(*name)
+            {
+                named.entry(id).or_default().push(member);
+            }
+        }
+        Outward {
+            index,
+            waiting,
+            busy,
+            not_waiting,
+            taken,
+            named,
+            shapes: Vec::new(),
+            classes: Vec::new(),
+            edges: Vec::new(),
+            shape_seen: HashSet::new(),
+            class_seen: HashMap::new(),
+            slot_met: HashSet::new(),
+            settled: HashSet::new(),
+            unpinned: None,
+        }
+    }
+
+    /// The component: its claim-side nodes (the picker's first), its server-side nodes,
+    /// and every fit of its claim-side nodes.
+    fn build(
+        mut self,
+        mine: Asks<'w>,
+    ) -> (Vec<Shape<'w>>, Vec<FreeClass<'i>>, Vec<(usize, usize)>) {
+        let waiting = self.waiting;
+        let mut rows = waiting.rows.current(self.index, waiting.by_shape.len());
+        let picker = self.picker(mine);
+        self.shapes.push(picker);
+        let mut next = 0;
+        while next < self.shapes.len() {
+            for j in self.fits(next, &mut rows) {
+                self.edges.push((next, j));
+            }
+            next += 1;
+        }
+        (self.shapes, self.classes, self.edges)
+    }
+
+    /// The picker's node: its shape's waiting claims plus it, or the claims naming its
+    /// server plus it, or it alone.
+    fn picker(&mut self, mine: Asks<'w>) -> Shape<'w> {
+        let alone = (mine, 1, Queue::Picker, None);
+        match mine {
+            Asks::Shape(m) => {
+                let Some((shared, members)) = self.waiting.by_shape.get_key_value(m) else {
+                    return alone;
+                };
+                self.settled.insert(address(shared));
+                let (asks, demand, queue, shared) = self.shape_node(shared, members);
+                (asks, demand + 1, queue, shared)
+            }
+            Asks::Server(name) => {
+                let Some((server, namers)) = self.busy.named.get_key_value(name) else {
+                    return alone;
+                };
+                self.shape_seen.insert(ClaimNode::Named(server));
+                let demand = namers.len() as i64 + 1;
+                (Asks::Server(server), demand, Queue::Named(namers), None)
+            }
+        }
+    }
+
+    /// A waiting shape's node: its claims not placed yet.
+    fn shape_node(&self, shared: &'w Arc<ClaimShape>, members: &'w BTreeSet<Waiter>) -> Shape<'w> {
+        let gone = self.not_waiting.get(&Arc::as_ptr(shared)).copied();
+        let counted = self.busy.counts.as_ref().map_or(0, |c| c.placed_in(shared));
+        let demand = members.len() as i64 - gone.unwrap_or(0) - counted as i64;
+        (
+            Asks::Shape(shared),
+            demand,
+            Queue::Shape(members),
+            Some(shared),
+        )
+    }
+
+    /// The server-side nodes claim-side node `i` fits, met now if new: for a shape, the
+    /// classes of the slots it fits and the named servers in them; for the claims naming
+    /// a server, that server alone.
+    fn fits(&mut self, i: usize, rows: &mut Rows) -> Vec<usize> {
+        let slots: Vec<ClassId> = match self.shapes[i] {
+            (Asks::Server(name), ..) => {
+                let id = self.index.class_id_of(name);
+                let named = id.filter(|_| self.busy.named.contains_key(name));
+                let single = named.and_then(|id| self.meet(id, Some(name), rows));
+                return single.into_iter().collect();
+            }
+            (Asks::Shape(_), .., Some(shared)) => rows.row(shared, self.index).to_vec(),
+            (Asks::Shape(shape), .., None) => {
+                let slots = 0..self.index.slots().1;
+                slots
+                    .filter(|&id| shape.fits(self.index.class_at(id)))
+                    .collect()
+            }
+        };
+        let mut nodes = Vec::new();
+        for id in slots {
+            nodes.extend(self.meet(id, None, rows));
+            let named = self.named.get(&id).cloned().unwrap_or_default();
+            for name in named {
+                nodes.extend(self.meet(id, Some(name), rows));
+            }
+        }
+        nodes
+    }
+
+    /// The server-side node of slot `id` (`one`: of the named server `one` in it), met
+    /// now if new; `None` when it has nothing to give (a class without supply).
+    fn meet(&mut self, id: ClassId, one: Option<&str>, rows: &mut Rows) -> Option<usize> {
+        let members = self.index.members_at(id);
+        let one = match one {
+            Some(name) => Some(members.get(name)?.as_str()),
+            None => None,
+        };
+        if let Some(&met) = self.class_seen.get(&(id, one)) {
+            return met;
+        }
+        let class = self.index.class_at(id);
+        let node = match one {
+            Some(name) => Some((class, Members::One(name), 1, id)),
+            None => {
+                let counted = self.busy.counts.as_ref().map_or(0, |c| c.taken_in(id));
+                let taken = self.taken.get(&id).copied().unwrap_or(0) + counted as i64;
+                let supply = members.len() as i64 - taken;
+                (supply > 0).then_some((class, Members::Class(members), supply, id))
+            }
+        };
+        let j = node.map(|node| {
+            self.classes.push(node);
+            self.classes.len() - 1
+        });
+        self.class_seen.insert((id, one), j);
+        if j.is_some() {
+            self.fitted_by(id, one, rows);
+        }
+        j
+    }
+
+    /// Brings in the claim-side nodes that fit a server-side node of slot `id` just met:
+    /// the claims naming `one`, and (once per slot) the waiting shapes and the rivals
+    /// that fit the slot.
+    fn fitted_by(&mut self, id: ClassId, one: Option<&'i str>, rows: &mut Rows) {
+        if let Some((server, namers)) = one.and_then(|n| self.busy.named.get_key_value(n))
+            && self.shape_seen.insert(ClaimNode::Named(server))
+            && !namers.is_empty()
+        {
+            let demand = namers.len() as i64;
+            let node = (Asks::Server(server), demand, Queue::Named(namers), None);
+            self.shapes.push(node);
+        }
+        if !self.slot_met.insert(id) {
+            return;
+        }
+        let class = self.index.class_at(id);
+        let waiting = self.waiting;
+        let pins = &waiting.waiting_pins;
+        for shape in pins.pinning(&class.labels) {
+            self.take_in(shape, id, rows);
+        }
+        // The shapes pinning nothing are candidates for every slot: kept in a list of
+        // those still out, so that each is looked at once per slot only until it is in.
+        let unpinned = self.unpinned.take();
+        let unpinned = unpinned.unwrap_or_else(|| pins.unpinned().collect());
+        let out = unpinned.into_iter().filter(|s| !self.take_in(s, id, rows));
+        self.unpinned = Some(out.collect());
+        let busy = self.busy;
+        for (r, (shape, waiter)) in busy.rivals.iter().enumerate() {
+            if shape.fits(class) && self.shape_seen.insert(ClaimNode::Rival(r)) {
+                let queue = Queue::Named(std::slice::from_ref(waiter));
+                self.shapes.push((Asks::Shape(shape), 1, queue, None));
+            }
+        }
+    }
+
+    /// Brings in the waiting shape `shape` if it fits slot `id` and has claims not placed
+    /// yet. Whether it is settled: in, or without claims to place (`false`: it does not
+    /// fit the slot).
+    fn take_in(&mut self, shape: &'w Arc<ClaimShape>, id: ClassId, rows: &mut Rows) -> bool {
+        let at = address(shape);
+        if self.settled.contains(&at) {
+            return true;
+        }
+        if rows.row(shape, self.index).binary_search(&id).is_err() {
+            return false;
+        }
+        let Some((shared, members)) = self.waiting.by_shape.get_key_value(shape) else {
+            return true;
+        };
+        let node = self.shape_node(shared, members);
+        if node.1 > 0 {
+            self.shapes.push(node);
+        }
+        self.settled.insert(at);
+        true
+    }
+}
+
+/// The address of a shared shape: what names it in [`ShapesByPin`] and the rows.
+fn address(shape: &Arc<ClaimShape>) -> usize {
+    Arc::as_ptr(shape) as usize
+}
+
 /// Every claim-side node with its demand (waiting claims not yet placed): the picker's
 /// own first, counting the picker once whatever the cache shows of it; then the shapes
 /// of waiting claims; then the free servers users' claims name.
+#[cfg(debug_assertions)]
 fn waiting_shapes<'w>(
     mine: Asks<'w>,
     me: &ClaimKey,
@@ -1090,6 +1435,7 @@ fn waiting_shapes<'w>(
 
 /// Every class of free servers with its supply (members not yet spoken for), then every
 /// free server claims name as a class of its own.
+#[cfg(debug_assertions)]
 fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i>> {
     let mut taken: HashMap<*const Class, i64> = HashMap::new();
     for name in &busy.taken {
@@ -1123,11 +1469,13 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
     classes
 }
 
+#[cfg(debug_assertions)]
 type Component = (Vec<usize>, Vec<usize>, Vec<(usize, usize)>);
 
 /// Per claim-side node, the server-side nodes whose servers it can take: for a shape,
 /// the classes its row says it fits (and the named servers of those classes); for the
 /// claims naming a server, that server alone.
+#[cfg(debug_assertions)]
 fn fits_of(
     shapes: &[Shape<'_>],
     classes: &[FreeClass<'_>],
@@ -1163,9 +1511,11 @@ fn fits_of(
 }
 
 /// A shape whose row is asked for, and the waiting claims' shared copy of it, if any.
+#[cfg(debug_assertions)]
 type AskedShape<'w> = (&'w ClaimShape, Option<&'w Arc<ClaimShape>>);
 
 /// The server-side nodes of the free server `name` alone (claims naming it).
+#[cfg(debug_assertions)]
 fn one_server(classes: &[FreeClass<'_>], name: &str) -> Vec<usize> {
     let named = classes.iter().enumerate();
     named
@@ -1176,6 +1526,7 @@ fn one_server(classes: &[FreeClass<'_>], name: &str) -> Vec<usize> {
 
 /// The nodes reachable from claim-side node 0 through `fits`, and the fits among them:
 /// O(fits).
+#[cfg(debug_assertions)]
 fn component(fits: &[Vec<usize>], classes: usize) -> Component {
     let mut fitted_by: Vec<Vec<usize>> = vec![Vec::new(); classes];
     for (i, row) in fits.iter().enumerate() {
