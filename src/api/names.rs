@@ -27,6 +27,19 @@ pub const ANNOTATION_YES: &str = "yes";
 /// On a server, present while a live claim holds it, so the server cannot vanish under a tenant.
 pub const FINALIZER_SERVER_PROTECTION: &str = "metal.binder.dev/server-protection";
 
+/// The kinds' API group, which qualifies every name of the protocol.
+pub const DOMAIN: &str = "metal.binder.dev";
+
+/// Whether a name's prefix (the part before its `/`) is this project's domain or a
+/// subdomain of it: the annotations the decisions read, and the condition types no
+/// cleaner may use as a release gate.
+pub fn in_our_domain(prefix: &str) -> bool {
+    prefix == DOMAIN
+        || prefix
+            .strip_suffix(DOMAIN)
+            .is_some_and(|sub| sub.ends_with('.'))
+}
+
 /// The condition type both kinds carry about their binding.
 pub const CONDITION_BOUND: &str = "Bound";
 /// The condition type a server carries while it waits for its release gates.
@@ -43,6 +56,7 @@ mod tests {
     fn every_protocol_name_is_qualified_by_the_api_group() {
         let group = Server::group(&());
         assert_eq!(ServerClaim::group(&()), group);
+        assert_eq!(group, DOMAIN);
         for name in [
             ANNOTATION_PRE_BOUND,
             ANNOTATION_BIND_COMPLETED,

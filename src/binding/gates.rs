@@ -240,7 +240,7 @@ pub fn check_gate_name(name: &str) -> Result<(), GateNameError> {
     if labels.len() < 2 || !labels.iter().all(|l| label(l)) || !local_ok || name.len() > 316 {
         return Err(GateNameError::Malformed(name.to_string()));
     }
-    if prefix == "metal.binder.dev" || prefix.ends_with(".metal.binder.dev") {
+    if crate::api::names::in_our_domain(prefix) {
         return Err(GateNameError::BindersOwn(name.to_string()));
     }
     Ok(())

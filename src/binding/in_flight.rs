@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::assumed::AssumedChoices;
 use super::index::{ClassId, FreeServerIndex};
 use super::meta::ClaimKey;
-use super::shape::ClaimShape;
+use super::shape::{ClaimShape, address};
 
 /// The shape a claim waits under, as the waiting claims share it (`None`: not waiting).
 pub type ShapeOf<'a> = &'a dyn Fn(&ClaimKey) -> Option<&'a Arc<ClaimShape>>;
@@ -189,10 +189,6 @@ impl InFlight {
         let c = self.counted.get(server)?;
         Some((c.class, c.shape.as_ref().map(address)))
     }
-}
-
-fn address(shape: &Arc<ClaimShape>) -> usize {
-    Arc::as_ptr(shape) as usize
 }
 
 fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: K) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::api::SelectorOperator;
 
-use super::shape::ClaimShape;
+use super::shape::{ClaimShape, address};
 
 /// The (key, value) pairs one requirement of the shape's selector pins a server to (a
 /// `matchLabels` entry, or an `In`'s values): a server fits only if it has one of them.
@@ -41,7 +41,7 @@ pub(super) struct ShapesByPin {
 
 impl ShapesByPin {
     pub(super) fn insert(&mut self, shape: &Arc<ClaimShape>) {
-        let address = Arc::as_ptr(shape) as usize;
+        let address = address(shape);
         match pins(shape) {
             Some(pins) => {
                 for (k, v) in pins {
@@ -56,7 +56,7 @@ impl ShapesByPin {
     }
 
     pub(super) fn remove(&mut self, shape: &Arc<ClaimShape>) {
-        let address = Arc::as_ptr(shape) as usize;
+        let address = address(shape);
         let Some(pins) = pins(shape) else {
             self.unpinned.remove(&address);
             return;
@@ -148,14 +148,10 @@ mod tests {
             pairs.collect()
         };
         let found = |filed: &ShapesByPin, l: &BTreeMap<String, String>| -> Vec<usize> {
-            let mut found: Vec<usize> = filed
-                .could_fit(l)
-                .map(|s| Arc::as_ptr(s) as usize)
-                .collect();
+            let mut found: Vec<usize> = filed.could_fit(l).map(address).collect();
             found.sort();
             found
         };
-        let address = |s: &Arc<ClaimShape>| Arc::as_ptr(s) as usize;
         let mut expected = vec![address(&serial), address(&racks), address(&any)];
         expected.sort();
         assert_eq!(

@@ -33,6 +33,7 @@ use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::pins::{ShapesByPin, pins};
 pub use super::shape::ClaimShape;
+use super::shape::address;
 
 /// A waiting claim as the fair order sees it: oldest first, then by name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -204,7 +205,7 @@ impl Rows {
         for id in self.tested..count {
             let class = index.class_at(id);
             for shape in self.filed.could_fit(&class.labels) {
-                let address = Arc::as_ptr(shape) as usize;
+                let address = address(shape);
                 if let Some((shape, fits)) = self.rows.get_mut(&address)
                     && shape.fits(class)
                 {
@@ -218,7 +219,7 @@ impl Rows {
     /// The row of `shape`, learnt now if new: among the slots carrying a value its
     /// selector pins, if it pins any (O(those slots)), else among every slot.
     fn row(&mut self, shape: &Arc<ClaimShape>, index: &FreeServerIndex) -> &[ClassId] {
-        let address = Arc::as_ptr(shape) as usize;
+        let address = address(shape);
         if !self.rows.contains_key(&address) {
             let tested = self.tested;
             let fits = |id: &ClassId| *id < tested && shape.fits(index.class_at(*id));
@@ -721,7 +722,7 @@ impl Counts<'_> {
     }
 
     fn placed_in(&self, shape: &Arc<ClaimShape>) -> usize {
-        let address = Arc::as_ptr(shape) as usize;
+        let address = address(shape);
         let own = self.own.is_some_and(|(_, s)| s == Some(address));
         self.in_flight.placed_in(shape) - usize::from(own)
     }
@@ -1373,11 +1374,6 @@ impl<'i, 'w> Outward<'i, 'w> {
         self.settled.insert(at);
         true
     }
-}
-
-/// The address of a shared shape: what names it in [`ShapesByPin`] and the rows.
-fn address(shape: &Arc<ClaimShape>) -> usize {
-    Arc::as_ptr(shape) as usize
 }
 
 /// Every claim-side node with its demand (waiting claims not yet placed): the picker's

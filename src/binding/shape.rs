@@ -1,6 +1,8 @@
 //! What a claim asks of a server (its [`ClaimShape`]): claims of one shape are
 //! interchangeable to placement, and a shape fits a class of free servers or not.
 
+use std::sync::Arc;
+
 use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
 
 use super::eligibility::server_is_claimable;
@@ -43,4 +45,10 @@ impl ClaimShape {
                 .as_ref()
                 .is_none_or(|s| selector_matches(s, &class.labels))
     }
+}
+
+/// The address of a shared shape: what names it (while it is held) in the fit rows, the
+/// pin filings and the counts of picks in flight.
+pub(super) fn address(shape: &Arc<ClaimShape>) -> usize {
+    Arc::as_ptr(shape) as usize
 }

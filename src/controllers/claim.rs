@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use kube::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
+use super::informer::Current;
 use super::metrics::ControllerKind;
 use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
@@ -39,16 +39,14 @@ pub fn error_policy(claim: Arc<ServerClaim>, error: &Error, ctx: Arc<Context>) -
 }
 
 async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
-    if ctx.caches.behind_own_write(claim) {
-        // The watch is about to deliver this process's last write, and wake it again.
-        tracing::debug!("the cache is behind this process's last write; waiting for it");
-        return Ok(Action::requeue(OWN_WRITE_WAIT));
-    }
-    // The copy a reconcile is handed was read from the store when it was queued, and
-    // may predate this process's last write, whose record the watch has cleared since
-    // (the store holds the write before the record is cleared): decide on the store's.
-    let Some(latest) = ctx.caches.claim_store.get(&ObjectRef::from_obj(claim)) else {
-        return Ok(Action::await_change());
+    let latest = match ctx.caches.current(&ctx.caches.claim_store, claim) {
+        Current::Latest(latest) => latest,
+        Current::Gone => return Ok(Action::await_change()),
+        Current::Behind => {
+            // The watch is about to deliver this process's last write, and wake it again.
+            tracing::debug!("the cache is behind this process's last write; waiting for it");
+            return Ok(Action::requeue(OWN_WRITE_WAIT));
+        }
     };
     let claim = &*latest;
     let mut step = decide(claim, ctx, None);

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
 
+use crate::api::names::in_our_domain;
 use crate::api::{Server, ServerClaim, ServerClass, ServerQuota};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, Rules, Sight, Wake,
@@ -56,6 +57,16 @@ pub struct Caches {
     server_triggers: TriggerSlot<Server>,
     /// Writes of this process the watches have not delivered yet (locked alone).
     own_writes: Mutex<OwnWrites>,
+}
+
+/// What a reconcile decides on ([`Caches::current`]).
+pub enum Current<K> {
+    /// The cache is behind this process's last write of the object: wait for the watch.
+    Behind,
+    /// The object is gone from the cache.
+    Gone,
+    /// The cache's copy, at least as new as this process's last write.
+    Latest(Arc<K>),
 }
 
 /// The writer halves, consumed by [`Caches::run`].
@@ -156,13 +167,24 @@ impl Caches {
         }
     }
 
-    /// Whether `obj`, as the cache shows it, is older than a write of this process that
-    /// the watch has yet to deliver (see [`OwnWrites`]).
-    pub fn behind_own_write<K: kube::Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
-        let version = obj.meta().resource_version.as_deref();
-        self.own_writes
-            .lock()
-            .behind(&own_write_key(obj), version, Instant::now())
+    /// The copy of `queued` a reconcile decides on. kube-runtime hands a reconcile the
+    /// copy it read when it queued it, which may predate this process's last write:
+    /// while the watch has yet to deliver that write (see [`OwnWrites`]), `Behind`; once
+    /// it has, the store holds it (the store is written before the record is cleared),
+    /// so the store's copy, read after that check, is never older than the write.
+    pub fn current<K>(&self, store: &Store<K>, queued: &K) -> Current<K>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone,
+    {
+        let version = queued.meta().resource_version.as_deref();
+        let key = own_write_key(queued);
+        if self.own_writes.lock().behind(&key, version, Instant::now()) {
+            return Current::Behind;
+        }
+        match store.get(&ObjectRef::from_obj(queued)) {
+            Some(latest) => Current::Latest(latest),
+            None => Current::Gone,
+        }
     }
 
     /// Waits until both kinds have been listed into the binder once.
@@ -307,17 +329,12 @@ fn strip_unread<K: kube::Resource>(obj: &mut K) {
     }
 }
 
-/// Whether an annotation key is in this project's domain (`metal.binder.dev` or a
-/// subdomain of it): the only annotations a decision reads, tenants' included.
+/// Whether an annotation key is in this project's domain: the only annotations a
+/// decision reads, tenants' included.
 fn is_ours(key: &str) -> bool {
-    let domain = key.split_once('/').map_or("", |(domain, _)| domain);
-    domain == DOMAIN
-        || domain
-            .strip_suffix(DOMAIN)
-            .is_some_and(|d| d.ends_with('.'))
+    key.split_once('/')
+        .is_some_and(|(prefix, _)| in_our_domain(prefix))
 }
-
-const DOMAIN: &str = "metal.binder.dev";
 
 /// Feeds one kind's watch into its store and the binder, then wakes the controllers.
 /// The binder holds the store's copy of each object (one copy per object, shared).

@@ -7,7 +7,6 @@ use std::time::Instant;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use tracing::instrument;
 
 use crate::api::{Server, ServerClaim, ServerClaimRef};
@@ -15,6 +14,7 @@ use crate::binding::{ClaimKey, ServerStep, ServerWork, claim_of, meta, server_st
 
 use super::context::Context;
 use super::error::{Error, Result, requeue_after};
+use super::informer::Current;
 use super::metrics::ControllerKind;
 use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
@@ -37,16 +37,14 @@ pub fn error_policy(server: Arc<Server>, error: &Error, ctx: Arc<Context>) -> Ac
 }
 
 async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
-    if ctx.caches.behind_own_write(server) {
-        // The watch is about to deliver this process's last write, and wake it again.
-        tracing::debug!("the cache is behind this process's last write; waiting for it");
-        return Ok(Action::requeue(OWN_WRITE_WAIT));
-    }
-    // The copy a reconcile is handed was read from the store when it was queued, and
-    // may predate this process's last write, whose record the watch has cleared since
-    // (the store holds the write before the record is cleared): decide on the store's.
-    let Some(latest) = ctx.caches.server_store.get(&ObjectRef::from_obj(server)) else {
-        return Ok(Action::await_change());
+    let latest = match ctx.caches.current(&ctx.caches.server_store, server) {
+        Current::Latest(latest) => latest,
+        Current::Gone => return Ok(Action::await_change()),
+        Current::Behind => {
+            // The watch is about to deliver this process's last write, and wake it again.
+            tracing::debug!("the cache is behind this process's last write; waiting for it");
+            return Ok(Action::requeue(OWN_WRITE_WAIT));
+        }
     };
     let server = &*latest;
     let mut step = decide(server, ctx, None);
