@@ -48,6 +48,25 @@ impl Drop for WorkDir {
     }
 }
 
+/// Names a command to run the operator under, split on whitespace: a profiler that
+/// must start the process, e.g. `heaptrack -o /tmp/operator` (docs/performance.md,
+/// "Profiling"). The CPU and RSS figures are then the wrapper's, not the operator's.
+pub const WRAPPER_ENV: &str = "SERVER_BINDER_BENCH_OPERATOR_WRAPPER";
+
+/// `exe`, or the wrapper command [`WRAPPER_ENV`] names with `exe` as its first argument.
+fn wrapped(exe: PathBuf) -> Command {
+    let wrapper = std::env::var(WRAPPER_ENV).unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    match words.next() {
+        None => Command::new(exe),
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(words).arg(exe);
+            command
+        }
+    }
+}
+
 /// The running operator; killed when dropped.
 pub struct Operator {
     child: Child,
@@ -70,7 +89,8 @@ impl Operator {
         let err = out
             .try_clone()
             .map_err(|e| Error::Failed(format!("opening {}: {e}", log.display())))?;
-        let child = Command::new(exe)
+        let mut command = wrapped(exe);
+        let child = command
             .args(["run", "--log-format", "json", "--concurrency"])
             .arg(concurrency.to_string())
             .arg("--metrics-addr")
