@@ -16,6 +16,7 @@ mod describe;
 mod effects;
 mod eligibility;
 pub mod evidence;
+mod few;
 mod flow;
 pub mod gates;
 mod in_flight;

@@ -4,11 +4,12 @@
 //! build them by hand. Overlays let a controller re-decide with one object read live from
 //! the API server ("confirmed by a live GET") without copying the whole cache.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::api::{Server, ServerClaim};
 
+use super::few::Few;
 use super::index::{FreeServerIndex, selector_keys};
 use super::meta::{self, ClaimKey};
 use super::placement::{PickInputs, Placement, WaitingClaims, place, place_named};
@@ -59,7 +60,7 @@ fn claim_key(namespace: &str, name: &str) -> ClaimKey {
 pub struct ServerCatalog {
     servers: BTreeMap<String, Arc<Server>>,
     free: FreeServerIndex,
-    reserved: HashMap<ClaimKey, BTreeSet<String>>,
+    reserved: HashMap<ClaimKey, Few<String>>,
     /// Claims a server's ref names without a uid (reservations by name), with how many
     /// servers do: such a claim adopts rather than picks.
     reserved_by_name: BTreeMap<ClaimKey, usize>,
@@ -219,7 +220,7 @@ impl ServerView for ServerCatalog {
         self.reserved
             .get(&claim_key(namespace, name))
             .into_iter()
-            .flatten()
+            .flat_map(Few::iter)
             .filter_map(|n| self.server(n))
             .collect()
     }
@@ -250,7 +251,7 @@ impl ServerView for ServerCatalog {
 #[derive(Clone, Debug, Default)]
 pub struct ClaimCatalog {
     claims: BTreeMap<ClaimKey, Arc<ServerClaim>>,
-    naming: HashMap<String, BTreeSet<ClaimKey>>,
+    naming: HashMap<String, Few<ClaimKey>>,
     waiting: WaitingClaims,
 }
 
@@ -362,7 +363,7 @@ impl ClaimView for ClaimCatalog {
         self.naming
             .get(server)
             .into_iter()
-            .flatten()
+            .flat_map(Few::iter)
             .filter_map(|k| self.claims.get(k).map(Arc::as_ref))
             .collect()
     }
