@@ -146,6 +146,20 @@ fn spawn(args: &[&str], kubeconfig: Option<&std::path::Path>) -> Killed {
     Killed(cmd.spawn().expect("the binary starts"))
 }
 
+/// The binary turns transparent huge pages off for itself (src/main.rs,
+/// `small_pages_only`), as Linux shows in `/proc/<pid>/status`.
+fn assert_small_pages_only(process: &Killed) {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", process.0.id())).unwrap();
+    let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) else {
+        eprintln!("SKIPPED: this kernel's /proc/<pid>/status has no THP_enabled line");
+        return;
+    };
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 /// `/readyz` reads the same from `dev` and from `run` (without leader election), and
 /// both export the build and the process metrics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +174,7 @@ async fn dev_and_run_answer_readyz_alike_and_export_build_and_process_metrics() 
     apiserver.write_kubeconfig(&kubeconfig).unwrap();
     let (run_metrics, dev_metrics) = (free_port(), free_port());
     let run_addr = format!("127.0.0.1:{run_metrics}");
-    let _run = spawn(&["run", "--metrics-addr", &run_addr], Some(&kubeconfig));
+    let run = spawn(&["run", "--metrics-addr", &run_addr], Some(&kubeconfig));
     let dev_kubeconfig = dir.path().join("dev.kubeconfig");
     let (listen, dev_addr) = (
         format!("127.0.0.1:{}", free_port()),
@@ -169,9 +183,9 @@ async fn dev_and_run_answer_readyz_alike_and_export_build_and_process_metrics() 
     let dev_args = ["dev", "--listen", &listen, "--metrics-addr", &dev_addr];
     let mut argv = dev_args.to_vec();
     argv.extend(["--kubeconfig-out", dev_kubeconfig.to_str().unwrap()]);
-    let _dev = spawn(&argv, None);
+    let dev = spawn(&argv, None);
     let mut answers = Vec::new();
-    for addr in [&run_addr, &dev_addr] {
+    for (addr, process) in [(&run_addr, &run), (&dev_addr, &dev)] {
         let addr: std::net::SocketAddr = addr.parse().unwrap();
         eventually(&format!("{addr}/readyz answers 200"), DEADLINE, || async {
             try_http_get(addr, "/readyz")
@@ -180,6 +194,7 @@ async fn dev_and_run_answer_readyz_alike_and_export_build_and_process_metrics() 
         })
         .await;
         answers.push(try_http_get(addr, "/readyz").await.unwrap());
+        assert_small_pages_only(process);
         let (_, metrics) = try_http_get(addr, "/metrics").await.unwrap();
         let version = env!("CARGO_PKG_VERSION");
         assert!(
