@@ -67,8 +67,33 @@ impl MaxFlow {
             flow.edge(flow.claim(i), flow.class(j), unbounded);
         }
         flow.index(2 + claims + supply.len());
+        flow.greedy(edges.len());
         flow.run();
         flow
+    }
+
+    /// Sends what each fit can carry straight through, fit by fit: most of a maximum
+    /// flow (when servers are not scarce, often all of it), found in one pass over the
+    /// fits, so that Dinic's phases, each a search of the whole network, only finish it.
+    /// Which maximum flow results does not matter: every answer holds for all of them.
+    fn greedy(&mut self, fits: usize) {
+        let classes = self.nodes() - 2 - self.claims;
+        // The arcs in the order `new` adds them: source → claim node `i` is arc `2i`,
+        // class `j` → sink `2(claims + j)`, the `k`th fit `2(claims + classes + k)`.
+        for k in 0..fits {
+            let fit = 2 * (self.claims + classes + k);
+            let i = self.from[fit] - self.claim(0);
+            let j = self.to[fit] - self.class(0);
+            let (from_source, to_sink) = (2 * i, 2 * (self.claims + j));
+            let amount = self.cap[from_source].min(self.cap[to_sink]);
+            if amount > 0 {
+                for arc in [from_source, fit, to_sink] {
+                    self.cap[arc] -= amount;
+                    self.cap[arc ^ 1] += amount;
+                }
+                self.value += amount;
+            }
+        }
     }
 
     /// Groups the edges by the node they leave (a counting sort).
@@ -117,12 +142,15 @@ impl MaxFlow {
 
     /// Dinic: augment along shortest paths, a blocking flow per level graph.
     fn run(&mut self) {
+        let nodes = self.nodes();
+        let (mut level, mut next) = (vec![usize::MAX; nodes], vec![0; nodes]);
+        let mut queue = VecDeque::with_capacity(nodes);
         loop {
-            let level = self.levels();
+            self.levels(&mut level, &mut queue);
             if level[SINK] == usize::MAX {
                 return;
             }
-            let mut next = self.start[..self.nodes()].to_vec();
+            next.copy_from_slice(&self.start[..nodes]);
             loop {
                 let pushed = self.push(SOURCE, i64::MAX, &level, &mut next);
                 if pushed == 0 {
@@ -133,10 +161,13 @@ impl MaxFlow {
         }
     }
 
-    fn levels(&self) -> Vec<usize> {
-        let mut level = vec![usize::MAX; self.nodes()];
+    /// Each node's distance from the source in the residual graph (`usize::MAX`: not
+    /// reached), into `level`; `queue` is the search's, lent so that phases share it.
+    fn levels(&self, level: &mut [usize], queue: &mut VecDeque<usize>) {
+        level.fill(usize::MAX);
         level[SOURCE] = 0;
-        let mut queue = VecDeque::from([SOURCE]);
+        queue.clear();
+        queue.push_back(SOURCE);
         while let Some(u) = queue.pop_front() {
             for &e in self.edges_of(u) {
                 let v = self.to[e];
@@ -146,7 +177,6 @@ impl MaxFlow {
                 }
             }
         }
-        level
     }
 
     /// One augmenting path of the level graph from `u`, at most `limit` units (the
