@@ -67,9 +67,9 @@ impl MaxFlow {
         // are never cut short by a fit's capacity.
         let unbounded = demand.iter().sum::<i64>() + 1;
         for &(i, j) in edges {
-            let fit = flow.edge(&mut next, flow.claim(i), flow.class(j), unbounded);
-            flow.send_straight(i, j, fit);
+            flow.edge(&mut next, flow.claim(i), flow.class(j), unbounded);
         }
+        flow.send_straight();
         flow.run();
         flow
     }
@@ -93,33 +93,42 @@ impl MaxFlow {
     }
 
     /// Adds the edge `from` → `to` and its reverse, each at its node's next free place
-    /// (`next`); returns the edge.
-    fn edge(&mut self, next: &mut [usize], from: usize, to: usize, cap: i64) -> usize {
+    /// (`next`).
+    fn edge(&mut self, next: &mut [usize], from: usize, to: usize, cap: i64) {
         let (e, back) = (next[from], next[to]);
         next[from] += 1;
         next[to] += 1;
         (self.to[e], self.cap[e], self.reverse[e]) = (to, cap, back);
         (self.to[back], self.cap[back], self.reverse[back]) = (from, 0, e);
-        e
     }
 
-    /// Sends what the fit `fit` of claim node `i` to class `j` can carry straight
-    /// through, as it is added: most of a maximum flow (when servers are not scarce,
-    /// often all of it) in one pass over the fits, so that Dinic's phases, each a search
-    /// of the whole network, only finish it. Which maximum flow results does not
-    /// matter: every answer holds for all of them.
-    fn send_straight(&mut self, i: usize, j: usize, fit: usize) {
-        // The source's edge to claim node `i` and class `j`'s to the sink were added
-        // first, in order.
-        let from_source = self.start[SOURCE] + i;
-        let to_sink = self.start[self.class(j)];
-        let amount = self.cap[from_source].min(self.cap[to_sink]);
-        if amount > 0 {
-            for e in [from_source, fit, to_sink] {
-                self.cap[e] -= amount;
-                self.cap[self.reverse[e]] += amount;
+    /// Sends what each fit can carry straight through, claim node by claim node, those
+    /// with the fewest fits first (they have the fewest other ways): most of a maximum
+    /// flow (when servers are not scarce, often all of it) in one pass over the fits, so
+    /// that Dinic's phases, each a search of the whole network, only finish it. Which
+    /// maximum flow results does not matter: every answer holds for all of them.
+    fn send_straight(&mut self) {
+        let mut order: Vec<usize> = (0..self.claims).collect();
+        order.sort_by_key(|&i| self.edges_of(self.claim(i)).len());
+        for i in order {
+            // The source's edges run to the claim nodes in order.
+            let from_source = self.start[SOURCE] + i;
+            for fit in self.edges_of(self.claim(i)) {
+                let class = self.to[fit];
+                if class == SOURCE {
+                    continue;
+                }
+                // A class's first edge is to the sink.
+                let to_sink = self.start[class];
+                let amount = self.cap[from_source].min(self.cap[to_sink]);
+                if amount > 0 {
+                    for e in [from_source, fit, to_sink] {
+                        self.cap[e] -= amount;
+                        self.cap[self.reverse[e]] += amount;
+                    }
+                    self.value += amount;
+                }
             }
-            self.value += amount;
         }
     }
 
