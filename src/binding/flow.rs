@@ -30,66 +30,110 @@ const SINK: usize = 1;
 /// any amount from claim node `i` to class `j`.
 pub(super) struct MaxFlow {
     claims: usize,
-    /// The edges of node `u` are `adjacent[start[u]..start[u + 1]]`, indexes into `to` /
-    /// `cap` (each edge `e` has its reverse at `e ^ 1`): one allocation, not one per node.
+    /// The edges leaving node `u` are `start[u]..start[u + 1]`, indexes into `to`, `cap`
+    /// and `reverse` (laid out by node as they are added: one allocation each, and a
+    /// search walks a node's edges in a row).
     start: Vec<usize>,
-    adjacent: Vec<usize>,
-    from: Vec<usize>,
     to: Vec<usize>,
     /// Residual capacity of each edge.
     cap: Vec<i64>,
+    /// The edge running the other way, which holds what this one carries.
+    reverse: Vec<usize>,
     value: i64,
 }
 
 impl MaxFlow {
     pub(super) fn new(demand: &[i64], supply: &[i64], edges: &[(usize, usize)]) -> Self {
         let claims = demand.len();
+        let nodes = 2 + claims + supply.len();
         let arcs = 2 * (claims + supply.len() + edges.len());
         let mut flow = MaxFlow {
             claims,
             start: Vec::new(),
-            adjacent: Vec::new(),
-            from: Vec::with_capacity(arcs),
-            to: Vec::with_capacity(arcs),
-            cap: Vec::with_capacity(arcs),
+            to: vec![0; arcs],
+            cap: vec![0; arcs],
+            reverse: vec![0; arcs],
             value: 0,
         };
+        flow.place_edges(nodes, edges);
+        let mut next = flow.start.clone();
+        for (i, &d) in demand.iter().enumerate() {
+            flow.edge(&mut next, SOURCE, flow.claim(i), d.max(0));
+        }
+        for (j, &s) in supply.iter().enumerate() {
+            flow.edge(&mut next, flow.class(j), SINK, s.max(0));
+        }
         // More than any flow can carry, so that residual questions about one more unit
         // are never cut short by a fit's capacity.
         let unbounded = demand.iter().sum::<i64>() + 1;
-        for (i, &d) in demand.iter().enumerate() {
-            flow.edge(SOURCE, flow.claim(i), d.max(0));
-        }
-        for (j, &s) in supply.iter().enumerate() {
-            flow.edge(flow.class(j), SINK, s.max(0));
-        }
         for &(i, j) in edges {
-            flow.edge(flow.claim(i), flow.class(j), unbounded);
+            flow.edge(&mut next, flow.claim(i), flow.class(j), unbounded);
         }
-        flow.index(2 + claims + supply.len());
+        flow.send_straight();
         flow.run();
         flow
     }
 
-    /// Groups the edges by the node they leave (a counting sort).
-    fn index(&mut self, nodes: usize) {
-        self.start = vec![0; nodes + 1];
-        for &u in &self.from {
-            self.start[u + 1] += 1;
+    /// Where each node's edges start: the source's to every claim node, every claim
+    /// node's back to the source and to its fits, every class's to the sink and back to
+    /// its fits, the sink's back to every class.
+    fn place_edges(&mut self, nodes: usize, edges: &[(usize, usize)]) {
+        let mut degree = vec![1; nodes];
+        degree[SOURCE] = self.claims;
+        degree[SINK] = nodes - 2 - self.claims;
+        for &(i, j) in edges {
+            degree[self.claim(i)] += 1;
+            degree[self.class(j)] += 1;
         }
-        for u in 0..nodes {
-            self.start[u + 1] += self.start[u];
-        }
-        let mut next = self.start.clone();
-        self.adjacent = vec![0; self.from.len()];
-        for (e, &u) in self.from.iter().enumerate() {
-            self.adjacent[next[u]] = e;
-            next[u] += 1;
+        self.start = Vec::with_capacity(nodes + 1);
+        self.start.push(0);
+        for d in degree {
+            self.start.push(self.start.last().copied().unwrap_or(0) + d);
         }
     }
 
-    fn edges_of(&self, u: usize) -> &[usize] {
-        &self.adjacent[self.start[u]..self.start[u + 1]]
+    /// Adds the edge `from` → `to` and its reverse, each at its node's next free place
+    /// (`next`).
+    fn edge(&mut self, next: &mut [usize], from: usize, to: usize, cap: i64) {
+        let (e, back) = (next[from], next[to]);
+        next[from] += 1;
+        next[to] += 1;
+        (self.to[e], self.cap[e], self.reverse[e]) = (to, cap, back);
+        (self.to[back], self.cap[back], self.reverse[back]) = (from, 0, e);
+    }
+
+    /// Sends what each fit can carry straight through, claim node by claim node, those
+    /// with the fewest fits first (they have the fewest other ways): most of a maximum
+    /// flow (when servers are not scarce, often all of it) in one pass over the fits, so
+    /// that Dinic's phases, each a search of the whole network, only finish it. Which
+    /// maximum flow results does not matter: every answer holds for all of them.
+    fn send_straight(&mut self) {
+        let mut order: Vec<usize> = (0..self.claims).collect();
+        order.sort_by_key(|&i| self.edges_of(self.claim(i)).len());
+        for i in order {
+            // The source's edges run to the claim nodes in order.
+            let from_source = self.start[SOURCE] + i;
+            for fit in self.edges_of(self.claim(i)) {
+                let class = self.to[fit];
+                if class == SOURCE {
+                    continue;
+                }
+                // A class's first edge is to the sink.
+                let to_sink = self.start[class];
+                let amount = self.cap[from_source].min(self.cap[to_sink]);
+                if amount > 0 {
+                    for e in [from_source, fit, to_sink] {
+                        self.cap[e] -= amount;
+                        self.cap[self.reverse[e]] += amount;
+                    }
+                    self.value += amount;
+                }
+            }
+        }
+    }
+
+    fn edges_of(&self, u: usize) -> std::ops::Range<usize> {
+        self.start[u]..self.start[u + 1]
     }
 
     fn nodes(&self) -> usize {
@@ -104,12 +148,6 @@ impl MaxFlow {
         2 + self.claims + j
     }
 
-    fn edge(&mut self, from: usize, to: usize, cap: i64) {
-        self.from.extend([from, to]);
-        self.to.extend([to, from]);
-        self.cap.extend([cap, 0]);
-    }
-
     /// The flow's value: the size of a maximum matching.
     pub(super) fn value(&self) -> i64 {
         self.value
@@ -117,12 +155,15 @@ impl MaxFlow {
 
     /// Dinic: augment along shortest paths, a blocking flow per level graph.
     fn run(&mut self) {
+        let nodes = self.nodes();
+        let (mut level, mut next) = (vec![usize::MAX; nodes], vec![0; nodes]);
+        let mut queue = VecDeque::with_capacity(nodes);
         loop {
-            let level = self.levels();
+            self.levels(&mut level, &mut queue);
             if level[SINK] == usize::MAX {
                 return;
             }
-            let mut next = self.start[..self.nodes()].to_vec();
+            next.copy_from_slice(&self.start[..nodes]);
             loop {
                 let pushed = self.push(SOURCE, i64::MAX, &level, &mut next);
                 if pushed == 0 {
@@ -133,12 +174,19 @@ impl MaxFlow {
         }
     }
 
-    fn levels(&self) -> Vec<usize> {
-        let mut level = vec![usize::MAX; self.nodes()];
+    /// Each node's distance from the source in the residual graph (`usize::MAX`: not
+    /// reached), into `level`; `queue` is the search's, lent so that phases share it.
+    fn levels(&self, level: &mut [usize], queue: &mut VecDeque<usize>) {
+        level.fill(usize::MAX);
         level[SOURCE] = 0;
-        let mut queue = VecDeque::from([SOURCE]);
+        queue.clear();
+        queue.push_back(SOURCE);
         while let Some(u) = queue.pop_front() {
-            for &e in self.edges_of(u) {
+            if level[u] >= level[SINK] {
+                // The sink is reached: no node this far leads to it in the level graph.
+                return;
+            }
+            for e in self.edges_of(u) {
                 let v = self.to[e];
                 if self.cap[e] > 0 && level[v] == usize::MAX {
                     level[v] = level[u] + 1;
@@ -146,7 +194,6 @@ impl MaxFlow {
                 }
             }
         }
-        level
     }
 
     /// One augmenting path of the level graph from `u`, at most `limit` units (the
@@ -156,13 +203,13 @@ impl MaxFlow {
             return limit;
         }
         while next[u] < self.start[u + 1] {
-            let e = self.adjacent[next[u]];
+            let e = next[u];
             let v = self.to[e];
             if self.cap[e] > 0 && level[v] == level[u] + 1 {
                 let pushed = self.push(v, limit.min(self.cap[e]), level, next);
                 if pushed > 0 {
                     self.cap[e] -= pushed;
-                    self.cap[e ^ 1] += pushed;
+                    self.cap[self.reverse[e]] += pushed;
                     return pushed;
                 }
             }
@@ -177,10 +224,10 @@ impl MaxFlow {
         seen[target] = true;
         let mut queue = VecDeque::from([target]);
         while let Some(v) = queue.pop_front() {
-            for &e in self.edges_of(v) {
+            for e in self.edges_of(v) {
                 // `e` runs v → w; its reverse w → v is residual when it has capacity.
                 let w = self.to[e];
-                if self.cap[e ^ 1] > 0 && !seen[w] {
+                if self.cap[self.reverse[e]] > 0 && !seen[w] {
                     seen[w] = true;
                     queue.push_back(w);
                 }
@@ -195,10 +242,10 @@ impl MaxFlow {
         let node = self.claim(i);
         let reaches = self.reaching(node);
         let mut open = vec![false; self.nodes() - 2 - self.claims];
-        for &e in self.edges_of(node) {
+        for e in self.edges_of(node) {
             let w = self.to[e];
             // A forward edge's reverse holds the flow it carries.
-            if w >= 2 + self.claims && (self.cap[e ^ 1] > 0 || reaches[w]) {
+            if w >= 2 + self.claims && (self.cap[self.reverse[e]] > 0 || reaches[w]) {
                 open[w - 2 - self.claims] = true;
             }
         }

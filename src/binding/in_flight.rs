@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::assumed::AssumedChoices;
 use super::index::{ClassId, FreeServerIndex};
 use super::meta::ClaimKey;
-use super::shape::{ClaimShape, address};
+use super::shape::{ClaimShape, FastMap, address};
 
 /// The shape a claim waits under, as the waiting claims share it (`None`: not waiting).
 pub type ShapeOf<'a> = &'a dyn Fn(&ClaimKey) -> Option<&'a Arc<ClaimShape>>;
@@ -31,13 +31,13 @@ pub struct InFlight {
     counted: HashMap<String, Counted>,
     /// Per claim counted, the server of its assumption.
     server_of: HashMap<ClaimKey, String>,
-    by_class: HashMap<ClassId, usize>,
+    by_class: FastMap<ClassId, usize>,
     /// By the address of the waiting claims' shared shape (held in [`Counted`], so the
     /// address names one shape while it is counted).
-    by_shape: HashMap<usize, usize>,
+    by_shape: FastMap<usize, usize>,
     /// Per class, its free members that no pick holds, by name: a pick's lowest server
     /// not passed over is among the first of these, not after every held one.
-    open: HashMap<ClassId, BTreeSet<String>>,
+    open: FastMap<ClassId, BTreeSet<String>>,
     open_in: HashMap<String, ClassId>,
 }
 
@@ -191,7 +191,7 @@ impl InFlight {
     }
 }
 
-fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: K) {
+fn decrement<K: std::hash::Hash + Eq>(counts: &mut FastMap<K, usize>, key: K) {
     if let Some(n) = counts.get_mut(&key) {
         *n -= 1;
         if *n == 0 {

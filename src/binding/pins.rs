@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::api::SelectorOperator;
 
-use super::shape::{ClaimShape, address};
+use super::shape::{ClaimShape, FastMap, address};
 
 /// The (key, value) pairs one requirement of the shape's selector pins a server to (a
 /// `matchLabels` entry, or an `In`'s values): a server fits only if it has one of them.
@@ -32,11 +32,12 @@ pub(super) fn pins(shape: &ClaimShape) -> Option<Vec<(String, String)>> {
 
 /// Shapes filed by the pairs their selector pins ([`pins`]), and those pinning none,
 /// keyed by the address of the shared copy (held here, so the address names one shape
-/// while it is filed).
+/// while it is filed). The pairs, which tenants choose, are hashed by SipHash; the
+/// addresses, which they do not, by foldhash.
 #[derive(Clone, Debug, Default)]
 pub(super) struct ShapesByPin {
-    pinned: HashMap<String, HashMap<String, HashMap<usize, Arc<ClaimShape>>>>,
-    unpinned: HashMap<usize, Arc<ClaimShape>>,
+    pinned: HashMap<String, HashMap<String, FastMap<usize, Arc<ClaimShape>>>>,
+    unpinned: FastMap<usize, Arc<ClaimShape>>,
 }
 
 impl ShapesByPin {

@@ -16,6 +16,7 @@
 //! a class of its own, and those claims a node asking for it alone: a name says which
 //! server, not when ([`place_named`]). See docs/binding.md, "Picking a server".
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::pins::{ShapesByPin, pins};
 pub use super::shape::ClaimShape;
-use super::shape::address;
+use super::shape::{FastMap, FastSet, address};
 
 /// A waiting claim as the fair order sees it: oldest first, then by name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,7 +66,10 @@ pub fn is_waiting(claim: &ServerClaim) -> bool {
 /// (O(log n) per watch event) by the claim cache.
 #[derive(Clone, Debug, Default)]
 pub struct WaitingClaims {
-    by_shape: HashMap<Arc<ClaimShape>, BTreeSet<Waiter>>,
+    /// The waiting claims by shape, keyed by the address of the shared copy (held here,
+    /// so the address names one shape while it waits): a pick meets thousands of
+    /// (shape, slot) pairs, and finds the shape's claims without hashing its selector.
+    by_shape: FastMap<usize, (Arc<ClaimShape>, BTreeSet<Waiter>)>,
     shape_of: HashMap<ClaimKey, (Arc<ClaimShape>, Waiter)>,
     /// User-chosen claims on the unbound path naming a server, with their shape and
     /// place in the fair order: they take that server when their turn comes. (A
@@ -140,7 +144,7 @@ struct Rows {
     epoch: u64,
     /// Slots `0..tested` of that epoch are in every row.
     tested: usize,
-    rows: HashMap<usize, (Arc<ClaimShape>, Vec<ClassId>)>,
+    rows: FastMap<usize, (Arc<ClaimShape>, Vec<ClassId>)>,
     /// The shapes with rows, by the (key, value) pairs their selector pins a server to.
     filed: ShapesByPin,
 }
@@ -219,24 +223,24 @@ impl Rows {
     /// The row of `shape`, learnt now if new: among the slots carrying a value its
     /// selector pins, if it pins any (O(those slots)), else among every slot.
     fn row(&mut self, shape: &Arc<ClaimShape>, index: &FreeServerIndex) -> &[ClassId] {
-        let address = address(shape);
-        if !self.rows.contains_key(&address) {
-            let tested = self.tested;
-            let fits = |id: &ClassId| *id < tested && shape.fits(index.class_at(*id));
-            let row = match pins(shape) {
-                Some(pins) => {
-                    let slots = pins.iter().flat_map(|(k, v)| index.slots_with(k, v));
-                    let mut row: Vec<ClassId> = slots.copied().filter(fits).collect();
-                    row.sort_unstable();
-                    row.dedup();
-                    row
-                }
-                None => (0..tested).filter(fits).collect(),
-            };
-            self.filed.insert(shape);
-            self.rows.insert(address, (shape.clone(), row));
-        }
-        &self.rows[&address].1
+        let vacant = match self.rows.entry(address(shape)) {
+            Entry::Occupied(known) => return &known.into_mut().1,
+            Entry::Vacant(vacant) => vacant,
+        };
+        let tested = self.tested;
+        let fits = |id: &ClassId| *id < tested && shape.fits(index.class_at(*id));
+        let row = match pins(shape) {
+            Some(pins) => {
+                let slots = pins.iter().flat_map(|(k, v)| index.slots_with(k, v));
+                let mut row: Vec<ClassId> = slots.copied().filter(fits).collect();
+                row.sort_unstable();
+                row.dedup();
+                row
+            }
+            None => (0..tested).filter(fits).collect(),
+        };
+        self.filed.insert(shape);
+        &vacant.insert((shape.clone(), row)).1
     }
 }
 
@@ -284,7 +288,10 @@ impl WaitingClaims {
         };
         if is_waiting(claim) {
             let waiter = Waiter::of(claim);
-            let members = self.by_shape.entry(shape.clone()).or_default();
+            let (_, members) = self
+                .by_shape
+                .entry(address(&shape))
+                .or_insert_with(|| (shape.clone(), BTreeSet::new()));
             if members.is_empty() {
                 self.waiting_pins.insert(&shape);
             }
@@ -354,11 +361,11 @@ impl WaitingClaims {
     /// Forgets everything of `key` but its known shape ([`Self::forget_known`]).
     fn forget(&mut self, key: &ClaimKey) {
         if let Some((shape, waiter)) = self.shape_of.remove(key)
-            && let Some(members) = self.by_shape.get_mut(&shape)
+            && let Some((_, members)) = self.by_shape.get_mut(&address(&shape))
         {
             members.remove(&waiter);
             if members.is_empty() {
-                self.by_shape.remove(&shape);
+                self.by_shape.remove(&address(&shape));
                 self.waiting_pins.remove(&shape);
             }
         }
@@ -397,6 +404,27 @@ impl WaitingClaims {
             }
             !binds.is_empty()
         });
+    }
+
+    /// The waiting claims of `shape`, found by value (a hash of its selector, once per
+    /// pick), with the shared copy they are queued under.
+    fn waiting_as(&self, shape: &ClaimShape) -> Option<(&Arc<ClaimShape>, &BTreeSet<Waiter>)> {
+        // Every waiting claim's shape is known, and shared from `known`.
+        let (shared, _) = self.known.get_key_value(shape)?;
+        let found = self.waiting_at(shared);
+        debug_assert_eq!(
+            found.is_some(),
+            self.by_shape.values().any(|(s, _)| **s == *shape),
+            "the waiting shapes found by address and by value"
+        );
+        found
+    }
+
+    /// The waiting claims of the shared shape `shape` (from `known`, `by_shape` or the
+    /// pin filings), found by its address.
+    fn waiting_at(&self, shape: &Arc<ClaimShape>) -> Option<(&Arc<ClaimShape>, &BTreeSet<Waiter>)> {
+        let (shared, members) = self.by_shape.get(&address(shape))?;
+        Some((shared, members))
     }
 
     /// The shape a waiting claim is queued under, as the waiting claims share it.
@@ -1124,22 +1152,26 @@ struct Outward<'i, 'w> {
     busy: &'w Busy<'w>,
     /// Per waiting shape, its claims placed already or the picker (not counted in
     /// `busy.counts`).
-    not_waiting: HashMap<*const ClaimShape, i64>,
+    not_waiting: FastMap<usize, i64>,
     /// Per slot, its servers taken (not counted in `busy.counts`) and those claims name.
-    taken: HashMap<ClassId, i64>,
-    named: HashMap<ClassId, Vec<&'i str>>,
+    taken: FastMap<ClassId, i64>,
+    named: FastMap<ClassId, Vec<&'i str>>,
     shapes: Vec<Shape<'w>>,
     classes: Vec<FreeClass<'i>>,
     edges: Vec<(usize, usize)>,
     /// The claim-side nodes in other than waiting shapes, and the server-side nodes met
-    /// (`None`: no supply).
+    /// (`None`: no supply): the classes by slot, the named servers by name.
     shape_seen: HashSet<ClaimNode<'w>>,
-    class_seen: HashMap<(ClassId, Option<&'i str>), Option<usize>>,
+    class_seen: FastMap<ClassId, Option<usize>>,
+    single_seen: HashMap<&'i str, Option<usize>>,
     /// The slots whose fitting shapes were looked for.
-    slot_met: HashSet<ClassId>,
+    slot_met: FastSet<ClassId>,
     /// The waiting shapes settled, by address: in (the picker's included), or met with
     /// all their claims placed (no node).
-    settled: HashSet<usize>,
+    settled: FastSet<usize>,
+    /// The slots of the node whose fits are being met ([`Self::fits`]), kept from node
+    /// to node so that a pick does not allocate a list per node.
+    slots: Vec<ClassId>,
     /// The waiting shapes pinning nothing not settled yet ([`Self::take_in`]), once
     /// a slot was met.
     unpinned: Option<Vec<&'w Arc<ClaimShape>>>,
@@ -1162,17 +1194,17 @@ impl<'i, 'w> Outward<'i, 'w> {
         waiting: &'w WaitingClaims,
         busy: &'w Busy<'w>,
     ) -> Self {
-        let mut not_waiting: HashMap<*const ClaimShape, i64> = HashMap::new();
+        let mut not_waiting: FastMap<usize, i64> = FastMap::default();
         for key in busy.placed.iter().copied().chain(std::iter::once(me)) {
             if let Some((shape, _)) = waiting.shape_of.get(key) {
-                *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
+                *not_waiting.entry(address(shape)).or_default() += 1;
             }
         }
-        let mut taken: HashMap<ClassId, i64> = HashMap::new();
+        let mut taken: FastMap<ClassId, i64> = FastMap::default();
         for id in busy.taken.iter().filter_map(|n| index.class_id_of(n)) {
             *taken.entry(id).or_default() += 1;
         }
-        let mut named: HashMap<ClassId, Vec<&'i str>> = HashMap::new();
+        let mut named: FastMap<ClassId, Vec<&'i str>> = FastMap::default();
         for name in busy.named.keys() {
             if let Some(id) = index.class_id_of(name)
                 && let Some(member) = index.members_at(id).get(*name)
@@ -1191,9 +1223,11 @@ impl<'i, 'w> Outward<'i, 'w> {
             classes: Vec::new(),
             edges: Vec::new(),
             shape_seen: HashSet::new(),
-            class_seen: HashMap::new(),
-            slot_met: HashSet::new(),
-            settled: HashSet::new(),
+            class_seen: FastMap::default(),
+            single_seen: HashMap::new(),
+            slot_met: FastSet::default(),
+            settled: FastSet::default(),
+            slots: Vec::new(),
             unpinned: None,
         }
     }
@@ -1210,9 +1244,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         self.shapes.push(picker);
         let mut next = 0;
         while next < self.shapes.len() {
-            for j in self.fits(next, &mut rows) {
-                self.edges.push((next, j));
-            }
+            self.fits(next, &mut rows);
             next += 1;
         }
         (self.shapes, self.classes, self.edges)
@@ -1224,7 +1256,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         let alone = (mine, 1, Queue::Picker, None);
         match mine {
             Asks::Shape(m) => {
-                let Some((shared, members)) = self.waiting.by_shape.get_key_value(m) else {
+                let Some((shared, members)) = self.waiting.waiting_as(m) else {
                     return alone;
                 };
                 self.settled.insert(address(shared));
@@ -1244,7 +1276,7 @@ impl<'i, 'w> Outward<'i, 'w> {
 
     /// A waiting shape's node: its claims not placed yet.
     fn shape_node(&self, shared: &'w Arc<ClaimShape>, members: &'w BTreeSet<Waiter>) -> Shape<'w> {
-        let gone = self.not_waiting.get(&Arc::as_ptr(shared)).copied();
+        let gone = self.not_waiting.get(&address(shared)).copied();
         let counted = self.busy.counts.as_ref().map_or(0, |c| c.placed_in(shared));
         let demand = members.len() as i64 - gone.unwrap_or(0) - counted as i64;
         (
@@ -1255,34 +1287,40 @@ impl<'i, 'w> Outward<'i, 'w> {
         )
     }
 
-    /// The server-side nodes claim-side node `i` fits, met now if new: for a shape, the
-    /// classes of the slots it fits and the named servers in them; for the claims naming
-    /// a server, that server alone.
-    fn fits(&mut self, i: usize, rows: &mut Rows) -> Vec<usize> {
-        let slots: Vec<ClassId> = match self.shapes[i] {
+    /// Adds the edges of claim-side node `i` to the server-side nodes it fits, met now
+    /// if new: for a shape, the classes of the slots it fits and the named servers in
+    /// them; for the claims naming a server, that server alone.
+    fn fits(&mut self, i: usize, rows: &mut Rows) {
+        // Meeting a node can learn other shapes' rows: the slots are copied out first.
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
+        match self.shapes[i] {
             (Asks::Server(name), ..) => {
                 let id = self.index.class_id_of(name);
                 let named = id.filter(|_| self.busy.named.contains_key(name));
                 let single = named.and_then(|id| self.meet(id, Some(name), rows));
-                return single.into_iter().collect();
+                self.edges.extend(single.map(|j| (i, j)));
             }
-            (Asks::Shape(_), .., Some(shared)) => rows.row(shared, self.index).to_vec(),
+            (Asks::Shape(_), .., Some(shared)) => {
+                slots.extend_from_slice(rows.row(shared, self.index));
+            }
             (Asks::Shape(shape), .., None) => {
-                let slots = 0..self.index.slots().1;
-                slots
-                    .filter(|&id| shape.fits(self.index.class_at(id)))
-                    .collect()
-            }
-        };
-        let mut nodes = Vec::new();
-        for id in slots {
-            nodes.extend(self.meet(id, None, rows));
-            let named = self.named.get(&id).cloned().unwrap_or_default();
-            for name in named {
-                nodes.extend(self.meet(id, Some(name), rows));
+                let all = 0..self.index.slots().1;
+                slots.extend(all.filter(|&id| shape.fits(self.index.class_at(id))));
             }
         }
-        nodes
+        // Meeting reads no named servers of `self.named`: lent out, not copied per slot.
+        let named = std::mem::take(&mut self.named);
+        for &id in &slots {
+            let class = self.meet(id, None, rows);
+            self.edges.extend(class.map(|j| (i, j)));
+            for name in named.get(&id).into_iter().flatten() {
+                let single = self.meet(id, Some(name), rows);
+                self.edges.extend(single.map(|j| (i, j)));
+            }
+        }
+        self.named = named;
+        self.slots = slots;
     }
 
     /// The server-side node of slot `id` (`one`: of the named server `one` in it), met
@@ -1293,7 +1331,11 @@ impl<'i, 'w> Outward<'i, 'w> {
             Some(name) => Some(members.get(name)?.as_str()),
             None => None,
         };
-        if let Some(&met) = self.class_seen.get(&(id, one)) {
+        let met = match one {
+            Some(name) => self.single_seen.get(name),
+            None => self.class_seen.get(&id),
+        };
+        if let Some(&met) = met {
             return met;
         }
         let class = self.index.class_at(id);
@@ -1310,7 +1352,10 @@ impl<'i, 'w> Outward<'i, 'w> {
             self.classes.push(node);
             self.classes.len() - 1
         });
-        self.class_seen.insert((id, one), j);
+        match one {
+            Some(name) => self.single_seen.insert(name, j),
+            None => self.class_seen.insert(id, j),
+        };
         if j.is_some() {
             self.fitted_by(id, one, rows);
         }
@@ -1364,7 +1409,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         if rows.row(shape, self.index).binary_search(&id).is_err() {
             return false;
         }
-        let Some((shared, members)) = self.waiting.by_shape.get_key_value(shape) else {
+        let Some((shared, members)) = self.waiting.waiting_at(shape) else {
             return true;
         };
         let node = self.shape_node(shared, members);
@@ -1395,10 +1440,10 @@ fn waiting_shapes<'w>(
     let counted = |shape: &Arc<ClaimShape>| busy.counts.as_ref().map_or(0, |c| c.placed_in(shape));
     let mut shapes = vec![(mine, 1, Queue::Picker, None)];
     let mine_shared = match mine {
-        Asks::Shape(m) => waiting.by_shape.get_key_value(m).map(|(k, _)| k),
+        Asks::Shape(m) => waiting.waiting_as(m).map(|(k, _)| k),
         Asks::Server(_) => None,
     };
-    for (shape, members) in &waiting.by_shape {
+    for (shape, members) in waiting.by_shape.values() {
         let gone = not_waiting.get(&Arc::as_ptr(shape)).copied().unwrap_or(0);
         let demand = members.len() as i64 - gone - counted(shape) as i64;
         let node = (
@@ -1568,7 +1613,7 @@ pub fn first_waiting_for(
 ) -> Vec<ClaimKey> {
     let fitting: Vec<&BTreeSet<Waiter>> = waiting
         .by_shape
-        .iter()
+        .values()
         .filter(|(shape, _)| shape.fits_server(server))
         .map(|(_, members)| members)
         .collect();

@@ -1,6 +1,7 @@
 //! What a claim asks of a server (its [`ClaimShape`]): claims of one shape are
 //! interchangeable to placement, and a shape fits a class of free servers or not.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::api::{Server, ServerClaim, ServerSelector, Toleration};
@@ -52,3 +53,10 @@ impl ClaimShape {
 pub(super) fn address(shape: &Arc<ClaimShape>) -> usize {
     Arc::as_ptr(shape) as usize
 }
+
+/// A map keyed by what no tenant can choose (slot numbers, shape addresses, node
+/// indexes): hashed by foldhash, several times cheaper than SipHash on such keys.
+/// Maps keyed by names or label values, which tenants choose, keep SipHash, whose
+/// seeded keys resist collisions forced on purpose.
+pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(super) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;

@@ -1,0 +1,68 @@
+//! Placement's cost per pick, for callgrind: `bench bind`'s fleet and claims of one mix,
+//! every claim picking in turn among the free servers; a picked server leaves the index
+//! and its claim the waiting claims. Prints how the picks went and a digest of them, so
+//! that two builds can be checked to decide alike.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use server_binder::binding::{
+    AssumedChoices, ClaimCatalog, PickInputs, Placement, ServerCatalog, ServerView,
+};
+use server_binder::runtime::bench::bind::fleet::{self, Mix};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let n: usize = std::env::args().nth(1).map_or(4000, |a| a.parse().unwrap());
+    let namespaces = 100;
+    let start = Timestamp::from_second(1_700_000_000).unwrap();
+    let claims: Vec<_> = (0..n)
+        .map(|j| {
+            let mut c = fleet::claim(j, Mix::ManySelectors, fleet::namespace_name(j % namespaces));
+            let at = start + SignedDuration::from_millis(j as i64);
+            c.metadata.creation_timestamp = Some(Time(at));
+            c
+        })
+        .collect();
+    let servers = (0..n).map(|i| fleet::server(i, Mix::ManySelectors));
+    let mut servers = ServerCatalog::from_servers(servers).tracking(&claims);
+    let mut waiting = ClaimCatalog::from_claims(claims.iter().cloned());
+    let assumed = AssumedChoices::new();
+    let (mut picked, mut waited, mut none) = (0, 0, 0);
+    let mut digest = DefaultHasher::new();
+    for claim in &claims {
+        let placement = {
+            let inputs = PickInputs {
+                skip: &|_| false,
+                waiting: waiting.waiting(),
+                assumed: &assumed,
+                held_back: &[],
+                refused: None,
+                in_flight: None,
+            };
+            match servers.place(claim, &inputs) {
+                Placement::Pick(name) => Ok(name.to_string()),
+                Placement::WaitForTurn(ahead) => Err(Some(ahead.total)),
+                Placement::NoMatch => Err(None),
+            }
+        };
+        format!("{placement:?}").hash(&mut digest);
+        match placement {
+            Ok(name) => {
+                picked += 1;
+                servers.remove(&name);
+                let ns = claim.metadata.namespace.as_deref().unwrap();
+                waiting.remove(ns, claim.metadata.name.as_deref().unwrap());
+            }
+            Err(Some(_)) => waited += 1,
+            Err(None) => none += 1,
+        }
+    }
+    println!(
+        "picked {picked} waited {waited} no match {none} digest {:016x}",
+        digest.finish()
+    );
+}
