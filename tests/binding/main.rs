@@ -13,6 +13,7 @@ mod decision_rows;
 mod descriptions;
 mod index_props;
 mod model;
+mod pick_cost;
 mod placement_props;
 mod pv_scenarios;
 mod quota_rows;

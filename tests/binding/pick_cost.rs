@@ -1,7 +1,15 @@
-//! Placement's cost per pick, for callgrind: `bench bind`'s fleet and claims of one mix,
-//! every claim picking in turn among the free servers; a picked server leaves the index
-//! and its claim the waiting claims. Prints how the picks went and a digest of them, so
-//! that two builds can be checked to decide alike.
+//! Placement's cost per pick, for callgrind: `bench bind`'s many-selectors fleet, every
+//! claim picking in turn among the free servers (a picked server leaves the index and
+//! its claim the waiting claims), no API server. Prints how the picks went and a digest
+//! of them, so that two builds can be checked to decide alike. Ignored in the suite; run
+//! it alone, in release, under callgrind (docs/performance.md, item 6 of "Placement at
+//! a flat cost"):
+//!
+//! ```text
+//! cargo test --release --test suite --no-run
+//! PICK_COST_CLAIMS=2000 valgrind --tool=callgrind target/release/deps/suite-<hash> \
+//!     --ignored --exact --nocapture binding::pick_cost::picks_of_the_many_selectors_fleet
+//! ```
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -12,11 +20,12 @@ use server_binder::binding::{
 };
 use server_binder::runtime::bench::bind::fleet::{self, Mix};
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn main() {
-    let n: usize = std::env::args().nth(1).map_or(4000, |a| a.parse().unwrap());
+/// Every claim of the fleet picks once; each is served (every claim has its planted
+/// server, and a maximum matching keeps one for each).
+#[test]
+#[ignore = "a measurement for callgrind, run alone in release"]
+fn picks_of_the_many_selectors_fleet() {
+    let n: usize = std::env::var("PICK_COST_CLAIMS").map_or(4000, |a| a.parse().unwrap());
     let namespaces = 100;
     let start = Timestamp::from_second(1_700_000_000).unwrap();
     let claims: Vec<_> = (0..n)
@@ -64,5 +73,10 @@ fn main() {
     println!(
         "picked {picked} waited {waited} no match {none} digest {:016x}",
         digest.finish()
+    );
+    assert_eq!(
+        (picked, none),
+        (n, 0),
+        "every claim of the planted fleet picks"
     );
 }
