@@ -30,7 +30,10 @@ pub enum BenchTarget {
     /// The operator binding a generated fleet: the embedded API server in-process on
     /// loopback, `server-binder run` as a child process. Prints time to all Bound,
     /// binds/s, writes per bind, bind latency, the operator's peak RSS and efficiency
-    /// against the API server's write ceiling. Build with --release.
+    /// against the API server's write ceiling. Build with --release. With
+    /// SERVER_BINDER_BENCH_OPERATOR_WRAPPER set (e.g. `heaptrack -o /tmp/operator`), the
+    /// operator runs under that command, for profilers that must start the process; the
+    /// CPU and RSS figures are then the wrapper's.
     Bind(BindArgs),
 }
 

@@ -51,11 +51,11 @@ impl Drop for WorkDir {
 /// Names a command to run the operator under, split on whitespace: a profiler that
 /// must start the process, e.g. `heaptrack -o /tmp/operator` (docs/performance.md,
 /// "Profiling"). The CPU and RSS figures are then the wrapper's, not the operator's.
-pub const WRAPPER_ENV: &str = "SERVER_BINDER_BENCH_OPERATOR_WRAPPER";
+const WRAPPER_ENV: &str = "SERVER_BINDER_BENCH_OPERATOR_WRAPPER";
 
-/// `exe`, or the wrapper command [`WRAPPER_ENV`] names with `exe` as its first argument.
-fn wrapped(exe: PathBuf) -> Command {
-    let wrapper = std::env::var(WRAPPER_ENV).unwrap_or_default();
+/// `exe`, or the `wrapper` command (as [`WRAPPER_ENV`] gives it) with `exe` after its
+/// own arguments.
+fn wrapped(exe: PathBuf, wrapper: &str) -> Command {
     let mut words = wrapper.split_whitespace();
     match words.next() {
         None => Command::new(exe),
@@ -89,7 +89,8 @@ impl Operator {
         let err = out
             .try_clone()
             .map_err(|e| Error::Failed(format!("opening {}: {e}", log.display())))?;
-        let mut command = wrapped(exe);
+        let wrapper = std::env::var(WRAPPER_ENV).unwrap_or_default();
+        let mut command = wrapped(exe, &wrapper);
         let child = command
             .args(["run", "--log-format", "json", "--concurrency"])
             .arg(concurrency.to_string())
@@ -204,4 +205,26 @@ fn free_port() -> Result<SocketAddr, Error> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| Error::Failed(format!("finding a free port: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(command: &Command) -> Vec<String> {
+        let program = std::iter::once(command.get_program());
+        let all = program.chain(command.get_args());
+        all.map(|a| a.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn the_operator_runs_alone_or_after_the_wrapper_and_its_arguments() {
+        let exe = PathBuf::from("/bin/server-binder");
+        assert_eq!(argv(&wrapped(exe.clone(), "")), ["/bin/server-binder"]);
+        assert_eq!(argv(&wrapped(exe.clone(), "  ")), ["/bin/server-binder"]);
+        assert_eq!(
+            argv(&wrapped(exe, "heaptrack  -o /tmp/operator")),
+            ["heaptrack", "-o", "/tmp/operator", "/bin/server-binder"]
+        );
+    }
 }
