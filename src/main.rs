@@ -17,9 +17,10 @@ async fn main() -> std::process::ExitCode {
 
 /// Turns transparent huge pages off for this process. mimalloc advises huge pages for its
 /// arenas, and the kernel then backs each first touch with 2 MiB zeroed at once and
-/// splits them as mimalloc returns memory: the operator's peak RSS was 30-40% higher,
-/// and zeroing those pages took a tenth of its CPU (docs/performance.md, "The
-/// allocator"). The flag is checked at each page fault, so what the runtime allocated
+/// splits them as mimalloc returns memory: the operator's peak RSS was 20-50% higher in
+/// the bench's runs, and the zeroing 13.6% of its samples in a profile
+/// (docs/performance.md, "Huge pages"). The flag is checked at each page fault, so what
+/// the runtime allocated
 /// before this call is the only memory it leaves alone. Where the kernel refuses (not
 /// Linux, an old kernel, a sandbox), pages stay as the system sets them: a cost in
 /// memory, not a fault.
