@@ -20,10 +20,9 @@ async fn main() -> std::process::ExitCode {
 /// splits them as mimalloc returns memory: the operator's peak RSS was 20-50% higher in
 /// the bench's runs, and the zeroing 13.6% of its samples in a profile
 /// (docs/performance.md, "Huge pages"). The flag is checked at each page fault, so what
-/// the runtime allocated
-/// before this call is the only memory it leaves alone. Where the kernel refuses (not
-/// Linux, an old kernel, a sandbox), pages stay as the system sets them: a cost in
-/// memory, not a fault.
+/// the runtime allocated before this call is the only memory it leaves alone. Where the
+/// kernel refuses (not Linux, an old kernel, a sandbox), pages stay as the system sets
+/// them: a cost in memory, not a fault.
 fn small_pages_only() {
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
