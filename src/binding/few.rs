@@ -71,13 +71,6 @@ impl<T: Ord> Few<T> {
         matches!(self, Few::Many(set) if set.is_empty())
     }
 
-    pub fn len(&self) -> usize {
-        match self {
-            Few::One(_) => 1,
-            Few::Many(set) => set.len(),
-        }
-    }
-
     /// The elements in order.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         let (one, many) = match self {
@@ -85,15 +78,6 @@ impl<T: Ord> Few<T> {
             Few::Many(set) => (None, Some(set.iter())),
         };
         one.into_iter().chain(many.into_iter().flatten())
-    }
-}
-
-impl<'a, T: Ord> IntoIterator for &'a Few<T> {
-    type Item = &'a T;
-    type IntoIter = Box<dyn Iterator<Item = &'a T> + 'a>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
     }
 }
 
@@ -125,7 +109,7 @@ mod tests {
                 few.iter().collect::<Vec<_>>(),
                 set.iter().collect::<Vec<_>>()
             );
-            assert_eq!((few.len(), few.is_empty()), (set.len(), set.is_empty()));
+            assert_eq!(few.is_empty(), set.is_empty());
             assert_eq!(
                 matches!(few, Few::One(_)),
                 set.len() == 1,
