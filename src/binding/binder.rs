@@ -653,6 +653,11 @@ impl Binder {
         wake
     }
 
+    /// One tick of the periodic resync ([`super::triggers::on_resync_tick`]).
+    pub fn resync_tick(&self, cursor: &mut super::ResyncCursor, ticks: u32) -> Wake {
+        super::triggers::on_resync_tick(&self.servers, &self.claims, cursor, ticks)
+    }
+
     /// The servers were listed anew: every object may have changed.
     pub fn relist_servers(&mut self, all: Vec<Arc<Server>>) -> Wake {
         self.raw_servers.clear();

@@ -62,7 +62,7 @@ pub use status::{
     BoundCondition, OWN_CONDITIONS, claim_phase, claim_status_after, find_bound, server_phase,
     server_status_after,
 };
-pub use triggers::{Triggers, Wake};
+pub use triggers::{ResyncCursor, Triggers, Wake};
 pub use view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };

@@ -12,6 +12,7 @@
 //! | an assumed choice ends | if its server is free: every pending claim (they passed it over), the server and the claims naming it (a claim whose ref is not a pick in flight waits for its turn on it, or for the pick that held it) |
 //! | the claim controller takes a pick up (`ResumePick`, [`super::Binder::plan_claim`]) | its server: no watch event will |
 //! | a relist | everything |
+//! | a resync tick ([`on_resync_tick`]) | the next share of each kind in key order: everything once per pass |
 //!
 //! The controllers call these on every watch event; the model check calls them to decide
 //! which reconciles may run, so a missing rule shows up there as a claim or server that
@@ -232,4 +233,84 @@ pub fn on_relist(servers: &ServerCatalog, claims: &ClaimCatalog) -> Wake {
         claims: claims.iter().map(claim_key).collect(),
         servers: servers.iter().map(|s| meta::name(s).to_string()).collect(),
     }
+}
+
+/// Where the periodic resync has got to: the tick within the pass, and each kind's
+/// place in its key order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResyncCursor {
+    tick: u32,
+    claims: Place<ClaimKey>,
+    servers: Place<String>,
+}
+
+/// Where one kind's pass has got to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum Place<K> {
+    /// Nothing woken yet in this pass.
+    #[default]
+    Start,
+    /// Woken up to this key.
+    After(K),
+    /// Every key was woken; the next pass starts with the next interval.
+    Done,
+}
+
+/// One tick of the periodic resync, one pass spread over `ticks` ticks: the next
+/// `ceil(len / ticks)` objects of each kind in key order. A pass takes `ticks` ticks
+/// whatever the fleet's size, so an object present for a whole pass is woken exactly
+/// once in it, and one created during a pass by the end of the next. Spread, not all at
+/// once: every object woken at once would sit queued in the controllers for the whole
+/// resync, and a request queued per object between resyncs (kube-runtime's scheduler
+/// keeps three copies of its key) was a fifth of the operator's heap
+/// (docs/performance.md, "Memory, measured").
+pub fn on_resync_tick(
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+    cursor: &mut ResyncCursor,
+    ticks: u32,
+) -> Wake {
+    let ticks = ticks.max(1);
+    let share = |len: usize| len.div_ceil(ticks as usize);
+    let wake = Wake {
+        claims: next_share(&mut cursor.claims, share(claims.len()), |after, n| {
+            claims.keys_after(after).take(n).cloned().collect()
+        }),
+        servers: next_share(&mut cursor.servers, share(servers.len()), |after, n| {
+            let after = after.map(String::as_str);
+            servers
+                .names_after(after)
+                .take(n)
+                .map(str::to_string)
+                .collect()
+        }),
+    };
+    cursor.tick += 1;
+    if cursor.tick >= ticks {
+        *cursor = ResyncCursor::default();
+    }
+    wake
+}
+
+/// The next `share` keys after `place`, moving `place` past them. `keys_after(key, n)`
+/// lists the first `n` keys after `key` (from the first key for `None`): one more than
+/// the share, to tell whether the pass ends with it.
+fn next_share<K: Clone + Ord>(
+    place: &mut Place<K>,
+    share: usize,
+    keys_after: impl FnOnce(Option<&K>, usize) -> Vec<K>,
+) -> BTreeSet<K> {
+    let after = match place {
+        Place::Start => None,
+        Place::After(key) => Some(&*key),
+        Place::Done => return BTreeSet::new(),
+    };
+    let mut rest = keys_after(after, share + 1);
+    let ended = rest.len() <= share;
+    rest.truncate(share);
+    *place = match (ended, rest.last()) {
+        (false, Some(last)) => Place::After(last.clone()),
+        _ => Place::Done,
+    };
+    rest.into_iter().collect()
 }

@@ -5,6 +5,7 @@
 //! the API server ("confirmed by a live GET") without copying the whole cache.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::api::{Server, ServerClaim};
@@ -202,6 +203,17 @@ impl ServerCatalog {
         self.servers.get(name)
     }
 
+    /// The servers' names after `after` (all of them from `None`), in order.
+    pub fn names_after<'a>(&'a self, after: Option<&str>) -> impl Iterator<Item = &'a str> + 'a {
+        let from = match after {
+            Some(name) => Bound::Excluded(name),
+            None => Bound::Unbounded,
+        };
+        self.servers
+            .range::<str, _>((from, Bound::Unbounded))
+            .map(|(name, _)| name.as_str())
+    }
+
     pub fn len(&self) -> usize {
         self.servers.len()
     }
@@ -317,6 +329,20 @@ impl ClaimCatalog {
     /// The claim as shared with the watch cache.
     pub fn shared(&self, namespace: &str, name: &str) -> Option<&Arc<ServerClaim>> {
         self.claims.get(&claim_key(namespace, name))
+    }
+
+    /// The claims' keys after `after` (all of them from `None`), in order.
+    pub fn keys_after<'a>(
+        &'a self,
+        after: Option<&ClaimKey>,
+    ) -> impl Iterator<Item = &'a ClaimKey> + 'a {
+        let from = match after {
+            Some(key) => Bound::Excluded(key.clone()),
+            None => Bound::Unbounded,
+        };
+        self.claims
+            .range((from, Bound::Unbounded))
+            .map(|(key, _)| key)
     }
 
     /// The claims of one namespace, by name.

@@ -12,7 +12,6 @@ use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::informer::Current;
 use super::metrics::ControllerKind;
-use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, patch, record};
 use crate::api::{Server, ServerClaim, ServerQuota};
@@ -96,7 +95,9 @@ async fn reconcile_claim(claim: &ServerClaim, ctx: &Context) -> Result<Action> {
         // Its next reconcile says so on the claim and starts the back-off.
         return Ok(Action::requeue(Duration::ZERO));
     }
-    Ok(Action::requeue(work.then.unwrap_or(RESYNC)))
+    // Back when its timed decision says (a summary due, a back-off ending); otherwise a
+    // change wakes it, and the resync (`super::resync`) does now and then.
+    Ok(work.then.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// One binder step on the caches: with the cached servers, or with one server replaced

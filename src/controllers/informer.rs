@@ -28,8 +28,8 @@ use super::own_writes::OwnWrites;
 use crate::api::names::in_our_domain;
 use crate::api::{Server, ServerClaim, ServerClass, ServerQuota};
 use crate::binding::{
-    Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, Rules, Sight, Wake,
-    claim_key,
+    Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, ResyncCursor, Rules, Sight,
+    Wake, claim_key,
 };
 use k8s_openapi::api::core::v1::Namespace;
 
@@ -272,10 +272,17 @@ impl Caches {
         *self.server_triggers.lock() = None;
     }
 
+    /// Wakes the next share of the periodic resync ([`Binder::resync_tick`]).
+    pub fn resync_tick(&self, cursor: &mut ResyncCursor, ticks: u32) {
+        let binder = self.binder.read();
+        let wake = binder.resync_tick(cursor, ticks);
+        self.wake(binder, wake);
+    }
+
     /// Orders what `wake` names under the binder's lock, releases it, and hands the
     /// objects to the running controllers, claims in that order
     /// ([`Wake::claims_in_order`]).
-    fn wake(&self, binder: RwLockWriteGuard<'_, Binder>, wake: Wake) {
+    fn wake(&self, binder: impl std::ops::Deref<Target = Binder>, wake: Wake) {
         if wake.is_empty() {
             return;
         }

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod options;
 pub mod own_writes;
 pub mod quota;
+mod resync;
 pub mod server;
 mod writes;
 
@@ -118,7 +119,8 @@ async fn run_controllers(
 
     let class_status = class_status::run(ctx.clone(), options.status_interval, stop.clone());
     let quotas = quota::run(ctx.clone(), options.status_interval, stop.clone());
-    let controllers = futures::future::join4(claims, servers, class_status, quotas);
+    let resync = resync::run(ctx.clone(), options.resync, stop.clone());
+    let controllers = futures::future::join5(claims, servers, class_status, quotas, resync);
     tokio::pin!(controllers);
     let lost = async {
         // `Ok`: leadership lost; `Err`: its sender is gone. Either way, stop.

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-/// Every object is looked at again this often even without a change: a safety net, as
-/// the PV controller's periodic resync is.
+/// Every object is looked at again this often even without a change, by default: a
+/// safety net, as the PV controller's periodic resync is ([`Options::resync`]).
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// After a write conflict, decide again this soon (the watch usually brought the newer
 /// version already, and its event re-triggers the object anyway).
@@ -26,6 +26,9 @@ pub struct Options {
     /// The release gates of a server that names none in `spec.releaseGates`
     /// ([`crate::binding::gates`]).
     pub release_gates: Vec<String>,
+    /// Every object is woken once per this interval, a share each second
+    /// (`src/controllers/resync.rs`).
+    pub resync: Duration,
 }
 
 impl Options {
@@ -44,6 +47,7 @@ impl Default for Options {
             concurrency: 4,
             status_interval: STATUS_INTERVAL,
             release_gates: Vec::new(),
+            resync: RESYNC,
         }
     }
 }

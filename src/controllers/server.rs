@@ -16,7 +16,6 @@ use super::context::Context;
 use super::error::{Error, Result, requeue_after};
 use super::informer::Current;
 use super::metrics::ControllerKind;
-use super::options::RESYNC;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, patch, record};
 
@@ -70,7 +69,9 @@ async fn reconcile_server(server: &Server, ctx: &Context) -> Result<Action> {
         tracing::debug!(version, decision = work.decision.name(), "decided");
         execute(server, &work, ctx).await?;
     }
-    Ok(Action::requeue(RESYNC))
+    // Nothing to come back for: a change wakes it, and the resync (`super::resync`) does
+    // now and then.
+    Ok(Action::await_change())
 }
 
 /// One binder step on the claim cache, or with one claim replaced by what a live GET

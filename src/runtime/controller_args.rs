@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::controllers::{Options, STATUS_INTERVAL};
+use crate::controllers::{Options, RESYNC, STATUS_INTERVAL};
 
 use super::logging::LogFormat;
 
@@ -31,6 +31,16 @@ pub struct ControllerArgs {
     /// gates it waits for, so changing this flag changes no cleaning in progress.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = gate_name)]
     pub release_gates: Vec<String>,
+    /// Every server and claim is reconciled again once per this many seconds even
+    /// without a change, a share of them each second: a safety net, as Kubernetes'
+    /// controllers resync.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = RESYNC.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=86400)
+    )]
+    pub resync_interval: u64,
 }
 
 /// A `--release-gates` entry, checked as admission checks `spec.releaseGates`.
@@ -54,6 +64,7 @@ impl ControllerArgs {
                 .filter(|g| !g.is_empty())
                 .cloned()
                 .collect(),
+            resync: Duration::from_secs(self.resync_interval),
         }
     }
 }

@@ -114,3 +114,72 @@ fn a_deleted_bound_claim_still_counts_as_its_namespaces_turn() {
     all.remove(NS, "a0");
     assert_eq!(woken_in_order(&all), ["b1", "a1"]);
 }
+
+/// The periodic resync (docs/binding.md, "Wake-up rules"): spread over its ticks, one
+/// pass wakes every object of both kinds exactly once, no tick more than its share.
+#[test]
+fn a_resync_pass_wakes_every_object_once_a_share_per_tick() {
+    let cases: [(usize, usize, u32); 5] =
+        [(10, 7, 3), (9, 9, 3), (1, 0, 5), (0, 4, 1), (300, 1, 300)];
+    for (n_servers, n_claims, ticks) in cases {
+        let world = servers((0..n_servers).map(|i| server(&format!("s{i}"))).collect());
+        let all = claims((0..n_claims).map(|i| claim(&format!("c{i}"))).collect());
+        let mut cursor = ResyncCursor::default();
+        let (mut woken_servers, mut woken_claims) = (Vec::new(), Vec::new());
+        for tick in 0..ticks {
+            let wake = world_tick(&world, &all, &mut cursor, ticks);
+            assert!(
+                wake.servers.len() <= n_servers.div_ceil(ticks as usize),
+                "tick {tick}"
+            );
+            assert!(
+                wake.claims.len() <= n_claims.div_ceil(ticks as usize),
+                "tick {tick}"
+            );
+            woken_servers.extend(wake.servers);
+            woken_claims.extend(wake.claims.into_iter().map(|k| k.name));
+        }
+        let case = format!("{n_servers} servers, {n_claims} claims, {ticks} ticks");
+        assert_eq!(woken_servers.len(), n_servers, "each server once: {case}");
+        assert_eq!(woken_claims.len(), n_claims, "each claim once: {case}");
+        woken_servers.dedup();
+        woken_claims.dedup();
+        assert_eq!(woken_servers.len(), n_servers, "{case}");
+        assert_eq!(woken_claims.len(), n_claims, "{case}");
+        assert_eq!(cursor, ResyncCursor::default(), "the pass ended: {case}");
+    }
+}
+
+/// An object created behind the cursor waits for the next pass; one whose key the
+/// cursor stands on may go: the pass goes on after it.
+#[test]
+fn a_resync_pass_goes_on_past_created_and_deleted_objects() {
+    let names = |n: std::ops::Range<usize>| n.map(|i| server(&format!("s{i}"))).collect();
+    let mut world: Vec<_> = names(1..7);
+    let none = claims(Vec::new());
+    let mut cursor = ResyncCursor::default();
+    let first = world_tick(&servers(world.clone()), &none, &mut cursor, 3);
+    assert_eq!(first.servers, ["s1", "s2"].map(String::from).into());
+    // s0 sorts before the cursor (s2); s2 itself is deleted.
+    world.insert(0, server("s0"));
+    world.retain(|s| s.metadata.name.as_deref() != Some("s2"));
+    let mut rest = Vec::new();
+    for _ in 0..2 {
+        rest.extend(world_tick(&servers(world.clone()), &none, &mut cursor, 3).servers);
+    }
+    assert_eq!(rest, ["s3", "s4", "s5", "s6"].map(String::from));
+    let next = world_tick(&servers(world.clone()), &none, &mut cursor, 3);
+    assert!(
+        next.servers.contains("s0"),
+        "the next pass starts at the first key: {next:?}"
+    );
+}
+
+fn world_tick(
+    world: &ServerCatalog,
+    all: &ClaimCatalog,
+    cursor: &mut ResyncCursor,
+    ticks: u32,
+) -> Wake {
+    server_binder::binding::triggers::on_resync_tick(world, all, cursor, ticks)
+}

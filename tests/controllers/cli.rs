@@ -2,6 +2,7 @@
 //! do, from the real binary: no CRDs in the cluster, no API server, a taken port, a
 //! flag out of range.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -122,6 +123,36 @@ fn flags_out_of_range_are_refused_before_anything_starts() {
     let out = server_binder(&["run", "--log-format", "yaml"], None);
     assert_eq!(out.status.code(), Some(2));
     assert_fails_saying(&out, "possible values: text, json");
+    let out = server_binder(&["run", "--resync-interval", "0"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_fails_saying(&out, "--resync-interval");
+}
+
+/// docs/operations.md's table of `run`'s flags names every flag `run --help` shows, and
+/// no other.
+#[test]
+fn the_operations_guide_lists_every_flag_of_run() {
+    let help = server_binder(&["run", "--help"], None);
+    let help = String::from_utf8_lossy(&help.stdout);
+    let shown: BTreeSet<String> = help
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+        .map(|w| w.trim_end_matches(',').to_string())
+        .filter(|f| f != "--help")
+        .collect();
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("docs/operations.md");
+    let listed: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split([' ', '`']).next())
+        .filter(|f| f.starts_with("--"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        listed, shown,
+        "docs/operations.md's flag table against `run --help`"
+    );
 }
 
 /// A child process killed when the test ends, pass or fail.

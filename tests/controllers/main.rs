@@ -18,6 +18,7 @@ mod patches;
 mod placement;
 mod quotas;
 mod refused;
+mod resync;
 use crate::common::poll;
 mod rbac;
 mod server_rows;
