@@ -23,9 +23,11 @@ use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::core::Request;
 use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Api, Client};
 use parking_lot::Mutex;
+use serde::de::IgnoredAny;
 
 /// The longest name an API object may have (a DNS-1123 subdomain).
 const NAME_MAX: usize = 253;
@@ -58,25 +60,40 @@ impl EventRecorder {
         let key = identity(ev, regarding);
         // Cluster-scoped objects' events go to `default`, as kube's `Recorder` puts them.
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
-        let api = Api::<K8sEvent>::namespaced(self.client.clone(), namespace);
+        let events = Request::new(
+            Api::<K8sEvent>::namespaced(self.client.clone(), namespace).resource_url(),
+        );
         let repeat = self.series.lock().repeat(key, now);
         if let Some((name, count)) = repeat {
             let series = serde_json::json!({ "series": EventSeries {
                 count,
                 last_observed_time: MicroTime(now),
             }});
-            let patched = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&series))
-                .await;
+            let patch = events.patch(&name, &PatchParams::default(), &Patch::Merge(&series));
             // Gone (expired from the API server, or deleted): start a new series.
-            if patched.is_ok() {
+            if self.send(patch, "patch").await.is_ok() {
                 return Ok(());
             }
         }
         let event = new_event(&self.reporter, ev, regarding, now);
         let name = event.metadata.name.clone().unwrap_or_default();
-        api.create(&PostParams::default(), &event).await?;
+        let body = serde_json::to_vec(&event).map_err(kube::Error::SerdeError)?;
+        self.send(events.create(&PostParams::default(), body), "create")
+            .await?;
         self.series.lock().start(key, name, now);
+        Ok(())
+    }
+
+    /// Sends a request about an event, skipping the event it answers with unparsed:
+    /// nothing reads it.
+    async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        operation: &'static str,
+    ) -> Result<(), kube::Error> {
+        let mut request = request.map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert(operation);
+        self.client.request::<IgnoredAny>(request).await?;
         Ok(())
     }
 }

@@ -20,12 +20,11 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+use super::lean::{Lean, Parts};
 use super::own_writes::OwnWrites;
 
-use crate::api::names::in_our_domain;
 use crate::api::{Server, ServerClaim, ServerClass, ServerQuota};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, ResyncCursor, Rules, Sight,
@@ -203,36 +202,16 @@ impl Caches {
     /// Runs both watches until the stream ends (never, in practice: the watcher retries
     /// with backoff) or the returned future is dropped.
     pub async fn run(self: Arc<Self>, client: kube::Client, writers: CacheWriters) {
-        let servers = watch(
-            Api::<Server>::all(client.clone()),
-            writers.servers,
-            self.clone(),
-            Kind::Servers,
-        );
-        let claims = watch(
-            Api::<ServerClaim>::all(client.clone()),
-            writers.claims,
-            self.clone(),
-            Kind::Claims,
-        );
-        let classes = watch(
-            Api::<ServerClass>::all(client.clone()),
-            writers.classes,
-            self.clone(),
-            Kind::Classes,
-        );
+        let servers = watch(client.clone(), writers.servers, self.clone(), Kind::Servers);
+        let claims = watch(client.clone(), writers.claims, self.clone(), Kind::Claims);
+        let classes = watch(client.clone(), writers.classes, self.clone(), Kind::Classes);
         let namespaces = watch(
-            Api::<Namespace>::all(client.clone()),
+            client.clone(),
             writers.namespaces,
             self.clone(),
             Kind::Namespaces,
         );
-        let quotas = watch(
-            Api::<ServerQuota>::all(client),
-            writers.quotas,
-            self.clone(),
-            Kind::Quotas,
-        );
+        let quotas = watch(client, writers.quotas, self.clone(), Kind::Quotas);
         futures::join!(servers, claims, classes, namespaces, quotas);
     }
 
@@ -323,40 +302,22 @@ enum Kind {
     Quotas,
 }
 
-/// Drops what no decision reads before the object is cached: `managedFields` (most of a
-/// written object's size) and every annotation outside this project's domain, such as
-/// kubectl's `last-applied-configuration` (a copy of the whole object). The controllers
-/// write merge patches of what they change (`writes::patch`), so what the cache lacks
-/// is never sent, and never erased.
-fn strip_unread<K: kube::Resource>(obj: &mut K) {
-    let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, _| is_ours(key));
-    }
-}
-
-/// Whether an annotation key is in this project's domain: the only annotations a
-/// decision reads, tenants' included.
-fn is_ours(key: &str) -> bool {
-    key.split_once('/')
-        .is_some_and(|(prefix, _)| in_our_domain(prefix))
-}
-
 /// Feeds one kind's watch into its store and the binder, then wakes the controllers.
-/// The binder holds the store's copy of each object (one copy per object, shared).
-async fn watch<K>(api: Api<K>, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
+/// The objects are read lean ([`Lean`]: what no decision reads is skipped while
+/// parsing). The binder holds the store's copy of each object (one copy per object,
+/// shared).
+async fn watch<K>(client: kube::Client, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
 where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()> + Parts + Clone + Debug + Send + Sync + 'static,
     Binder: Applies<K>,
 {
+    let api = Api::<Lean<K>>::all(client);
     let mut events = watcher(api, watcher::Config::default())
-        .modify(strip_unread)
         .default_backoff()
         .boxed();
     while let Some(event) = events.next().await {
         let event = match event {
-            Ok(event) => event,
+            Ok(event) => unwrap_lean(event),
             Err(error) => {
                 // The watcher relists or rewatches by itself, with backoff.
                 tracing::warn!(%error, "watch failed; retrying");
@@ -386,6 +347,17 @@ where
             }
         };
         caches.wake(binder, wake);
+    }
+}
+
+/// The event with its object out of its [`Lean`] wrapper.
+fn unwrap_lean<K>(event: Event<Lean<K>>) -> Event<K> {
+    match event {
+        Event::Apply(Lean(obj)) => Event::Apply(obj),
+        Event::Delete(Lean(obj)) => Event::Delete(obj),
+        Event::Init => Event::Init,
+        Event::InitApply(Lean(obj)) => Event::InitApply(obj),
+        Event::InitDone => Event::InitDone,
     }
 }
 
@@ -483,39 +455,5 @@ impl OwnWrites {
             Event::InitDone => self.clear(),
             Event::Init | Event::InitApply(_) => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::ServerClaimSpec;
-    use crate::api::names::{ANNOTATION_DEFAULT_CLASS, ANNOTATION_PRE_BOUND};
-
-    #[test]
-    fn the_cache_keeps_only_this_projects_annotations() {
-        let mut claim = ServerClaim::new("c", ServerClaimSpec::default());
-        let keys = [
-            ANNOTATION_PRE_BOUND,
-            ANNOTATION_DEFAULT_CLASS,
-            "kubectl.kubernetes.io/last-applied-configuration",
-            "other.example.com/owner",
-            "evilmetal.binder.dev/x",
-            "metal.binder.dev.example.com/x",
-            "no-domain",
-        ];
-        claim.metadata.annotations =
-            Some(keys.iter().map(|k| (k.to_string(), "v".into())).collect());
-        claim.metadata.managed_fields = Some(Vec::new());
-        strip_unread(&mut claim);
-        let kept: Vec<&str> = claim
-            .metadata
-            .annotations
-            .iter()
-            .flatten()
-            .map(|(k, _)| k.as_str())
-            .collect();
-        assert_eq!(kept, [ANNOTATION_PRE_BOUND, ANNOTATION_DEFAULT_CLASS]);
-        assert!(claim.metadata.managed_fields.is_none());
     }
 }

@@ -11,6 +11,7 @@ pub mod context;
 pub mod error;
 pub mod events;
 pub mod informer;
+mod lean;
 mod merge_patch;
 pub mod metrics;
 pub mod options;

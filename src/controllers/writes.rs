@@ -9,8 +9,6 @@
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -20,6 +18,7 @@ use crate::binding::{BindingEvent, EventKind, Related, ref_uid};
 
 use super::context::Context;
 use super::error::{Error, Result, is_conflict};
+use super::lean::{Lean, Parts};
 use super::merge_patch;
 use super::metrics::{ControllerKind, WriteResult};
 
@@ -44,7 +43,7 @@ pub async fn patch<K>(
     part: Part,
 ) -> Result<K>
 where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Parts,
 {
     let name = read.name_any();
     let pp = PatchParams {
@@ -56,13 +55,7 @@ where
         Part::Status => (format!("{}/status", controller.resource()), "patch status"),
     };
     let result = match patch_body(read, wanted, part) {
-        Ok(body) => {
-            let body = Patch::Merge(&body);
-            match part {
-                Part::Object => api.patch(&name, &pp, &body).await,
-                Part::Status => api.patch_status(&name, &pp, &body).await,
-            }
-        }
+        Ok(body) => send(ctx, api, &name, &pp, &Patch::Merge(&body), part).await,
         Err(error) => Err(kube::Error::SerdeError(error)),
     };
     let outcome = match &result {
@@ -77,16 +70,39 @@ where
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
 }
 
+/// Sends the patch of `part` (as `Api::patch` or `Api::patch_status` would) and reads
+/// the object written lean ([`Lean`]).
+async fn send<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    name: &str,
+    pp: &PatchParams,
+    patch: &Patch<&Value>,
+    part: Part,
+) -> kube::Result<K>
+where
+    K: Resource + Parts,
+{
+    let request = kube::core::Request::new(api.resource_url());
+    let (request, operation) = match part {
+        Part::Object => (request.patch(name, pp, patch), "patch"),
+        Part::Status => (
+            request.patch_subresource("status", name, pp, patch),
+            "patch_status",
+        ),
+    };
+    let mut request = request.map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert(operation);
+    let Lean(written) = ctx.client.request::<Lean<K>>(request).await?;
+    Ok(written)
+}
+
 /// The merge patch from `read` to `wanted` on `part` (the main resource ignores status;
 /// `/status` changes nothing else), with `read`'s resourceVersion as its precondition.
 /// A plan that changes nothing on `part` still sends the precondition: what the
 /// controller does after the write (its event, its metric) rests on the read being
-/// current.
-fn patch_body<K: Resource + Serialize>(
-    read: &K,
-    wanted: &K,
-    part: Part,
-) -> serde_json::Result<Value> {
+/// current. Only `part` is serialised to be compared.
+fn patch_body<K: Resource + Parts>(read: &K, wanted: &K, part: Part) -> serde_json::Result<Value> {
     let Some(version) = read.meta().resource_version.as_deref() else {
         // Every object a decision reads came from the API server; one without a
         // version would be written unconditionally, which the protocol never allows.
@@ -94,23 +110,28 @@ fn patch_body<K: Resource + Serialize>(
             "the object read has no resourceVersion",
         ));
     };
-    let (mut before, mut after) = (serde_json::to_value(read)?, serde_json::to_value(wanted)?);
-    for doc in [&mut before, &mut after] {
-        let Some(doc) = doc.as_object_mut() else {
-            return Err(serde::ser::Error::custom(
-                "an object serializes to a JSON object",
-            ));
-        };
-        match part {
-            Part::Object => {
-                doc.remove("status");
-            }
-            Part::Status => doc.retain(|key, _| key == "status"),
-        }
-    }
+    let before = part_of(read, part)?;
+    let after = part_of(wanted, part)?;
     let mut body = merge_patch::diff(&before, &after).unwrap_or_else(|| json!({}));
     body["metadata"]["resourceVersion"] = json!(version);
     Ok(body)
+}
+
+/// The JSON of `part` of `obj`: `metadata` and `spec`, or `status` (absent when unset).
+fn part_of<K: Resource + Parts>(obj: &K, part: Part) -> serde_json::Result<Value> {
+    let mut doc = serde_json::Map::new();
+    match part {
+        Part::Object => {
+            doc.insert("metadata".into(), serde_json::to_value(obj.meta())?);
+            doc.insert("spec".into(), serde_json::to_value(obj.spec())?);
+        }
+        Part::Status => {
+            if let Some(status) = obj.status() {
+                doc.insert("status".into(), serde_json::to_value(status)?);
+            }
+        }
+    }
+    Ok(Value::Object(doc))
 }
 
 /// Records `event` on `obj`. A failure is logged, not returned: the writes it reports
