@@ -27,7 +27,6 @@ use kube::core::Request;
 use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Api, Client};
 use parking_lot::Mutex;
-use serde::de::IgnoredAny;
 
 /// The longest name an API object may have (a DNS-1123 subdomain).
 const NAME_MAX: usize = 253;
@@ -84,8 +83,8 @@ impl EventRecorder {
         Ok(())
     }
 
-    /// Sends a request about an event, skipping the event it answers with unparsed:
-    /// nothing reads it.
+    /// Sends a request about an event; the event it answers with is not parsed, as
+    /// nothing reads it (an error status still is, into the error).
     async fn send(
         &self,
         request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
@@ -93,7 +92,7 @@ impl EventRecorder {
     ) -> Result<(), kube::Error> {
         let mut request = request.map_err(kube::Error::BuildRequest)?;
         request.extensions_mut().insert(operation);
-        self.client.request::<IgnoredAny>(request).await?;
+        self.client.request_text(request).await?;
         Ok(())
     }
 }

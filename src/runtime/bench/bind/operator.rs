@@ -67,9 +67,11 @@ fn wrapped(exe: PathBuf, wrapper: &str) -> Command {
     }
 }
 
-/// The running operator; killed when dropped.
+/// The running operator; killed when dropped (stopped, under a profiler).
 pub struct Operator {
     child: Child,
+    /// Run under [`WRAPPER_ENV`]'s command.
+    profiled: bool,
     log: PathBuf,
     pub metrics_addr: SocketAddr,
     /// When the process was started.
@@ -104,6 +106,7 @@ impl Operator {
             .map_err(|e| Error::Failed(format!("starting the operator: {e}")))?;
         Ok(Self {
             child,
+            profiled: !wrapper.trim().is_empty(),
             log,
             metrics_addr,
             started: Instant::now(),
@@ -193,9 +196,42 @@ impl Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
+        // Under a profiler, SIGTERM and a wait: callgrind, for one, writes its profile as
+        // the process exits, and a killed process leaves an empty file.
+        if self.profiled {
+            self.stop_within(PROFILER_EXIT);
+        }
         // SIGKILL: the bench has what it wanted, and a clean shutdown only adds time.
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// How long a profiled operator may take to exit and write its profile.
+const PROFILER_EXIT: Duration = Duration::from_secs(120);
+
+impl Operator {
+    /// Sends SIGTERM (the operator stops as on a rollout) and waits up to `limit` for
+    /// it to exit.
+    fn stop_within(&mut self, limit: Duration) {
+        #[cfg(target_os = "linux")]
+        {
+            let Some(pid) = i32::try_from(self.child.id())
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            else {
+                return;
+            };
+            if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_err() {
+                return;
+            }
+            let deadline = Instant::now() + limit;
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = limit;
     }
 }
 
