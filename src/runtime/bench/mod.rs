@@ -92,6 +92,12 @@ pub struct BindArgs {
     /// Server changes per second during --churn-secs.
     #[arg(long, default_value_t = 20.0, value_parser = positive_rate)]
     pub churn_rate: f64,
+    /// The embedded API server's watch coalescing: while events keep coming, a watch
+    /// writes at most once per this many milliseconds, each write carrying what queued
+    /// meanwhile (fewer system calls, up to this much latency per event delivered). 0:
+    /// each event at once, as kube-apiserver does: use it with --rate to measure latency.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub watch_coalesce_ms: u64,
     /// Print the figures as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -157,6 +163,7 @@ async fn run_bind(args: BindArgs) -> Result<(), BenchError> {
         stall: std::time::Duration::from_secs(args.stall_secs),
         ceiling: std::time::Duration::from_secs(args.ceiling_secs),
         fresh_servers: args.fresh_servers,
+        watch_coalesce: std::time::Duration::from_millis(args.watch_coalesce_ms),
         churn: (args.churn_secs > 0).then(|| bind::churn::Churn {
             duration: std::time::Duration::from_secs(args.churn_secs),
             rate: args.churn_rate,

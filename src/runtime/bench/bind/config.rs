@@ -29,6 +29,8 @@ pub struct BindConfig {
     pub ceiling: Duration,
     /// Batch mode: leave the servers unregistered (see `--fresh-servers`).
     pub fresh_servers: bool,
+    /// The embedded API server's watch coalescing window (`--watch-coalesce-ms`).
+    pub watch_coalesce: Duration,
     /// Change servers while claims wait, once the bind phase is over ([`churn`]).
     pub churn: Option<churn::Churn>,
 }

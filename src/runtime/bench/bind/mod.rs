@@ -59,7 +59,7 @@ pub async fn run(config: BindConfig) -> Result<BindReport, Error> {
             "--tenants flood needs --namespaces 2 or more: the flood and a small tenant".into(),
         ));
     }
-    let server = ApiServer::start(Config::default()).await?;
+    let server = ApiServer::start(Config::default().watch_coalesce(config.watch_coalesce)).await?;
     // On SIGINT or SIGTERM the run is dropped, and with it the operator's guard, so that
     // no operator outlives the bench.
     let result = tokio::select! {

@@ -62,6 +62,8 @@ pub struct BindReport {
     pub hold_ms: Option<u64>,
     /// Batch mode: the servers were never registered by an operator (`--fresh-servers`).
     pub fresh_servers: bool,
+    /// The embedded API server's watch coalescing window (`--watch-coalesce-ms`).
+    pub watch_coalesce_ms: u64,
     pub bound: usize,
     /// Claims neither Bound nor refused by a quota at the end.
     pub unbound: usize,
@@ -219,6 +221,7 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         tenants: config.tenants,
         hold_ms: config.hold.map(|h| h.as_millis() as u64),
         fresh_servers: config.fresh_servers && config.rate.is_none(),
+        watch_coalesce_ms: config.watch_coalesce.as_millis() as u64,
         bound,
         unbound: config.claims - (bound + refused).min(config.claims),
         refused_by_quota: refused,
@@ -367,13 +370,14 @@ impl BindReport {
         let (mode, from) = self.mode();
         writeln!(
             f,
-            "bench bind: {} servers, {} claims in {} namespace{}, mix {}, concurrency {}, {mode}; {} CPUs, {} build",
+            "bench bind: {} servers, {} claims in {} namespace{}, mix {}, concurrency {}, {mode}, watch coalescing {} ms; {} CPUs, {} build",
             self.servers,
             self.claims,
             self.namespaces,
             if self.namespaces == 1 { "" } else { "s" },
             self.mix.name(),
             self.concurrency,
+            self.watch_coalesce_ms,
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             if self.release_build {
                 "release"
