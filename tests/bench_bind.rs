@@ -192,7 +192,10 @@ fn paced_claims_on_a_tainted_fleet_add_up() {
     assert_adds_up(&report, 60, 40);
     assert_eq!(report["mix"], "tainted");
     assert_eq!(report["rate"], 50.0);
-    assert_eq!(report["watch_coalesce_ms"], 0, "events sent at once, for latency");
+    assert_eq!(
+        report["watch_coalesce_ms"], 0,
+        "events sent at once, for latency"
+    );
     // Claims came once the operator had settled; its startup writes are apart.
     assert!(num(&report, "operator_settle_secs") >= 0.0);
     assert!(report["writes_before_claims"].is_u64());

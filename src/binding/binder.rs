@@ -653,6 +653,11 @@ impl Binder {
         wake
     }
 
+    /// One step of the controllers' start ([`super::triggers::on_start_step`]).
+    pub fn start_step(&self, cursor: &mut super::ResyncCursor, share: usize) -> Option<Wake> {
+        super::triggers::on_start_step(&self.servers, &self.claims, cursor, share)
+    }
+
     /// One tick of the periodic resync ([`super::triggers::on_resync_tick`]).
     pub fn resync_tick(&self, cursor: &mut super::ResyncCursor, ticks: u32) -> Wake {
         super::triggers::on_resync_tick(&self.servers, &self.claims, cursor, ticks)

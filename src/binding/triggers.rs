@@ -13,6 +13,7 @@
 //! | the claim controller takes a pick up (`ResumePick`, [`super::Binder::plan_claim`]) | its server: no watch event will |
 //! | a relist | everything |
 //! | a resync tick ([`on_resync_tick`]) | the next share of each kind in key order: everything once per pass |
+//! | a step of the controllers' start ([`on_start_step`]) | the next share of each kind in key order, until everything was woken |
 //!
 //! The controllers call these on every watch event; the model check calls them to decide
 //! which reconciles may run, so a missing rule shows up there as a claim or server that
@@ -272,11 +273,45 @@ pub fn on_resync_tick(
 ) -> Wake {
     let ticks = ticks.max(1);
     let share = |len: usize| len.div_ceil(ticks as usize);
-    let wake = Wake {
-        claims: next_share(&mut cursor.claims, share(claims.len()), |after, n| {
+    let shares = (share(claims.len()), share(servers.len()));
+    let wake = next_shares(servers, claims, cursor, shares);
+    cursor.tick += 1;
+    if cursor.tick >= ticks {
+        *cursor = ResyncCursor::default();
+    }
+    wake
+}
+
+/// One step of the controllers' start, which wakes every object (as a relist does) but
+/// `share` of each kind at a time, in key order, as the controllers take them up:
+/// woken all at once, every object sat queued in kube-runtime's scheduler until its
+/// turn, and that queue was a seventh of the operator's peak heap (docs/performance.md,
+/// "Memory, measured"). `None` once every object present throughout was woken; one
+/// created meanwhile is woken by its own watch event.
+pub fn on_start_step(
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+    cursor: &mut ResyncCursor,
+    share: usize,
+) -> Option<Wake> {
+    if cursor.claims == Place::Done && cursor.servers == Place::Done {
+        return None;
+    }
+    Some(next_shares(servers, claims, cursor, (share, share)))
+}
+
+/// The next shares (claims, servers) after the cursor.
+fn next_shares(
+    servers: &ServerCatalog,
+    claims: &ClaimCatalog,
+    cursor: &mut ResyncCursor,
+    (claims_share, servers_share): (usize, usize),
+) -> Wake {
+    Wake {
+        claims: next_share(&mut cursor.claims, claims_share, |after, n| {
             claims.keys_after(after).take(n).cloned().collect()
         }),
-        servers: next_share(&mut cursor.servers, share(servers.len()), |after, n| {
+        servers: next_share(&mut cursor.servers, servers_share, |after, n| {
             let after = after.map(String::as_str);
             servers
                 .names_after(after)
@@ -284,12 +319,7 @@ pub fn on_resync_tick(
                 .map(str::to_string)
                 .collect()
         }),
-    };
-    cursor.tick += 1;
-    if cursor.tick >= ticks {
-        *cursor = ResyncCursor::default();
     }
-    wake
 }
 
 /// The next `share` keys after `place`, moving `place` past them. `keys_after(key, n)`

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -56,6 +57,8 @@ pub struct Caches {
     server_triggers: TriggerSlot<Server>,
     /// Writes of this process the watches have not delivered yet (locked alone).
     own_writes: Mutex<OwnWrites>,
+    /// Reconciles begun ([`Caches::reconciles_begun`]).
+    reconciles_begun: AtomicU64,
 }
 
 /// What a reconcile decides on ([`Caches::current`]).
@@ -94,6 +97,7 @@ impl Caches {
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
             own_writes: Mutex::default(),
+            reconciles_begun: AtomicU64::new(0),
         });
         let writers = CacheWriters {
             servers,
@@ -175,6 +179,8 @@ impl Caches {
     where
         K: kube::Resource<DynamicType = ()> + Clone,
     {
+        // Every reconcile of both controllers begins here.
+        self.reconciles_begun.fetch_add(1, Ordering::Relaxed);
         let version = queued.meta().resource_version.as_deref();
         let key = own_write_key(queued);
         if self.own_writes.lock().behind(&key, version, Instant::now()) {
@@ -215,35 +221,32 @@ impl Caches {
         futures::join!(servers, claims, classes, namespaces, quotas);
     }
 
-    /// Routes claim-controller triggers to `tx` and enqueues every claim.
+    /// Routes claim-controller triggers to `tx`. Every claim is woken by the start
+    /// ([`Caches::start_step`]), which must come after: an event in between is then
+    /// queued twice, never lost.
     pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<ServerClaim>>) {
-        // Attach first, then enqueue: an event in between is queued twice, never lost.
-        *self.claim_triggers.lock() = Some(tx.clone());
-        let all: Vec<ObjectRef<ServerClaim>> = self
-            .binder
-            .read()
-            .claims()
-            .iter()
-            .map(ObjectRef::from_obj)
-            .collect();
-        for claim in all {
-            let _ = tx.unbounded_send(claim);
-        }
+        *self.claim_triggers.lock() = Some(tx);
     }
 
-    /// Routes server-controller triggers to `tx` and enqueues every server.
+    /// Routes server-controller triggers to `tx` (see `attach_claim_controller`).
     pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<Server>>) {
-        *self.server_triggers.lock() = Some(tx.clone());
-        let all: Vec<ObjectRef<Server>> = self
-            .binder
-            .read()
-            .servers()
-            .iter()
-            .map(ObjectRef::from_obj)
-            .collect();
-        for server in all {
-            let _ = tx.unbounded_send(server);
-        }
+        *self.server_triggers.lock() = Some(tx);
+    }
+
+    /// Wakes the next `share` claims and servers of the controllers' start
+    /// ([`Binder::start_step`]); false once every object was woken.
+    pub fn start_step(&self, cursor: &mut ResyncCursor, share: usize) -> bool {
+        let binder = self.binder.read();
+        let Some(wake) = binder.start_step(cursor, share) else {
+            return false;
+        };
+        self.wake(binder, wake);
+        true
+    }
+
+    /// Reconciles begun so far, of both controllers: how the start paces itself.
+    pub fn reconciles_begun(&self) -> u64 {
+        self.reconciles_begun.load(Ordering::Relaxed)
     }
 
     pub fn detach_controllers(&self) {

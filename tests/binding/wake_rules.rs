@@ -4,7 +4,7 @@
 //! of every pending claim per pick is a storm at fleet scale).
 
 use server_binder::api::ClaimPhase;
-use server_binder::binding::triggers::on_claim_change;
+use server_binder::binding::triggers::{on_claim_change, on_start_step};
 use server_binder::binding::*;
 
 use crate::binding::support::*;
@@ -182,4 +182,30 @@ fn world_tick(
     ticks: u32,
 ) -> Wake {
     server_binder::binding::triggers::on_resync_tick(world, all, cursor, ticks)
+}
+
+/// The controllers' start wakes every object once, a share of each kind per step, then
+/// says it is done.
+#[test]
+fn the_start_wakes_every_object_once_a_share_at_a_time() {
+    let world = servers((0..7).map(|i| server(&format!("s{i}"))).collect());
+    let all = claims((0..3).map(|i| claim(&format!("c{i}"))).collect());
+    let mut cursor = ResyncCursor::default();
+    let (mut woken_servers, mut woken_claims) = (Vec::new(), Vec::new());
+    let mut steps = 0;
+    while let Some(wake) = on_start_step(&world, &all, &mut cursor, 2) {
+        assert!(
+            wake.servers.len() <= 2 && wake.claims.len() <= 2,
+            "{wake:?}"
+        );
+        woken_servers.extend(wake.servers);
+        woken_claims.extend(wake.claims.into_iter().map(|k| k.name));
+        steps += 1;
+        assert!(steps <= 4, "a share of 2 wakes 7 servers in 4 steps");
+    }
+    assert_eq!(
+        woken_servers,
+        (0..7).map(|i| format!("s{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(woken_claims, ["c0", "c1", "c2"]);
 }
