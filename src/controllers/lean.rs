@@ -80,12 +80,7 @@ struct Wire<S, T> {
     metadata: LeanMeta,
     #[serde(default)]
     spec: S,
-    #[serde(default = "none")]
     status: Option<T>,
-}
-
-fn none<T>() -> Option<T> {
-    None
 }
 
 /// `ObjectMeta` without `managedFields` (an unknown key: skipped unbuilt), and with
