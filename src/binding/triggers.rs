@@ -261,10 +261,10 @@ enum Place<K> {
 /// `ceil(len / ticks)` objects of each kind in key order. A pass takes `ticks` ticks
 /// whatever the fleet's size, so an object present for a whole pass is woken exactly
 /// once in it, and one created during a pass by the end of the next. Spread, not all at
-/// once: every object woken at once would sit queued in the controllers for the whole
-/// resync, and a request queued per object between resyncs (kube-runtime's scheduler
-/// keeps three copies of its key) was a fifth of the operator's heap
-/// (docs/performance.md, "Memory, measured").
+/// once: every object woken at once would sit queued in the controllers until its turn,
+/// and a requeue per object after the interval kept a request per object (three copies
+/// of its key in kube-runtime's scheduler) for the whole interval (docs/performance.md,
+/// item 8 of "Placement at a flat cost").
 pub fn on_resync_tick(
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
@@ -286,8 +286,8 @@ pub fn on_resync_tick(
 /// `share` of each kind at a time, in key order, as the controllers take them up:
 /// woken all at once, every object sat queued in kube-runtime's scheduler until its
 /// turn, and that queue was a seventh of the operator's peak heap (docs/performance.md,
-/// "Memory, measured"). `None` once every object present throughout was woken; one
-/// created meanwhile is woken by its own watch event.
+/// item 9 of "Placement at a flat cost"). `None` once every object present throughout
+/// was woken; one created meanwhile is woken by its own watch event.
 pub fn on_start_step(
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
