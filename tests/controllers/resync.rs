@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use server_binder::api::ClaimPhase;
 use server_binder::controllers::Options;
 
 use crate::controllers::stage::*;
@@ -42,6 +43,34 @@ async fn an_idle_fleet_is_reconciled_again_every_resync_pass() {
     let before = reconciles(&env);
     eventually("three resync passes", DEADLINE, || async {
         reconciles(&env) >= before + 3.0 * 4.0
+    })
+    .await;
+    invariants_hold_now(&env).await;
+}
+
+/// A fleet the operator finds at its start, larger than one step of the start (256 of
+/// each kind): every claim is woken, in several steps, and binds. Nothing else wakes
+/// them: no object changes after the operator starts.
+#[tokio::test]
+async fn the_start_wakes_a_fleet_larger_than_one_step() {
+    let mut env = Env::new().await;
+    let n = 600;
+    let creates = (0..n).map(|i| {
+        let env = &env;
+        async move {
+            env.put_server(server(&format!("s{i:03}"))).await;
+            env.put_claim(claim(&format!("c{i:03}"))).await;
+        }
+    });
+    futures::future::join_all(creates).await;
+    env.start(4).await;
+    eventually("every claim of the fleet Bound", DEADLINE, || async {
+        let (_, claims) = env.all().await;
+        claims
+            .iter()
+            .filter(|c| phase(c) == Some(ClaimPhase::Bound))
+            .count()
+            == n
     })
     .await;
     invariants_hold_now(&env).await;
