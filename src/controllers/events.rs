@@ -25,7 +25,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::Request;
 use kube::runtime::events::{Event, EventType, Reporter};
-use kube::{Api, Client};
+use kube::{Client, Resource};
 use parking_lot::Mutex;
 
 /// The longest name an API object may have (a DNS-1123 subdomain).
@@ -59,9 +59,7 @@ impl EventRecorder {
         let key = identity(ev, regarding);
         // Cluster-scoped objects' events go to `default`, as kube's `Recorder` puts them.
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
-        let events = Request::new(
-            Api::<K8sEvent>::namespaced(self.client.clone(), namespace).resource_url(),
-        );
+        let events = Request::new(K8sEvent::url_path(&(), Some(namespace)));
         let repeat = self.series.lock().repeat(key, now);
         if let Some((name, count)) = repeat {
             let series = serde_json::json!({ "series": EventSeries {

@@ -22,9 +22,10 @@ const TICK: Duration = Duration::from_secs(1);
 /// concurrency, so they never run dry, and few next to a fleet.
 const START_SHARE: usize = 256;
 /// The start wakes its next share once the controllers have begun this many reconciles
-/// since the last (half a step), or this long after it (the objects of a step may be
-/// gone, and a reconcile of a deleted object never begins).
+/// since the last (half a step: a step is a share of each kind)...
 const START_REFILL: u64 = START_SHARE as u64;
+/// ... or this long after it: the objects of a step may be gone, and a reconcile of a
+/// deleted object never begins.
 const START_STEP_MAX: Duration = Duration::from_secs(1);
 /// How often the start looks whether the controllers have taken up its last step.
 const START_POLL: Duration = Duration::from_millis(5);
