@@ -30,16 +30,22 @@ const SINK: usize = 1;
 /// any amount from claim node `i` to class `j`.
 pub(super) struct MaxFlow {
     claims: usize,
-    /// The edges leaving node `u` are `start[u]..start[u + 1]`, indexes into `to`, `cap`
-    /// and `reverse` (laid out by node as they are added: one allocation each, and a
-    /// search walks a node's edges in a row).
-    start: Vec<usize>,
-    to: Vec<usize>,
-    /// Residual capacity of each edge.
-    cap: Vec<i64>,
-    /// The edge running the other way, which holds what this one carries.
-    reverse: Vec<usize>,
+    /// The edges leaving node `u` are `arcs[start[u]..start[u + 1]]` (laid out by node as
+    /// they are added: one allocation, and a search walks a node's edges in a row).
+    start: Vec<u32>,
+    arcs: Vec<Edge>,
     value: i64,
+}
+
+/// One edge of the residual graph, 16 bytes: a pick builds thousands, and a search reads
+/// them in a row (node numbers fit in 32 bits: a network has a node per class and shape).
+#[derive(Clone, Copy, Default)]
+struct Edge {
+    to: u32,
+    /// The edge running the other way, which holds what this one carries.
+    reverse: u32,
+    /// Residual capacity.
+    cap: i64,
 }
 
 impl MaxFlow {
@@ -50,13 +56,11 @@ impl MaxFlow {
         let mut flow = MaxFlow {
             claims,
             start: Vec::new(),
-            to: vec![0; arcs],
-            cap: vec![0; arcs],
-            reverse: vec![0; arcs],
+            arcs: vec![Edge::default(); arcs],
             value: 0,
         };
         flow.place_edges(nodes, edges);
-        let mut next = flow.start.clone();
+        let mut next: Vec<usize> = flow.start.iter().map(|&s| s as usize).collect();
         for (i, &d) in demand.iter().enumerate() {
             flow.edge(&mut next, SOURCE, flow.claim(i), d.max(0));
         }
@@ -86,20 +90,31 @@ impl MaxFlow {
             degree[self.class(j)] += 1;
         }
         self.start = Vec::with_capacity(nodes + 1);
-        self.start.push(0);
+        let mut at = 0;
+        self.start.push(at);
         for d in degree {
-            self.start.push(self.start.last().copied().unwrap_or(0) + d);
+            at += node_number(d);
+            self.start.push(at);
         }
     }
 
     /// Adds the edge `from` → `to` and its reverse, each at its node's next free place
     /// (`next`).
+    #[inline]
     fn edge(&mut self, next: &mut [usize], from: usize, to: usize, cap: i64) {
         let (e, back) = (next[from], next[to]);
         next[from] += 1;
         next[to] += 1;
-        (self.to[e], self.cap[e], self.reverse[e]) = (to, cap, back);
-        (self.to[back], self.cap[back], self.reverse[back]) = (from, 0, e);
+        self.arcs[e] = Edge {
+            to: node_number(to),
+            reverse: node_number(back),
+            cap,
+        };
+        self.arcs[back] = Edge {
+            to: node_number(from),
+            reverse: node_number(e),
+            cap: 0,
+        };
     }
 
     /// Sends what each fit can carry straight through, claim node by claim node, those
@@ -112,19 +127,18 @@ impl MaxFlow {
         order.sort_by_key(|&i| self.edges_of(self.claim(i)).len());
         for i in order {
             // The source's edges run to the claim nodes in order.
-            let from_source = self.start[SOURCE] + i;
+            let from_source = self.start[SOURCE] as usize + i;
             for fit in self.edges_of(self.claim(i)) {
-                let class = self.to[fit];
+                let class = self.arcs[fit].to as usize;
                 if class == SOURCE {
                     continue;
                 }
                 // A class's first edge is to the sink.
-                let to_sink = self.start[class];
-                let amount = self.cap[from_source].min(self.cap[to_sink]);
+                let to_sink = self.start[class] as usize;
+                let amount = self.arcs[from_source].cap.min(self.arcs[to_sink].cap);
                 if amount > 0 {
                     for e in [from_source, fit, to_sink] {
-                        self.cap[e] -= amount;
-                        self.cap[self.reverse[e]] += amount;
+                        self.send(e, amount);
                     }
                     self.value += amount;
                 }
@@ -133,7 +147,15 @@ impl MaxFlow {
     }
 
     fn edges_of(&self, u: usize) -> std::ops::Range<usize> {
-        self.start[u]..self.start[u + 1]
+        self.start[u] as usize..self.start[u + 1] as usize
+    }
+
+    /// Sends `amount` more along edge `e`.
+    #[inline]
+    fn send(&mut self, e: usize, amount: i64) {
+        self.arcs[e].cap -= amount;
+        let back = self.arcs[e].reverse as usize;
+        self.arcs[back].cap += amount;
     }
 
     fn nodes(&self) -> usize {
@@ -163,7 +185,9 @@ impl MaxFlow {
             if level[SINK] == usize::MAX {
                 return;
             }
-            next.copy_from_slice(&self.start[..nodes]);
+            for (n, &s) in next.iter_mut().zip(&self.start) {
+                *n = s as usize;
+            }
             loop {
                 let pushed = self.push(SOURCE, i64::MAX, &level, &mut next);
                 if pushed == 0 {
@@ -186,9 +210,9 @@ impl MaxFlow {
                 // The sink is reached: no node this far leads to it in the level graph.
                 return;
             }
-            for e in self.edges_of(u) {
-                let v = self.to[e];
-                if self.cap[e] > 0 && level[v] == usize::MAX {
+            for arc in &self.arcs[self.edges_of(u)] {
+                let v = arc.to as usize;
+                if arc.cap > 0 && level[v] == usize::MAX {
                     level[v] = level[u] + 1;
                     queue.push_back(v);
                 }
@@ -202,14 +226,15 @@ impl MaxFlow {
         if u == SINK {
             return limit;
         }
-        while next[u] < self.start[u + 1] {
+        let end = self.start[u + 1] as usize;
+        while next[u] < end {
             let e = next[u];
-            let v = self.to[e];
-            if self.cap[e] > 0 && level[v] == level[u] + 1 {
-                let pushed = self.push(v, limit.min(self.cap[e]), level, next);
+            let Edge { to, cap, .. } = self.arcs[e];
+            let v = to as usize;
+            if cap > 0 && level[v] == level[u] + 1 {
+                let pushed = self.push(v, limit.min(cap), level, next);
                 if pushed > 0 {
-                    self.cap[e] -= pushed;
-                    self.cap[self.reverse[e]] += pushed;
+                    self.send(e, pushed);
                     return pushed;
                 }
             }
@@ -224,10 +249,10 @@ impl MaxFlow {
         seen[target] = true;
         let mut queue = VecDeque::from([target]);
         while let Some(v) = queue.pop_front() {
-            for e in self.edges_of(v) {
-                // `e` runs v → w; its reverse w → v is residual when it has capacity.
-                let w = self.to[e];
-                if self.cap[self.reverse[e]] > 0 && !seen[w] {
+            for arc in &self.arcs[self.edges_of(v)] {
+                // `arc` runs v → w; its reverse w → v is residual when it has capacity.
+                let w = arc.to as usize;
+                if self.arcs[arc.reverse as usize].cap > 0 && !seen[w] {
                     seen[w] = true;
                     queue.push_back(w);
                 }
@@ -242,10 +267,10 @@ impl MaxFlow {
         let node = self.claim(i);
         let reaches = self.reaching(node);
         let mut open = vec![false; self.nodes() - 2 - self.claims];
-        for e in self.edges_of(node) {
-            let w = self.to[e];
+        for arc in &self.arcs[self.edges_of(node)] {
+            let w = arc.to as usize;
             // A forward edge's reverse holds the flow it carries.
-            if w >= 2 + self.claims && (self.cap[self.reverse[e]] > 0 || reaches[w]) {
+            if w >= 2 + self.claims && (self.arcs[arc.reverse as usize].cap > 0 || reaches[w]) {
                 open[w - 2 - self.claims] = true;
             }
         }
@@ -263,6 +288,11 @@ impl MaxFlow {
     pub(super) fn grows_with(&self, i: usize) -> bool {
         self.reaching(SINK)[self.claim(i)]
     }
+}
+
+/// A node or edge number as an [`Edge`] holds it.
+fn node_number(n: usize) -> u32 {
+    u32::try_from(n).expect("a network of fewer than 2^32 nodes and edges")
 }
 
 #[cfg(test)]

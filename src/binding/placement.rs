@@ -1161,11 +1161,13 @@ struct Outward<'i, 'w> {
     edges: Vec<(usize, usize)>,
     /// The claim-side nodes in other than waiting shapes, and the server-side nodes met
     /// (`None`: no supply): the classes by slot, the named servers by name.
-    shape_seen: HashSet<ClaimNode<'w>>,
-    class_seen: FastMap<ClassId, Option<usize>>,
-    single_seen: HashMap<&'i str, Option<usize>>,
-    /// The slots whose fitting shapes were looked for.
-    slot_met: FastSet<ClassId>,
+    shape_seen: FastSet<ClaimNode<'w>>,
+    /// By slot (a slot is an index into the free-server index: a pick meets thousands,
+    /// and a vector of them costs less than as many hash lookups).
+    class_seen: Vec<Met>,
+    single_seen: FastMap<&'i str, Option<usize>>,
+    /// The slots whose fitting shapes were looked for, by slot.
+    slot_met: Vec<bool>,
     /// The waiting shapes settled, by address: in (the picker's included), or met with
     /// all their claims placed (no node).
     settled: FastSet<usize>,
@@ -1175,6 +1177,23 @@ struct Outward<'i, 'w> {
     /// The waiting shapes pinning nothing not settled yet ([`Self::take_in`]), once
     /// a slot was met.
     unpinned: Option<Vec<&'w Arc<ClaimShape>>>,
+}
+
+/// Whether a slot's server-side node was met, and as which node (`None`: a class without
+/// supply, no node).
+#[derive(Clone, Copy)]
+enum Met {
+    Not,
+    As(Option<usize>),
+}
+
+impl Met {
+    fn node(self) -> Option<Option<usize>> {
+        match self {
+            Met::Not => None,
+            Met::As(node) => Some(node),
+        }
+    }
 }
 
 /// A claim-side node other than a waiting shape's, by what it is.
@@ -1222,10 +1241,10 @@ impl<'i, 'w> Outward<'i, 'w> {
             shapes: Vec::new(),
             classes: Vec::new(),
             edges: Vec::new(),
-            shape_seen: HashSet::new(),
-            class_seen: FastMap::default(),
-            single_seen: HashMap::new(),
-            slot_met: FastSet::default(),
+            shape_seen: FastSet::default(),
+            class_seen: vec![Met::Not; index.slots().1],
+            single_seen: FastMap::default(),
+            slot_met: vec![false; index.slots().1],
             settled: FastSet::default(),
             slots: Vec::new(),
             unpinned: None,
@@ -1332,10 +1351,10 @@ impl<'i, 'w> Outward<'i, 'w> {
             None => None,
         };
         let met = match one {
-            Some(name) => self.single_seen.get(name),
-            None => self.class_seen.get(&id),
+            Some(name) => self.single_seen.get(name).copied(),
+            None => self.class_seen[id].node(),
         };
-        if let Some(&met) = met {
+        if let Some(met) = met {
             return met;
         }
         let class = self.index.class_at(id);
@@ -1353,9 +1372,11 @@ impl<'i, 'w> Outward<'i, 'w> {
             self.classes.len() - 1
         });
         match one {
-            Some(name) => self.single_seen.insert(name, j),
-            None => self.class_seen.insert(id, j),
-        };
+            Some(name) => {
+                self.single_seen.insert(name, j);
+            }
+            None => self.class_seen[id] = Met::As(j),
+        }
         if j.is_some() {
             self.fitted_by(id, one, rows);
         }
@@ -1374,7 +1395,7 @@ impl<'i, 'w> Outward<'i, 'w> {
             let node = (Asks::Server(server), demand, Queue::Named(namers), None);
             self.shapes.push(node);
         }
-        if !self.slot_met.insert(id) {
+        if std::mem::replace(&mut self.slot_met[id], true) {
             return;
         }
         let class = self.index.class_at(id);
