@@ -1,25 +1,49 @@
 //! Small, total accessors for object metadata, so decisions never unwrap.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kube::Resource;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, ANNOTATION_YES};
 use crate::api::{ServerClaim, ServerClaimRef};
 
-/// A claim's namespace and name: how the binding core keys claims.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClaimKey {
+/// A claim's namespace and name: how the binding core keys claims. One key is held by
+/// a dozen maps per claim (the catalog, the waiting claims' queues and counts, the picks
+/// in flight), so it is shared, not copied: a clone is a pointer (docs/performance.md,
+/// "Memory, measured"). Compared, ordered and hashed by namespace, then name.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClaimKey(Arc<KeyParts>);
+
+/// What a [`ClaimKey`] names (read through the key: `key.namespace`, `key.name`).
+#[derive(Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KeyParts {
     pub namespace: String,
     pub name: String,
 }
 
+impl std::ops::Deref for ClaimKey {
+    type Target = KeyParts;
+    fn deref(&self) -> &KeyParts {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ClaimKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimKey")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
 impl ClaimKey {
     pub fn of(namespace: &str, name: &str) -> Self {
-        Self {
+        Self(Arc::new(KeyParts {
             namespace: namespace.to_string(),
             name: name.to_string(),
-        }
+        }))
     }
 
     /// The claim a server's `serverClaimRef` names.

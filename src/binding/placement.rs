@@ -45,9 +45,17 @@ pub struct Waiter {
 
 impl Waiter {
     fn of(claim: &ServerClaim) -> Self {
+        Self::keyed(
+            claim,
+            ClaimKey::of(meta::namespace(claim), meta::name(claim)),
+        )
+    }
+
+    /// The waiter of `claim`, whose key the caller holds already (shared, not built).
+    fn keyed(claim: &ServerClaim, key: ClaimKey) -> Self {
         Self {
             created: claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            key: ClaimKey::of(meta::namespace(claim), meta::name(claim)),
+            key,
         }
     }
 }
@@ -87,7 +95,7 @@ pub struct WaitingClaims {
     /// bound claims in the cache, and the deleted ones whose bind may still count (bound
     /// no earlier than the oldest claim in the cache was created), so that a namespace
     /// that deletes its claims once they are bound does not get its turns back.
-    served: HashMap<String, BTreeSet<(Timestamp, String)>>,
+    served: HashMap<String, BTreeSet<(Timestamp, ClaimKey)>>,
     served_at: HashMap<ClaimKey, Timestamp>,
     /// When each claim in the cache was created, oldest first: no turn counts a bind
     /// older than the oldest, so deleted claims' binds before it are let go.
@@ -287,7 +295,7 @@ impl WaitingClaims {
             None => self.know(key, shape),
         };
         if is_waiting(claim) {
-            let waiter = Waiter::of(claim);
+            let waiter = Waiter::keyed(claim, key.clone());
             let (_, members) = self
                 .by_shape
                 .entry(address(&shape))
@@ -303,7 +311,8 @@ impl WaitingClaims {
             && !is_controller_chosen(claim)
             && !backs_off(claim)
         {
-            let serving = (r.name.clone(), ClaimShape::of(claim), Waiter::of(claim));
+            let waiter = Waiter::keyed(claim, key.clone());
+            let serving = (r.name.clone(), ClaimShape::of(claim), waiter);
             self.serving.insert(key.clone(), serving);
         }
         if let Some(r) = &claim.spec.server_ref
@@ -311,7 +320,7 @@ impl WaitingClaims {
             && is_controller_chosen(claim)
             && !backs_off(claim)
         {
-            let pick = (ClaimShape::of(claim), Waiter::of(claim));
+            let pick = (ClaimShape::of(claim), Waiter::keyed(claim, key.clone()));
             let on = self.picks.entry(r.name.clone()).or_default();
             on.insert(key.clone(), pick);
             self.pick_of.insert(key.clone(), r.name.clone());
@@ -319,7 +328,7 @@ impl WaitingClaims {
         match bound_time(claim) {
             Some(t) => {
                 let served = self.served.entry(key.namespace.clone()).or_default();
-                served.insert((t, key.name.clone()));
+                served.insert((t, key.clone()));
                 self.served_at.insert(key.clone(), t);
             }
             None if claim.spec.server_ref.is_some() => {
@@ -385,7 +394,7 @@ impl WaitingClaims {
         if let Some(t) = self.served_at.remove(key)
             && let Some(served) = self.served.get_mut(&key.namespace)
         {
-            served.remove(&(t, key.name.clone()));
+            served.remove(&(t, key.clone()));
             if served.is_empty() {
                 self.served.remove(&key.namespace);
             }
@@ -399,7 +408,7 @@ impl WaitingClaims {
         let horizon = self.created.first().map(|(t, _)| *t);
         self.served.retain(|_, binds| {
             match horizon {
-                Some(t) => *binds = binds.split_off(&(t, String::new())),
+                Some(t) => *binds = binds.split_off(&(t, ClaimKey::default())),
                 None => binds.clear(),
             }
             !binds.is_empty()
@@ -1770,7 +1779,7 @@ impl<'w> FairOrder<'w> {
         for (namespace, mut queue) in by_namespace {
             queue.sort();
             let served = waiting.served.get(namespace).map_or(0, |set| match since {
-                Some(t) => set.range((t, String::new())..).count(),
+                Some(t) => set.range((t, ClaimKey::default())..).count(),
                 None => set.len(),
             });
             // A claim naming a free server is taking it, and queued for its turn too:

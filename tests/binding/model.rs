@@ -299,7 +299,9 @@ impl Ctl {
     /// Keeps what a wake-up says about this controller's own kind.
     fn wake(&mut self, who: Who, wake: Wake) {
         match who {
-            Who::ClaimController => self.woken.extend(wake.claims.into_iter().map(|k| k.name)),
+            Who::ClaimController => self
+                .woken
+                .extend(wake.claims.into_iter().map(|k| k.name.clone())),
             Who::ServerController => self.woken.extend(wake.servers),
         }
     }

@@ -85,7 +85,7 @@ fn woken_in_order(all: &ClaimCatalog) -> Vec<String> {
     };
     let world = servers(vec![server("s1")]);
     let order = wake.claims_in_order(&world, all).into_iter();
-    order.map(|k| k.name).collect()
+    order.map(|k| k.name.clone()).collect()
 }
 
 /// A pick in flight (a claim naming a server, its bind not yet in its status) is its
@@ -137,7 +137,7 @@ fn a_resync_pass_wakes_every_object_once_a_share_per_tick() {
                 "tick {tick}"
             );
             woken_servers.extend(wake.servers);
-            woken_claims.extend(wake.claims.into_iter().map(|k| k.name));
+            woken_claims.extend(wake.claims.into_iter().map(|k| k.name.clone()));
         }
         let case = format!("{n_servers} servers, {n_claims} claims, {ticks} ticks");
         assert_eq!(woken_servers.len(), n_servers, "each server once: {case}");
@@ -199,7 +199,7 @@ fn the_start_wakes_every_object_once_a_share_at_a_time() {
             "{wake:?}"
         );
         woken_servers.extend(wake.servers);
-        woken_claims.extend(wake.claims.into_iter().map(|k| k.name));
+        woken_claims.extend(wake.claims.into_iter().map(|k| k.name.clone()));
         steps += 1;
         assert!(steps <= 4, "a share of 2 wakes 7 servers in 4 steps");
     }
