@@ -9,6 +9,7 @@
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource, ResourceExt};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -18,7 +19,7 @@ use crate::binding::{BindingEvent, EventKind, Related, ref_uid};
 
 use super::context::Context;
 use super::error::{Error, Result, is_conflict};
-use super::lean::{Lean, Parts};
+use super::lean::Parts;
 use super::merge_patch;
 use super::metrics::{ControllerKind, WriteResult};
 
@@ -33,7 +34,11 @@ pub enum Part {
 
 /// Patches `read` into `wanted` (main resource or `/status`): sends what changed between
 /// them, at `read`'s resourceVersion, failing with [`Error::Conflict`] when the object
-/// changed since it was read. Returns the object as written.
+/// changed since it was read. Returns the object as written: `wanted` at the version and
+/// generation the API server answered. The precondition held, so the stored object was
+/// `read` (as far as the cache reads objects) and is now `wanted`; only the answer's
+/// version and generation are built, the rest is skipped while parsing (docs/performance.md,
+/// item 11 of "Placement at a flat cost").
 pub async fn patch<K>(
     ctx: &Context,
     controller: ControllerKind,
@@ -43,7 +48,7 @@ pub async fn patch<K>(
     part: Part,
 ) -> Result<K>
 where
-    K: Resource<DynamicType = ()> + Parts,
+    K: Resource<DynamicType = ()> + Parts + Clone,
 {
     let name = read.name_any();
     let pp = PatchParams {
@@ -58,6 +63,7 @@ where
         Ok(body) => send(ctx, api, &name, &pp, &Patch::Merge(&body), part).await,
         Err(error) => Err(kube::Error::SerdeError(error)),
     };
+    let result = result.map(|answer| answer.applied_to(wanted));
     let outcome = match &result {
         Ok(_) => WriteResult::Ok,
         Err(e) if is_conflict(e) => WriteResult::Conflict,
@@ -71,7 +77,7 @@ where
 }
 
 /// Sends the patch of `part` (as `Api::patch` or `Api::patch_status` would) and reads
-/// the object written lean ([`Lean`]).
+/// the metadata of the object written.
 async fn send<K>(
     ctx: &Context,
     api: &Api<K>,
@@ -79,9 +85,9 @@ async fn send<K>(
     pp: &PatchParams,
     patch: &Patch<&Value>,
     part: Part,
-) -> kube::Result<K>
+) -> kube::Result<Answer>
 where
-    K: Resource + Parts,
+    K: Resource,
 {
     let request = kube::core::Request::new(api.resource_url());
     let (request, operation) = match part {
@@ -93,8 +99,33 @@ where
     };
     let mut request = request.map_err(kube::Error::BuildRequest)?;
     request.extensions_mut().insert(operation);
-    let Lean(written) = ctx.client.request::<Lean<K>>(request).await?;
-    Ok(written)
+    ctx.client.request::<Answer>(request).await
+}
+
+/// What a write's answer tells that the plan did not know: the object's new version,
+/// and its generation (a spec change raises it). The rest of the answer is skipped
+/// unbuilt.
+#[derive(Debug, Deserialize, PartialEq)]
+struct Answer {
+    metadata: AnswerMeta,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct AnswerMeta {
+    resource_version: Option<String>,
+    generation: Option<i64>,
+}
+
+impl Answer {
+    /// `wanted` as the API server stored it.
+    fn applied_to<K: Resource + Clone>(self, wanted: &K) -> K {
+        let mut written = wanted.clone();
+        let meta = written.meta_mut();
+        meta.resource_version = self.metadata.resource_version;
+        meta.generation = self.metadata.generation;
+        written
+    }
 }
 
 /// The merge patch from `read` to `wanted` on `part` (the main resource ignores status;
@@ -232,5 +263,32 @@ mod tests {
         let mut unread = read();
         unread.metadata.resource_version = None;
         assert!(patch_body(&unread, &unread, Part::Object).is_err());
+    }
+
+    #[test]
+    fn a_write_answer_gives_the_wanted_object_its_new_version_and_generation() {
+        let answer = json!({
+            "apiVersion": "metal.binder.dev/v1alpha1",
+            "kind": "Server",
+            "metadata": {
+                "name": "s1",
+                "resourceVersion": "8",
+                "generation": 3,
+                "labels": {"rack": "r9"},
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+            },
+            "spec": {"unclaimable": false, "taints": [{"key": "x", "effect": "NoBind"}]},
+            "status": {"phase": "Bound"},
+        });
+        let answer: Answer = serde_json::from_value(answer).unwrap();
+        let mut wanted = read();
+        wanted.spec.unclaimable = true;
+        let written = answer.applied_to(&wanted);
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("8"));
+        assert_eq!(written.metadata.generation, Some(3));
+        let mut expected = wanted.clone();
+        expected.metadata.resource_version = Some("8".into());
+        expected.metadata.generation = Some(3);
+        assert_eq!(written, expected, "everything else is the plan's");
     }
 }
