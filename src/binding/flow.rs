@@ -53,6 +53,11 @@ impl MaxFlow {
         let claims = demand.len();
         let nodes = 2 + claims + supply.len();
         let arcs = 2 * (claims + supply.len() + edges.len());
+        // Every node and edge number fits an `Edge`'s 32 bits, checked once here.
+        assert!(
+            u32::try_from(arcs.max(nodes)).is_ok(),
+            "a network of fewer than 2^32 nodes and edges"
+        );
         let mut flow = MaxFlow {
             claims,
             start: Vec::new(),
@@ -100,7 +105,7 @@ impl MaxFlow {
 
     /// Adds the edge `from` → `to` and its reverse, each at its node's next free place
     /// (`next`).
-    #[inline]
+    #[inline(always)]
     fn edge(&mut self, next: &mut [usize], from: usize, to: usize, cap: i64) {
         let (e, back) = (next[from], next[to]);
         next[from] += 1;
@@ -151,7 +156,7 @@ impl MaxFlow {
     }
 
     /// Sends `amount` more along edge `e`.
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, e: usize, amount: i64) {
         self.arcs[e].cap -= amount;
         let back = self.arcs[e].reverse as usize;
@@ -290,9 +295,11 @@ impl MaxFlow {
     }
 }
 
-/// A node or edge number as an [`Edge`] holds it.
+/// A node or edge number as an [`Edge`] holds it ([`MaxFlow::new`] checked that every
+/// one fits).
+#[inline(always)]
 fn node_number(n: usize) -> u32 {
-    u32::try_from(n).expect("a network of fewer than 2^32 nodes and edges")
+    n as u32
 }
 
 #[cfg(test)]
