@@ -54,7 +54,9 @@ impl Drop for WorkDir {
 const WRAPPER_ENV: &str = "SERVER_BINDER_BENCH_OPERATOR_WRAPPER";
 
 /// `exe`, or the `wrapper` command (as [`WRAPPER_ENV`] gives it) with `exe` after its
-/// own arguments.
+/// own arguments, in a process group of its own: a wrapper such as heaptrack's script
+/// runs the operator as its child and does not pass a signal on, so the bench stops
+/// the whole group ([`stop_group_within`]), or the operator would outlive the bench.
 fn wrapped(exe: PathBuf, wrapper: &str) -> Command {
     let mut words = wrapper.split_whitespace();
     match words.next() {
@@ -62,6 +64,8 @@ fn wrapped(exe: PathBuf, wrapper: &str) -> Command {
         Some(program) => {
             let mut command = Command::new(program);
             command.args(words).arg(exe);
+            #[cfg(unix)]
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
             command
         }
     }
@@ -199,7 +203,7 @@ impl Drop for Operator {
         // Under a profiler, SIGTERM and a wait: callgrind, for one, writes its profile as
         // the process exits, and a killed process leaves an empty file.
         if self.profiled {
-            self.stop_within(PROFILER_EXIT);
+            stop_group_within(&mut self.child, PROFILER_EXIT);
         }
         // SIGKILL: the bench has what it wanted, and a clean shutdown only adds time.
         let _ = self.child.kill();
@@ -210,29 +214,28 @@ impl Drop for Operator {
 /// How long a profiled operator may take to exit and write its profile.
 const PROFILER_EXIT: Duration = Duration::from_secs(120);
 
-impl Operator {
-    /// Sends SIGTERM (the operator stops as on a rollout) and waits up to `limit` for
-    /// it to exit.
-    fn stop_within(&mut self, limit: Duration) {
-        #[cfg(target_os = "linux")]
-        {
-            let Some(pid) = i32::try_from(self.child.id())
-                .ok()
-                .and_then(rustix::process::Pid::from_raw)
-            else {
-                return;
-            };
-            if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_err() {
-                return;
-            }
-            let deadline = Instant::now() + limit;
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
+/// Sends SIGTERM to the process group `child` leads (the wrapper and the operator under
+/// it stop as on a rollout), waits up to `limit` for `child` to exit, then SIGKILLs
+/// what is left of the group.
+fn stop_group_within(child: &mut Child, limit: Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{Pid, Signal, kill_process_group};
+        let Some(group) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
+            return;
+        };
+        if kill_process_group(group, Signal::TERM).is_err() {
+            return;
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = limit;
+        let deadline = Instant::now() + limit;
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Whatever of the group is still there (gone already: nothing to do).
+        let _ = kill_process_group(group, Signal::KILL);
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (child, limit);
 }
 
 /// A loopback port free at the moment. Another process could take it before the
@@ -262,5 +265,52 @@ mod tests {
             argv(&wrapped(exe, "heaptrack  -o /tmp/operator")),
             ["heaptrack", "-o", "/tmp/operator", "/bin/server-binder"]
         );
+    }
+
+    /// A wrapper that runs the operator as its child and ignores SIGTERM, as a shell
+    /// script may: stopping the group ends the child too.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn stopping_a_profiled_run_ends_the_wrappers_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("child.pid");
+        let script = format!(
+            "trap '' TERM; sleep 300 & echo $! > {}; wait",
+            pid_file.display()
+        );
+        let mut command = wrapped(PathBuf::from(script), "sh -c");
+        let mut wrapper = command.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let child_pid = loop {
+            let read = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if let Ok(pid) = read.trim().parse::<i32>() {
+                break pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the wrapper never started its child"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        stop_group_within(&mut wrapper, Duration::from_secs(1));
+        let _ = wrapper.wait();
+        let proc = PathBuf::from(format!("/proc/{child_pid}"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // A killed child is reaped by init; until then it may show as a zombie.
+        while proc.exists() && !is_zombie(&proc) {
+            assert!(
+                Instant::now() < deadline,
+                "the wrapper's child outlived the bench"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn is_zombie(proc: &std::path::Path) -> bool {
+        let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
+        // The state follows the command's closing parenthesis.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
     }
 }
