@@ -1174,6 +1174,8 @@ struct Outward<'i, 'w> {
     /// By slot (a slot is an index into the free-server index: a pick meets thousands,
     /// and a vector of them costs less than as many hash lookups).
     class_seen: Vec<Met>,
+    /// By server name (names of free servers, which admins choose, not tenants: hashed
+    /// by foldhash, as `shape_seen`).
     single_seen: FastMap<&'i str, Option<usize>>,
     /// The slots whose fitting shapes were looked for, by slot.
     slot_met: Vec<bool>,
