@@ -56,7 +56,8 @@ const WRAPPER_ENV: &str = "SERVER_BINDER_BENCH_OPERATOR_WRAPPER";
 /// `exe`, or the `wrapper` command (as [`WRAPPER_ENV`] gives it) with `exe` after its
 /// own arguments, in a process group of its own: a wrapper such as heaptrack's script
 /// runs the operator as its child and does not pass a signal on, so the bench stops
-/// the whole group ([`stop_group_within`]), or the operator would outlive the bench.
+/// the operator itself and then what is left of the group ([`stop_group_within`]), or
+/// the operator would outlive the bench.
 fn wrapped(exe: PathBuf, wrapper: &str) -> Command {
     let mut words = wrapper.split_whitespace();
     match words.next() {
@@ -214,18 +215,29 @@ impl Drop for Operator {
 /// How long a profiled operator may take to exit and write its profile.
 const PROFILER_EXIT: Duration = Duration::from_secs(120);
 
-/// Sends SIGTERM to the process group `child` leads (the wrapper and the operator under
-/// it stop as on a rollout), waits up to `limit` for `child` to exit, then SIGKILLs
-/// what is left of the group.
+/// Stops a wrapped operator: SIGTERM to the operator (it stops as on a rollout), waits
+/// up to `limit` for the wrapper `child` to exit, then SIGKILLs what is left of the
+/// process group `child` leads. The operator is the group's process running this
+/// binary (under heaptrack or `perf record`, a child of the wrapper), or else the
+/// wrapper itself (valgrind runs it in its own process). Only the operator is
+/// signalled: the wrapper's other processes (heaptrack's interpreter and compressor)
+/// must finish writing the profile once it has exited.
 fn stop_group_within(child: &mut Child, limit: Duration) {
     #[cfg(target_os = "linux")]
     {
-        use rustix::process::{Pid, Signal, kill_process_group};
+        use rustix::process::{Pid, Signal, kill_process, kill_process_group};
         let Some(group) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
             return;
         };
-        if kill_process_group(group, Signal::TERM).is_err() {
-            return;
+        let exe = std::env::current_exe().ok();
+        let mut operators = exe
+            .map(|e| group_members_running(group, &e))
+            .unwrap_or_default();
+        if operators.is_empty() {
+            operators.push(group);
+        }
+        for pid in operators {
+            let _ = kill_process(pid, Signal::TERM);
         }
         let deadline = Instant::now() + limit;
         while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
@@ -236,6 +248,30 @@ fn stop_group_within(child: &mut Child, limit: Duration) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (child, limit);
+}
+
+/// The processes of process group `group` whose executable is `exe` (read from /proc).
+#[cfg(target_os = "linux")]
+fn group_members_running(
+    group: rustix::process::Pid,
+    exe: &std::path::Path,
+) -> Vec<rustix::process::Pid> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let pids = entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
+    pids.filter(|&pid| {
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
+        // After the command's closing parenthesis: state, parent, process group.
+        let pgrp = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<i32>().ok());
+        pgrp == Some(group.as_raw_nonzero().get())
+            && std::fs::read_link(proc.join("exe")).is_ok_and(|e| e == exe)
+    })
+    .filter_map(rustix::process::Pid::from_raw)
+    .collect()
 }
 
 /// A loopback port free at the moment. Another process could take it before the
