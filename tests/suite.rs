@@ -18,6 +18,8 @@ mod common;
 mod controllers;
 #[path = "crd_drift.rs"]
 mod crd_drift;
+#[path = "doc_citations.rs"]
+mod doc_citations;
 #[path = "function_length.rs"]
 mod function_length;
 #[path = "kubectl.rs"]

@@ -734,7 +734,7 @@ impl Binder {
     }
 
     /// Starts carrying out a step [`Binder::plan_claim`] planned for `claim`: a step that
-    /// picks a server starts its assumption (docs/binding.md, "Assumed choices"),
+    /// picks a server starts its assumption (docs/binding.md, "The assumed-choice cache"),
     /// decided on the claim at its current resourceVersion.
     pub fn start(&mut self, claim: &ServerClaim, step: &ClaimStep) {
         if let ClaimStep::Act(work) = step
