@@ -16,6 +16,8 @@ use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Item, UseTree};
 
+use crate::common::sources::rust_files;
+
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,17 +113,6 @@ impl fmt::Display for Edge {
                 allowed.join(", ")
             }
         )
-    }
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
     }
 }
 
@@ -303,8 +294,7 @@ fn item_paths(items: &[Item], module: &[String], out: &mut Vec<(Vec<String>, Vec
 
 /// Every path into the crate from every file under src/.
 fn edges() -> Vec<Edge> {
-    let mut files = Vec::new();
-    rust_files(Path::new(SRC), &mut files);
+    let mut files = rust_files(Path::new(SRC), &|_| false);
     files.sort();
     let mut edges = Vec::new();
     for file in files {
@@ -676,8 +666,7 @@ fn file_edges(sources: &[(PathBuf, String)]) -> Vec<FileEdge> {
 
 /// Every file under src/, relative to it, with its source.
 fn sources() -> Vec<(PathBuf, String)> {
-    let mut files = Vec::new();
-    rust_files(Path::new(SRC), &mut files);
+    let mut files = rust_files(Path::new(SRC), &|_| false);
     files.sort();
     files
         .into_iter()

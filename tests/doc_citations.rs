@@ -9,16 +9,7 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use crate::common::sources::rust_files;
 
 /// The text of `source` with its comment markers and line breaks taken out, so that a
 /// citation broken across comment lines reads as one.
@@ -30,13 +21,9 @@ fn joined(source: &str) -> String {
 /// Every `(doc, section)` the sources under `roots` cite, with the files citing it.
 fn citations(roots: &[&str]) -> Vec<(String, String, PathBuf)> {
     let cite = Regex::new(r#"docs/([a-z-]+\.md),?\s+(?:item \d+ of\s+)?"([^"]+)""#).unwrap();
-    let mut files = Vec::new();
-    for root in roots {
-        rust_files(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join(root),
-            &mut files,
-        );
-    }
+    let root_dir = |root: &&str| Path::new(env!("CARGO_MANIFEST_DIR")).join(root);
+    let files = roots.iter().map(root_dir);
+    let files = files.flat_map(|dir| rust_files(&dir, &|_| false));
     let mut found = Vec::new();
     for file in files {
         let text = joined(&fs::read_to_string(&file).unwrap());

@@ -3,7 +3,9 @@
 //! brace, skipping braces in strings, characters and comments; a function's own nested
 //! items count towards it. src/apiserver stands alone and is held to its own tests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::common::sources::rust_files;
 
 const LIMIT: usize = 80;
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
@@ -107,23 +109,9 @@ fn code_only(line: &str) -> String {
     out
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src/ is readable") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            if !path.ends_with("apiserver") {
-                rust_files(&path, out);
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn no_function_outside_the_api_server_is_longer_than_the_limit() {
-    let mut files = Vec::new();
-    rust_files(Path::new(SRC), &mut files);
+    let files = rust_files(Path::new(SRC), &|dir| dir.ends_with("apiserver"));
     let mut long = Vec::new();
     for file in files {
         let source = std::fs::read_to_string(&file).expect("a source file");

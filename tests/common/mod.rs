@@ -1,8 +1,10 @@
 //! What the suites share: the namespace, the one fixture builder, one poll helper, one
-//! tool-presence check, and the model check's copy of the claim admission rules.
+//! tool-presence check, the model check's copy of the claim admission rules, and the
+//! listing of the project's source files the convention tests read.
 
 pub mod claim_admission;
 pub mod fixtures;
 pub mod names;
 pub mod poll;
+pub mod sources;
 pub mod tools;
