@@ -143,6 +143,7 @@ async fn execute(claim: &ServerClaim, work: &ClaimWork, ctx: &Context) -> Result
     let mut latest = None;
     if let Some(object) = &plan.object {
         let written = patch(ctx, KIND, &api, claim, object, Part::Object).await;
+        let written = written.map(|w| w.applied_to(object));
         if report_object_write(claim, work, &written, ctx) {
             return Ok(Carried::Refused);
         }

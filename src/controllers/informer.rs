@@ -161,12 +161,14 @@ impl Caches {
             .claim_status_written(work, Timestamp::now());
     }
 
-    /// Records a write this process made (the object as the API server returned it), so
-    /// that reconciles of older versions wait for the watch to deliver it.
-    pub fn wrote<K: kube::Resource<DynamicType = ()>>(&self, written: &K) {
-        if let Some(version) = written.meta().resource_version.clone() {
-            let key = own_write_key(written);
-            self.own_writes.lock().wrote(key, version, Instant::now());
+    /// Records a write this process made of `obj`, at the `version` the API server
+    /// answered, so that reconciles of older versions wait for the watch to deliver it.
+    pub fn wrote<K: kube::Resource<DynamicType = ()>>(&self, obj: &K, version: Option<&str>) {
+        if let Some(version) = version {
+            let key = own_write_key(obj);
+            self.own_writes
+                .lock()
+                .wrote(key, version.to_string(), Instant::now());
         }
     }
 

@@ -1,12 +1,11 @@
-//! Objects as the controllers read them off the wire ([`Lean`]): every field but
+//! Objects as the watches read them off the wire ([`Lean`]): every field but
 //! `managedFields`, and of the annotations only this project's. Both are skipped while the
 //! JSON is parsed, not built and dropped after: `managedFields` (one entry per writer,
-//! each a tree of JSON values) came in with every watch event (and every write's answer,
-//! of which the writes now read only the version: `super::writes`),
-//! and building and dropping it was about a tenth of the operator's CPU
-//! (docs/performance.md, item 7 of "Placement at a flat cost"). No decision reads them, and the writes are merge patches of
-//! what a plan changed (`super::writes`), so what the cache lacks is never sent, and
-//! never erased.
+//! each a tree of JSON values) comes with every watch event, and building and dropping it
+//! was about a tenth of the operator's CPU (docs/performance.md, item 7 of "Placement at
+//! a flat cost"). No decision reads them, and the writes are merge patches of what a plan
+//! changed (`super::writes`, which reads only the version of its answers), so what the
+//! cache lacks is never sent, and never erased.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -94,7 +94,8 @@ async fn execute(server: &Server, work: &ServerWork, ctx: &Context) -> Result<()
     let api = Api::<Server>::all(ctx.client.clone());
     let mut latest = None;
     if let Some(object) = &plan.object {
-        latest = Some(patch(ctx, KIND, &api, server, object, Part::Object).await?);
+        let written = patch(ctx, KIND, &api, server, object, Part::Object).await?;
+        latest = Some(written.applied_to(object));
     }
     if let Some(status) = &plan.status {
         let read = latest.unwrap_or_else(|| server.clone());

@@ -34,11 +34,10 @@ pub enum Part {
 
 /// Patches `read` into `wanted` (main resource or `/status`): sends what changed between
 /// them, at `read`'s resourceVersion, failing with [`Error::Conflict`] when the object
-/// changed since it was read. Returns the object as written: `wanted` at the version and
-/// generation the API server answered. The precondition held, so the stored object was
-/// `read` (as far as the cache reads objects) and is now `wanted`; only the answer's
-/// version and generation are built, the rest is skipped while parsing (docs/performance.md,
-/// item 11 of "Placement at a flat cost").
+/// changed since it was read. Returns what the answer told: the version and generation
+/// written ([`Written::applied_to`] gives the object as written, for a caller that
+/// writes again). Only those are built; the rest of the answer is skipped while parsing
+/// (docs/performance.md, item 11 of "Placement at a flat cost").
 pub async fn patch<K>(
     ctx: &Context,
     controller: ControllerKind,
@@ -46,9 +45,9 @@ pub async fn patch<K>(
     read: &K,
     wanted: &K,
     part: Part,
-) -> Result<K>
+) -> Result<Written>
 where
-    K: Resource<DynamicType = ()> + Parts + Clone,
+    K: Resource<DynamicType = ()> + Parts,
 {
     let name = read.name_any();
     let pp = PatchParams {
@@ -63,7 +62,6 @@ where
         Ok(body) => send(ctx, api, &name, &pp, &Patch::Merge(&body), part).await,
         Err(error) => Err(kube::Error::SerdeError(error)),
     };
-    let result = result.map(|answer| answer.applied_to(wanted));
     let outcome = match &result {
         Ok(_) => WriteResult::Ok,
         Err(e) if is_conflict(e) => WriteResult::Conflict,
@@ -71,7 +69,8 @@ where
     };
     ctx.metrics.write(controller, &resource, outcome);
     if let Ok(written) = &result {
-        ctx.caches.wrote(written);
+        ctx.caches
+            .wrote(read, written.metadata.resource_version.as_deref());
     }
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
 }
@@ -85,7 +84,7 @@ async fn send<K>(
     pp: &PatchParams,
     patch: &Patch<&Value>,
     part: Part,
-) -> kube::Result<Answer>
+) -> kube::Result<Written>
 where
     K: Resource,
 {
@@ -99,14 +98,14 @@ where
     };
     let mut request = request.map_err(kube::Error::BuildRequest)?;
     request.extensions_mut().insert(operation);
-    ctx.client.request::<Answer>(request).await
+    ctx.client.request::<Written>(request).await
 }
 
 /// What a write's answer tells that the plan did not know: the object's new version,
 /// and its generation (a spec change raises it). The rest of the answer is skipped
 /// unbuilt.
 #[derive(Debug, Deserialize, PartialEq)]
-struct Answer {
+pub struct Written {
     metadata: AnswerMeta,
 }
 
@@ -117,9 +116,10 @@ struct AnswerMeta {
     generation: Option<i64>,
 }
 
-impl Answer {
-    /// `wanted` as the API server stored it.
-    fn applied_to<K: Resource + Clone>(self, wanted: &K) -> K {
+impl Written {
+    /// `wanted` as the API server stored it: the precondition held, so the stored object
+    /// was the one read (as far as the cache reads objects) and is now `wanted`.
+    pub fn applied_to<K: Resource + Clone>(self, wanted: &K) -> K {
         let mut written = wanted.clone();
         let meta = written.meta_mut();
         meta.resource_version = self.metadata.resource_version;
@@ -280,7 +280,7 @@ mod tests {
             "spec": {"unclaimable": false, "taints": [{"key": "x", "effect": "NoBind"}]},
             "status": {"phase": "Bound"},
         });
-        let answer: Answer = serde_json::from_value(answer).unwrap();
+        let answer: Written = serde_json::from_value(answer).unwrap();
         let mut wanted = read();
         wanted.spec.unclaimable = true;
         let written = answer.applied_to(&wanted);
