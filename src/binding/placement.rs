@@ -155,6 +155,18 @@ struct Rows {
     rows: FastMap<usize, (Arc<ClaimShape>, Vec<ClassId>)>,
     /// The shapes with rows, by the (key, value) pairs their selector pins a server to.
     filed: ShapesByPin,
+    /// How many nodes and edges the last pick's network had: the next pick's lists start
+    /// that large, since growing them by doubling copied each several times (a twentieth
+    /// of a pick with a few hundred selectors).
+    last_network: NetworkSize,
+}
+
+/// A network's claim-side nodes, server-side nodes and edges.
+#[derive(Clone, Copy, Debug, Default)]
+struct NetworkSize {
+    shapes: usize,
+    classes: usize,
+    edges: usize,
 }
 
 impl Clone for FitRows {
@@ -203,6 +215,7 @@ impl FitRows {
         if rows.epoch != epoch || rows.rows.len() > keep + MAX_STALE_ROWS {
             *rows = Rows {
                 epoch,
+                last_network: rows.last_network,
                 ..Rows::default()
             };
         }
@@ -1284,6 +1297,10 @@ impl<'i, 'w> Outward<'i, 'w> {
     ) -> (Vec<Shape<'w>>, Vec<FreeClass<'i>>, Vec<(usize, usize)>) {
         let waiting = self.waiting;
         let mut rows = waiting.rows.current(self.index, waiting.by_shape.len());
+        let last = rows.last_network;
+        self.shapes.reserve(last.shapes);
+        self.classes.reserve(last.classes);
+        self.edges.reserve(last.edges);
         let picker = self.picker(mine);
         self.shapes.push(picker);
         let mut next = 0;
@@ -1291,6 +1308,11 @@ impl<'i, 'w> Outward<'i, 'w> {
             self.fits(next, &mut rows);
             next += 1;
         }
+        rows.last_network = NetworkSize {
+            shapes: self.shapes.len(),
+            classes: self.classes.len(),
+            edges: self.edges.len(),
+        };
         (self.shapes, self.classes, self.edges)
     }
 
@@ -1369,7 +1391,22 @@ impl<'i, 'w> Outward<'i, 'w> {
 
     /// The server-side node of slot `id` (`one`: of the named server `one` in it), met
     /// now if new; `None` when it has nothing to give (a class without supply).
+    ///
+    /// A pick meets each slot many times (once per fitting shape), and nearly every
+    /// meeting finds the slot's class met already: that answer is read here, inlined
+    /// into the caller, and only a first meeting pays for the call to [`Self::meet_new`].
+    #[inline(always)]
     fn meet(&mut self, id: ClassId, one: Option<&str>, rows: &mut Rows) -> Option<usize> {
+        if one.is_none()
+            && let Some(met) = self.class_seen[id].node()
+        {
+            return met;
+        }
+        self.meet_new(id, one, rows)
+    }
+
+    #[inline(never)]
+    fn meet_new(&mut self, id: ClassId, one: Option<&str>, rows: &mut Rows) -> Option<usize> {
         let members = self.index.members_at(id);
         let one = match one {
             Some(name) => Some(members.get(name)?.as_str()),
