@@ -1855,3 +1855,6 @@ impl<'w> FairOrder<'w> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;
