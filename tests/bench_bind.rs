@@ -104,6 +104,12 @@ fn assert_adds_up(report: &Value, servers: u64, claims: u64) {
     let per_object = num(report, "rss_per_object_kib");
     let expected = rss * 1024.0 / (servers + claims) as f64;
     assert!((per_object - expected).abs() < 1e-6, "{report:#}");
+    // The anonymous part: the heap the fleet fills, under the whole resident set.
+    let anon = num(report, "operator_peak_anon_mib");
+    assert!(0.0 < anon && anon <= rss, "{report:#}");
+    let anon_per_object = num(report, "anon_per_object_kib");
+    let expected = anon * 1024.0 / (servers + claims) as f64;
+    assert!((anon_per_object - expected).abs() < 1e-6, "{report:#}");
 
     // Both processes did work, and the per-bind figures are the totals spread over the
     // binds.

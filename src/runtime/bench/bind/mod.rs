@@ -135,9 +135,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
         None => None,
     };
     // The high-water mark must be read while the process lives.
-    let hwm = rss::read(started.operator.pid())
-        .unwrap_or_default()
-        .hwm_kib;
+    let memory = rss::read(started.operator.pid()).unwrap_or_default();
     let operator_started = started.operator.started;
     drop(started.operator);
     Ok(report::build(
@@ -150,7 +148,8 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
             writes: scrape::api_writes(&metrics),
             baseline: started.baseline,
             settle: started.settle,
-            peak_rss_kib: hwm.max(waited.peak_rss_kib),
+            peak_rss_kib: memory.hwm_kib.max(waited.peak_rss_kib),
+            peak_anon_kib: memory.anon_kib.max(waited.peak_anon_kib),
             cpu,
             ceiling,
             churn: churned,

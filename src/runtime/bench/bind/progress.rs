@@ -21,6 +21,8 @@ const LINE_EVERY: Duration = Duration::from_secs(1);
 pub struct Waited {
     /// The highest VmRSS sampled, in KiB (VmHWM, read at the end, is the true peak).
     pub peak_rss_kib: u64,
+    /// The highest RssAnon sampled, in KiB (the kernel keeps no peak of it).
+    pub peak_anon_kib: u64,
 }
 
 /// A task beside the operator (the paced claim creator, the holder), if one runs;
@@ -39,7 +41,10 @@ pub async fn wait(
     stall: Duration,
     since: Instant,
 ) -> Result<Waited, Error> {
-    let mut waited = Waited { peak_rss_kib: 0 };
+    let mut waited = Waited {
+        peak_rss_kib: 0,
+        peak_anon_kib: 0,
+    };
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     let (mut last_line, mut bound_at_line) = (Instant::now(), 0);
     loop {
@@ -48,8 +53,10 @@ pub async fn wait(
         for task in tasks.iter_mut() {
             check(task).await?;
         }
-        let rss = rss::read(operator.pid()).unwrap_or_default().rss_kib;
+        let memory = rss::read(operator.pid()).unwrap_or_default();
+        let rss = memory.rss_kib;
         waited.peak_rss_kib = waited.peak_rss_kib.max(rss);
+        waited.peak_anon_kib = waited.peak_anon_kib.max(memory.anon_kib);
         let counts = observer.counts();
         let (bound, refused) = (counts.bound, counts.refused);
         if bound + refused >= claims {
