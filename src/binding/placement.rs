@@ -123,11 +123,13 @@ pub struct WaitingClaims {
     rows: FitRows,
 }
 
-/// The known shapes fitting each class weighed so far ([`WaitingClaims::contest`]).
+/// The known shapes fitting each class weighed so far ([`WaitingClaims::contest`]). A
+/// class is servers' labels and taints, which admins choose, not tenants: hashed by
+/// foldhash, as placement's other maps of what no tenant chooses.
 /// Filled in by picks, which read the claims without changing them; a copy of the
 /// claims starts with none (it is a cache: the counts follow from the known shapes).
 #[derive(Debug, Default)]
-struct Contest(Mutex<HashMap<Class, usize>>);
+struct Contest(Mutex<FastMap<Class, usize>>);
 
 impl Clone for Contest {
     fn clone(&self) -> Self {
@@ -525,8 +527,9 @@ impl WaitingClaims {
     }
 
     /// How many shapes of the cache's claims, other than `mine`, fit `class` (which
-    /// `mine` fits): how contested its servers are likely to be.
-    fn contest(&self, mine: &ClaimShape, class: &Class) -> usize {
+    /// `mine` fits): how contested its servers are likely to be. `mine_known`: whether
+    /// `mine` is among them ([`Self::knows`], asked once per pick, not per class).
+    fn contest(&self, mine_known: bool, class: &Class) -> usize {
         let fitting = self.contest.fitting(class, || {
             let could_fit = self.known_pins.could_fit(&class.labels);
             let fitting = could_fit.filter(|s| s.fits(class)).count();
@@ -540,7 +543,12 @@ impl WaitingClaims {
             }
             fitting
         });
-        fitting.saturating_sub(usize::from(self.known.contains_key(mine)))
+        fitting.saturating_sub(usize::from(mine_known))
+    }
+
+    /// Whether a claim of the cache has this shape.
+    fn knows(&self, shape: &ClaimShape) -> bool {
+        self.known.contains_key(shape)
     }
 }
 
@@ -1087,6 +1095,10 @@ impl<'i, 'w> Network<'i, 'w> {
         mine: Asks<'_>,
         inputs: &PickInputs<'_>,
     ) -> Vec<(usize, &'i str)> {
+        let mine_known = match mine {
+            Asks::Shape(shape) => inputs.waiting.knows(shape),
+            Asks::Server(_) => false,
+        };
         let mut usable: Vec<(bool, usize, &'i str, usize)> = self
             .edges
             .iter()
@@ -1094,9 +1106,9 @@ impl<'i, 'w> Network<'i, 'w> {
             .filter_map(|&(_, j)| {
                 let (class, members, _, id) = self.classes[j];
                 let (name, contest) = match mine {
-                    Asks::Shape(shape) => (
+                    Asks::Shape(_) => (
                         self.first_free(members, id, inputs)?,
-                        inputs.waiting.contest(shape, class),
+                        inputs.waiting.contest(mine_known, class),
                     ),
                     Asks::Server(_) => (members.first_not(&|_| false)?, 0),
                 };
