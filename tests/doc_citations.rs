@@ -18,9 +18,15 @@ fn joined(source: &str) -> String {
     markers.replace_all(source, " ").into_owned()
 }
 
+/// A citation: `docs/X.md, "Section"` (or `, item N of "Section"`); the doc and the
+/// section are its captures 1 and 2.
+fn citation() -> Regex {
+    Regex::new(r#"docs/([a-z-]+\.md),?\s+(?:item \d+ of\s+)?"([^"]+)""#).unwrap()
+}
+
 /// Every `(doc, section)` the sources under `roots` cite, with the files citing it.
 fn citations(roots: &[&str]) -> Vec<(String, String, PathBuf)> {
-    let cite = Regex::new(r#"docs/([a-z-]+\.md),?\s+(?:item \d+ of\s+)?"([^"]+)""#).unwrap();
+    let cite = citation();
     let root_dir = |root: &&str| Path::new(env!("CARGO_MANIFEST_DIR")).join(root);
     let files = roots.iter().map(root_dir);
     let files = files.flat_map(|dir| rust_files(&dir, &|_| false));
@@ -82,9 +88,8 @@ fn every_section_the_code_cites_exists() {
 #[test]
 fn a_citation_broken_across_comment_lines_is_read_whole() {
     let source = "/// the rule (docs/performance.md,\n    /// \"Memory,\n/// measured\").\n";
-    let cite = Regex::new(r#"docs/([a-z-]+\.md),?\s+"([^"]+)""#).unwrap();
     let text = joined(source);
-    let c = cite.captures(&text).expect("one citation");
+    let c = citation().captures(&text).expect("one citation");
     assert_eq!((&c[1], &c[2]), ("performance.md", "Memory, measured"));
     let doc = "## Figures\n\n**Memory, measured.** heaptrack follows...\n";
     assert!(names(&sections(doc), &c[2]));

@@ -262,16 +262,22 @@ fn group_members_running(
     let pids = entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
     pids.filter(|&pid| {
         let proc = PathBuf::from(format!("/proc/{pid}"));
-        let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
-        // After the command's closing parenthesis: state, parent, process group.
-        let pgrp = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<i32>().ok());
+        // State, parent, process group.
+        let pgrp = stat_after_command(&proc)
+            .and_then(|rest| rest.split_whitespace().nth(2)?.parse::<i32>().ok());
         pgrp == Some(group.as_raw_nonzero().get())
             && std::fs::read_link(proc.join("exe")).is_ok_and(|e| e == exe)
     })
     .filter_map(rustix::process::Pid::from_raw)
     .collect()
+}
+
+/// A process's `/proc/<pid>/stat` after the command's closing parenthesis (the command
+/// may hold spaces and parentheses): its state first, then its parent and its group.
+#[cfg(target_os = "linux")]
+fn stat_after_command(proc: &std::path::Path) -> Option<String> {
+    let stat = std::fs::read_to_string(proc.join("stat")).ok()?;
+    stat.rsplit_once(')').map(|(_, rest)| rest.to_string())
 }
 
 /// A loopback port free at the moment. Another process could take it before the
@@ -344,9 +350,6 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     fn is_zombie(proc: &std::path::Path) -> bool {
-        let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
-        // The state follows the command's closing parenthesis.
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        stat_after_command(proc).is_some_and(|rest| rest.trim_start().starts_with('Z'))
     }
 }
