@@ -70,6 +70,9 @@ pub fn is_waiting(claim: &ServerClaim) -> bool {
         && !backs_off(claim)
 }
 
+/// The waiting claims by shape, keyed by the address of the shape's shared copy.
+type ByShape = FastMap<usize, (Arc<ClaimShape>, BTreeSet<Waiter>)>;
+
 /// The claims the matching and the fair order read, kept up to date one claim at a time
 /// (O(log n) per watch event) by the claim cache.
 #[derive(Clone, Debug, Default)]
@@ -77,7 +80,7 @@ pub struct WaitingClaims {
     /// The waiting claims by shape, keyed by the address of the shared copy (held here,
     /// so the address names one shape while it waits): a pick meets thousands of
     /// (shape, slot) pairs, and finds the shape's claims without hashing its selector.
-    by_shape: FastMap<usize, (Arc<ClaimShape>, BTreeSet<Waiter>)>,
+    by_shape: ByShape,
     shape_of: HashMap<ClaimKey, (Arc<ClaimShape>, Waiter)>,
     /// User-chosen claims on the unbound path naming a server, with their shape and
     /// place in the fair order: they take that server when their turn comes. (A
@@ -109,10 +112,9 @@ pub struct WaitingClaims {
     /// it: what claims to come are likely to ask for.
     known: HashMap<Arc<ClaimShape>, usize>,
     known_of: HashMap<ClaimKey, Arc<ClaimShape>>,
-    /// The known shapes and the waiting ones (those of `by_shape`), filed by the values
-    /// their selectors pin: the shapes that could fit a class are found from its labels.
+    /// The known shapes, filed by the values their selectors pin: the shapes that could
+    /// fit a class are found from its labels.
     known_pins: ShapesByPin,
-    waiting_pins: ShapesByPin,
     /// How many known shapes fit each class a pick has weighed: counted once per class
     /// (O(known shapes that could fit it): those pinning a value it carries, and those
     /// pinning none, `known_pins`), then kept up to date as shapes come and go (O(classes weighed)
@@ -143,7 +145,13 @@ impl Clone for Contest {
 /// is offered only to the rows whose selector could match its labels (by the values
 /// they pin, or every row whose selector pins none), so that building a pick's network
 /// costs a lookup per shape it meets and an entry per fit, not a selector match per
-/// (shape, class) pair, nor one per shape for each new class. Keyed by the shape's `Arc` in
+/// (shape, class) pair, nor one per shape for each new class. The rows are also kept
+/// read backwards, per slot the shapes fitting it (`cols`): a pick that meets a class
+/// finds the shapes it brings in there, not through their pins (a hash of each pinned
+/// value, then a look at each candidate's row, was a quarter of a pick with a few
+/// hundred selectors). So every waiting shape has its row before a pick reads any:
+/// learnt at the pick's start for the shapes that began waiting since the last
+/// ([`FitRows::noted`]), or for all after a new epoch. Keyed by the shape's `Arc` in
 /// [`WaitingClaims`] (held here, so the address names one shape while its row lives). A
 /// cache like [`Contest`]: a copy of the claims starts with none.
 #[derive(Debug, Default)]
@@ -154,9 +162,19 @@ struct Rows {
     epoch: u64,
     /// Slots `0..tested` of that epoch are in every row.
     tested: usize,
-    rows: FastMap<usize, (Arc<ClaimShape>, Vec<ClassId>)>,
+    /// By shape address: the shape, its row, and its number (its place in `addresses`).
+    rows: FastMap<usize, (Arc<ClaimShape>, Vec<ClassId>, u32)>,
+    /// The addresses of the shapes with rows, by number.
+    addresses: Vec<usize>,
+    /// Per slot `0..tested`, the numbers of the shapes whose rows hold it.
+    cols: Vec<Vec<u32>>,
     /// The shapes with rows, by the (key, value) pairs their selector pins a server to.
     filed: ShapesByPin,
+    /// Whether every waiting shape had its row at the last pick: then only those in
+    /// `fresh` may lack one.
+    whole: bool,
+    /// The shapes that began waiting since the last pick.
+    fresh: Vec<Arc<ClaimShape>>,
     /// How many nodes and edges the last pick's network had: the next pick's lists start
     /// that large, since growing them by doubling copied each several times (a twentieth
     /// of a pick with a few hundred selectors).
@@ -187,11 +205,11 @@ impl FitRows {
         &self,
         index: &FreeServerIndex,
         shapes: &[AskedShape<'_>],
-        keep: usize,
+        waiting: &ByShape,
         mut visit: impl FnMut(usize, &[ClassId]),
     ) {
         let count = index.slots().1;
-        let mut rows = self.current(index, keep);
+        let mut rows = self.current(index, waiting);
         for (n, (shape, shared)) in shapes.iter().enumerate() {
             let Some(shared) = shared else {
                 let fits: Vec<ClassId> = (0..count)
@@ -210,11 +228,12 @@ impl FitRows {
     }
 
     /// The rows, of the index's current epoch (learnt afresh after a new one, or when
-    /// more than [`MAX_STALE_ROWS`] rows beyond `keep` pile up), every slot offered.
-    fn current(&self, index: &FreeServerIndex, keep: usize) -> MutexGuard<'_, Rows> {
+    /// more than [`MAX_STALE_ROWS`] rows beyond the waiting shapes' pile up), every slot
+    /// offered, and a row for each of the `waiting` shapes.
+    fn current(&self, index: &FreeServerIndex, waiting: &ByShape) -> MutexGuard<'_, Rows> {
         let (epoch, count) = index.slots();
         let mut rows = self.0.lock();
-        if rows.epoch != epoch || rows.rows.len() > keep + MAX_STALE_ROWS {
+        if rows.epoch != epoch || rows.rows.len() > waiting.len() + MAX_STALE_ROWS {
             *rows = Rows {
                 epoch,
                 last_network: rows.last_network,
@@ -222,7 +241,34 @@ impl FitRows {
             };
         }
         rows.offer(index, count);
+        let fresh = std::mem::take(&mut rows.fresh);
+        if rows.whole {
+            for shape in fresh.iter().filter(|s| waiting.contains_key(&address(s))) {
+                rows.row(shape, index);
+            }
+        } else {
+            for (shape, _) in waiting.values() {
+                rows.row(shape, index);
+            }
+            rows.whole = true;
+        }
         rows
+    }
+
+    /// Notes that `shape` began waiting: the next pick learns its row. Past
+    /// [`MAX_STALE_ROWS`] notes without a pick, the notes are dropped and the next pick
+    /// looks at every waiting shape instead (as after a new epoch).
+    fn noted(&self, shape: &Arc<ClaimShape>) {
+        let mut rows = self.0.lock();
+        if !rows.whole {
+            return;
+        }
+        if rows.fresh.len() >= MAX_STALE_ROWS {
+            rows.fresh = Vec::new();
+            rows.whole = false;
+        } else {
+            rows.fresh.push(shape.clone());
+        }
     }
 }
 
@@ -231,14 +277,16 @@ impl Rows {
     fn offer(&mut self, index: &FreeServerIndex, count: usize) {
         for id in self.tested..count {
             let class = index.class_at(id);
+            let mut col = Vec::new();
             for shape in self.filed.could_fit(&class.labels) {
-                let address = address(shape);
-                if let Some((shape, fits)) = self.rows.get_mut(&address)
+                if let Some((shape, fits, number)) = self.rows.get_mut(&address(shape))
                     && shape.fits(class)
                 {
                     fits.push(id);
+                    col.push(*number);
                 }
             }
+            self.cols.push(col);
         }
         self.tested = count;
     }
@@ -262,8 +310,13 @@ impl Rows {
             }
             None => (0..tested).filter(fits).collect(),
         };
+        let number = u32::try_from(self.addresses.len()).expect("fewer than 2^32 shapes");
+        self.addresses.push(address(shape));
+        for &id in &row {
+            self.cols[id].push(number);
+        }
         self.filed.insert(shape);
-        &vacant.insert((shape.clone(), row)).1
+        &vacant.insert((shape.clone(), row, number)).1
     }
 }
 
@@ -300,7 +353,7 @@ impl WaitingClaims {
                 .entry(address(&shape))
                 .or_insert_with(|| (shape.clone(), BTreeSet::new()));
             if members.is_empty() {
-                self.waiting_pins.insert(&shape);
+                self.rows.noted(&shape);
             }
             members.insert(waiter.clone());
             self.shape_of.insert(key.clone(), (shape.clone(), waiter));
@@ -398,7 +451,6 @@ impl WaitingClaims {
             members.remove(&waiter);
             if members.is_empty() {
                 self.by_shape.remove(&address(&shape));
-                self.waiting_pins.remove(&shape);
             }
         }
         self.serving.remove(key);
@@ -1190,10 +1242,10 @@ impl<'i, 'w> Network<'i, 'w> {
 
 /// Builds the component of the picker's node outward from it, a breadth-first search
 /// that lists only what it reaches: from a shape, the classes its fit row holds (and the
-/// servers claims name in them); from a class, the waiting shapes that could fit it (by
-/// the values their selectors pin, [`ShapesByPin`], then their rows), the picker's
-/// rivals, and the claims naming it if it is a named server. So a pick costs O(its
-/// component and the candidates met), not O(every waiting shape and every class).
+/// servers claims name in them); from a class, the waiting shapes whose rows hold it
+/// (the rows read backwards, [`FitRows`]), the picker's rivals, and the claims naming it
+/// if it is a named server. So a pick costs O(its component and its fits), not O(every
+/// waiting shape and every class).
 struct Outward<'i, 'w> {
     index: &'i FreeServerIndex,
     waiting: &'w WaitingClaims,
@@ -1218,15 +1270,12 @@ struct Outward<'i, 'w> {
     single_seen: FastMap<&'i str, Option<usize>>,
     /// The slots whose fitting shapes were looked for, by slot.
     slot_met: Vec<bool>,
-    /// The waiting shapes settled, by address: in (the picker's included), or met with
-    /// all their claims placed (no node).
-    settled: FastSet<usize>,
+    /// The shapes settled, by their rows' numbers: in (the picker's included), or met
+    /// with all their claims placed or no longer waiting (no node).
+    settled: Vec<bool>,
     /// The slots of the node whose fits are being met ([`Self::fits`]), kept from node
     /// to node so that a pick does not allocate a list per node.
     slots: Vec<ClassId>,
-    /// The waiting shapes pinning nothing not settled yet ([`Self::take_in`]), once
-    /// a slot was met.
-    unpinned: Option<Vec<&'w Arc<ClaimShape>>>,
 }
 
 /// Whether a slot's server-side node was met, and as which node (`None`: a class without
@@ -1295,9 +1344,8 @@ impl<'i, 'w> Outward<'i, 'w> {
             class_seen: vec![Met::Not; index.slots().1],
             single_seen: FastMap::default(),
             slot_met: vec![false; index.slots().1],
-            settled: FastSet::default(),
+            settled: Vec::new(),
             slots: Vec::new(),
-            unpinned: None,
         }
     }
 
@@ -1308,12 +1356,13 @@ impl<'i, 'w> Outward<'i, 'w> {
         mine: Asks<'w>,
     ) -> (Vec<Shape<'w>>, Vec<FreeClass<'i>>, Vec<(usize, usize)>) {
         let waiting = self.waiting;
-        let mut rows = waiting.rows.current(self.index, waiting.by_shape.len());
+        let mut rows = waiting.rows.current(self.index, &waiting.by_shape);
         let last = rows.last_network;
         self.shapes.reserve(last.shapes);
         self.classes.reserve(last.classes);
         self.edges.reserve(last.edges);
-        let picker = self.picker(mine);
+        self.settled = vec![false; rows.addresses.len()];
+        let picker = self.picker(mine, &rows);
         self.shapes.push(picker);
         let mut next = 0;
         while next < self.shapes.len() {
@@ -1330,14 +1379,17 @@ impl<'i, 'w> Outward<'i, 'w> {
 
     /// The picker's node: its shape's waiting claims plus it, or the claims naming its
     /// server plus it, or it alone.
-    fn picker(&mut self, mine: Asks<'w>) -> Shape<'w> {
+    fn picker(&mut self, mine: Asks<'w>, rows: &Rows) -> Shape<'w> {
         let alone = (mine, 1, Queue::Picker, None);
         match mine {
             Asks::Shape(m) => {
                 let Some((shared, members)) = self.waiting.waiting_as(m) else {
                     return alone;
                 };
-                self.settled.insert(address(shared));
+                // Every waiting shape has its row ([`FitRows::current`]).
+                if let Some((.., number)) = rows.rows.get(&address(shared)) {
+                    self.settled[*number as usize] = true;
+                }
                 let (asks, demand, queue, shared) = self.shape_node(shared, members);
                 (asks, demand + 1, queue, shared)
             }
@@ -1408,7 +1460,7 @@ impl<'i, 'w> Outward<'i, 'w> {
     /// meeting finds the slot's class met already: that answer is read here, inlined
     /// into the caller, and only a first meeting pays for the call to [`Self::meet_new`].
     #[inline(always)]
-    fn meet(&mut self, id: ClassId, one: Option<&str>, rows: &mut Rows) -> Option<usize> {
+    fn meet(&mut self, id: ClassId, one: Option<&str>, rows: &Rows) -> Option<usize> {
         if one.is_none()
             && let Some(met) = self.class_seen[id].node()
         {
@@ -1418,7 +1470,7 @@ impl<'i, 'w> Outward<'i, 'w> {
     }
 
     #[inline(never)]
-    fn meet_new(&mut self, id: ClassId, one: Option<&str>, rows: &mut Rows) -> Option<usize> {
+    fn meet_new(&mut self, id: ClassId, one: Option<&str>, rows: &Rows) -> Option<usize> {
         let members = self.index.members_at(id);
         let one = match one {
             Some(name) => Some(members.get(name)?.as_str()),
@@ -1460,7 +1512,7 @@ impl<'i, 'w> Outward<'i, 'w> {
     /// Brings in the claim-side nodes that fit a server-side node of slot `id` just met:
     /// the claims naming `one`, and (once per slot) the waiting shapes and the rivals
     /// that fit the slot.
-    fn fitted_by(&mut self, id: ClassId, one: Option<&'i str>, rows: &mut Rows) {
+    fn fitted_by(&mut self, id: ClassId, one: Option<&'i str>, rows: &Rows) {
         if let Some((server, namers)) = one.and_then(|n| self.busy.named.get_key_value(n))
             && self.shape_seen.insert(ClaimNode::Named(server))
             && !namers.is_empty()
@@ -1472,18 +1524,10 @@ impl<'i, 'w> Outward<'i, 'w> {
         if std::mem::replace(&mut self.slot_met[id], true) {
             return;
         }
-        let class = self.index.class_at(id);
-        let waiting = self.waiting;
-        let pins = &waiting.waiting_pins;
-        for shape in pins.pinning(&class.labels) {
-            self.take_in(shape, id, rows);
+        for &number in &rows.cols[id] {
+            self.take_in(number, rows);
         }
-        // The shapes pinning nothing are candidates for every slot: kept in a list of
-        // those still out, so that each is looked at once per slot only until it is in.
-        let unpinned = self.unpinned.take();
-        let unpinned = unpinned.unwrap_or_else(|| pins.unpinned().collect());
-        let out = unpinned.into_iter().filter(|s| !self.take_in(s, id, rows));
-        self.unpinned = Some(out.collect());
+        let class = self.index.class_at(id);
         let busy = self.busy;
         for (r, (shape, waiter)) in busy.rivals.iter().enumerate() {
             if shape.fits(class) && self.shape_seen.insert(ClaimNode::Rival(r)) {
@@ -1493,26 +1537,21 @@ impl<'i, 'w> Outward<'i, 'w> {
         }
     }
 
-    /// Brings in the waiting shape `shape` if it fits slot `id` and has claims not placed
-    /// yet. Whether it is settled: in, or without claims to place (`false`: it does not
-    /// fit the slot).
-    fn take_in(&mut self, shape: &'w Arc<ClaimShape>, id: ClassId, rows: &mut Rows) -> bool {
-        let at = address(shape);
-        if self.settled.contains(&at) {
-            return true;
+    /// Brings in the shape of row `number` (one fitting a slot just met) if it waits and
+    /// has claims not placed yet, unless it is settled already.
+    #[inline(always)]
+    fn take_in(&mut self, number: u32, rows: &Rows) {
+        let settled = &mut self.settled[number as usize];
+        if std::mem::replace(settled, true) {
+            return;
         }
-        if rows.row(shape, self.index).binary_search(&id).is_err() {
-            return false;
+        let at = rows.addresses[number as usize];
+        if let Some((shared, members)) = self.waiting.by_shape.get(&at) {
+            let node = self.shape_node(shared, members);
+            if node.1 > 0 {
+                self.shapes.push(node);
+            }
         }
-        let Some((shared, members)) = self.waiting.waiting_at(shape) else {
-            return true;
-        };
-        let node = self.shape_node(shared, members);
-        if node.1 > 0 {
-            self.shapes.push(node);
-        }
-        self.settled.insert(at);
-        true
     }
 }
 
@@ -1638,11 +1677,12 @@ fn fits_of(
         })
         .collect();
     let (at, asked): (Vec<usize>, Vec<_>) = asked.into_iter().unzip();
-    let keep = waiting.by_shape.len();
-    waiting.rows.each(index, &asked, keep, |n, row| {
-        let nodes = row.iter().filter_map(|id| nodes_of_slot.get(id));
-        fits[at[n]] = nodes.flatten().copied().collect();
-    });
+    waiting
+        .rows
+        .each(index, &asked, &waiting.by_shape, |n, row| {
+            let nodes = row.iter().filter_map(|id| nodes_of_slot.get(id));
+            fits[at[n]] = nodes.flatten().copied().collect();
+        });
     fits
 }
 
