@@ -12,6 +12,7 @@ mod class_rows;
 mod decision_rows;
 mod descriptions;
 mod index_props;
+mod late_shapes;
 mod model;
 mod pick_cost;
 mod placement_props;
