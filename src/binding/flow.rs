@@ -146,6 +146,9 @@ impl MaxFlow {
                         self.send(e, amount);
                     }
                     self.value += amount;
+                    if self.arcs[from_source].cap == 0 {
+                        break;
+                    }
                 }
             }
         }
