@@ -251,9 +251,16 @@ impl MaxFlow {
         0
     }
 
-    /// Which nodes reach `target` in the residual graph (by node number).
-    fn reaching(&self, target: usize) -> Vec<bool> {
+    /// Which nodes reach `target` in the residual graph (by node number). With `until`
+    /// not empty, the search stops once it has seen every node of `until`: the nodes it
+    /// did not get to read `false`, whether they reach `target` or not.
+    fn reaching(&self, target: usize, until: &[usize]) -> Vec<bool> {
         let mut seen = vec![false; self.nodes()];
+        let mut wanted = vec![false; if until.is_empty() { 0 } else { self.nodes() }];
+        let mut left = 0;
+        for &u in until {
+            left += usize::from(!std::mem::replace(&mut wanted[u], true));
+        }
         seen[target] = true;
         let mut queue = VecDeque::from([target]);
         while let Some(v) = queue.pop_front() {
@@ -262,6 +269,12 @@ impl MaxFlow {
                 let w = arc.to as usize;
                 if self.arcs[arc.reverse as usize].cap > 0 && !seen[w] {
                     seen[w] = true;
+                    if wanted.get(w).copied().unwrap_or(false) {
+                        left -= 1;
+                        if left == 0 {
+                            return seen;
+                        }
+                    }
                     queue.push_back(w);
                 }
             }
@@ -273,14 +286,29 @@ impl MaxFlow {
     /// classes a claim of node `i` can take while the matching stays maximum.
     pub(super) fn classes_open_to(&self, i: usize) -> Vec<bool> {
         let node = self.claim(i);
-        let reaches = self.reaching(node);
-        let mut open = vec![false; self.nodes() - 2 - self.claims];
+        let first_class = 2 + self.claims;
+        let mut open = vec![false; self.nodes() - first_class];
+        // A fit that carries flow is open (a forward edge's reverse holds what it
+        // carries); one that carries none is open if its class reaches the node (the fit
+        // closes a cycle), which a search answers, stopping once it has seen them all.
+        let mut unsent = Vec::new();
         for arc in &self.arcs[self.edges_of(node)] {
             let w = arc.to as usize;
-            // A forward edge's reverse holds the flow it carries.
-            if w >= 2 + self.claims && (self.arcs[arc.reverse as usize].cap > 0 || reaches[w]) {
-                open[w - 2 - self.claims] = true;
+            if w < first_class {
+                continue;
             }
+            if self.arcs[arc.reverse as usize].cap > 0 {
+                open[w - first_class] = true;
+            } else {
+                unsent.push(w);
+            }
+        }
+        if unsent.is_empty() {
+            return open;
+        }
+        let reaches = self.reaching(node, &unsent);
+        for w in unsent {
+            open[w - first_class] |= reaches[w];
         }
         open
     }
@@ -288,13 +316,13 @@ impl MaxFlow {
     /// Per class, whether some maximum flow leaves one of its servers unused: the classes
     /// that can give a server away without shrinking the matching.
     pub(super) fn classes_to_spare(&self) -> Vec<bool> {
-        let reaches = self.reaching(SINK);
+        let reaches = self.reaching(SINK, &[]);
         reaches[2 + self.claims..].to_vec()
     }
 
     /// Whether one more claim at node `i` would make the maximum flow larger.
     pub(super) fn grows_with(&self, i: usize) -> bool {
-        self.reaching(SINK)[self.claim(i)]
+        self.reaching(SINK, &[])[self.claim(i)]
     }
 }
 
