@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use server_binder::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, ANNOTATION_YES};
 use server_binder::api::*;
-use server_binder::binding::{
-    AssumedChoices, ClaimCatalog, PickInputs, Placement, ServerCatalog, ServerView,
-};
+use server_binder::binding::{ClaimCatalog, Placement, ServerCatalog, ServerView};
+
+use super::support::among;
 
 fn on_rack(name: &str, rack: &str) -> Server {
     let mut server = Server::new(name, ServerSpec::default());
@@ -59,16 +59,7 @@ fn bound(name: &str, selector: ServerSelector) -> ServerClaim {
 }
 
 fn place(servers: &ServerCatalog, claims: &ClaimCatalog, claim: &ServerClaim) -> String {
-    let assumed = AssumedChoices::new();
-    let inputs = PickInputs {
-        skip: &|_| false,
-        waiting: claims.waiting(),
-        assumed: &assumed,
-        held_back: &[],
-        refused: None,
-        in_flight: None,
-    };
-    match servers.place(claim, &inputs) {
+    match servers.place(claim, &among(claims.waiting())) {
         Placement::Pick(name) => name.to_string(),
         other => panic!("{claim:?} is not served: {other:?}"),
     }

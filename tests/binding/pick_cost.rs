@@ -15,10 +15,10 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use server_binder::binding::{
-    AssumedChoices, ClaimCatalog, PickInputs, Placement, ServerCatalog, ServerView,
-};
+use server_binder::binding::{ClaimCatalog, Placement, ServerCatalog, ServerView};
 use server_binder::runtime::bench::bind::fleet::{self, Mix};
+
+use super::support::among;
 
 /// Every claim of the fleet picks once; each is served (every claim has its planted
 /// server, and a maximum matching keeps one for each).
@@ -39,24 +39,13 @@ fn picks_of_the_many_selectors_fleet() {
     let servers = (0..n).map(|i| fleet::server(i, Mix::ManySelectors));
     let mut servers = ServerCatalog::from_servers(servers).tracking(&claims);
     let mut waiting = ClaimCatalog::from_claims(claims.iter().cloned());
-    let assumed = AssumedChoices::new();
     let (mut picked, mut waited, mut none) = (0, 0, 0);
     let mut digest = DefaultHasher::new();
     for claim in &claims {
-        let placement = {
-            let inputs = PickInputs {
-                skip: &|_| false,
-                waiting: waiting.waiting(),
-                assumed: &assumed,
-                held_back: &[],
-                refused: None,
-                in_flight: None,
-            };
-            match servers.place(claim, &inputs) {
-                Placement::Pick(name) => Ok(name.to_string()),
-                Placement::WaitForTurn(ahead) => Err(Some(ahead.total)),
-                Placement::NoMatch => Err(None),
-            }
+        let placement = match servers.place(claim, &among(waiting.waiting())) {
+            Placement::Pick(name) => Ok(name.to_string()),
+            Placement::WaitForTurn(ahead) => Err(Some(ahead.total)),
+            Placement::NoMatch => Err(None),
         };
         format!("{placement:?}").hash(&mut digest);
         match placement {

@@ -33,6 +33,15 @@ pub fn alone<'a>(skip: &'a dyn Fn(&str) -> bool) -> PickInputs<'a> {
     }
 }
 
+/// What a pick weighs among these waiting claims, with nothing in flight and no server
+/// passed over.
+pub fn among(waiting: &WaitingClaims) -> PickInputs<'_> {
+    PickInputs {
+        waiting,
+        ..alone(&|_| false)
+    }
+}
+
 /// The server a lone claim would pick.
 pub fn pick_alone<'a>(
     servers: &'a ServerCatalog,
