@@ -35,6 +35,18 @@ pub(super) struct MaxFlow {
     start: Vec<u32>,
     arcs: Vec<Edge>,
     value: i64,
+    /// A fit's capacity: more than the demand the network was built with.
+    unbounded: i64,
+}
+
+impl std::fmt::Debug for MaxFlow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MaxFlow")
+            .field("claims", &self.claims)
+            .field("classes", &self.classes())
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One edge of the residual graph, 16 bytes: a pick builds thousands, and a search reads
@@ -63,6 +75,7 @@ impl MaxFlow {
             start: Vec::new(),
             arcs: vec![Edge::default(); arcs],
             value: 0,
+            unbounded: demand.iter().sum::<i64>() + 1,
         };
         flow.place_edges(nodes, edges);
         let mut next: Vec<usize> = flow.start.iter().map(|&s| s as usize).collect();
@@ -74,9 +87,8 @@ impl MaxFlow {
         }
         // More than any flow can carry, so that residual questions about one more unit
         // are never cut short by a fit's capacity.
-        let unbounded = demand.iter().sum::<i64>() + 1;
         for &(i, j) in edges {
-            flow.edge(&mut next, flow.claim(i), flow.class(j), unbounded);
+            flow.edge(&mut next, flow.claim(i), flow.class(j), flow.unbounded);
         }
         flow.send_straight();
         flow.run();
@@ -181,6 +193,76 @@ impl MaxFlow {
     /// The flow's value: the size of a maximum matching.
     pub(super) fn value(&self) -> i64 {
         self.value
+    }
+
+    /// This network with new demands and supplies, its flow kept where they allow and
+    /// made maximum again: what a pick whose network has the nodes and fits of the last
+    /// one needs, instead of a flow built afresh (usually an augmenting path or two).
+    /// `None` when the new demands could fill a fit's capacity (larger in all than the
+    /// network was built for): then build it afresh.
+    pub(super) fn refitted(mut self, demand: &[i64], supply: &[i64]) -> Option<Self> {
+        let fits_all = demand.iter().sum::<i64>() < self.unbounded;
+        if !fits_all || demand.len() != self.claims || supply.len() != self.classes() {
+            return None;
+        }
+        for (i, &d) in demand.iter().enumerate() {
+            let node = self.claim(i);
+            let edge = self.start[SOURCE] as usize + i;
+            self.set_capacity(edge, d.max(0), |flow| flow.fit_out_of(node));
+        }
+        for (j, &s) in supply.iter().enumerate() {
+            let class = self.class(j);
+            let edge = self.start[class] as usize;
+            self.set_capacity(edge, s.max(0), |flow| flow.fit_into(class));
+        }
+        self.run();
+        Some(self)
+    }
+
+    fn classes(&self) -> usize {
+        self.nodes() - 2 - self.claims
+    }
+
+    /// Sets the capacity of `edge` (from the source to a claim node, or from a class to
+    /// the sink) to `cap`. Where it carries more, the excess is taken back a unit at a
+    /// time along the path of a unit through it: the fit `fit_of` names, with the
+    /// source's edge before it and the sink's after (the network is three edges deep).
+    fn set_capacity(&mut self, edge: usize, cap: i64, fit_of: impl Fn(&Self) -> usize) {
+        let carried = self.arcs[edge].reverse as usize;
+        while self.arcs[carried].cap > cap {
+            let fit = fit_of(self);
+            let claim = self.arcs[self.arcs[fit].reverse as usize].to as usize;
+            let class = self.arcs[fit].to as usize;
+            // The source's edges run to the claim nodes in order; a class's first edge
+            // is to the sink.
+            let from_source = self.start[SOURCE] as usize + (claim - 2);
+            let to_sink = self.start[class] as usize;
+            for e in [from_source, fit, to_sink] {
+                self.send(e, -1);
+            }
+            self.value -= 1;
+        }
+        self.arcs[edge].cap = cap - self.arcs[carried].cap;
+    }
+
+    /// A fit out of claim node `node` that carries flow (its reverse edge holds it).
+    fn fit_out_of(&self, node: usize) -> usize {
+        let first_class = 2 + self.claims;
+        self.edges_of(node)
+            .find(|&e| {
+                let fit = self.arcs[e];
+                fit.to as usize >= first_class && self.arcs[fit.reverse as usize].cap > 0
+            })
+            .expect("a claim node carrying flow has a fit carrying it")
+    }
+
+    /// A fit into `class` that carries flow (the class's edge back along it holds it).
+    fn fit_into(&self, class: usize) -> usize {
+        let claims = 2..2 + self.claims;
+        self.edges_of(class)
+            .find(|&e| claims.contains(&(self.arcs[e].to as usize)) && self.arcs[e].cap > 0)
+            .map(|back| self.arcs[back].reverse as usize)
+            .expect("a class carrying flow has a fit carrying it")
     }
 
     /// Dinic: augment along shortest paths, a blocking flow per level graph.
@@ -350,35 +432,76 @@ mod tests {
         edmonds_karp_sparse(&vertices, &SOURCE, &SINK, caps).1
     }
 
+    /// A xorshift generator: `next(n)` is in `0..n`.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
+    /// Random fits between `claims` claim nodes and `classes` classes, a third of the
+    /// pairs.
+    fn random_fits(
+        next: &mut impl FnMut(u64) -> u64,
+        claims: usize,
+        classes: usize,
+    ) -> Vec<(usize, usize)> {
+        let pairs = (0..claims).flat_map(|i| (0..classes).map(move |j| (i, j)));
+        pairs.filter(|_| next(3) == 0).collect()
+    }
+
     fn changed(caps: &[i64], i: usize, delta: i64) -> Vec<i64> {
         let mut caps = caps.to_vec();
         caps[i] += delta;
         caps
     }
 
+    /// A flow refitted to new demands and supplies answers as one built afresh for them,
+    /// on small random networks: its value and every residual question.
+    #[test]
+    fn a_refitted_flow_answers_as_a_fresh_one() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut refitted = 0;
+        for _ in 0..3000 {
+            let (claims, classes) = (1 + next(5) as usize, 1 + next(5) as usize);
+            let mut caps =
+                |n: usize, most: u64| -> Vec<i64> { (0..n).map(|_| next(most) as i64).collect() };
+            let (demand, supply) = (caps(claims, 5), caps(classes, 4));
+            let (demand2, supply2) = (caps(claims, 4), caps(classes, 4));
+            let edges = random_fits(&mut next, claims, classes);
+            let old = MaxFlow::new(&demand, &supply, &edges);
+            let Some(kept) = old.refitted(&demand2, &supply2) else {
+                assert!(demand2.iter().sum::<i64>() > demand.iter().sum::<i64>());
+                continue;
+            };
+            refitted += 1;
+            let fresh = MaxFlow::new(&demand2, &supply2, &edges);
+            let case = format!("{demand:?} {supply:?} → {demand2:?} {supply2:?} {edges:?}");
+            assert_eq!(kept.value(), fresh.value(), "{case}");
+            assert_eq!(kept.classes_to_spare(), fresh.classes_to_spare(), "{case}");
+            for (i, &d) in demand2.iter().enumerate() {
+                assert_eq!(kept.grows_with(i), fresh.grows_with(i), "{case}");
+                if d > 0 {
+                    assert_eq!(kept.classes_open_to(i), fresh.classes_open_to(i), "{case}");
+                }
+            }
+        }
+        assert!(refitted > 1000, "most networks refit: {refitted}");
+    }
+
     /// Every answer agrees with its definition (max flows of changed networks) on small
     /// random networks.
     #[test]
     fn answers_agree_with_max_flows_of_changed_networks() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..2000 {
             let (claims, classes) = (1 + next(5) as usize, 1 + next(5) as usize);
             let demand: Vec<i64> = (0..claims).map(|_| next(4) as i64).collect();
             let supply: Vec<i64> = (0..classes).map(|_| 1 + next(3) as i64).collect();
-            let mut edges = Vec::new();
-            for i in 0..claims {
-                for j in 0..classes {
-                    if next(3) == 0 {
-                        edges.push((i, j));
-                    }
-                }
-            }
+            let edges = random_fits(&mut next, claims, classes);
             let flow = MaxFlow::new(&demand, &supply, &edges);
             let full = flow.value();
             assert_eq!(full, value(&demand, &supply, &edges));

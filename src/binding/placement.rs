@@ -179,6 +179,20 @@ struct Rows {
     /// that large, since growing them by doubling copied each several times (a twentieth
     /// of a pick with a few hundred selectors).
     last_network: NetworkSize,
+    /// The last pick's max flow ([`FullFlow`]), dropped with the rows and when a slot is
+    /// added (which may add fits).
+    kept: Option<KeptFlow>,
+}
+
+/// A pick's max flow, kept for the next pick whose network has the same nodes: the same
+/// waiting shapes (by row number) and classes (by slot), so the same fits (a shape's
+/// fits are the slots of its row among the classes in). Its node numbers by row number
+/// and by slot.
+#[derive(Debug)]
+struct KeptFlow {
+    flow: MaxFlow,
+    shape_node: FastMap<u32, usize>,
+    class_node: FastMap<ClassId, usize>,
 }
 
 /// A network's claim-side nodes, server-side nodes and edges.
@@ -287,6 +301,9 @@ impl Rows {
                 }
             }
             self.cols.push(col);
+        }
+        if count > self.tested {
+            self.kept = None;
         }
         self.tested = count;
     }
@@ -771,8 +788,8 @@ fn serve<'a>(
         return Placement::NoMatch;
     }
     let (demand, supply) = (net.demand(), net.supply());
-    let full = MaxFlow::new(&demand, &supply, &net.edges);
-    let scarce = full.value() < demand.iter().sum::<i64>();
+    let full = FullFlow::of(&net, &demand, &supply, inputs.waiting);
+    let scarce = full.value < demand.iter().sum::<i64>();
     // When servers are scarce, only a claim the fair order reaches is served: one that a
     // maximum matching of the claims ahead of it, plus it, covers.
     let queue = scarce.then(|| net.demand_ahead_of(&me, inputs.waiting));
@@ -792,7 +809,7 @@ fn serve<'a>(
     // matching of all waiting claims serves this one, and, when scarce, from which a
     // maximum matching of the claims ahead of it can spare a server: then no claim ahead
     // is left out.
-    let keeps_max = full.classes_open_to(0);
+    let keeps_max = full.open_to_mine;
     let keeps_ahead = ahead.as_ref().map(MaxFlow::classes_to_spare);
     let spares = |j: usize| keeps_ahead.as_ref().is_none_or(|spare| spare[j]);
     let chosen = usable
@@ -801,6 +818,106 @@ fn serve<'a>(
         .or_else(|| usable.iter().find(|(j, _)| keeps_max[*j]))
         .or(usable.first());
     chosen.map_or(Placement::NoMatch, |(_, name)| Placement::Pick(name))
+}
+
+/// What a pick reads of the maximum flow of its network: its value, and per class of
+/// the network whether some maximum flow sends a unit of the picker's node there.
+struct FullFlow {
+    value: i64,
+    open_to_mine: Vec<bool>,
+}
+
+impl FullFlow {
+    /// The answers of the network's max flow: the last pick's flow refitted to this
+    /// network's demands and supplies when the two networks have the same nodes (then
+    /// an augmenting path or two, not a flow built afresh), else a new one; kept for the
+    /// next pick. A debug build checks a refitted flow against a new one.
+    fn of(net: &Network<'_, '_>, demand: &[i64], supply: &[i64], waiting: &WaitingClaims) -> Self {
+        let mut rows = waiting.rows.0.lock();
+        let Some(keys) = net.keys(&rows) else {
+            let flow = MaxFlow::new(demand, supply, &net.edges);
+            let open_to_mine = flow.classes_open_to(0);
+            let value = flow.value();
+            return FullFlow {
+                value,
+                open_to_mine,
+            };
+        };
+        let refitted = rows
+            .kept
+            .take()
+            .filter(|kept| kept.has_nodes(&keys))
+            .and_then(|kept| kept.refitted(&keys, demand, supply));
+        let kept = refitted.unwrap_or_else(|| {
+            let flow = MaxFlow::new(demand, supply, &net.edges);
+            KeptFlow::numbered(flow, &keys)
+        });
+        let full = kept.answers(&keys);
+        #[cfg(debug_assertions)]
+        {
+            let fresh = MaxFlow::new(demand, supply, &net.edges);
+            assert_eq!(
+                (full.value, &full.open_to_mine),
+                (fresh.value(), &fresh.classes_open_to(0)),
+                "a kept flow answers as a new one"
+            );
+        }
+        rows.kept = Some(kept);
+        full
+    }
+}
+
+/// A network's nodes by what names them from pick to pick ([`Network::keys`]).
+type NodeKeys = (Vec<u32>, Vec<ClassId>);
+
+impl KeptFlow {
+    /// A flow built for the network whose nodes `keys` names, in its order.
+    fn numbered(flow: MaxFlow, (shapes, classes): &NodeKeys) -> Self {
+        KeptFlow {
+            flow,
+            shape_node: shapes.iter().enumerate().map(|(i, &n)| (n, i)).collect(),
+            class_node: classes.iter().enumerate().map(|(j, &id)| (id, j)).collect(),
+        }
+    }
+
+    /// Whether this flow's network has the nodes `keys` names (each once, so the same
+    /// count and each of them is enough).
+    fn has_nodes(&self, (shapes, classes): &NodeKeys) -> bool {
+        shapes.len() == self.shape_node.len()
+            && classes.len() == self.class_node.len()
+            && shapes.iter().all(|n| self.shape_node.contains_key(n))
+            && classes.iter().all(|id| self.class_node.contains_key(id))
+    }
+
+    /// This flow refitted to the demands and supplies of a network with its nodes,
+    /// numbered by `keys`.
+    fn refitted(
+        self,
+        (shapes, classes): &NodeKeys,
+        demand: &[i64],
+        supply: &[i64],
+    ) -> Option<Self> {
+        let mut kept_demand = vec![0; shapes.len()];
+        for (i, n) in shapes.iter().enumerate() {
+            kept_demand[self.shape_node[n]] = demand[i];
+        }
+        let mut kept_supply = vec![0; classes.len()];
+        for (j, id) in classes.iter().enumerate() {
+            kept_supply[self.class_node[id]] = supply[j];
+        }
+        let flow = self.flow.refitted(&kept_demand, &kept_supply)?;
+        Some(KeptFlow { flow, ..self })
+    }
+
+    /// The answers for the network numbered by `keys`, whose picker's node comes first.
+    fn answers(&self, (shapes, classes): &NodeKeys) -> FullFlow {
+        let open = self.flow.classes_open_to(self.shape_node[&shapes[0]]);
+        let open_to_mine = classes.iter().map(|id| open[self.class_node[id]]).collect();
+        FullFlow {
+            value: self.flow.value(),
+            open_to_mine,
+        }
+    }
 }
 
 /// Picks in flight: free servers already spoken for and waiting claims already placed,
@@ -1132,6 +1249,21 @@ impl<'i, 'w> Network<'i, 'w> {
 
     fn demand(&self) -> Vec<i64> {
         self.shapes.iter().map(|s| s.1).collect()
+    }
+
+    /// The network's nodes by what names them from pick to pick: each claim-side node's
+    /// row number (a waiting shape's), each server-side node's slot (a class of free
+    /// servers). `None` when a node has no such name (the picker alone, a named server,
+    /// a rival): such a network's flow is not kept.
+    fn keys(&self, rows: &Rows) -> Option<NodeKeys> {
+        let number = |s: &Shape<'_>| match s {
+            (Asks::Shape(_), _, _, Some(shared)) => rows.rows.get(&address(shared)).map(|r| r.2),
+            _ => None,
+        };
+        let shapes: Option<Vec<u32>> = self.shapes.iter().map(number).collect();
+        let slot = |c: &FreeClass<'_>| matches!(c.1, Members::Class(_)).then_some(c.3);
+        let classes: Option<Vec<ClassId>> = self.classes.iter().map(slot).collect();
+        Some((shapes?, classes?))
     }
 
     fn supply(&self) -> Vec<i64> {
