@@ -89,7 +89,7 @@ impl ShapesByPin {
     }
 
     /// The shapes pinning a pair the labels carry, each once.
-    pub(super) fn pinning<'a, 'l>(
+    fn pinning<'a, 'l>(
         &'a self,
         labels: &'l BTreeMap<String, String>,
     ) -> impl Iterator<Item = &'a Arc<ClaimShape>> + use<'a, 'l> {
@@ -100,7 +100,7 @@ impl ShapesByPin {
     }
 
     /// The shapes pinning nothing.
-    pub(super) fn unpinned(&self) -> impl Iterator<Item = &Arc<ClaimShape>> {
+    fn unpinned(&self) -> impl Iterator<Item = &Arc<ClaimShape>> {
         self.unpinned.values()
     }
 }

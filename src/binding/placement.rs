@@ -518,7 +518,7 @@ impl WaitingClaims {
     fn waiting_as(&self, shape: &ClaimShape) -> Option<(&Arc<ClaimShape>, &BTreeSet<Waiter>)> {
         // Every waiting claim's shape is known, and shared from `known`.
         let (shared, _) = self.known.get_key_value(shape)?;
-        let found = self.waiting_at(shared);
+        let found = self.waiting_at(address(shared));
         debug_assert_eq!(
             found.is_some(),
             self.by_shape.values().any(|(s, _)| **s == *shape),
@@ -527,10 +527,10 @@ impl WaitingClaims {
         found
     }
 
-    /// The waiting claims of the shared shape `shape` (from `known`, `by_shape` or the
-    /// pin filings), found by its address.
-    fn waiting_at(&self, shape: &Arc<ClaimShape>) -> Option<(&Arc<ClaimShape>, &BTreeSet<Waiter>)> {
-        let (shared, members) = self.by_shape.get(&address(shape))?;
+    /// The waiting claims of the shared shape at `address` (of a shape from `known`,
+    /// `by_shape` or the fit rows).
+    fn waiting_at(&self, address: usize) -> Option<(&Arc<ClaimShape>, &BTreeSet<Waiter>)> {
+        let (shared, members) = self.by_shape.get(&address)?;
         Some((shared, members))
     }
 
@@ -835,13 +835,7 @@ impl FullFlow {
     fn of(net: &Network<'_, '_>, demand: &[i64], supply: &[i64], waiting: &WaitingClaims) -> Self {
         let mut rows = waiting.rows.0.lock();
         let Some(keys) = net.keys(&rows) else {
-            let flow = MaxFlow::new(demand, supply, &net.edges);
-            let open_to_mine = flow.classes_open_to(0);
-            let value = flow.value();
-            return FullFlow {
-                value,
-                open_to_mine,
-            };
+            return Self::new(net, demand, supply);
         };
         let refitted = rows
             .kept
@@ -855,15 +849,25 @@ impl FullFlow {
         let full = kept.answers(&keys);
         #[cfg(debug_assertions)]
         {
-            let fresh = MaxFlow::new(demand, supply, &net.edges);
+            let fresh = Self::new(net, demand, supply);
             assert_eq!(
                 (full.value, &full.open_to_mine),
-                (fresh.value(), &fresh.classes_open_to(0)),
+                (fresh.value, &fresh.open_to_mine),
                 "a kept flow answers as a new one"
             );
         }
         rows.kept = Some(kept);
         full
+    }
+
+    /// The answers of a max flow built afresh for the network (numbered as it is: the
+    /// picker's node first).
+    fn new(net: &Network<'_, '_>, demand: &[i64], supply: &[i64]) -> Self {
+        let flow = MaxFlow::new(demand, supply, &net.edges);
+        FullFlow {
+            value: flow.value(),
+            open_to_mine: flow.classes_open_to(0),
+        }
     }
 }
 
@@ -1251,6 +1255,10 @@ impl<'i, 'w> Network<'i, 'w> {
         self.shapes.iter().map(|s| s.1).collect()
     }
 
+    fn supply(&self) -> Vec<i64> {
+        self.classes.iter().map(|c| c.2).collect()
+    }
+
     /// The network's nodes by what names them from pick to pick: each claim-side node's
     /// row number (a waiting shape's), each server-side node's slot (a class of free
     /// servers). `None` when a node has no such name (the picker alone, a named server,
@@ -1264,10 +1272,6 @@ impl<'i, 'w> Network<'i, 'w> {
         let slot = |c: &FreeClass<'_>| matches!(c.1, Members::Class(_)).then_some(c.3);
         let classes: Option<Vec<ClassId>> = self.classes.iter().map(slot).collect();
         Some((shapes?, classes?))
-    }
-
-    fn supply(&self) -> Vec<i64> {
-        self.classes.iter().map(|c| c.2).collect()
     }
 
     /// The classes the picker's node fits, each with its lowest server the pick does not
@@ -1677,8 +1681,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         if std::mem::replace(settled, true) {
             return;
         }
-        let at = rows.addresses[number as usize];
-        if let Some((shared, members)) = self.waiting.by_shape.get(&at) {
+        if let Some((shared, members)) = self.waiting.waiting_at(rows.addresses[number as usize]) {
             let node = self.shape_node(shared, members);
             if node.1 > 0 {
                 self.shapes.push(node);
