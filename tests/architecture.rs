@@ -879,3 +879,59 @@ fn the_file_graph_sees_through_re_exports() {
         .collect();
     assert_eq!(faces, ["crate::binding::K"]);
 }
+
+/// The ways into an object's metadata for its labels or annotations, spaces removed.
+const INTO_METADATA: [&str; 6] = [
+    "meta().labels",
+    "meta().annotations",
+    "meta_mut().labels",
+    "meta_mut().annotations",
+    "ResourceExt::labels",
+    "ResourceExt::annotations",
+];
+
+/// The lines of `source` that reach for labels or annotations through an object's
+/// metadata.
+fn reaches_into_metadata(source: &str) -> Vec<usize> {
+    let squeezed = |line: &str| line.split_whitespace().collect::<String>();
+    let lines: Vec<String> = source.lines().map(squeezed).collect();
+    (0..lines.len())
+        .filter(|&i| {
+            // A call chain may break its line after `meta()`.
+            let joined = lines[i].clone() + lines.get(i + 1).map_or("", String::as_str);
+            let here = |w: &&str| lines[i].contains(*w);
+            let broken = |w: &&str| !here(w) && joined.contains(*w) && lines[i].ends_with(')');
+            INTO_METADATA.iter().any(|w| here(w) || broken(w))
+        })
+        .map(|i| i + 1)
+        .collect()
+}
+
+/// A cached server's or claim's metadata holds no labels or annotations: they are the
+/// lean object's own (src/api/lean.rs), and a read of them through its metadata (as
+/// kube's `Resource` offers) would find none. So outside that file and the embedded API
+/// server (which keeps whole objects), no code and no pure test reaches for them there;
+/// the few other kinds' labels are read through `metadata` or the lean object's methods.
+#[test]
+fn labels_and_annotations_are_never_read_through_a_lean_objects_metadata() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = rust_files(Path::new(SRC), &|p| p.ends_with("apiserver"));
+    files.extend(rust_files(&root.join("tests/binding"), &|_| false));
+    let mut wrong = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("api/lean.rs")) {
+        let source = std::fs::read_to_string(file).expect("a source file");
+        for line in reaches_into_metadata(&source) {
+            let relative = file.strip_prefix(root).unwrap_or(file);
+            wrong.push(format!("{}:{line}", relative.display()));
+        }
+    }
+    assert!(files.len() > 50, "found the sources: {}", files.len());
+    assert!(
+        wrong.is_empty(),
+        "labels or annotations read through an object's metadata, where a lean object \
+         has none; use `labels()` and `annotations()` on the object:\n  {}",
+        wrong.join("\n  ")
+    );
+    let sample = "fn f(o: &impl Resource) {\n    o.meta()\n        .annotations\n        .get(k);\n    o.meta_mut().labels = None;\n    o.labels();\n}";
+    assert_eq!(reaches_into_metadata(sample), [2, 5]);
+}

@@ -2,6 +2,7 @@
 //! `ServerClaim` and `ServerQuota` (namespaced), and the CRDs generated from them.
 
 mod claim;
+mod lean;
 pub mod names;
 mod schema;
 mod selector;
@@ -13,6 +14,7 @@ pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
     Toleration, TolerationOperator,
 };
+pub use lean::{Labels, Lean, LeanClaim, LeanObject, LeanServer, Parts};
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,

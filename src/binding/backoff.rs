@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::api::ServerClaim;
+use crate::api::LeanClaim;
 
 use super::meta::{self, ClaimKey};
 use super::status::find_bound;
@@ -47,7 +47,7 @@ pub fn backoff_after(count: u32) -> Duration {
 /// Whether the claim's status marks it as backing off after a refused write (and it
 /// records no bind: a bound claim never backs off). Only controllers write status, so a
 /// tenant can neither set nor clear the mark.
-pub fn backs_off(claim: &ServerClaim) -> bool {
+pub fn backs_off(claim: &LeanClaim) -> bool {
     let Some(status) = claim.status.as_ref() else {
         return false;
     };
@@ -100,7 +100,7 @@ impl RefusedWrites {
     /// refused at `now` with `message`.
     pub fn refused(
         &mut self,
-        claim: &ServerClaim,
+        claim: &LeanClaim,
         (write, completing): (&'static str, bool),
         message: &str,
         now: Timestamp,
@@ -145,7 +145,7 @@ impl RefusedWrites {
 
     /// A claim watch event (`None`: deleted): a claim gone, re-created, or bound starts
     /// afresh.
-    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&ServerClaim>) {
+    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&LeanClaim>) {
         let Some(r) = self.by_claim.get(key) else {
             return;
         };
@@ -175,8 +175,8 @@ mod tests {
     use crate::api::ServerClaimSpec;
     use kube::api::ObjectMeta;
 
-    fn claim(uid: &str) -> ServerClaim {
-        ServerClaim {
+    fn claim(uid: &str) -> LeanClaim {
+        LeanClaim::from(crate::api::ServerClaim {
             metadata: ObjectMeta {
                 namespace: Some("ns".into()),
                 name: Some("c".into()),
@@ -185,7 +185,7 @@ mod tests {
             },
             spec: ServerClaimSpec::default(),
             status: None,
-        }
+        })
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{Server, ServerClaim, ServerClaimRef, ServerClass, ServerQuota};
+use crate::api::{LeanClaim, LeanServer, ServerClaimRef, ServerClass, ServerQuota};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::RefusedWrites;
@@ -54,13 +54,12 @@ use super::winner::{Admit, Turn, pick_or_turn, turn_on};
 type FirstNamed = RefCell<HashMap<(String, bool), Option<ClaimKey>>>;
 
 /// The claim controller's decision function (swappable for the model check's mutants).
-pub type ClaimDecider =
-    fn(&ServerClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
+pub type ClaimDecider = fn(&LeanClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
 /// The server controller's decision function; the slice is the default release gates,
 /// then whether a claim naming the server has its turn, and whether its quotas charge
 /// it.
 pub type ServerDecider =
-    fn(&Server, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
+    fn(&LeanServer, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
 
 /// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
 #[derive(Clone, Copy)]
@@ -201,8 +200,8 @@ pub struct Binder {
     /// claims as they are where that differs, to resolve them again when a class or a
     /// namespace changes.
     classes: ClassCatalog,
-    raw: HashMap<ClaimKey, Arc<ServerClaim>>,
-    raw_servers: HashMap<String, Arc<Server>>,
+    raw: HashMap<ClaimKey, Arc<LeanClaim>>,
+    raw_servers: HashMap<String, Arc<LeanServer>>,
     /// The quotas ([`super::quota`]): a claim a full quota does not charge is held as
     /// taking no server, like a claim whose class is missing.
     quotas: QuotaCatalog,
@@ -212,7 +211,7 @@ pub struct Binder {
 #[derive(Clone, Copy, Debug)]
 pub enum ObjectWrite<'a> {
     /// Written; the claim as the API server returned it.
-    Written(&'a ServerClaim),
+    Written(&'a LeanClaim),
     /// The resourceVersion precondition failed: the claim changed, decide again.
     Conflict,
     /// Refused or failed, with the API server's message (or the transport's). A lost
@@ -244,8 +243,8 @@ impl Binder {
     pub fn listed(
         rules: Rules,
         config: BinderConfig,
-        servers: impl IntoIterator<Item = impl Into<Arc<Server>>>,
-        claims: impl IntoIterator<Item = impl Into<Arc<ServerClaim>>>,
+        servers: impl IntoIterator<Item = impl Into<Arc<LeanServer>>>,
+        claims: impl IntoIterator<Item = impl Into<Arc<LeanClaim>>>,
         now: Timestamp,
     ) -> Self {
         let mut binder = Self::new(rules, config, now);
@@ -287,13 +286,13 @@ impl Binder {
 
     /// How `claim` stands with its namespace's quotas: by its class, if its class
     /// applies ([`QuotaCatalog::check`]).
-    pub fn quota_check(&self, claim: &ServerClaim) -> QuotaCheck {
+    pub fn quota_check(&self, claim: &LeanClaim) -> QuotaCheck {
         self.quota_check_of(claim, &self.classes.check(claim))
     }
 
     /// A claim the default class applies to counts in that class's quotas before its
     /// name is written: the server side must not bind it uncharged meanwhile.
-    fn quota_check_of(&self, claim: &ServerClaim, class: &ClassCheck) -> QuotaCheck {
+    fn quota_check_of(&self, claim: &LeanClaim, class: &ClassCheck) -> QuotaCheck {
         match class {
             ClassCheck::Of(name) | ClassCheck::Default(name) => {
                 self.quotas.check(claim, Some(name))
@@ -385,7 +384,7 @@ impl Binder {
     /// Each claim of `namespace` (every claim: `None`), as it is, with how it stands
     /// with the quotas.
     fn quota_checks(&self, namespace: Option<&str>) -> BTreeMap<ClaimKey, QuotaCheck> {
-        let claims: Box<dyn Iterator<Item = &ServerClaim>> = match namespace {
+        let claims: Box<dyn Iterator<Item = &LeanClaim>> = match namespace {
             Some(namespace) => Box::new(self.claims.in_namespace(namespace).map(|c| &**c)),
             None => Box::new(self.claims.iter()),
         };
@@ -399,7 +398,7 @@ impl Binder {
     }
 
     /// The claim as it is (not as its class and quotas make it).
-    fn raw_claim(&self, key: &ClaimKey) -> Option<Arc<ServerClaim>> {
+    fn raw_claim(&self, key: &ClaimKey) -> Option<Arc<LeanClaim>> {
         let cached = self.claims.shared(&key.namespace, &key.name)?;
         Some(self.raw.get(key).unwrap_or(cached).clone())
     }
@@ -454,7 +453,7 @@ impl Binder {
     /// any claim's servers, so a change counts as a relist (no claim changes when no
     /// class is involved, and then nobody is woken).
     fn resolve_all(&mut self) -> Wake {
-        let servers: Vec<Arc<Server>> = self
+        let servers: Vec<Arc<LeanServer>> = self
             .servers
             .iter_shared()
             .map(|s| self.raw_servers.get(meta::name(&**s)).unwrap_or(s).clone())
@@ -468,7 +467,7 @@ impl Binder {
                 self.servers.upsert(view);
             }
         }
-        let all: Vec<Arc<ServerClaim>> = self
+        let all: Vec<Arc<LeanClaim>> = self
             .claims
             .iter_shared()
             .map(|c| self.raw.get(&claim_key(c)).unwrap_or(c).clone())
@@ -492,7 +491,7 @@ impl Binder {
 
     /// The server as the classes make it ([`ClassCatalog::resolve_server`]), remembering
     /// the server as it is if that differs.
-    fn resolved_server(&mut self, server: Arc<Server>) -> Arc<Server> {
+    fn resolved_server(&mut self, server: Arc<LeanServer>) -> Arc<LeanServer> {
         let name = meta::name(&*server).to_string();
         match self.classes.resolve_server(&server) {
             Some(view) => {
@@ -508,7 +507,7 @@ impl Binder {
 
     /// The claim as its class and quotas make it, remembering the claim as it is if that
     /// differs.
-    fn resolved(&mut self, key: &ClaimKey, claim: Arc<ServerClaim>) -> Arc<ServerClaim> {
+    fn resolved(&mut self, key: &ClaimKey, claim: Arc<LeanClaim>) -> Arc<LeanClaim> {
         let (effective, class) = self.classes.resolve(&claim);
         let effective = match self.over_quota(&claim, &class) {
             true => Arc::new(without_servers(&effective)),
@@ -523,7 +522,7 @@ impl Binder {
 
     /// Whether an unbound `claim` is over quota: it takes no server, and no place in
     /// the matching, until a charge frees (a bound claim keeps its server and counts).
-    fn over_quota(&self, claim: &ServerClaim, class: &ClassCheck) -> bool {
+    fn over_quota(&self, claim: &LeanClaim, class: &ClassCheck) -> bool {
         !meta::is_bind_completed(claim)
             && matches!(self.quota_check_of(claim, class), QuotaCheck::Exceeded(_))
     }
@@ -557,13 +556,13 @@ impl Binder {
     }
 
     /// A server changed (`None`: deleted).
-    pub fn apply_server(&mut self, name: &str, new: Option<Arc<Server>>) -> Wake {
+    pub fn apply_server(&mut self, name: &str, new: Option<Arc<LeanServer>>) -> Wake {
         self.change_server(name, new, None)
     }
 
     /// A server was deleted; `last` is its final state, which counts as what it was if
     /// the catalog never held it.
-    pub fn apply_server_deleted(&mut self, last: Arc<Server>) -> Wake {
+    pub fn apply_server_deleted(&mut self, last: Arc<LeanServer>) -> Wake {
         let name = meta::name(&*last).to_string();
         self.change_server(&name, None, Some(last))
     }
@@ -571,8 +570,8 @@ impl Binder {
     fn change_server(
         &mut self,
         name: &str,
-        new: Option<Arc<Server>>,
-        last: Option<Arc<Server>>,
+        new: Option<Arc<LeanServer>>,
+        last: Option<Arc<LeanServer>>,
     ) -> Wake {
         let old = self.servers.shared(name).cloned().or(last);
         let new = new.map(|s| self.resolved_server(s));
@@ -597,13 +596,13 @@ impl Binder {
     }
 
     /// A claim changed (`None`: deleted).
-    pub fn apply_claim(&mut self, key: &ClaimKey, new: Option<Arc<ServerClaim>>) -> Wake {
+    pub fn apply_claim(&mut self, key: &ClaimKey, new: Option<Arc<LeanClaim>>) -> Wake {
         self.change_claim(key, new, None)
     }
 
     /// A claim was deleted; `last` is its final state, which counts as what it was if
     /// the catalog never held it.
-    pub fn apply_claim_deleted(&mut self, last: Arc<ServerClaim>) -> Wake {
+    pub fn apply_claim_deleted(&mut self, last: Arc<LeanClaim>) -> Wake {
         let key = claim_key(&last);
         self.change_claim(&key, None, Some(last))
     }
@@ -613,8 +612,8 @@ impl Binder {
     fn change_claim(
         &mut self,
         key: &ClaimKey,
-        new: Option<Arc<ServerClaim>>,
-        last: Option<Arc<ServerClaim>>,
+        new: Option<Arc<LeanClaim>>,
+        last: Option<Arc<LeanClaim>>,
     ) -> Wake {
         let old = self
             .claims
@@ -664,9 +663,9 @@ impl Binder {
     }
 
     /// The servers were listed anew: every object may have changed.
-    pub fn relist_servers(&mut self, all: Vec<Arc<Server>>) -> Wake {
+    pub fn relist_servers(&mut self, all: Vec<Arc<LeanServer>>) -> Wake {
         self.raw_servers.clear();
-        let all: Vec<Arc<Server>> = all.into_iter().map(|s| self.resolved_server(s)).collect();
+        let all: Vec<Arc<LeanServer>> = all.into_iter().map(|s| self.resolved_server(s)).collect();
         self.servers.replace_all(all);
         let servers = &self.servers;
         self.assumed
@@ -676,9 +675,9 @@ impl Binder {
     }
 
     /// The claims were listed anew.
-    pub fn relist_claims(&mut self, all: Vec<Arc<ServerClaim>>) -> Wake {
+    pub fn relist_claims(&mut self, all: Vec<Arc<LeanClaim>>) -> Wake {
         self.raw.clear();
-        let all: Vec<Arc<ServerClaim>> = all
+        let all: Vec<Arc<LeanClaim>> = all
             .into_iter()
             .map(|c| self.resolved(&claim_key(&c), c))
             .collect();
@@ -723,8 +722,8 @@ impl Binder {
     /// inside: the API server says NotFound).
     pub fn reconcile_claim(
         &mut self,
-        claim: &ServerClaim,
-        live: Option<(&str, Option<&Server>)>,
+        claim: &LeanClaim,
+        live: Option<(&str, Option<&LeanServer>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -736,11 +735,11 @@ impl Binder {
     /// Starts carrying out a step [`Binder::plan_claim`] planned for `claim`: a step that
     /// picks a server starts its assumption (docs/binding.md, "The assumed-choice cache"),
     /// decided on the claim at its current resourceVersion.
-    pub fn start(&mut self, claim: &ServerClaim, step: &ClaimStep) {
+    pub fn start(&mut self, claim: &LeanClaim, step: &ClaimStep) {
         if let ClaimStep::Act(work) = step
             && let Some(server) = &work.picked
         {
-            let based_on = claim.metadata.resource_version.clone();
+            let based_on = claim.meta().resource_version.clone();
             self.assumed.assume(server, work.key.clone(), based_on);
             self.sync_in_flight(&[server], &[&work.key]);
         }
@@ -749,8 +748,8 @@ impl Binder {
     /// [`Binder::reconcile_claim`] without starting an assumption: what it would do.
     pub fn plan_claim(
         &self,
-        claim: &ServerClaim,
-        live: Option<(&str, Option<&Server>)>,
+        claim: &LeanClaim,
+        live: Option<(&str, Option<&LeanServer>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -814,9 +813,9 @@ impl Binder {
 
     fn decide_claim(
         &self,
-        claim: &ServerClaim,
+        claim: &LeanClaim,
         (class, quota): (&ClassCheck, &QuotaCheck),
-        live: Option<(&str, Option<&Server>)>,
+        live: Option<(&str, Option<&LeanServer>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimDecision {
@@ -840,7 +839,7 @@ impl Binder {
         };
         let chosen_for_others = |server: &str| self.assumed.chosen_for_other(server, &key);
         let first = FirstNamed::default();
-        let turn = |rival: &ServerClaim, server: &str| {
+        let turn = |rival: &LeanClaim, server: &str| {
             pick_or_turn(server, rival, &self.assumed, || {
                 self.has_turn_among(rival, server, now, &first, self)
             })
@@ -871,7 +870,7 @@ impl Binder {
 
     /// Whether the fair order lets `claim`, which names `server`, take it now
     /// ([`turn_on`]), as this binder sees the claims and its picks in flight.
-    pub fn has_turn(&self, claim: &ServerClaim, server: &str, now: Timestamp) -> bool {
+    pub fn has_turn(&self, claim: &LeanClaim, server: &str, now: Timestamp) -> bool {
         self.has_turn_among(claim, server, now, &FirstNamed::default(), self)
     }
 
@@ -883,7 +882,7 @@ impl Binder {
     /// apart), found once per server in `first`.
     fn has_turn_among(
         &self,
-        claim: &ServerClaim,
+        claim: &LeanClaim,
         server: &str,
         now: Timestamp,
         first: &FirstNamed,
@@ -936,7 +935,7 @@ impl Binder {
     pub fn claim_object_written(
         &mut self,
         work: &ClaimWork,
-        claim: &ServerClaim,
+        claim: &LeanClaim,
         written: ObjectWrite<'_>,
         now: Timestamp,
     ) -> Wake {
@@ -951,7 +950,7 @@ impl Binder {
         };
         match written {
             ObjectWrite::Written(latest) => {
-                let version = latest.metadata.resource_version.clone();
+                let version = latest.meta().resource_version.clone();
                 self.assumed.written(server, &work.key, version);
                 Wake::default()
             }
@@ -978,8 +977,8 @@ impl Binder {
     /// named, as read.
     pub fn reconcile_server(
         &self,
-        server: &Server,
-        live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
+        server: &LeanServer,
+        live: Option<(&ServerClaimRef, Option<&LeanClaim>)>,
         now: Timestamp,
     ) -> ServerStep {
         self.reconcile_server_beside(self, server, live, now)
@@ -992,8 +991,8 @@ impl Binder {
     pub fn reconcile_server_beside(
         &self,
         claim_side: &Binder,
-        server: &Server,
-        live: Option<(&ServerClaimRef, Option<&ServerClaim>)>,
+        server: &LeanServer,
+        live: Option<(&ServerClaimRef, Option<&LeanClaim>)>,
         now: Timestamp,
     ) -> ServerStep {
         let decide = self.rules.server;
@@ -1002,13 +1001,13 @@ impl Binder {
         let gates = class_gates.as_deref().unwrap_or(&self.config.release_gates);
         let first = FirstNamed::default();
         let name = meta::name(server);
-        let in_turn = |claim: &ServerClaim| {
+        let in_turn = |claim: &LeanClaim| {
             pick_or_turn(name, claim, &claim_side.assumed, || {
                 self.has_turn_among(claim, name, now, &first, claim_side)
             })
         };
         let turn: Turn<'_> = &in_turn;
-        let charged = |claim: &ServerClaim| self.quota_check(claim).admits();
+        let charged = |claim: &LeanClaim| self.quota_check(claim).admits();
         let admit: Admit<'_> = &charged;
         let original = server;
         let view = self.classes.resolve_server(server);
@@ -1046,8 +1045,8 @@ impl Binder {
     /// the model check, `explain`): the step after any read it asks for.
     pub fn plan_claim_reading(
         &self,
-        claim: &ServerClaim,
-        read: impl Fn(&str) -> Option<Server>,
+        claim: &LeanClaim,
+        read: impl Fn(&str) -> Option<LeanServer>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -1063,8 +1062,8 @@ impl Binder {
     /// [`Binder::reconcile_claim`] with a live read that answers at once.
     pub fn reconcile_claim_reading(
         &mut self,
-        claim: &ServerClaim,
-        read: impl Fn(&str) -> Option<Server>,
+        claim: &LeanClaim,
+        read: impl Fn(&str) -> Option<LeanServer>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -1076,8 +1075,8 @@ impl Binder {
     /// [`Binder::reconcile_server`] with a live read that answers at once.
     pub fn reconcile_server_reading(
         &self,
-        server: &Server,
-        read: impl Fn(&ServerClaimRef) -> Option<ServerClaim>,
+        server: &LeanServer,
+        read: impl Fn(&ServerClaimRef) -> Option<LeanClaim>,
         now: Timestamp,
     ) -> ServerStep {
         self.reconcile_server_reading_beside(self, server, read, now)
@@ -1087,8 +1086,8 @@ impl Binder {
     pub fn reconcile_server_reading_beside(
         &self,
         claim_side: &Binder,
-        server: &Server,
-        read: impl Fn(&ServerClaimRef) -> Option<ServerClaim>,
+        server: &LeanServer,
+        read: impl Fn(&ServerClaimRef) -> Option<LeanClaim>,
         now: Timestamp,
     ) -> ServerStep {
         match self.reconcile_server_beside(claim_side, server, None, now) {
@@ -1119,8 +1118,8 @@ fn remaining(until: Timestamp, now: Timestamp) -> Option<Duration> {
 }
 
 /// Seconds from the claim's creation until `now`.
-fn seconds_since_created(claim: &ServerClaim, now: Timestamp) -> Option<f64> {
-    let created = claim.metadata.creation_timestamp.as_ref()?.0;
+fn seconds_since_created(claim: &LeanClaim, now: Timestamp) -> Option<f64> {
+    let created = claim.meta().creation_timestamp.as_ref()?.0;
     let elapsed = Duration::try_from(now.duration_since(created)).ok()?;
     Some(elapsed.as_secs_f64())
 }

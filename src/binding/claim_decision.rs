@@ -2,7 +2,7 @@
 //! table in docs/binding.md. Pure: the caller supplies the claim, a view of the servers and
 //! what it has chosen for other claims; the result says what to do, not how to do it.
 
-use crate::api::{Server, ServerClaim, ServerClaimRef, ServerPhase};
+use crate::api::{LeanClaim, LeanServer, ServerClaimRef, ServerPhase};
 
 use super::assumed::claim_key;
 use super::backoff::Refusal;
@@ -266,14 +266,14 @@ pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
 /// claim naming a server has its turn, [`super::winner::turn_on`]). The result is the
 /// `chosen_for_others` argument of [`decide_claim`].
 pub fn pass_over<'a>(
-    claim: &'a ServerClaim,
+    claim: &'a LeanClaim,
     servers: &'a (impl ServerView + ?Sized),
     claims: &'a (impl ClaimView + ?Sized),
     chosen_for_others: &'a dyn Fn(&str) -> bool,
-    turn: &'a dyn Fn(&ServerClaim, &str) -> bool,
+    turn: &'a dyn Fn(&LeanClaim, &str) -> bool,
 ) -> impl Fn(&str) -> bool + 'a {
     move |name| {
-        let in_turn = |rival: &ServerClaim| turn(rival, name);
+        let in_turn = |rival: &LeanClaim| turn(rival, name);
         chosen_for_others(name)
             || servers
                 .server(name)
@@ -285,7 +285,7 @@ pub fn pass_over<'a>(
 /// the servers it passes over ([`pass_over`]), the other waiting claims, and the picks
 /// still in flight (the assumed-choice cache).
 pub fn decide_claim(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -302,7 +302,7 @@ pub fn decide_claim(
 /// a class gets the default one written, and a claim whose class is missing or does not
 /// let its namespace in says so. A bound claim keeps its server whatever its class says
 /// now, as it keeps it through a relabel.
-pub fn decide_class(claim: &ServerClaim, check: &ClassCheck) -> Option<ClaimDecision> {
+pub fn decide_class(claim: &LeanClaim, check: &ClassCheck) -> Option<ClaimDecision> {
     if meta::is_bind_completed(claim) {
         return None;
     }
@@ -319,7 +319,7 @@ pub fn decide_class(claim: &ServerClaim, check: &ClassCheck) -> Option<ClaimDeci
 /// exception ([`super::quota`]; docs/binding.md, "Server quotas"): a claim that a full
 /// quota does not charge waits. A bound claim keeps its server whatever its quota says
 /// now, and counts in it.
-pub fn decide_quota(claim: &ServerClaim, check: &QuotaCheck) -> Option<ClaimDecision> {
+pub fn decide_quota(claim: &LeanClaim, check: &QuotaCheck) -> Option<ClaimDecision> {
     match check {
         QuotaCheck::Exceeded(full) if !meta::is_bind_completed(claim) => {
             Some(ClaimDecision::QuotaExceeded { full: full.clone() })
@@ -336,7 +336,7 @@ pub fn decide_quota(claim: &ServerClaim, check: &QuotaCheck) -> Option<ClaimDeci
 /// path, where eligibility applies. `status.boundTime` (a bind's status was written)
 /// tells a `Lost` claim from a copy where no server is named.
 fn decide_bound(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &(impl ServerView + ?Sized),
     liveness: Liveness,
 ) -> ClaimDecision {
@@ -390,7 +390,7 @@ fn decide_bound(
 
 /// Why no server can take `claim` now, every server counted once.
 fn unavailability(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
     waits_turn: bool,
@@ -404,7 +404,7 @@ fn unavailability(
 
 /// The unbound path, as the PV controller's `syncUnboundClaim`.
 fn decide_unbound(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
@@ -487,8 +487,8 @@ fn decide_unbound(
 /// this controller did not write: out of its turn it is withdrawn, as the controller's
 /// to withdraw, and the claim queues again ("Whose pick is it").
 fn wait_for_named_server(
-    claim: &ServerClaim,
-    s: &Server,
+    claim: &LeanClaim,
+    s: &LeanServer,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
@@ -521,14 +521,14 @@ fn wait_for_named_server(
 /// as given back yet: the one it names, or (a give-back whose status write failed) the
 /// lowest-named one reserved for it.
 fn held_after_refused_completion<'s>(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &'s (impl ServerView + ?Sized),
     refusal: &Refusal,
-) -> Option<&'s Server> {
+) -> Option<&'s LeanServer> {
     if !refusal.completing {
         return None;
     }
-    let holds = |s: &&Server| ref_match(s, claim) == RefMatch::SameUid;
+    let holds = |s: &&LeanServer| ref_match(s, claim) == RefMatch::SameUid;
     match &claim.spec.server_ref {
         // Named again after an earlier give-back: a new bind, whatever the record says.
         Some(r) => servers.server(&r.name).filter(holds),
@@ -540,12 +540,12 @@ fn held_after_refused_completion<'s>(
     }
 }
 
-fn is_released(server: &Server) -> bool {
+fn is_released(server: &LeanServer) -> bool {
     server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
 }
 
 /// The lowest-named server whose ref carries this claim's uid, if any.
-fn holding_server(claim: &ServerClaim, servers: &(impl ServerView + ?Sized)) -> Option<String> {
+fn holding_server(claim: &LeanClaim, servers: &(impl ServerView + ?Sized)) -> Option<String> {
     servers
         .reserved_for(meta::namespace(claim), meta::name(claim))
         .into_iter()
@@ -558,7 +558,7 @@ fn holding_server(claim: &ServerClaim, servers: &(impl ServerView + ?Sized)) -> 
 /// that is eligible for it: a user's reservation, or the server side of a bind whose claim
 /// write was lost in a crash.
 fn adoptable_reservation(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &(impl ServerView + ?Sized),
 ) -> Option<String> {
     servers

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::api::names::ANNOTATION_DEFAULT_CLASS;
 use crate::api::{
-    SelectorOperator, SelectorRequirement, Server, ServerClaim, ServerClass, ServerClassStatus,
+    LeanClaim, LeanServer, SelectorOperator, SelectorRequirement, ServerClass, ServerClassStatus,
     ServerPhase, ServerSelector,
 };
 
@@ -128,7 +128,7 @@ impl ClassCatalog {
     /// (`None`: no such class, so the controller's default applies). A claim binds only
     /// within its class, so the gates of the class of any claim released from the server
     /// are among them.
-    pub fn release_gates_of(&self, server: &Server) -> Option<Vec<String>> {
+    pub fn release_gates_of(&self, server: &LeanServer) -> Option<Vec<String>> {
         let mut gates: Option<Vec<String>> = None;
         for class in self.classes.values() {
             let member = class.spec.server_selector.as_ref();
@@ -146,7 +146,7 @@ impl ClassCatalog {
     }
 
     /// The classes that take `server` in, by name.
-    fn classes_of<'a>(&'a self, server: &'a Server) -> impl Iterator<Item = &'a str> + 'a {
+    fn classes_of<'a>(&'a self, server: &'a LeanServer) -> impl Iterator<Item = &'a str> + 'a {
         self.classes.iter().filter_map(|(name, c)| {
             let selector = c.spec.server_selector.as_ref();
             let member = selector.is_none_or(|s| selector_matches(s, meta::labels(server)));
@@ -157,11 +157,11 @@ impl ClassCatalog {
     /// The server as the decisions read it: labelled [`CLASSED_KEY`] while some class
     /// takes it in, and [`member_key`] for each such class (`None`: as it is). Its
     /// writes never start from this copy.
-    pub fn resolve_server(&self, server: &Server) -> Option<Server> {
+    pub fn resolve_server(&self, server: &LeanServer) -> Option<LeanServer> {
         let mut members = self.classes_of(server).peekable();
         members.peek()?;
         let mut view = server.clone();
-        let labels = view.metadata.labels.get_or_insert_with(BTreeMap::new);
+        let labels = view.labels_mut();
         for class in members {
             labels.insert(member_key(class), "true".into());
         }
@@ -170,7 +170,7 @@ impl ClassCatalog {
     }
 
     /// How `claim` stands with the classes.
-    pub fn check(&self, claim: &ServerClaim) -> ClassCheck {
+    pub fn check(&self, claim: &LeanClaim) -> ClassCheck {
         if self.classes.is_empty() && claim.spec.server_class_name.is_none() {
             return ClassCheck::NoClass;
         }
@@ -208,7 +208,7 @@ impl ClassCatalog {
     /// applies; otherwise with its selector narrowed to the class's servers (none at all
     /// when the class is missing or does not let its namespace in) and the class's
     /// tolerations added to its own.
-    pub fn resolve(&self, claim: &Arc<ServerClaim>) -> (Arc<ServerClaim>, ClassCheck) {
+    pub fn resolve(&self, claim: &Arc<LeanClaim>) -> (Arc<LeanClaim>, ClassCheck) {
         let check = self.check(claim);
         match self.narrowed(claim, &check) {
             Some(effective) => (Arc::new(effective), check),
@@ -217,7 +217,7 @@ impl ClassCatalog {
     }
 
     /// [`ClassCatalog::resolve`] for a claim that is not shared.
-    pub fn resolve_ref<'c>(&self, claim: &'c ServerClaim) -> (Cow<'c, ServerClaim>, ClassCheck) {
+    pub fn resolve_ref<'c>(&self, claim: &'c LeanClaim) -> (Cow<'c, LeanClaim>, ClassCheck) {
         let check = self.check(claim);
         match self.narrowed(claim, &check) {
             Some(effective) => (Cow::Owned(effective), check),
@@ -226,7 +226,7 @@ impl ClassCatalog {
     }
 
     /// The claim as its class makes it (`None`: no class applies and none exists).
-    fn narrowed(&self, claim: &ServerClaim, check: &ClassCheck) -> Option<ServerClaim> {
+    fn narrowed(&self, claim: &LeanClaim, check: &ClassCheck) -> Option<LeanClaim> {
         let class = match check {
             ClassCheck::NoClass if self.classes.is_empty() => return None,
             // No class of its own: only servers no class takes in.
@@ -274,7 +274,7 @@ impl ClassCatalog {
 /// being deleted) as unclaimable; the rest available.
 pub fn capacity<'s>(
     class: &ServerClass,
-    servers: impl Iterator<Item = &'s Server>,
+    servers: impl Iterator<Item = &'s LeanServer>,
 ) -> ServerClassStatus {
     let mut status = ServerClassStatus::default();
     let members = servers.filter(|s| {
@@ -297,7 +297,7 @@ pub fn capacity<'s>(
 
 /// `claim` with its selector narrowed to no server at all: how the decisions read a
 /// claim that may take none now (over quota, [`super::quota`]).
-pub fn without_servers(claim: &ServerClaim) -> ServerClaim {
+pub fn without_servers(claim: &LeanClaim) -> LeanClaim {
     let mut shut = claim.clone();
     let spec = &mut shut.spec;
     spec.server_selector = Some(narrow(spec.server_selector.take(), no_server()));
@@ -336,7 +336,7 @@ fn narrow(mine: Option<ServerSelector>, class: ServerSelector) -> ServerSelector
 /// over to `claim` as it is: only what the claim controller writes to a claim object
 /// (`serverRef`, `serverClassName`, its two annotations), never the class's selector or
 /// tolerations.
-pub fn rebase(planned: &ServerClaim, claim: &ServerClaim) -> ServerClaim {
+pub fn rebase(planned: &LeanClaim, claim: &LeanClaim) -> LeanClaim {
     use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
     let mut object = claim.clone();
     object.spec.server_ref = planned.spec.server_ref.clone();
@@ -389,15 +389,15 @@ mod tests {
         c
     }
 
-    fn claim(ns: &str, class: Option<&str>) -> Arc<ServerClaim> {
-        let mut c = ServerClaim::new(
+    fn claim(ns: &str, class: Option<&str>) -> Arc<LeanClaim> {
+        let mut c = LeanClaim::new(
             "c",
             ServerClaimSpec {
                 server_class_name: class.map(str::to_string),
                 ..ServerClaimSpec::default()
             },
         );
-        c.metadata.namespace = Some(ns.into());
+        c.meta_mut().namespace = Some(ns.into());
         Arc::new(c)
     }
 
@@ -430,10 +430,10 @@ mod tests {
         let s = effective.spec.server_selector.as_ref().unwrap();
         // Matched against servers as the classes make them (their view-only labels).
         let seen = |pairs: &[(&str, &str)]| {
-            let mut server = Server::new("s", Default::default());
-            server.metadata.labels = Some(labels(pairs));
+            let mut server = LeanServer::new("s", Default::default());
+            *server.labels_mut() = labels(pairs).into_iter().collect();
             let view = catalog.resolve_server(&server).unwrap_or(server);
-            view.metadata.labels.unwrap_or_default()
+            view.labels().clone()
         };
         assert!(selector_matches(
             s,
@@ -490,14 +490,14 @@ mod tests {
     fn capacity_counts_each_server_of_the_class_once() {
         use crate::api::{ServerSpec, ServerStatus};
         let server = |name: &str, kind: &str, phase: Option<ServerPhase>, cordoned: bool| {
-            let mut s = Server::new(
+            let mut s = LeanServer::new(
                 name,
                 ServerSpec {
                     unclaimable: cordoned,
                     ..ServerSpec::default()
                 },
             );
-            s.metadata.labels = Some(labels(&[("kind", kind)]));
+            *s.labels_mut() = labels(&[("kind", kind)]).into_iter().collect();
             s.status = phase.map(|phase| ServerStatus {
                 phase: Some(phase),
                 ..ServerStatus::default()
@@ -540,13 +540,15 @@ mod tests {
             gated("big", &[("size", "big")], &["x.io/wipe"]),
             class("cpu", &[("kind", "cpu")], false, 0),
         ]);
-        let mut server = Server::new("s", ServerSpec::default());
-        server.metadata.labels = Some(labels(&[("kind", "gpu"), ("size", "big")]));
+        let mut server = LeanServer::new("s", ServerSpec::default());
+        *server.labels_mut() = labels(&[("kind", "gpu"), ("size", "big")])
+            .into_iter()
+            .collect();
         assert_eq!(
             catalog.release_gates_of(&server),
             Some(vec!["x.io/power".to_string(), "x.io/wipe".to_string()])
         );
-        server.metadata.labels = Some(labels(&[("kind", "cpu")]));
+        *server.labels_mut() = labels(&[("kind", "cpu")]).into_iter().collect();
         assert_eq!(
             catalog.release_gates_of(&server),
             None,
@@ -559,8 +561,8 @@ mod tests {
         use crate::api::ServerSpec;
         let catalog = catalog(vec![class("gpu", &[("kind", "gpu")], false, 0)]);
         let server = |kind: &str| {
-            let mut s = Server::new("s", ServerSpec::default());
-            s.metadata.labels = Some(labels(&[("kind", kind)]));
+            let mut s = LeanServer::new("s", ServerSpec::default());
+            *s.labels_mut() = labels(&[("kind", kind)]).into_iter().collect();
             catalog.resolve_server(&s).unwrap_or(s)
         };
         let (plain, check) = catalog.resolve(&claim("a", None));

@@ -6,7 +6,7 @@
 use crate::api::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES,
 };
-use crate::api::{ReclaimPolicy, Server, ServerClaimRef};
+use crate::api::{LeanServer, ReclaimPolicy, ServerClaimRef};
 
 use super::claim_decision::ClaimDecision;
 use super::eligibility::describe_ref;
@@ -190,7 +190,7 @@ impl ServerDecision {
     /// its plan writes about the change, or else of its event, or else what the
     /// controller does. The claim it names is the server's ref unless the decision
     /// carries one.
-    pub fn describe(&self, server: &Server) -> String {
+    pub fn describe(&self, server: &LeanServer) -> String {
         use ServerDecision::*;
         let held = || holder(server);
         match self {
@@ -261,16 +261,16 @@ impl ServerDecision {
 pub(super) const AVAILABLE: &str = "free for any claim that can use it";
 
 /// The ref `server` holds, or an empty one (a decision that names it implies one).
-fn held_ref(server: &Server) -> ServerClaimRef {
+fn held_ref(server: &LeanServer) -> ServerClaimRef {
     server.spec.server_claim_ref.clone().unwrap_or_default()
 }
 
 /// The claim the server's ref names, without a uid (a reservation has none).
-fn holder(server: &Server) -> ClaimKey {
+fn holder(server: &LeanServer) -> ClaimKey {
     ClaimKey::of_ref(&held_ref(server))
 }
 
-fn released(server: &Server, policy: ReclaimPolicy) -> String {
+fn released(server: &LeanServer, policy: ReclaimPolicy) -> String {
     let holder = describe_ref(&held_ref(server));
     match policy {
         ReclaimPolicy::Recycle => {
@@ -282,7 +282,7 @@ fn released(server: &Server, policy: ReclaimPolicy) -> String {
     }
 }
 
-fn rolled_back(server: &Server, cause: &RollBackCause) -> String {
+fn rolled_back(server: &LeanServer, cause: &RollBackCause) -> String {
     let holder = describe_ref(&held_ref(server));
     match cause {
         RollBackCause::NamesAnother(other) => {

@@ -11,18 +11,18 @@
 //! an existing binding stays when the server is cordoned, tainted or relabelled, but no
 //! annotation makes one.
 
-use crate::api::{BoundServerRef, Server, ServerClaim};
+use crate::api::{BoundServerRef, LeanClaim, LeanServer};
 
 use super::eligibility::{Ineligible, eligibility, server_is_claimable};
 use super::meta;
 
 /// The server object the claim's status records it as bound to, if any.
-pub fn bound_record(claim: &ServerClaim) -> Option<&BoundServerRef> {
+pub fn bound_record(claim: &LeanClaim) -> Option<&BoundServerRef> {
     claim.status.as_ref()?.bound_server_ref.as_ref()
 }
 
 /// The record a Bound status of `claim` on `server` carries.
-pub fn record_of(server: &Server) -> BoundServerRef {
+pub fn record_of(server: &LeanServer) -> BoundServerRef {
     BoundServerRef {
         name: meta::name(server).to_string(),
         uid: meta::uid(server).unwrap_or_default().to_string(),
@@ -31,7 +31,7 @@ pub fn record_of(server: &Server) -> BoundServerRef {
 
 /// Whether the claim's status records a bind to this very server object (its name and
 /// its uid: a server re-created under the same name is another server).
-pub fn records_bind_to(claim: &ServerClaim, server: &Server) -> bool {
+pub fn records_bind_to(claim: &LeanClaim, server: &LeanServer) -> bool {
     bound_record(claim).is_some_and(|r| *r == record_of(server))
 }
 
@@ -39,7 +39,7 @@ pub fn records_bind_to(claim: &ServerClaim, server: &Server) -> bool {
 /// refused (`status.givenBackServerRef`, controller-written): while the server's ref
 /// still carries the claim's uid, the server controller frees it and the claim does not
 /// adopt it (a reservation by name that the freeing leaves behind is adopted anew).
-pub fn gave_back(claim: &ServerClaim, server: &Server) -> bool {
+pub fn gave_back(claim: &LeanClaim, server: &LeanServer) -> bool {
     let given_back = claim
         .status
         .as_ref()
@@ -49,7 +49,7 @@ pub fn gave_back(claim: &ServerClaim, server: &Server) -> bool {
 
 /// Whether the claim's status records a bind to a server of this name (for a server
 /// that is gone, whose uid nobody can compare).
-pub fn records_bind_named(claim: &ServerClaim, server: &str) -> bool {
+pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
     bound_record(claim).is_some_and(|r| r.name == server)
 }
 
@@ -57,7 +57,7 @@ pub fn records_bind_named(claim: &ServerClaim, server: &str) -> bool {
 /// evidence of a bind to this server it keeps it whatever happened to the server since
 /// (cordon, taint, relabel: an existing binding stays), unless the server is being
 /// deleted, was released, or is being cleaned; without, the server must be eligible.
-pub fn can_take_back(server: &Server, claim: &ServerClaim) -> Result<(), Ineligible> {
+pub fn can_take_back(server: &LeanServer, claim: &LeanClaim) -> Result<(), Ineligible> {
     if !records_bind_to(claim, server) {
         return eligibility(server, claim);
     }

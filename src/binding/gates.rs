@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::Server;
+use crate::api::LeanServer;
 use crate::api::names::{ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, CONDITION_CLEANING};
 
 use super::status::OWN_CONDITIONS;
@@ -22,7 +22,7 @@ use super::status::OWN_CONDITIONS;
 /// The gates a release of `server` must pass, as the release records them: its own
 /// `spec.releaseGates`, or when it names none, `default` (the controller's
 /// `--release-gates`). An empty list is no gates.
-pub fn release_gates<'a>(server: &'a Server, default: &'a [String]) -> Vec<&'a str> {
+pub fn release_gates<'a>(server: &'a LeanServer, default: &'a [String]) -> Vec<&'a str> {
     match &server.spec.release_gates {
         Some(gates) => gates.iter().map(|g| g.name.as_str()).collect(),
         None => default.iter().map(String::as_str).collect(),
@@ -43,8 +43,8 @@ pub struct ReleaseRecord<'a> {
 }
 
 /// The release `server` is being cleaned after, if it is.
-pub fn release_record(server: &Server) -> Option<ReleaseRecord<'_>> {
-    let annotations = server.metadata.annotations.as_ref()?;
+pub fn release_record(server: &LeanServer) -> Option<ReleaseRecord<'_>> {
+    let annotations = server.annotations();
     let raw = annotations.get(ANNOTATION_CLEANING)?.as_str();
     let release = raw.trim().parse().ok().filter(|id: &i64| *id >= 1);
     let gates = annotations.get(ANNOTATION_CLEANING_GATES).map(|g| {
@@ -61,13 +61,13 @@ pub fn release_record(server: &Server) -> Option<ReleaseRecord<'_>> {
 }
 
 /// Whether `server` is being cleaned (not claimable until its gates pass).
-pub fn is_cleaning(server: &Server) -> bool {
+pub fn is_cleaning(server: &LeanServer) -> bool {
     release_record(server).is_some()
 }
 
 /// How long the server's cleaning took, by `now`: since its `Cleaning` condition turned
 /// True (for the cleaning duration metric, when the cleaning ends).
-pub fn cleaning_took(server: &Server, now: Timestamp) -> Option<Duration> {
+pub fn cleaning_took(server: &LeanServer, now: Timestamp) -> Option<Duration> {
     let began = server
         .status
         .as_ref()?
@@ -81,8 +81,8 @@ pub fn cleaning_took(server: &Server, now: Timestamp) -> Option<Duration> {
 
 /// The id a release written over `server` as read gets: the generation the write
 /// produces (it changes the spec, so the API server adds one).
-pub fn release_generation(server: &Server) -> i64 {
-    server.metadata.generation.unwrap_or(0) + 1
+pub fn release_generation(server: &LeanServer) -> i64 {
+    server.meta().generation.unwrap_or(0) + 1
 }
 
 /// The annotation value recording `gates`.
@@ -94,7 +94,7 @@ pub fn gates_annotation(gates: &[String]) -> String {
 /// `spec.releaseGates` since (an admin asking for more). Removing a gate from the spec
 /// does not drop it from a cleaning in progress, and the controller's default gates are
 /// never read here: they were recorded at the release.
-pub fn gates_in_force<'a>(server: &'a Server, record: &ReleaseRecord<'a>) -> Vec<&'a str> {
+pub fn gates_in_force<'a>(server: &'a LeanServer, record: &ReleaseRecord<'a>) -> Vec<&'a str> {
     let mut gates: Vec<&str> = record.gates.clone().unwrap_or_default();
     for gate in server.spec.release_gates.iter().flatten() {
         if !gates.contains(&gate.name.as_str()) {
@@ -108,19 +108,26 @@ pub fn gates_in_force<'a>(server: &'a Server, record: &ReleaseRecord<'a>) -> Vec
 /// "True" with `observedGeneration` equal to the release's id. A condition the
 /// controllers write never counts, whatever a gate is called: else a gate named
 /// `Cleaning` would pass itself.
-pub fn passed(server: &Server, gate: &str, release: i64) -> bool {
+pub fn passed(server: &LeanServer, gate: &str, release: i64) -> bool {
     !OWN_CONDITIONS.contains(&gate)
         && gate_conditions(server, gate).any(|c| c.observed_generation == Some(release))
 }
 
-fn gate_conditions<'a>(server: &'a Server, gate: &'a str) -> impl Iterator<Item = &'a Condition> {
+fn gate_conditions<'a>(
+    server: &'a LeanServer,
+    gate: &'a str,
+) -> impl Iterator<Item = &'a Condition> {
     let conditions = server.status.iter().flat_map(|s| s.conditions.iter());
     conditions.filter(move |c| c.type_ == gate && c.status == "True")
 }
 
 /// The gates of this cleaning not passed yet (empty: clean), and what a cleaner must
 /// hear about each.
-pub fn pending_gates(server: &Server, record: &ReleaseRecord<'_>, release: i64) -> Vec<Pending> {
+pub fn pending_gates(
+    server: &LeanServer,
+    record: &ReleaseRecord<'_>,
+    release: i64,
+) -> Vec<Pending> {
     gates_in_force(server, record)
         .into_iter()
         .filter(|g| !passed(server, g, release))
@@ -131,7 +138,7 @@ pub fn pending_gates(server: &Server, record: &ReleaseRecord<'_>, release: i64) 
         .collect()
 }
 
-fn pending_note(server: &Server, gate: &str, release: i64) -> Option<PendingNote> {
+fn pending_note(server: &LeanServer, gate: &str, release: i64) -> Option<PendingNote> {
     if OWN_CONDITIONS.contains(&gate) {
         return Some(PendingNote::ControllerCondition);
     }
@@ -257,8 +264,8 @@ mod tests {
         gates: Option<&[&str]>,
         record: Option<(&str, &str)>,
         passes: &[(&str, i64)],
-    ) -> Server {
-        let mut s = Server::new("s1", ServerSpec::default());
+    ) -> LeanServer {
+        let mut s = LeanServer::new("s1", ServerSpec::default());
         s.spec.release_gates = gates.map(|g| {
             g.iter()
                 .map(|n| ReleaseGate {
@@ -267,13 +274,12 @@ mod tests {
                 .collect()
         });
         if let Some((release, gates)) = record {
-            s.metadata.annotations = Some(
-                [
-                    (ANNOTATION_CLEANING.into(), release.into()),
-                    (ANNOTATION_CLEANING_GATES.into(), gates.into()),
-                ]
-                .into(),
-            );
+            *s.annotations_mut() = [
+                (ANNOTATION_CLEANING.into(), release.into()),
+                (ANNOTATION_CLEANING_GATES.into(), gates.into()),
+            ]
+            .into_iter()
+            .collect();
         }
         s.status = Some(ServerStatus {
             conditions: passes
@@ -285,7 +291,7 @@ mod tests {
         s
     }
 
-    fn pending(s: &Server) -> Vec<String> {
+    fn pending(s: &LeanServer) -> Vec<String> {
         let record = release_record(s).expect("cleaning");
         let release = record.release.expect("a usable release");
         pending_gates(s, &record, release)
@@ -346,12 +352,7 @@ mod tests {
             assert_eq!(release_record(&s).unwrap().release, None, "{raw:?}");
         }
         let mut legacy = server(None, Some(("5", "")), &[]);
-        legacy
-            .metadata
-            .annotations
-            .as_mut()
-            .unwrap()
-            .remove(ANNOTATION_CLEANING_GATES);
+        legacy.annotations_mut().remove(ANNOTATION_CLEANING_GATES);
         assert_eq!(release_record(&legacy).unwrap().gates, None);
     }
 

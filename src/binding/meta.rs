@@ -1,12 +1,11 @@
 //! Small, total accessors for object metadata, so decisions never unwrap.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::Resource;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, ANNOTATION_YES};
-use crate::api::{ServerClaim, ServerClaimRef};
+use crate::api::{Labels, LeanClaim, LeanObject, Parts, ServerClaimRef};
 
 /// A claim's namespace and name: how the binding core keys claims. One key is held by
 /// a dozen maps per claim (the catalog, the waiting claims' queues and counts, the picks
@@ -58,8 +57,6 @@ impl std::fmt::Display for ClaimKey {
     }
 }
 
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-
 pub fn name<K: Resource>(obj: &K) -> &str {
     obj.meta().name.as_deref().unwrap_or("")
 }
@@ -72,8 +69,8 @@ pub fn uid<K: Resource>(obj: &K) -> Option<&str> {
     obj.meta().uid.as_deref()
 }
 
-pub fn labels<K: Resource>(obj: &K) -> &BTreeMap<String, String> {
-    obj.meta().labels.as_ref().unwrap_or(&NO_LABELS)
+pub fn labels<K: Parts>(obj: &LeanObject<K>) -> &Labels {
+    obj.labels()
 }
 
 pub fn is_deleting<K: Resource>(obj: &K) -> bool {
@@ -81,25 +78,19 @@ pub fn is_deleting<K: Resource>(obj: &K) -> bool {
 }
 
 /// Whether the annotation is present with the value `yes`.
-pub fn has_annotation<K: Resource>(obj: &K, key: &str) -> bool {
-    obj.meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
+pub fn has_annotation<K: Parts>(obj: &LeanObject<K>, key: &str) -> bool {
+    obj.annotations()
+        .get(key)
         .is_some_and(|v| v == ANNOTATION_YES)
 }
 
-pub fn set_annotation<K: Resource>(obj: &mut K, key: &str) {
-    obj.meta_mut()
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
+pub fn set_annotation<K: Parts>(obj: &mut LeanObject<K>, key: &str) {
+    obj.annotations_mut()
         .insert(key.to_string(), ANNOTATION_YES.to_string());
 }
 
-pub fn remove_annotation<K: Resource>(obj: &mut K, key: &str) {
-    if let Some(annotations) = obj.meta_mut().annotations.as_mut() {
-        annotations.remove(key);
-    }
+pub fn remove_annotation<K: Parts>(obj: &mut LeanObject<K>, key: &str) {
+    obj.annotations_mut().remove(key);
 }
 
 pub fn has_finalizer<K: Resource>(obj: &K, finalizer: &str) -> bool {
@@ -125,17 +116,17 @@ pub fn remove_finalizer<K: Resource>(obj: &mut K, finalizer: &str) {
 }
 
 /// Whether a claim is on the bound path (both sides agreed once).
-pub fn is_bind_completed<K: Resource>(obj: &K) -> bool {
+pub fn is_bind_completed<K: Parts>(obj: &LeanObject<K>) -> bool {
     has_annotation(obj, ANNOTATION_BIND_COMPLETED)
 }
 
 /// Whether the claim controller (not a user) chose the claim's `serverRef`.
-pub fn is_controller_chosen(claim: &ServerClaim) -> bool {
+pub fn is_controller_chosen(claim: &LeanClaim) -> bool {
     has_annotation(claim, ANNOTATION_PRE_BOUND)
 }
 
 /// The reference that binds a server to this claim object.
-pub fn claim_ref_of(claim: &ServerClaim) -> ServerClaimRef {
+pub fn claim_ref_of(claim: &LeanClaim) -> ServerClaimRef {
     ServerClaimRef {
         namespace: namespace(claim).to_string(),
         name: name(claim).to_string(),

@@ -3,16 +3,34 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    SelectorOperator, SelectorRequirement, ServerSelector, Taint, Toleration, TolerationOperator,
+    Labels, SelectorOperator, SelectorRequirement, ServerSelector, Taint, Toleration,
+    TolerationOperator,
 };
+
+/// Labels a selector can read: a cached server's, a namespace's, a class's projection.
+pub trait LabelSet {
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelSet for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl LabelSet for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
 
 /// Whether `labels` satisfy `selector` (Kubernetes semantics: every `matchLabels` pair and
 /// every expression must hold; an empty selector matches everything).
-pub fn selector_matches(selector: &ServerSelector, labels: &BTreeMap<String, String>) -> bool {
+pub fn selector_matches(selector: &ServerSelector, labels: &impl LabelSet) -> bool {
     selector
         .match_labels
         .iter()
-        .all(|(key, value)| labels.get(key) == Some(value))
+        .all(|(key, value)| labels.label(key) == Some(value.as_str()))
         && selector
             .match_expressions
             .iter()
@@ -21,12 +39,13 @@ pub fn selector_matches(selector: &ServerSelector, labels: &BTreeMap<String, Str
 
 pub(super) fn requirement_matches(
     requirement: &SelectorRequirement,
-    labels: &BTreeMap<String, String>,
+    labels: &impl LabelSet,
 ) -> bool {
-    let value = labels.get(&requirement.key);
+    let value = labels.label(&requirement.key);
+    let listed = |v: &str| requirement.values.iter().any(|x| x == v);
     match requirement.operator {
-        SelectorOperator::In => value.is_some_and(|v| requirement.values.contains(v)),
-        SelectorOperator::NotIn => value.is_none_or(|v| !requirement.values.contains(v)),
+        SelectorOperator::In => value.is_some_and(listed),
+        SelectorOperator::NotIn => value.is_none_or(|v| !listed(v)),
         SelectorOperator::Exists => value.is_some(),
         SelectorOperator::DoesNotExist => value.is_none(),
     }

@@ -3,7 +3,7 @@
 
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
-use crate::api::{ReclaimPolicy, Server, ServerClaim, ServerClaimRef};
+use crate::api::{LeanClaim, LeanServer, ReclaimPolicy, ServerClaimRef};
 
 use super::eligibility::{Ineligible, ref_uid};
 use super::evidence::{can_take_back, gave_back, records_bind_to};
@@ -103,7 +103,7 @@ pub enum RollBackCause {
 /// the free server take it now ([`super::winner::turn_on`]); `admit` whether a claim's
 /// quotas charge it, short of which it takes no server ([`Admit`]).
 pub fn decide_server(
-    server: &Server,
+    server: &LeanServer,
     claims: &(impl ClaimView + ?Sized),
     liveness: Liveness,
     default_gates: &[String],
@@ -176,7 +176,7 @@ pub fn decide_server(
 
 /// The release of a server whose claim is gone: through cleaning when it has release
 /// gates and is recycled.
-fn release(server: &Server, default_gates: &[String]) -> ServerDecision {
+fn release(server: &LeanServer, default_gates: &[String]) -> ServerDecision {
     let policy = server.spec.reclaim_policy;
     let gates = release_gates(server, default_gates);
     if policy == ReclaimPolicy::Recycle && !gates.is_empty() {
@@ -189,7 +189,7 @@ fn release(server: &Server, default_gates: &[String]) -> ServerDecision {
 /// The rows of a server being cleaned: repair a record no cleaner can match, else wait
 /// for the gates in force, else clean. The default gates are read only to repair a
 /// record that lacks its gates; a cleaning with a record never reads them.
-fn decide_cleaning(server: &Server, default_gates: &[String]) -> ServerDecision {
+fn decide_cleaning(server: &LeanServer, default_gates: &[String]) -> ServerDecision {
     let record = release_record(server).expect("a server being cleaned");
     let gates = || -> Vec<String> {
         let recorded = record.gates.clone();
@@ -205,7 +205,7 @@ fn decide_cleaning(server: &Server, default_gates: &[String]) -> ServerDecision 
         (Some(problem), release) => {
             // A usable id no earlier pass can name: the generation now, which only
             // grows, unless the value recorded is usable.
-            let release = release.unwrap_or_else(|| server.metadata.generation.unwrap_or(1));
+            let release = release.unwrap_or_else(|| server.meta().generation.unwrap_or(1));
             return ServerDecision::RepairCleaningRecord {
                 release,
                 gates: gates(),
@@ -224,7 +224,7 @@ fn decide_cleaning(server: &Server, default_gates: &[String]) -> ServerDecision 
 
 /// The rows for a reservation by name (a ref without a uid).
 fn decide_reserved(
-    server: &Server,
+    server: &LeanServer,
     r: &ServerClaimRef,
     claims: &(impl ClaimView + ?Sized),
     admit: Admit<'_>,
@@ -256,7 +256,7 @@ fn decide_reserved(
 /// the server, or its status records the bind and it will restore its cleared
 /// `serverRef`. A claim that names nothing without such a record never adopts a deleting
 /// server (it is not eligible), so it does not block the deletion.
-fn holds_server(server: &Server, claim: &ServerClaim) -> bool {
+fn holds_server(server: &LeanServer, claim: &LeanClaim) -> bool {
     match &claim.spec.server_ref {
         Some(r) => r.name == meta::name(server),
         None => records_bind_to(claim, server),
@@ -264,6 +264,6 @@ fn holds_server(server: &Server, claim: &ServerClaim) -> bool {
 }
 
 /// Whether the server carries the protection finalizer.
-pub fn has_protection(server: &Server) -> bool {
+pub fn has_protection(server: &LeanServer) -> bool {
     meta::has_finalizer(server, FINALIZER_SERVER_PROTECTION)
 }

@@ -6,7 +6,7 @@ use crate::api::names::{
     ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES,
     CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
 };
-use crate::api::{ReclaimPolicy, Server, ServerClaimRef, ServerPhase, ServerStatus};
+use crate::api::{LeanServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
 
 use super::describe::{AVAILABLE, waiting_for_gates};
 use super::effects::{BindingEvent, Outcome, Related, RepairCase};
@@ -20,7 +20,7 @@ use super::status::{BoundCondition, with_bound, with_condition};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServerPlan {
     /// The server's new metadata and spec (main resource), if they change.
-    pub object: Option<Server>,
+    pub object: Option<LeanServer>,
     /// The server's new status (`/status`, after `object`), if it changes.
     pub status: Option<ServerStatus>,
     pub event: Option<BindingEvent>,
@@ -36,13 +36,13 @@ impl ServerPlan {
 }
 
 /// Whether a user (not the server controller) wrote the server's `serverClaimRef`.
-pub fn is_user_made_ref(server: &Server) -> bool {
+pub fn is_user_made_ref(server: &LeanServer) -> bool {
     !meta::has_annotation(server, ANNOTATION_BOUND_BY_CONTROLLER)
 }
 
 /// The plan for `decision` on `server`, at time `now`; its event names the claim the
 /// decision is about as `related`.
-pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
+pub fn plan_server(server: &LeanServer, decision: &ServerDecision, now: &Time) -> ServerPlan {
     let mut plan = plan_row(server, decision, now);
     if let Some(event) = &mut plan.event {
         event.related = claim_of(server, decision).cloned().map(Related::Claim);
@@ -53,7 +53,7 @@ pub fn plan_server(server: &Server, decision: &ServerDecision, now: &Time) -> Se
 /// The claim a server decision is about: the one it binds or fills in, the one blocking
 /// a deletion, else the one the server's ref names (the claim it releases or rolls back).
 pub fn claim_of<'a>(
-    server: &'a Server,
+    server: &'a LeanServer,
     decision: &'a ServerDecision,
 ) -> Option<&'a ServerClaimRef> {
     use ServerDecision::*;
@@ -66,7 +66,7 @@ pub fn claim_of<'a>(
 }
 
 /// One arm per decision, in the order of docs/binding.md's server table.
-fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPlan {
+fn plan_row(server: &LeanServer, decision: &ServerDecision, now: &Time) -> ServerPlan {
     use ServerDecision::*;
     let note = || decision.describe(server);
     match decision {
@@ -123,13 +123,13 @@ fn plan_row(server: &Server, decision: &ServerDecision, now: &Time) -> ServerPla
 }
 
 /// The ref `server` holds, or an empty one (a decision that reads it implies one).
-fn holder(server: &Server) -> ServerClaimRef {
+fn holder(server: &LeanServer) -> ServerClaimRef {
     server.spec.server_claim_ref.clone().unwrap_or_default()
 }
 
 /// Phase Bound to the claim the server holds (the condition's `message` says so), and
 /// the protection finalizer if it is missing.
-fn bound(server: &Server, reason: &'static str, message: String, now: &Time) -> ServerPlan {
+fn bound(server: &LeanServer, reason: &'static str, message: String, now: &Time) -> ServerPlan {
     let holder = holder(server);
     let condition = BoundCondition {
         bound: true,
@@ -152,7 +152,7 @@ fn bound(server: &Server, reason: &'static str, message: String, now: &Time) -> 
 
 /// Undoes a server side whose claim will never complete it: the server is free again,
 /// and its event's `note` says why.
-fn roll_back(server: &Server, note: String, now: &Time) -> ServerPlan {
+fn roll_back(server: &LeanServer, note: String, now: &Time) -> ServerPlan {
     let object = unbind(server);
     ServerPlan {
         status: after_unbind(&object, now),
@@ -165,7 +165,7 @@ fn roll_back(server: &Server, note: String, now: &Time) -> ServerPlan {
 
 /// A server being deleted while a live claim holds it: it stays, and says why
 /// (`message`).
-fn deletion_blocked(server: &Server, message: String, now: &Time) -> ServerPlan {
+fn deletion_blocked(server: &LeanServer, message: String, now: &Time) -> ServerPlan {
     let condition = BoundCondition {
         bound: true,
         reason: "DeletionBlocked",
@@ -186,7 +186,7 @@ fn deletion_blocked(server: &Server, message: String, now: &Time) -> ServerPlan 
 /// `bound-by-controller` when the controller, not a user, chose the claim), then Bound;
 /// its event's `note` says so.
 fn claim_for(
-    server: &Server,
+    server: &LeanServer,
     claim: &ServerClaimRef,
     by_controller: bool,
     note: String,
@@ -218,7 +218,7 @@ fn claim_for(
 }
 
 /// Releases a server whose bound claim is gone; its event's `note` says so.
-fn release(server: &Server, policy: ReclaimPolicy, note: String, now: &Time) -> ServerPlan {
+fn release(server: &LeanServer, policy: ReclaimPolicy, note: String, now: &Time) -> ServerPlan {
     let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
     let (object, status) = match policy {
         ReclaimPolicy::Recycle => {
@@ -260,7 +260,7 @@ fn release(server: &Server, policy: ReclaimPolicy, note: String, now: &Time) -> 
 /// The server without its binding: a controller-made ref is cleared with its annotation;
 /// a user-made ref keeps the name (the user's reservation) and loses the uid. The
 /// finalizer goes, since no live claim holds the server any more.
-fn unbind(server: &Server) -> Server {
+fn unbind(server: &LeanServer) -> LeanServer {
     let mut object = server.clone();
     if is_user_made_ref(server) {
         if let Some(r) = object.spec.server_claim_ref.as_mut() {
@@ -276,7 +276,7 @@ fn unbind(server: &Server) -> Server {
 
 /// The status of a server that no claim holds: Available, and reserved if a user's
 /// reservation by name remains.
-fn after_unbind(server: &Server, now: &Time) -> Option<ServerStatus> {
+fn after_unbind(server: &LeanServer, now: &Time) -> Option<ServerStatus> {
     match &server.spec.server_claim_ref {
         None => available(server, now),
         Some(r) => server_status(
@@ -293,7 +293,7 @@ fn after_unbind(server: &Server, now: &Time) -> Option<ServerStatus> {
     }
 }
 
-fn available(server: &Server, now: &Time) -> Option<ServerStatus> {
+fn available(server: &LeanServer, now: &Time) -> Option<ServerStatus> {
     server_status(
         server,
         ServerPhase::Available,
@@ -308,7 +308,7 @@ fn available(server: &Server, now: &Time) -> Option<ServerStatus> {
 }
 
 /// The server with `edit` applied, or `None` if that changes nothing.
-fn changed(server: &Server, edit: impl FnOnce(&mut Server)) -> Option<Server> {
+fn changed(server: &LeanServer, edit: impl FnOnce(&mut LeanServer)) -> Option<LeanServer> {
     let mut object = server.clone();
     edit(&mut object);
     (object != *server).then_some(object)
@@ -317,7 +317,7 @@ fn changed(server: &Server, edit: impl FnOnce(&mut Server)) -> Option<Server> {
 /// The server's status with `phase`, the claim it shows and the `Bound` condition, or
 /// `None` if unchanged.
 fn server_status(
-    server: &Server,
+    server: &LeanServer,
     phase: ServerPhase,
     claim: Option<&ServerClaimRef>,
     condition: BoundCondition,
@@ -325,7 +325,7 @@ fn server_status(
 ) -> Option<ServerStatus> {
     let claim = claim.map(|r| ClaimKey::of_ref(r).to_string());
     let current = server.status.clone().unwrap_or_default();
-    let generation = server.metadata.generation;
+    let generation = server.meta().generation;
     let conditions = with_bound(&current.conditions, &condition, generation, now);
     if conditions.is_none()
         && current.phase == Some(phase)
@@ -346,7 +346,12 @@ fn server_status(
 /// write: the ref cleared as `Release` clears it, the `cleaning` annotation set to the
 /// release's id (the generation this write produces) and the gates in force recorded
 /// (docs/binding.md, "Release gates"). Its event's `note` says so.
-fn release_to_cleaning(server: &Server, gates: &[String], note: String, now: &Time) -> ServerPlan {
+fn release_to_cleaning(
+    server: &LeanServer,
+    gates: &[String],
+    note: String,
+    now: &Time,
+) -> ServerPlan {
     let release = release_generation(server);
     let object = with_record(&unbind(server), release, gates);
     let pending: Vec<Pending> = gates.iter().map(|g| Pending::named(g)).collect();
@@ -360,12 +365,9 @@ fn release_to_cleaning(server: &Server, gates: &[String], note: String, now: &Ti
 }
 
 /// `server` with the record of a cleaning: the release's id and the gates in force.
-fn with_record(server: &Server, release: i64, gates: &[String]) -> Server {
+fn with_record(server: &LeanServer, release: i64, gates: &[String]) -> LeanServer {
     let mut object = server.clone();
-    let annotations = object
-        .metadata
-        .annotations
-        .get_or_insert_with(Default::default);
+    let annotations = object.annotations_mut();
     annotations.insert(ANNOTATION_CLEANING.into(), release.to_string());
     annotations.insert(ANNOTATION_CLEANING_GATES.into(), gates_annotation(gates));
     object
@@ -375,7 +377,7 @@ fn with_record(server: &Server, release: i64, gates: &[String]) -> Server {
 /// the Cleaning status; a Warning's `note` says what was wrong and what a cleaner copies
 /// now.
 fn repair_cleaning_record(
-    server: &Server,
+    server: &LeanServer,
     release: i64,
     gates: &[String],
     note: String,
@@ -399,7 +401,7 @@ fn repair_cleaning_record(
 /// the gates still to pass and the release a pass must name, or `None` if the status
 /// says that already.
 fn cleaning_status(
-    server: &Server,
+    server: &LeanServer,
     release: i64,
     pending: &[Pending],
     now: &Time,
@@ -423,7 +425,7 @@ fn cleaning_status(
 /// Every gate passed: the record of the cleaning goes (the server is claimable again),
 /// then phase Available (or reserved) with the `Cleaning` condition False; the event's
 /// `note` says so.
-fn cleaned(server: &Server, note: String, now: &Time) -> ServerPlan {
+fn cleaned(server: &LeanServer, note: String, now: &Time) -> ServerPlan {
     let mut object = server.clone();
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING);
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING_GATES);
@@ -444,7 +446,7 @@ fn cleaned(server: &Server, note: String, now: &Time) -> ServerPlan {
 /// `status` (or the server's current status, when `status` changes nothing) with the
 /// `Cleaning` condition set, or `status` if that condition says so already.
 fn with_cleaning_condition(
-    server: &Server,
+    server: &LeanServer,
     status: Option<ServerStatus>,
     condition: &BoundCondition,
     now: &Time,
@@ -452,7 +454,7 @@ fn with_cleaning_condition(
     let base = status
         .clone()
         .unwrap_or_else(|| server.status.clone().unwrap_or_default());
-    let generation = server.metadata.generation;
+    let generation = server.meta().generation;
     match with_condition(
         &base.conditions,
         CONDITION_CLEANING,

@@ -5,11 +5,11 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::names::{CONDITION_BOUND, CONDITION_CLEANING};
-use crate::api::{ClaimPhase, Server, ServerClaim, ServerClaimStatus, ServerPhase, ServerStatus};
+use crate::api::{ClaimPhase, LeanClaim, LeanServer, ServerClaimStatus, ServerPhase, ServerStatus};
 
 /// The claim's phase; a claim without one has not been seen by the claim controller
 /// yet, and is not bound: `Pending`.
-pub fn claim_phase(claim: &ServerClaim) -> ClaimPhase {
+pub fn claim_phase(claim: &LeanClaim) -> ClaimPhase {
     claim
         .status
         .as_ref()
@@ -18,7 +18,7 @@ pub fn claim_phase(claim: &ServerClaim) -> ClaimPhase {
 }
 
 /// The server's phase; a server without one has never been bound: `Available`.
-pub fn server_phase(server: &Server) -> ServerPhase {
+pub fn server_phase(server: &LeanServer) -> ServerPhase {
     server
         .status
         .as_ref()
@@ -110,8 +110,12 @@ fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
 }
 
 /// The status a server plan writes once its object write turned `read` into `written`.
-pub fn server_status_after(status: &ServerStatus, read: &Server, written: &Server) -> ServerStatus {
-    let (from, to) = (read.metadata.generation, written.metadata.generation);
+pub fn server_status_after(
+    status: &ServerStatus,
+    read: &LeanServer,
+    written: &LeanServer,
+) -> ServerStatus {
+    let (from, to) = (read.meta().generation, written.meta().generation);
     let mut status = status.clone();
     if status.observed_generation == from {
         status.observed_generation = to;
@@ -123,11 +127,11 @@ pub fn server_status_after(status: &ServerStatus, read: &Server, written: &Serve
 /// The status a claim plan writes once its object write turned `read` into `written`.
 pub fn claim_status_after(
     status: &ServerClaimStatus,
-    read: &ServerClaim,
-    written: &ServerClaim,
+    read: &LeanClaim,
+    written: &LeanClaim,
 ) -> ServerClaimStatus {
     let mut status = status.clone();
-    let (from, to) = (read.metadata.generation, written.metadata.generation);
+    let (from, to) = (read.meta().generation, written.meta().generation);
     restamp(&mut status.conditions, from, to);
     status
 }

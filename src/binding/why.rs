@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::api::{SelectorOperator, Server, ServerClaim, ServerSelector};
+use crate::api::{LeanClaim, LeanServer, SelectorOperator, ServerSelector};
 
 use super::class_labels::is_view_only;
 use super::eligibility::{Ineligible, eligibility};
@@ -53,7 +53,7 @@ pub struct PickState<'a> {
 }
 
 /// Whether `server` can take `claim` now, and if not, the first reason why.
-pub fn hindrance(server: &Server, claim: &ServerClaim, pick: PickState<'_>) -> Option<Hindrance> {
+pub fn hindrance(server: &LeanServer, claim: &LeanClaim, pick: PickState<'_>) -> Option<Hindrance> {
     if let Err(why) = eligibility(server, claim) {
         return Some(Hindrance::Ineligible(why));
     }
@@ -173,8 +173,8 @@ const TAINTS_NAMED: usize = 3;
 impl Unavailability {
     /// Counts `servers` for `claim`.
     pub fn of<'s>(
-        claim: &ServerClaim,
-        servers: impl IntoIterator<Item = &'s Server>,
+        claim: &LeanClaim,
+        servers: impl IntoIterator<Item = &'s LeanServer>,
         pick: PickState<'_>,
     ) -> Self {
         let mut out = Self {

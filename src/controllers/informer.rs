@@ -16,17 +16,18 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, ResourceExt};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use super::lean::{Lean, Parts};
 use super::own_writes::OwnWrites;
+use crate::api::{Lean, LeanObject, Parts};
 
-use crate::api::{Server, ServerClaim, ServerClass, ServerQuota};
+use crate::api::{LeanClaim, LeanServer, ServerClass, ServerQuota};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, ResyncCursor, Rules, Sight,
     Wake, claim_key,
@@ -45,16 +46,16 @@ type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
 /// never while the binder's lock is held.
 pub struct Caches {
     binder: RwLock<Binder>,
-    pub server_store: Store<Server>,
-    pub claim_store: Store<ServerClaim>,
+    pub server_store: Store<LeanServer>,
+    pub claim_store: Store<LeanClaim>,
     /// Whether servers, claims, classes, namespaces and quotas have each been listed
     /// into the binder once.
     synced: [watch::Sender<bool>; 5],
     /// Rung when a claim is deleted or the claims are relisted: the quotas' recount
     /// ([`super::quota`]) looks for charges whose claims are gone.
     pub claims_gone: tokio::sync::Notify,
-    claim_triggers: TriggerSlot<ServerClaim>,
-    server_triggers: TriggerSlot<Server>,
+    claim_triggers: TriggerSlot<LeanClaim>,
+    server_triggers: TriggerSlot<LeanServer>,
     /// Writes of this process the watches have not delivered yet (locked alone).
     own_writes: Mutex<OwnWrites>,
     /// Reconciles begun ([`Caches::reconciles_begun`]).
@@ -73,8 +74,8 @@ pub enum Current<K> {
 
 /// The writer halves, consumed by [`Caches::run`].
 pub struct CacheWriters {
-    servers: Writer<Server>,
-    claims: Writer<ServerClaim>,
+    servers: Writer<LeanServer>,
+    claims: Writer<LeanClaim>,
     classes: Writer<ServerClass>,
     namespaces: Writer<Namespace>,
     quotas: Writer<ServerQuota>,
@@ -123,8 +124,8 @@ impl Caches {
     /// any other reconcile can pick the same server, and wakes whom starting it wakes.
     pub fn reconcile_claim(
         &self,
-        claim: &ServerClaim,
-        live: Option<(&str, Option<&Server>)>,
+        claim: &LeanClaim,
+        live: Option<(&str, Option<&LeanServer>)>,
     ) -> ClaimStep {
         let mut binder = self.binder.write();
         let step = binder.reconcile_claim(claim, live, Sight::All, Timestamp::now());
@@ -140,7 +141,7 @@ impl Caches {
     pub fn claim_object_written(
         &self,
         work: &ClaimWork,
-        claim: &ServerClaim,
+        claim: &LeanClaim,
         written: ObjectWrite<'_>,
     ) {
         if !work.reports_object_write(&written) {
@@ -226,12 +227,12 @@ impl Caches {
     /// Routes claim-controller triggers to `tx`. Every claim is woken by the start
     /// ([`Caches::start_step`]), which must come after: an event in between is then
     /// queued twice, never lost.
-    pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<ServerClaim>>) {
+    pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<LeanClaim>>) {
         *self.claim_triggers.lock() = Some(tx);
     }
 
     /// Routes server-controller triggers to `tx` (see `attach_claim_controller`).
-    pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<Server>>) {
+    pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<LeanServer>>) {
         *self.server_triggers.lock() = Some(tx);
     }
 
@@ -320,16 +321,16 @@ enum Kind {
 /// shared).
 async fn watch<K>(client: kube::Client, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
 where
-    K: kube::Resource<DynamicType = ()> + Parts + Clone + Debug + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()> + Read + Clone + Debug + Send + Sync + 'static,
     Binder: Applies<K>,
 {
-    let api = Api::<Lean<K>>::all(client);
+    let api = Api::<K::Wire>::all(client);
     let mut events = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
     while let Some(event) = events.next().await {
         let event = match event {
-            Ok(event) => unwrap_lean(event),
+            Ok(event) => unwrap_lean::<K>(event),
             Err(error) => {
                 // The watcher relists or rewatches by itself, with backoff.
                 tracing::warn!(%error, "watch failed; retrying");
@@ -362,13 +363,43 @@ where
     }
 }
 
-/// The event with its object out of its [`Lean`] wrapper.
-fn unwrap_lean<K>(event: Event<Lean<K>>) -> Event<K> {
+/// How a kind is read off the wire: servers and claims as the [`LeanObject`]s the binder
+/// caches, the other kinds whole but [`Lean`].
+trait Read: Sized {
+    type Wire: kube::Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug + Send + 'static;
+    fn from_wire(wire: Self::Wire) -> Self;
+}
+
+impl<K: Parts> Read for LeanObject<K>
+where
+    Self: kube::Resource<DynamicType = ()> + Clone + Debug + Send + 'static,
+{
+    type Wire = Self;
+    fn from_wire(wire: Self) -> Self {
+        wire
+    }
+}
+
+macro_rules! read_whole {
+    ($($kind:ty),*) => {$(
+        impl Read for $kind {
+            type Wire = Lean<$kind>;
+            fn from_wire(wire: Lean<$kind>) -> Self {
+                wire.0
+            }
+        }
+    )*};
+}
+
+read_whole!(ServerClass, ServerQuota, Namespace);
+
+/// The event with its object as the cache keeps it.
+fn unwrap_lean<K: Read>(event: Event<K::Wire>) -> Event<K> {
     match event {
-        Event::Apply(Lean(obj)) => Event::Apply(obj),
-        Event::Delete(Lean(obj)) => Event::Delete(obj),
+        Event::Apply(obj) => Event::Apply(K::from_wire(obj)),
+        Event::Delete(obj) => Event::Delete(K::from_wire(obj)),
         Event::Init => Event::Init,
-        Event::InitApply(Lean(obj)) => Event::InitApply(obj),
+        Event::InitApply(obj) => Event::InitApply(K::from_wire(obj)),
         Event::InitDone => Event::InitDone,
     }
 }
@@ -380,28 +411,28 @@ trait Applies<K> {
     fn relist(&mut self, all: Vec<Arc<K>>) -> Wake;
 }
 
-impl Applies<Server> for Binder {
-    fn apply(&mut self, obj: Arc<Server>) -> Wake {
+impl Applies<LeanServer> for Binder {
+    fn apply(&mut self, obj: Arc<LeanServer>) -> Wake {
         let name = crate::binding::meta::name(&*obj).to_string();
         self.apply_server(&name, Some(obj))
     }
-    fn apply_deleted(&mut self, last: Arc<Server>) -> Wake {
+    fn apply_deleted(&mut self, last: Arc<LeanServer>) -> Wake {
         self.apply_server_deleted(last)
     }
-    fn relist(&mut self, all: Vec<Arc<Server>>) -> Wake {
+    fn relist(&mut self, all: Vec<Arc<LeanServer>>) -> Wake {
         self.relist_servers(all)
     }
 }
 
-impl Applies<ServerClaim> for Binder {
-    fn apply(&mut self, obj: Arc<ServerClaim>) -> Wake {
+impl Applies<LeanClaim> for Binder {
+    fn apply(&mut self, obj: Arc<LeanClaim>) -> Wake {
         let key = claim_key(&obj);
         self.apply_claim(&key, Some(obj))
     }
-    fn apply_deleted(&mut self, last: Arc<ServerClaim>) -> Wake {
+    fn apply_deleted(&mut self, last: Arc<LeanClaim>) -> Wake {
         self.apply_claim_deleted(last)
     }
-    fn relist(&mut self, all: Vec<Arc<ServerClaim>>) -> Wake {
+    fn relist(&mut self, all: Vec<Arc<LeanClaim>>) -> Wake {
         self.relist_claims(all)
     }
 }
@@ -441,7 +472,7 @@ impl Applies<ServerQuota> for Binder {
 impl Applies<Namespace> for Binder {
     fn apply(&mut self, obj: Arc<Namespace>) -> Wake {
         let name = crate::binding::meta::name(&*obj);
-        self.apply_namespace(name, Some(crate::binding::meta::labels(&*obj).clone()))
+        self.apply_namespace(name, Some(obj.labels().clone()))
     }
     fn apply_deleted(&mut self, last: Arc<Namespace>) -> Wake {
         self.apply_namespace(crate::binding::meta::name(&*last), None)
@@ -449,7 +480,7 @@ impl Applies<Namespace> for Binder {
     fn relist(&mut self, all: Vec<Arc<Namespace>>) -> Wake {
         let labels = all.iter().map(|n| {
             let name = crate::binding::meta::name(&**n).to_string();
-            (name, crate::binding::meta::labels(&**n).clone())
+            (name, n.labels().clone())
         });
         self.relist_namespaces(labels.collect())
     }

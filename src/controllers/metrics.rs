@@ -26,7 +26,7 @@ use crate::binding::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ControllerKind {
     Claim,
-    Server,
+    LeanServer,
     /// The classes' status counts ([`super::class_status`]).
     Class,
     /// The quotas' charges: the claim controller's, and the recount's
@@ -38,7 +38,7 @@ impl ControllerKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ControllerKind::Claim => "claim",
-            ControllerKind::Server => "server",
+            ControllerKind::LeanServer => "server",
             ControllerKind::Class => "class",
             ControllerKind::Quota => "quota",
         }
@@ -47,7 +47,7 @@ impl ControllerKind {
     pub fn resource(self) -> &'static str {
         match self {
             ControllerKind::Claim => "serverclaims",
-            ControllerKind::Server => "servers",
+            ControllerKind::LeanServer => "servers",
             ControllerKind::Class => "serverclasses",
             ControllerKind::Quota => "serverquotas",
         }
@@ -226,7 +226,7 @@ impl Metrics {
     /// Zero series for the known label values, so rate() and alerts see them from the
     /// first scrape rather than from the first occurrence.
     fn zero_known_series(&self) {
-        for kind in [ControllerKind::Claim, ControllerKind::Server] {
+        for kind in [ControllerKind::Claim, ControllerKind::LeanServer] {
             self.reconcile_errors
                 .with_label_values(&[kind.as_str(), "api"]);
             for result in [WriteResult::Ok, WriteResult::Conflict, WriteResult::Error] {
@@ -250,7 +250,7 @@ impl Metrics {
         for case in RepairCase::ALL {
             let kind = match case.repairer() {
                 Repairer::ClaimController => ControllerKind::Claim,
-                Repairer::ServerController => ControllerKind::Server,
+                Repairer::ServerController => ControllerKind::LeanServer,
             };
             self.repairs
                 .with_label_values(&[kind.as_str(), case.as_str()]);
@@ -379,7 +379,7 @@ impl Metrics {
         let mut by_claim: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         for c in claims.iter() {
             let phase = claim_phase_name(claim_phase(c));
-            let ns = c.metadata.namespace.clone().unwrap_or_default();
+            let ns = c.meta().namespace.clone().unwrap_or_default();
             *by_claim.entry((ns, phase)).or_default() += 1;
         }
         let mut by_server: BTreeMap<&'static str, i64> = BTreeMap::new();

@@ -11,7 +11,6 @@ pub mod context;
 pub mod error;
 pub mod events;
 pub mod informer;
-mod lean;
 mod merge_patch;
 pub mod metrics;
 pub mod options;
@@ -31,7 +30,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Server, ServerClaim};
+use crate::api::{LeanClaim, LeanServer};
 
 pub use context::Context;
 pub use error::Error;
@@ -100,7 +99,7 @@ async fn run_controllers(
 
     // The watches belong to the informer; every trigger arrives through `reconcile_on`.
     let claims = Controller::for_stream(
-        stream::pending::<Result<ServerClaim, watcher::Error>>(),
+        stream::pending::<Result<LeanClaim, watcher::Error>>(),
         ctx.caches.claim_store.clone(),
     )
     .reconcile_on(claim_rx)
@@ -109,7 +108,7 @@ async fn run_controllers(
     .run(claim::reconcile, claim::error_policy, ctx.clone())
     .for_each(|result| async move { log_run_result("claim", result) });
     let servers = Controller::for_stream(
-        stream::pending::<Result<Server, watcher::Error>>(),
+        stream::pending::<Result<LeanServer, watcher::Error>>(),
         ctx.caches.server_store.clone(),
     )
     .reconcile_on(server_rx)

@@ -14,14 +14,14 @@ use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
-use crate::api::{Server, ServerClaim};
+use crate::api::{LeanClaim, LeanServer};
 use crate::binding::{BindingEvent, EventKind, Related, ref_uid};
 
 use super::context::Context;
 use super::error::{Error, Result, is_conflict};
-use super::lean::Parts;
 use super::merge_patch;
 use super::metrics::{ControllerKind, WriteResult};
+use crate::api::Parts;
 
 /// Which part of the object a write changes.
 #[derive(Clone, Copy)]
@@ -153,7 +153,7 @@ fn part_of<K: Resource + Parts>(obj: &K, part: Part) -> serde_json::Result<Value
     let mut doc = serde_json::Map::new();
     match part {
         Part::Object => {
-            doc.insert("metadata".into(), serde_json::to_value(obj.meta())?);
+            doc.insert("metadata".into(), obj.metadata_json()?);
             doc.insert("spec".into(), serde_json::to_value(obj.spec())?);
         }
         Part::Status => {
@@ -191,16 +191,16 @@ where
 fn related_ref(related: &Related) -> ObjectReference {
     match related {
         Related::Claim(r) => ObjectReference {
-            api_version: Some(ServerClaim::api_version(&()).into()),
-            kind: Some(ServerClaim::kind(&()).into()),
+            api_version: Some(LeanClaim::api_version(&()).into()),
+            kind: Some(LeanClaim::kind(&()).into()),
             namespace: Some(r.namespace.clone()),
             name: Some(r.name.clone()),
             uid: ref_uid(r).map(str::to_string),
             ..ObjectReference::default()
         },
-        Related::Server(name) => ObjectReference {
-            api_version: Some(Server::api_version(&()).into()),
-            kind: Some(Server::kind(&()).into()),
+        Related::LeanServer(name) => ObjectReference {
+            api_version: Some(LeanServer::api_version(&()).into()),
+            kind: Some(LeanServer::kind(&()).into()),
             name: Some(name.clone()),
             ..ObjectReference::default()
         },
@@ -212,10 +212,12 @@ mod tests {
     use super::*;
     use crate::api::{ServerPhase, ServerSpec, ServerStatus};
 
-    fn read() -> Server {
-        let mut s = Server::new("s1", ServerSpec::default());
-        s.metadata.resource_version = Some("7".into());
-        s.metadata.labels = Some([("rack".to_string(), "r1".to_string())].into());
+    fn read() -> LeanServer {
+        let mut s = LeanServer::new("s1", ServerSpec::default());
+        s.meta_mut().resource_version = Some("7".into());
+        *s.labels_mut() = [("rack".to_string(), "r1".to_string())]
+            .into_iter()
+            .collect();
         s.status = Some(ServerStatus {
             phase: Some(ServerPhase::Available),
             ..ServerStatus::default()
@@ -227,16 +229,16 @@ mod tests {
     fn an_object_patch_sends_the_spec_and_metadata_changed_at_the_version_read() {
         let mut wanted = read();
         wanted.spec.unclaimable = true;
-        wanted.metadata.labels = None;
+        wanted.labels_mut().clear();
         wanted.status = None;
         let body = patch_body(&read(), &wanted, Part::Object).unwrap();
         assert_eq!(
             body,
             json!({
-                "metadata": {"labels": null, "resourceVersion": "7"},
+                "metadata": {"labels": {"rack": null}, "resourceVersion": "7"},
                 "spec": {"unclaimable": true},
             }),
-            "status is not the main resource's"
+            "status is not the main resource's; labels that went are removed one by one"
         );
     }
 
@@ -261,7 +263,7 @@ mod tests {
     #[test]
     fn an_object_without_a_version_is_not_written() {
         let mut unread = read();
-        unread.metadata.resource_version = None;
+        unread.meta_mut().resource_version = None;
         assert!(patch_body(&unread, &unread, Part::Object).is_err());
     }
 
@@ -284,11 +286,11 @@ mod tests {
         let mut wanted = read();
         wanted.spec.unclaimable = true;
         let written = answer.applied_to(&wanted);
-        assert_eq!(written.metadata.resource_version.as_deref(), Some("8"));
-        assert_eq!(written.metadata.generation, Some(3));
+        assert_eq!(written.meta().resource_version.as_deref(), Some("8"));
+        assert_eq!(written.meta().generation, Some(3));
         let mut expected = wanted.clone();
-        expected.metadata.resource_version = Some("8".into());
-        expected.metadata.generation = Some(3);
+        expected.meta_mut().resource_version = Some("8".into());
+        expected.meta_mut().generation = Some(3);
         assert_eq!(written, expected, "everything else is the plan's");
     }
 }

@@ -7,7 +7,7 @@ use server_binder::binding::*;
 
 use crate::binding::support::*;
 
-fn plan(claim: &ServerClaim, decision: &ClaimDecision) -> ClaimPlan {
+fn plan(claim: &LeanClaim, decision: &ClaimDecision) -> ClaimPlan {
     plan_claim(claim, decision, &now())
 }
 
@@ -185,8 +185,8 @@ fn unbound_adopts_a_server_bound_to_its_uid_after_a_crash() {
 fn unbound_does_not_adopt_an_ineligible_reservation() {
     let c = claim("c").selects(&[("rack", "r1")]);
     let world = [
-        server("s1").reserved_for("c").labels(&[("rack", "r2")]),
-        server("s2").labels(&[("rack", "r1")]),
+        server("s1").reserved_for("c").labelled(&[("rack", "r2")]),
+        server("s2").labelled(&[("rack", "r1")]),
     ];
     assert_eq!(
         decide_c(&c, &world),
@@ -224,7 +224,7 @@ fn unbound_skips_servers_already_chosen_for_other_claims() {
 
 /// The pick passes over a server that another claim naming it would win: the picker
 /// (controller-chosen once it picks) would only have to withdraw.
-fn pick_with_rivals(c: &ServerClaim, rivals: Vec<ServerClaim>) -> ClaimDecision {
+fn pick_with_rivals(c: &LeanClaim, rivals: Vec<LeanClaim>) -> ClaimDecision {
     let world = servers(vec![server("a"), server("b").unclaimable(), server("c")]);
     let others = claims(rivals);
     let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
@@ -291,7 +291,7 @@ fn unbound_with_nothing_eligible_is_pending_no_matching_server() {
     let c = claim("c").selects(&[("size", "xl")]);
     let world = [
         server("a").unclaimable(),
-        server("b").labels(&[("size", "s")]),
+        server("b").labelled(&[("size", "s")]),
     ];
     let d = decide_c(&c, &world);
     assert!(matches!(d, ClaimDecision::NoMatchingServer { .. }), "{d:?}");
@@ -380,7 +380,7 @@ fn controller_chosen_ineligible_server_is_withdrawn() {
 #[test]
 fn user_chosen_ineligible_server_is_a_mismatch_with_the_reason() {
     let c = claim("c").names("s1").selects(&[("rack", "r1")]);
-    let d = decide_c(&c, &[server("s1").labels(&[("rack", "r9")])]);
+    let d = decide_c(&c, &[server("s1").labelled(&[("rack", "r9")])]);
     assert_eq!(
         d,
         ClaimDecision::ServerMismatch {
@@ -498,7 +498,7 @@ fn a_reservation_does_not_override_the_claims_selector() {
     let c = claim("c").names("s1").selects(&[("rack", "r1")]);
     let d = decide_c(
         &c,
-        &[server("s1").reserved_for("c").labels(&[("rack", "r2")])],
+        &[server("s1").reserved_for("c").labelled(&[("rack", "r2")])],
     );
     assert_eq!(
         d,
@@ -556,11 +556,11 @@ fn a_forged_or_left_over_bind_completed_naming_a_server_is_dropped() {
         .names("s1")
         .bind_completed()
         .selects(&[("rack", "r1")]);
-    let r1 = server("s1").labels(&[("rack", "r1")]);
+    let r1 = server("s1").labelled(&[("rack", "r1")]);
     for cannot in [
         r1.clone().unclaimable(),
         r1.clone().taint("gpu"),
-        server("s1").labels(&[("rack", "r2")]),
+        server("s1").labelled(&[("rack", "r2")]),
         r1.clone(),
     ] {
         let d = decide_c(&forged, std::slice::from_ref(&cannot));
@@ -604,7 +604,7 @@ fn a_record_names_the_server_object_not_its_name() {
         ClaimDecision::BoundServerRefLost { server: s("s1") }
     );
     let mut recreated = server("s1");
-    recreated.metadata.uid = Some("uid-of-a-new-s1".into());
+    recreated.meta_mut().uid = Some("uid-of-a-new-s1".into());
     assert_eq!(
         decide_c(&c, &[recreated]),
         ClaimDecision::BoundServerMissing { server: s("s1") },
@@ -674,7 +674,7 @@ fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
         .phase(ClaimPhase::Bound)
         .selects(&[("rack", "r2")]);
     let srv = server("s1")
-        .labels(&[("rack", "r1")])
+        .labelled(&[("rack", "r1")])
         .claimed_for("c", "uid-c");
     let d = decide_c(&c, &[srv]);
     assert_eq!(
@@ -766,8 +766,8 @@ fn unbound_pick_leaves_a_selective_claim_its_only_server() {
     let a = claim("a").created(1);
     let b = claim("b").selects(&[("rack", "r1")]).created(2);
     let world = servers(vec![
-        server("s1").labels(&[("rack", "r1")]),
-        server("s2").labels(&[("rack", "r2")]),
+        server("s1").labelled(&[("rack", "r1")]),
+        server("s2").labelled(&[("rack", "r2")]),
     ])
     .tracking([&a, &b]);
     let waiting = claims(vec![a.clone(), b.clone()]);
@@ -781,8 +781,8 @@ fn unbound_pick_leaves_a_selective_claim_its_only_server() {
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s1") });
 }
 
-fn in_namespace(mut c: ServerClaim, namespace: &str) -> ServerClaim {
-    c.metadata.namespace = Some(namespace.into());
+fn in_namespace(mut c: LeanClaim, namespace: &str) -> LeanClaim {
+    c.meta_mut().namespace = Some(namespace.into());
     c
 }
 
@@ -793,7 +793,7 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
     let a1 = in_namespace(claim("a1").created(1), "team-a");
     let a2 = in_namespace(claim("a2").created(2), "team-a");
     let b1 = in_namespace(claim("b1").created(3), "team-b");
-    let decide = |c: &ServerClaim, world: &ServerCatalog, waiting: &ClaimCatalog| {
+    let decide = |c: &LeanClaim, world: &ServerCatalog, waiting: &ClaimCatalog| {
         let pick = PickInputs {
             waiting: waiting.waiting(),
             ..alone(&|_| false)
@@ -834,7 +834,7 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
 /// A claim waiting its turn behind many names the first three ahead, then a count.
 #[test]
 fn a_claim_waiting_its_turn_names_the_first_claims_ahead_then_a_count() {
-    let all: Vec<ServerClaim> = (1..=6)
+    let all: Vec<LeanClaim> = (1..=6)
         .map(|i| in_namespace(claim(&format!("c{i}")).created(i), "team-a"))
         .collect();
     let world = servers(vec![server("s1")]);
@@ -866,8 +866,8 @@ fn waits_turn(d: &ClaimDecision) -> String {
 fn a_users_claim_naming_a_server_waits_its_turn() {
     let a = in_namespace(claim("a").created(1), "team-a");
     let b = in_namespace(claim("b").names("s1").created(2), "team-b");
-    let decide = |c: &ServerClaim, world: &ServerCatalog, cache: &ClaimCatalog| {
-        let turn = |rival: &ServerClaim, server: &str| {
+    let decide = |c: &LeanClaim, world: &ServerCatalog, cache: &ClaimCatalog| {
+        let turn = |rival: &LeanClaim, server: &str| {
             let pick = PickInputs {
                 waiting: cache.waiting(),
                 ..alone(&|_| false)
@@ -920,7 +920,7 @@ fn a_users_claim_naming_a_server_waits_its_turn() {
 #[test]
 fn only_the_first_of_many_claims_naming_a_server_has_its_turn() {
     let a = claim("a").created(1);
-    let namers: Vec<ServerClaim> = (0..50)
+    let namers: Vec<LeanClaim> = (0..50)
         .map(|i| {
             in_namespace(
                 claim(&format!("n{i:02}")).names("s1").created(2 + i),
@@ -1043,7 +1043,9 @@ fn a_pre_bound_out_of_its_turn_is_withdrawn_and_wins_nothing() {
 fn a_claim_waiting_its_turn_drops_a_stale_pre_bound() {
     let a = claim("a").created(1);
     let mut t = claim("t").created(2);
-    t.metadata.annotations = Some([(ANNOTATION_PRE_BOUND.to_string(), "yes".to_string())].into());
+    *t.annotations_mut() = [(ANNOTATION_PRE_BOUND.to_string(), "yes".to_string())]
+        .into_iter()
+        .collect();
     let binder = listed(vec![server("s1")], vec![a, t.clone()]);
     let ClaimStep::Act(work) = binder.plan_claim(&t, None, Sight::All, now().0) else {
         panic!("a step")

@@ -23,14 +23,14 @@ fn selector(pairs: &[(&str, &str)]) -> ServerSelector {
     }
 }
 
-fn claim(class: Option<&str>, selects: Option<(&str, &str)>) -> Arc<ServerClaim> {
+fn claim(class: Option<&str>, selects: Option<(&str, &str)>) -> Arc<LeanClaim> {
     let spec = ServerClaimSpec {
         server_class_name: class.map(str::to_string),
         server_selector: selects.map(|pair| selector(&[pair])),
         ..ServerClaimSpec::default()
     };
-    let mut c = ServerClaim::new("c", spec);
-    c.metadata.namespace = Some("team-a".into());
+    let mut c = LeanClaim::new("c", spec);
+    c.meta_mut().namespace = Some("team-a".into());
     Arc::new(c)
 }
 
@@ -45,11 +45,13 @@ fn the_summary_says_outside_the_class_and_set_aside() {
     );
     let mut catalog = ClassCatalog::default();
     catalog.replace_classes([Arc::new(gpu)]);
-    let servers: Vec<Server> = [("g1", "gpu"), ("c1", "cpu"), ("c2", "cpu")]
+    let servers: Vec<LeanServer> = [("g1", "gpu"), ("c1", "cpu"), ("c2", "cpu")]
         .iter()
         .map(|(name, kind)| {
-            let mut server = Server::new(name, ServerSpec::default());
-            server.metadata.labels = Some(labels(&[("kind", kind), ("rack", "r1")]));
+            let mut server = LeanServer::new(name, ServerSpec::default());
+            *server.labels_mut() = labels(&[("kind", kind), ("rack", "r1")])
+                .into_iter()
+                .collect();
             catalog.resolve_server(&server).unwrap_or(server)
         })
         .collect();

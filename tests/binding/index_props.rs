@@ -13,11 +13,11 @@ use crate::binding::support::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Upsert(Box<Server>),
+    Upsert(Box<LeanServer>),
     Remove(String),
 }
 
-fn arb_server() -> impl Strategy<Value = Server> {
+fn arb_server() -> impl Strategy<Value = LeanServer> {
     (
         0..10u8,
         prop::sample::select(vec!["r1", "r2", "r3"]),
@@ -32,7 +32,7 @@ fn arb_server() -> impl Strategy<Value = Server> {
             |(n, rack, size, taints, unclaimable, claimed, released, deleting)| {
                 // A unique serial, as real fleets carry: it must not split classes.
                 let serial = format!("sn-{n}");
-                let mut s = server(&format!("srv-{n}")).labels(&[
+                let mut s = server(&format!("srv-{n}")).labelled(&[
                     ("rack", rack),
                     ("size", size),
                     ("serial", serial.as_str()),
@@ -64,7 +64,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn arb_claim() -> impl Strategy<Value = ServerClaim> {
+fn arb_claim() -> impl Strategy<Value = LeanClaim> {
     (
         prop::option::of(prop::sample::select(vec!["r1", "r2", "r3"])),
         prop::option::of(prop::collection::vec(
@@ -108,8 +108,8 @@ fn arb_claim() -> impl Strategy<Value = ServerClaim> {
 
 /// The specification: every eligible, unreferenced, unskipped server, best first.
 fn brute_force<'a>(
-    all: &'a BTreeMap<String, Server>,
-    claim: &ServerClaim,
+    all: &'a BTreeMap<String, LeanServer>,
+    claim: &LeanClaim,
     skip: &dyn Fn(&str) -> bool,
 ) -> Option<&'a str> {
     all.values()
@@ -183,7 +183,7 @@ fn one_pick_visits_classes_not_servers_whatever_labels_servers_carry() {
     for i in 0..10_000 {
         let (rack, serial) = (format!("r{}", i % 20), format!("sn-{i}"));
         let labels = [("rack", rack.as_str()), ("serial", serial.as_str())];
-        catalog.upsert(server(&format!("srv-{i:05}")).labels(&labels));
+        catalog.upsert(server(&format!("srv-{i:05}")).labelled(&labels));
     }
     let index = catalog.free_index();
     assert_eq!(index.len(), 10_000);
@@ -199,7 +199,7 @@ fn one_pick_visits_classes_not_servers_whatever_labels_servers_carry() {
 fn a_new_selector_key_regroups_the_free_servers() {
     let mut catalog = ServerCatalog::new();
     for (name, size) in [("a", "s"), ("b", "m"), ("c", "s")] {
-        catalog.upsert(server(name).labels(&[("size", size), ("serial", name)]));
+        catalog.upsert(server(name).labelled(&[("size", size), ("serial", name)]));
     }
     assert_eq!(catalog.free_index().class_count(), 1, "no key tracked yet");
     let medium = claim("c").selects(&[("size", "m")]);
@@ -210,7 +210,7 @@ fn a_new_selector_key_regroups_the_free_servers() {
     assert_eq!(catalog.free_index().class_count(), 2);
     assert_eq!(pick_alone(&catalog, &medium, &|_| false), Some("b"));
     // A relist keeps the keys the claims taught the index.
-    let all: Vec<Server> = catalog.iter().cloned().collect();
+    let all: Vec<LeanServer> = catalog.iter().cloned().collect();
     catalog.replace_all(all);
     assert!(catalog.tracks_selector_of(&medium));
     assert_eq!(catalog.free_index().class_count(), 2);

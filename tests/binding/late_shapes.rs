@@ -14,9 +14,11 @@ use server_binder::binding::{ClaimCatalog, Placement, ServerCatalog, ServerView}
 
 use super::support::among;
 
-fn on_rack(name: &str, rack: &str) -> Server {
-    let mut server = Server::new(name, ServerSpec::default());
-    server.metadata.labels = Some(BTreeMap::from([("rack".into(), rack.into())]));
+fn on_rack(name: &str, rack: &str) -> LeanServer {
+    let mut server = LeanServer::new(name, ServerSpec::default());
+    *server.labels_mut() = BTreeMap::from([("rack".into(), rack.into())])
+        .into_iter()
+        .collect();
     server
 }
 
@@ -31,34 +33,36 @@ fn racks(values: &[&str]) -> ServerSelector {
     }
 }
 
-fn claim(namespace: &str, name: &str, selector: Option<ServerSelector>, at: i64) -> ServerClaim {
+fn claim(namespace: &str, name: &str, selector: Option<ServerSelector>, at: i64) -> LeanClaim {
     let spec = ServerClaimSpec {
         server_selector: selector,
         ..ServerClaimSpec::default()
     };
-    let mut claim = ServerClaim::new(name, spec);
-    claim.metadata.namespace = Some(namespace.into());
+    let mut claim = LeanClaim::new(name, spec);
+    claim.meta_mut().namespace = Some(namespace.into());
     let created = Timestamp::from_second(1_700_000_000 + at).expect("a timestamp");
-    claim.metadata.creation_timestamp = Some(Time(created));
+    claim.meta_mut().creation_timestamp = Some(Time(created));
     claim
 }
 
 /// A claim bound to a server that is not free: its shape is known (it weighs the
 /// classes it fits as contested), and it waits for nothing.
-fn bound(name: &str, selector: ServerSelector) -> ServerClaim {
+fn bound(name: &str, selector: ServerSelector) -> LeanClaim {
     let mut claim = claim("t2", name, Some(selector), 0);
     claim.spec.server_ref = Some(ServerRef {
         name: format!("taken-{name}"),
     });
     let yes = || ANNOTATION_YES.to_string();
-    claim.metadata.annotations = Some(BTreeMap::from([
+    *claim.annotations_mut() = BTreeMap::from([
         (ANNOTATION_PRE_BOUND.to_string(), yes()),
         (ANNOTATION_BIND_COMPLETED.to_string(), yes()),
-    ]));
+    ])
+    .into_iter()
+    .collect();
     claim
 }
 
-fn place(servers: &ServerCatalog, claims: &ClaimCatalog, claim: &ServerClaim) -> String {
+fn place(servers: &ServerCatalog, claims: &ClaimCatalog, claim: &LeanClaim) -> String {
     match servers.place(claim, &among(claims.waiting())) {
         Placement::Pick(name) => name.to_string(),
         other => panic!("{claim:?} is not served: {other:?}"),
@@ -76,7 +80,7 @@ fn a_shape_that_begins_waiting_after_a_pick_is_in_the_next_pick() {
         bound("z2", racks(&["r2", "r3"])),
     ];
     let servers = [on_rack("s-a", "r1"), on_rack("s-b", "r2")];
-    let everyone: Vec<&ServerClaim> = known.iter().chain([&early, &late]).collect();
+    let everyone: Vec<&LeanClaim> = known.iter().chain([&early, &late]).collect();
     let servers = ServerCatalog::from_servers(servers).tracking(everyone);
     let mut claims = ClaimCatalog::from_claims(known.iter().cloned().chain([early.clone()]));
     assert_eq!(

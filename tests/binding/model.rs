@@ -102,7 +102,7 @@ pub enum ServerEdit {
 #[derive(Clone, Debug)]
 pub enum UserOp {
     DeleteClaim(&'static str),
-    CreateClaim(Box<ServerClaim>),
+    CreateClaim(Box<LeanClaim>),
     EditServer(&'static str, ServerEdit),
     /// Adds `matchLabels: {key: value}` to a claim that has no selector.
     AddSelector(&'static str, &'static str, &'static str),
@@ -149,8 +149,8 @@ pub struct Tenant {
 #[derive(Clone, Default)]
 pub struct Scenario {
     pub name: &'static str,
-    pub servers: Vec<Server>,
-    pub claims: Vec<ServerClaim>,
+    pub servers: Vec<LeanServer>,
+    pub claims: Vec<LeanClaim>,
     pub user_ops: Vec<UserOp>,
     pub crashes: u8,
     pub faults: u8,
@@ -182,7 +182,7 @@ pub struct Scenario {
 }
 
 /// Whether admission refuses a claim write from `old` to `new`.
-pub type Refuser = fn(&ServerClaim, &ServerClaim) -> bool;
+pub type Refuser = fn(&LeanClaim, &LeanClaim) -> bool;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Who {
@@ -193,8 +193,8 @@ enum Who {
 #[derive(Clone, Debug)]
 enum InFlight {
     Claim {
-        base: ServerClaim,
-        object: Option<ServerClaim>,
+        base: LeanClaim,
+        object: Option<LeanClaim>,
         status: Option<Box<ServerClaimStatus>>,
         /// The server this plan's pick assumed, until its object write's result.
         assumed: Option<String>,
@@ -204,9 +204,9 @@ enum InFlight {
         /// quotas"), each at the quota's resourceVersion the decision read.
         charges: Vec<ServerQuota>,
     },
-    Server {
-        base: Server,
-        object: Option<Server>,
+    LeanServer {
+        base: LeanServer,
+        object: Option<LeanServer>,
         status: Option<ServerStatus>,
     },
 }
@@ -215,14 +215,14 @@ impl InFlight {
     fn name(&self) -> String {
         match self {
             InFlight::Claim { base, .. } => meta::name(base).to_string(),
-            InFlight::Server { base, .. } => meta::name(base).to_string(),
+            InFlight::LeanServer { base, .. } => meta::name(base).to_string(),
         }
     }
 }
 
 /// The claim of this name in the binder's cache. Claim names are unique across the
 /// namespaces of a world, so the model keys claims by name.
-fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b ServerClaim> {
+fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b LeanClaim> {
     binder.claims().iter().find(|c| meta::name(*c) == name)
 }
 
@@ -230,13 +230,13 @@ fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b ServerClaim> {
 /// binary's watch store holds it, not as its class and quotas make it in the binder's
 /// cache (a decision's writes go onto the claim as it is). The claim controller's own
 /// kind is kept current, so that is the stored claim.
-fn claim_as_is<'s>(state: &'s State, name: &str) -> Option<&'s ServerClaim> {
+fn claim_as_is<'s>(state: &'s State, name: &str) -> Option<&'s LeanClaim> {
     state.truth.claims.get(name)
 }
 
 /// The key of the claim of this name: its namespace from the object, or (deleted) from
 /// the cache.
-fn claim_key_in(binder: &Binder, name: &str, new: Option<&ServerClaim>) -> ClaimKey {
+fn claim_key_in(binder: &Binder, name: &str, new: Option<&LeanClaim>) -> ClaimKey {
     let known = new.or_else(|| claim_named(binder, name));
     let namespace = known.map_or(NS, |c| meta::namespace(c));
     ClaimKey::of(namespace, name)
@@ -248,8 +248,8 @@ fn claim_key_in(binder: &Binder, name: &str, new: Option<&ServerClaim>) -> Claim
 #[derive(Clone, Debug)]
 struct Ctl {
     binder: Binder,
-    claim_events: VecDeque<(String, Option<ServerClaim>)>,
-    server_events: VecDeque<(String, Option<Server>)>,
+    claim_events: VecDeque<(String, Option<LeanClaim>)>,
+    server_events: VecDeque<(String, Option<LeanServer>)>,
     /// Quota events: both controllers see quotas through a watch, with lag (the claim
     /// controller's charges and the recounts write them).
     quota_events: VecDeque<(String, Option<ServerQuota>)>,
@@ -308,7 +308,7 @@ impl Ctl {
 
     /// A claim changed in this controller's cache (its own write, a user's, or a watch
     /// event delivered): the binder applies it and says what to wake.
-    fn see_claim(&mut self, who: Who, name: &str, new: Option<ServerClaim>) {
+    fn see_claim(&mut self, who: Who, name: &str, new: Option<LeanClaim>) {
         let key = claim_key_in(&self.binder, name, new.as_ref());
         // A claim gone rings the recount (`claims_gone` in the binary).
         self.recount_due |= new.is_none() && !self.binder.quotas().is_empty();
@@ -323,7 +323,7 @@ impl Ctl {
         self.wake(who, wake);
     }
 
-    fn see_server(&mut self, who: Who, name: &str, new: Option<Server>) {
+    fn see_server(&mut self, who: Who, name: &str, new: Option<LeanServer>) {
         let wake = self.binder.apply_server(name, new.map(Arc::new));
         self.wake(who, wake);
     }
@@ -332,7 +332,7 @@ impl Ctl {
     fn claim_object_written(
         &mut self,
         work: &ClaimWork,
-        claim: &ServerClaim,
+        claim: &LeanClaim,
         written: ObjectWrite<'_>,
     ) {
         let wake = self
@@ -432,9 +432,9 @@ impl State {
     /// holds: the server controller's own kind is current): a release leaves the gates
     /// in force dirty (invariant 5), and a ref gaining a claim's uid must be a server
     /// that claim may have (invariant 6).
-    fn judge_server_write(&mut self, base: &Server, obj: &Server) {
+    fn judge_server_write(&mut self, base: &LeanServer, obj: &LeanServer) {
         let name = meta::name(base).to_string();
-        let uid_of = |s: &Server| {
+        let uid_of = |s: &LeanServer| {
             s.spec
                 .server_claim_ref
                 .as_ref()
@@ -897,7 +897,7 @@ impl State {
 /// the plan is abandoned.
 fn fail_claim_write(
     next: &mut State,
-    base: ServerClaim,
+    base: LeanClaim,
     (assumed, work): (Option<String>, Arc<ClaimWork>),
     failed: Option<ObjectWrite<'_>>,
 ) {
@@ -964,7 +964,7 @@ fn nothing_to_do(state: &State, who: Who, name: &str) -> (String, State) {
 /// server (the real claim cache lags a little, and another process's claims more).
 /// Hiding them never makes a claim wait, so the blind branch adds no waiting the real
 /// cache would not later wake.
-fn claim_steps(state: &State, claim: &ServerClaim) -> Vec<(ClaimStep, Sight)> {
+fn claim_steps(state: &State, claim: &LeanClaim) -> Vec<(ClaimStep, Sight)> {
     let binder = &state.claim_ctl.binder;
     let read = |server: &str| state.truth.servers.get(server).cloned();
     let mut out: Vec<(ClaimStep, Sight)> = Vec::new();
@@ -1045,7 +1045,7 @@ fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)> {
 
 /// The server controller's step for a server it caches, through its binder, beside the
 /// claim controller's picks in flight: in the binary both controllers share one binder.
-fn server_work(state: &State, server: &Server) -> ServerWork {
+fn server_work(state: &State, server: &LeanServer) -> ServerWork {
     let binder = &state.server_ctl.binder;
     let claim_side = &state.claim_ctl.binder;
     let read = |r: &ServerClaimRef| state.truth.claims.get(&r.name).cloned();
@@ -1104,7 +1104,7 @@ fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)> {
     }
     let mut next = state.clone();
     next.server_ctl.woken.remove(name);
-    next.server_ctl.in_flight = Some(InFlight::Server {
+    next.server_ctl.in_flight = Some(InFlight::LeanServer {
         base: server.clone(),
         object: plan.object,
         status: plan.status,
@@ -1166,7 +1166,7 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             };
             charge_write(next, quota, rest)
         }
-        InFlight::Server {
+        InFlight::LeanServer {
             base,
             object,
             status,
@@ -1180,7 +1180,7 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                     .truth
                     .write_server(&obj)
                     .map(|written| match (written, status) {
-                        (Some(written), Some(status)) => Some(InFlight::Server {
+                        (Some(written), Some(status)) => Some(InFlight::LeanServer {
                             status: Some(server_status_after(&status, &base, &written)),
                             base: written,
                             object: None,
@@ -1200,7 +1200,7 @@ fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                     vec![(format!("writes server {name}"), next)]
                 }
                 Err(Conflict) => {
-                    next.server_ctl.in_flight = Some(InFlight::Server {
+                    next.server_ctl.in_flight = Some(InFlight::LeanServer {
                         base,
                         object: None,
                         status: None,
@@ -1246,8 +1246,8 @@ fn charge_write(mut next: State, quota: ServerQuota, rest: InFlight) -> Vec<(Str
 /// its object write's result) and the binder's step.
 fn claim_write(
     mut next: State,
-    base: ServerClaim,
-    object: Option<ServerClaim>,
+    base: LeanClaim,
+    object: Option<LeanClaim>,
     status: Option<ServerClaimStatus>,
     pick: (Option<String>, Arc<ClaimWork>),
 ) -> Vec<(String, State)> {
@@ -1364,7 +1364,7 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
                     ServerEdit::Uncordon => s.spec.unclaimable = false,
                     ServerEdit::Taint(key) => s = s.taint(key),
                     ServerEdit::Untaint => s.spec.taints.clear(),
-                    ServerEdit::Label(k, v) => s = s.labels(&[(k, v)]),
+                    ServerEdit::Label(k, v) => s = s.labelled(&[(k, v)]),
                     ServerEdit::ClearRef => s.spec.server_claim_ref = None,
                 }
                 state.truth.put_server(s);
@@ -1381,7 +1381,7 @@ fn start_cleaner(state: &mut State, cleaner: &'static str, server: &str, gate: &
         return;
     };
     let read = gates::release_record(s).and_then(|r| r.release);
-    let release = read.unwrap_or(s.metadata.generation.unwrap_or(0));
+    let release = read.unwrap_or(s.meta().generation.unwrap_or(0));
     let cleans = state
         .dirty
         .iter()
@@ -1441,11 +1441,11 @@ impl UserRefs {
     }
 }
 
-fn phase_of(claim: &ServerClaim) -> Option<ClaimPhase> {
+fn phase_of(claim: &LeanClaim) -> Option<ClaimPhase> {
     claim.status.as_ref().and_then(|s| s.phase)
 }
 
-fn server_ref_name(claim: &ServerClaim) -> Option<&str> {
+fn server_ref_name(claim: &LeanClaim) -> Option<&str> {
     claim.spec.server_ref.as_ref().map(|r| r.name.as_str())
 }
 
@@ -1547,7 +1547,7 @@ fn check_always(
 
 /// A claim's class, if it is one the world has (`ClassCheck::Of`: only then does a quota
 /// count it).
-fn class_of<'c>(truth: &Truth, claim: &'c ServerClaim) -> Option<&'c str> {
+fn class_of<'c>(truth: &Truth, claim: &'c LeanClaim) -> Option<&'c str> {
     let name = claim.spec.server_class_name.as_deref()?;
     truth
         .classes
@@ -1557,7 +1557,7 @@ fn class_of<'c>(truth: &Truth, claim: &'c ServerClaim) -> Option<&'c str> {
 }
 
 /// Whether a server's ref carries the claim's name and uid: the claim holds it.
-fn holds_a_server(truth: &Truth, claim: &ServerClaim) -> bool {
+fn holds_a_server(truth: &Truth, claim: &LeanClaim) -> bool {
     truth.servers.values().any(|s| {
         s.spec.server_claim_ref.as_ref().is_some_and(|r| {
             r.name == meta::name(claim) && ref_uid(r).is_some() && ref_uid(r) == meta::uid(claim)
@@ -1601,7 +1601,7 @@ fn check_quota(truth: &Truth, over_at_start: &BTreeSet<(String, String)>) -> Res
 /// Whether a full quota holds `claim` back, rightly: a quota of its namespace limits its
 /// class, does not charge it, and charges as many live claims as it allows (a charge of
 /// a gone claim does not count: the recount must drop it).
-fn held_by_quota(truth: &Truth, claim: &ServerClaim) -> bool {
+fn held_by_quota(truth: &Truth, claim: &LeanClaim) -> bool {
     let Some(class) = class_of(truth, claim) else {
         return false;
     };
@@ -1732,7 +1732,7 @@ fn check_bound(truth: &Truth, scenario: &Scenario) -> Result<(), String> {
 
 /// Invariant 2 (and phase consistency) on the stored objects.
 fn check_converged(truth: &Truth, never_bind: &[&str]) -> Result<(), String> {
-    let holds = |server: &Server, claim: &ServerClaim| {
+    let holds = |server: &LeanServer, claim: &LeanClaim| {
         server
             .spec
             .server_claim_ref
@@ -1888,7 +1888,7 @@ impl<'a> Ranks<'a> {
     fn of(state: &'a State) -> Self {
         let mut versions: HashMap<(bool, &str), BTreeSet<u64>> = HashMap::default();
         for c in state_claims(state) {
-            if let Some(rv) = parse_rv(&c.metadata.resource_version) {
+            if let Some(rv) = parse_rv(&c.meta().resource_version) {
                 versions
                     .entry((true, meta::name(c)))
                     .or_default()
@@ -1896,7 +1896,7 @@ impl<'a> Ranks<'a> {
             }
         }
         for s in state_servers(state) {
-            if let Some(rv) = parse_rv(&s.metadata.resource_version) {
+            if let Some(rv) = parse_rv(&s.meta().resource_version) {
                 versions
                     .entry((false, meta::name(s)))
                     .or_default()
@@ -2069,7 +2069,7 @@ fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
                 })
                 .hash(h);
         }
-        Some(InFlight::Server {
+        Some(InFlight::LeanServer {
             base,
             object,
             status,
@@ -2097,17 +2097,14 @@ fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
 
 /// What of a claim the decisions read. Its status is kept as the decisions see it: the
 /// phase, whether `boundTime` is set, and the `Bound` condition's reason and message.
-fn claim_fp(c: &ServerClaim, ranks: &Ranks, h: &mut FxHasher) {
-    let ServerClaim {
-        metadata,
-        spec,
-        status,
-    } = c;
+fn claim_fp(c: &LeanClaim, ranks: &Ranks, h: &mut FxHasher) {
+    // The lean object's labels and annotations are apart from its metadata.
+    let (metadata, _labels, annotations, spec, status) = c.parts();
     let ObjectMeta {
         name,
         uid,
         resource_version,
-        annotations,
+        annotations: _,
         // Claims carry no finalizer of ours and are deleted at once, so they are never
         // seen deleting.
         deletion_timestamp: _,
@@ -2159,23 +2156,16 @@ fn claim_fp(c: &ServerClaim, ranks: &Ranks, h: &mut FxHasher) {
     bound.hash(h);
 }
 
-/// No labels and an empty label map are the same to the decisions (`meta::labels`).
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-
 /// What of a server the decisions read.
-fn server_fp(s: &Server, ranks: &Ranks, h: &mut FxHasher) {
-    let Server {
-        metadata,
-        spec,
-        status,
-    } = s;
+fn server_fp(s: &LeanServer, ranks: &Ranks, h: &mut FxHasher) {
+    let (metadata, labels, annotations, spec, status) = s.parts();
     let ObjectMeta {
         name,
         resource_version,
-        annotations,
+        annotations: _,
         finalizers,
         deletion_timestamp,
-        labels,
+        labels: _,
         // One incarnation per server name in every scenario.
         uid: _,
         creation_timestamp: _,
@@ -2203,7 +2193,7 @@ fn server_fp(s: &Server, ranks: &Ranks, h: &mut FxHasher) {
     } = spec;
     (server_claim_ref, *unclaimable, taints, release_gates).hash(h);
     reclaim_policy.hash(h);
-    labels.as_ref().unwrap_or(&NO_LABELS).hash(h);
+    labels.hash(h);
     let (phase, claim, bound) = match status {
         None => (None, None, (false, None)),
         Some(ServerStatus {
@@ -2323,8 +2313,8 @@ fn state_quotas(state: &State) -> Vec<&ServerQuota> {
     out
 }
 
-fn state_claims(state: &State) -> Vec<&ServerClaim> {
-    let mut out: Vec<&ServerClaim> = state.truth.claims.values().collect();
+fn state_claims(state: &State) -> Vec<&LeanClaim> {
+    let mut out: Vec<&LeanClaim> = state.truth.claims.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
         out.extend(ctl.binder.claims().iter());
         out.extend(ctl.claim_events.iter().filter_map(|(_, c)| c.as_ref()));
@@ -2336,12 +2326,12 @@ fn state_claims(state: &State) -> Vec<&ServerClaim> {
     out
 }
 
-fn state_servers(state: &State) -> Vec<&Server> {
-    let mut out: Vec<&Server> = state.truth.servers.values().collect();
+fn state_servers(state: &State) -> Vec<&LeanServer> {
+    let mut out: Vec<&LeanServer> = state.truth.servers.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
         out.extend(ctl.binder.servers().iter());
         out.extend(ctl.server_events.iter().filter_map(|(_, s)| s.as_ref()));
-        if let Some(InFlight::Server { base, object, .. }) = &ctl.in_flight {
+        if let Some(InFlight::LeanServer { base, object, .. }) = &ctl.in_flight {
             out.push(base);
             out.extend(object.iter());
         }
@@ -2362,8 +2352,8 @@ pub fn stranding() -> Scenario {
     Scenario {
         name: "stranding",
         servers: vec![
-            server("s1").labels(&[("rack", "r1")]),
-            server("s2").labels(&[("rack", "r2")]),
+            server("s1").labelled(&[("rack", "r1")]),
+            server("s2").labelled(&[("rack", "r2")]),
         ],
         claims: vec![
             claim("a").created(1),
@@ -2449,8 +2439,8 @@ pub fn names_past_a_refused_claim() -> Scenario {
     Scenario {
         name: "names-past-a-refused-claim",
         servers: vec![
-            server("s1").labels(&[("rack", "r1")]),
-            server("s2").labels(&[("rack", "r2")]),
+            server("s1").labelled(&[("rack", "r1")]),
+            server("s2").labelled(&[("rack", "r2")]),
         ],
         claims: vec![
             claim("aaa").created(1),
@@ -2483,7 +2473,7 @@ pub fn namespaces_take_turns() -> Scenario {
             .created(created)
     };
     let mut b1 = claim("b1").created(4);
-    b1.metadata.namespace = Some("team-b".into());
+    b1.meta_mut().namespace = Some("team-b".into());
     Scenario {
         name: "namespaces-take-turns",
         servers: vec![
@@ -2520,8 +2510,8 @@ pub fn contention() -> Scenario {
     Scenario {
         name: "contention",
         servers: vec![
-            server("s1").labels(&[("rack", "r1")]),
-            server("s2").labels(&[("rack", "r2")]),
+            server("s1").labelled(&[("rack", "r1")]),
+            server("s2").labelled(&[("rack", "r2")]),
         ],
         claims: vec![
             claim("a").created(1),
@@ -2680,7 +2670,7 @@ pub fn freed_server_wakes_the_first() -> Scenario {
 }
 
 /// A claim whose status shows it waiting, with the summary the claim controller writes.
-fn showing_a_summary(claim: ServerClaim) -> ServerClaim {
+fn showing_a_summary(claim: LeanClaim) -> LeanClaim {
     let mut claim = claim.phase(ClaimPhase::Pending);
     let status = claim.status.get_or_insert_with(Default::default);
     status.conditions = vec![Condition {
@@ -2704,10 +2694,10 @@ pub fn orphan_and_cordon() -> Scenario {
         name: "orphan-and-cordon",
         servers: vec![
             server("s1")
-                .labels(&[("rack", "r1")])
+                .labelled(&[("rack", "r1")])
                 .claimed_for("a", "uid-a")
                 .phase(ServerPhase::Bound),
-            server("s2").labels(&[("rack", "r2")]).taint("maint"),
+            server("s2").labelled(&[("rack", "r2")]).taint("maint"),
         ],
         claims: vec![claim("a").created(1)],
         user_ops: vec![
@@ -2783,7 +2773,7 @@ pub fn release_gates() -> Scenario {
 const WIPE: &str = "x.io/wipe";
 
 /// `s1` bound to `a`, with these release gates of its own (none: the spec names none).
-fn a_on_s1(gates: &[&str]) -> Server {
+fn a_on_s1(gates: &[&str]) -> LeanServer {
     let s1 = server("s1")
         .claimed_for("a", "uid-a")
         .phase(ServerPhase::Bound);
@@ -2795,7 +2785,7 @@ fn a_on_s1(gates: &[&str]) -> Server {
 }
 
 /// `a` bound to `s1`, and `b`, newer, waiting for a server.
-fn a_bound_and_b_waiting() -> Vec<ServerClaim> {
+fn a_bound_and_b_waiting() -> Vec<LeanClaim> {
     vec![
         claim("a")
             .chose("s1")
@@ -2874,8 +2864,8 @@ pub fn tenant_forgery() -> Scenario {
     Scenario {
         name: "tenant-forgery",
         servers: vec![
-            server("s1").labels(&[("rack", "r1")]).unclaimable(),
-            server("s2").labels(&[("rack", "r2")]),
+            server("s1").labelled(&[("rack", "r1")]).unclaimable(),
+            server("s2").labelled(&[("rack", "r2")]),
         ],
         claims: vec![
             claim("t").selects(&[("rack", "r1")]).created(1),
@@ -2959,7 +2949,7 @@ fn gpu_class() -> ServerClass {
 }
 
 /// A claim of class gpu.
-fn gpu(mut claim: ServerClaim) -> ServerClaim {
+fn gpu(mut claim: LeanClaim) -> LeanClaim {
     claim.spec.server_class_name = Some(GPU.into());
     claim
 }
@@ -3110,7 +3100,7 @@ fn release_gates_hold_in_every_interleaving() {
 /// The server side that releases a gated server straight to Available, as before
 /// release gates.
 fn skips_release_gates(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3148,7 +3138,7 @@ fn a_lost_claim_re_pointed_holds_in_every_interleaving() {
 /// The server side's winner rule before issue 20: any `bind-completed` claim naming a
 /// free server takes it back, eligible or not (`can_take_back` trusted the annotation).
 fn trusts_bind_completed(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3183,7 +3173,7 @@ fn trusts_bind_completed(
 /// gate named `Cleaning` passes itself). The server is seen with such a gate renamed,
 /// and the controllers' condition copied under the new name.
 fn gate_passes_itself(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3197,12 +3187,7 @@ fn gate_passes_itself(
             gate.name = alias(&gate.name);
         }
     }
-    if let Some(recorded) = seen
-        .metadata
-        .annotations
-        .as_mut()
-        .and_then(|a| a.get_mut(ANNOTATION_CLEANING_GATES))
-    {
+    if let Some(recorded) = seen.annotations_mut().get_mut(ANNOTATION_CLEANING_GATES) {
         *recorded = recorded
             .split(',')
             .map(|g| match OWN_CONDITIONS.contains(&g) {
@@ -3230,7 +3215,7 @@ fn gate_passes_itself(
 /// Release gates before issue 20: every reconcile of a cleaning server reads the gates
 /// from the spec or the controller's flag now, not from what the release recorded.
 fn gates_from_the_flag(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3242,12 +3227,7 @@ fn gates_from_the_flag(
         .into_iter()
         .map(str::to_string)
         .collect();
-    if let Some(recorded) = seen
-        .metadata
-        .annotations
-        .as_mut()
-        .and_then(|a| a.get_mut(ANNOTATION_CLEANING_GATES))
-    {
+    if let Some(recorded) = seen.annotations_mut().get_mut(ANNOTATION_CLEANING_GATES) {
         *recorded = now.join(",");
     }
     decide_server(&seen, claims, liveness, gates, turn, admit)
@@ -3306,7 +3286,7 @@ fn empty_uid_and_copies_hold_in_every_interleaving() {
 /// A server controller without the winner rule's priorities: it hands a server to the
 /// alphabetically first claim naming it, bound or not.
 fn without_winner_priority(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3330,7 +3310,7 @@ fn without_winner_priority(
 
 /// A claim controller that never withdraws a server it chose when another claim took it.
 fn without_withdraw(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -3368,8 +3348,8 @@ fn without_assumption_end_wakeup(_: &str, _: &ServerCatalog, _: &ClaimCatalog) -
 /// (it stops being ahead of them). With [`decides_with_no_one_held_back`], a refused
 /// claim keeps its place.
 fn refusal_wakes_nobody(
-    old: Option<&ServerClaim>,
-    new: Option<&ServerClaim>,
+    old: Option<&LeanClaim>,
+    new: Option<&LeanClaim>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
@@ -3384,7 +3364,7 @@ fn refusal_wakes_nobody(
 /// The server side without "a server its claim gave back is rolled back": it waits for
 /// the claim to adopt it, which the claim never does.
 fn keeps_a_given_back_server(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3399,7 +3379,7 @@ fn keeps_a_given_back_server(
 /// The fair order without namespaces' service: each namespace's queue alone, so the
 /// oldest claim goes first however often its namespace was just served.
 fn ignores_namespace_turns(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -3415,7 +3395,7 @@ fn ignores_namespace_turns(
 /// The server side before turns: a user's claim naming a free server wins it whatever
 /// the claims ahead of it need.
 fn name_jumps_the_queue(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3428,21 +3408,21 @@ fn name_jumps_the_queue(
 /// The server decision before "Whose pick is it": any `pre-bound` ref is taken as a pick
 /// made in its turn, whoever wrote it.
 fn trusts_pre_bound(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
 ) -> ServerDecision {
-    let trusting = |c: &ServerClaim| is_controller_chosen(c) || turn(c);
+    let trusting = |c: &LeanClaim| is_controller_chosen(c) || turn(c);
     decide_server(server, claims, liveness, gates, &trusting, admit)
 }
 
 /// The server decision, but waiting for an adoption where it would roll back for a
 /// `cause` that `which` picks (the mutants of the rollback rows).
 fn waits_instead_of_rolling_back(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3462,8 +3442,8 @@ fn waits_instead_of_rolling_back(
 /// without a server (a back-off begins, it is deleted) wakes no free server a user's
 /// claim names, only the servers the claim itself names or that name it.
 fn leaving_claim_wakes_no_named_server(
-    old: Option<&ServerClaim>,
-    new: Option<&ServerClaim>,
+    old: Option<&LeanClaim>,
+    new: Option<&LeanClaim>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
@@ -3487,8 +3467,8 @@ fn leaving_claim_wakes_no_named_server(
 }
 
 fn freed_server_wakes_nobody(
-    old: Option<&Server>,
-    new: Option<&Server>,
+    old: Option<&LeanServer>,
+    new: Option<&LeanServer>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
     _: usize,
@@ -3508,7 +3488,7 @@ fn freed_server_wakes_nobody(
 /// The claim decision without the binder's memory of the claims backing off: until the
 /// refused claim's status says so, it is still ahead of the others.
 fn decides_with_no_one_held_back(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -3523,8 +3503,8 @@ fn decides_with_no_one_held_back(
 /// The assumed-choice rule before issue 10: an assumption is "seen" only by the one event
 /// whose resourceVersion equals the write response's, and ends only once seen. If the
 /// event comes before the response, it never ends.
-fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &ServerClaim) -> bool {
-    if a.written.is_some() && a.written == claim.metadata.resource_version {
+fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &LeanClaim) -> bool {
+    if a.written.is_some() && a.written == claim.meta().resource_version {
         a.seen = true;
     }
     let names = claim
@@ -3537,7 +3517,7 @@ fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &ServerClaim) ->
 
 /// A server controller that takes `uid: ""` for a uid (of a claim that is gone).
 fn empty_uid_is_a_uid(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3556,7 +3536,7 @@ fn empty_uid_is_a_uid(
 /// The server side before issue 10: it waits for a claim that names nothing to adopt the
 /// server, even when the claim cannot (the server was cordoned, tainted or relabelled).
 fn waits_for_any_adoption(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -3570,7 +3550,7 @@ fn waits_for_any_adoption(
 
 /// The server side before quotas: it binds a claim whether or not a quota charges it.
 fn ignores_the_charge(
-    server: &Server,
+    server: &LeanServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],

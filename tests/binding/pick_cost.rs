@@ -15,7 +15,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use server_binder::api::ServerClaim;
+use server_binder::api::{LeanClaim, LeanServer};
 use server_binder::binding::{ClaimCatalog, Placement, ServerCatalog, ServerView, WaitingClaims};
 use server_binder::runtime::bench::bind::fleet::{self, Mix};
 
@@ -23,18 +23,19 @@ use super::support::among;
 
 /// The many-selectors fleet of `n` servers and `n` claims, the claims created a
 /// millisecond apart over 100 namespaces.
-fn fleet_of(n: usize) -> (Vec<ServerClaim>, ServerCatalog, ClaimCatalog) {
+fn fleet_of(n: usize) -> (Vec<LeanClaim>, ServerCatalog, ClaimCatalog) {
     let namespaces = 100;
     let start = Timestamp::from_second(1_700_000_000).unwrap();
     let claims: Vec<_> = (0..n)
         .map(|j| {
-            let mut c = fleet::claim(j, Mix::ManySelectors, fleet::namespace_name(j % namespaces));
+            let c = fleet::claim(j, Mix::ManySelectors, fleet::namespace_name(j % namespaces));
+            let mut c = LeanClaim::from(c);
             let at = start + SignedDuration::from_millis(j as i64);
-            c.metadata.creation_timestamp = Some(Time(at));
+            c.meta_mut().creation_timestamp = Some(Time(at));
             c
         })
         .collect();
-    let servers = (0..n).map(|i| fleet::server(i, Mix::ManySelectors));
+    let servers = (0..n).map(|i| LeanServer::from(fleet::server(i, Mix::ManySelectors)));
     let servers = ServerCatalog::from_servers(servers).tracking(&claims);
     let waiting = ClaimCatalog::from_claims(claims.iter().cloned());
     (claims, servers, waiting)
@@ -42,7 +43,7 @@ fn fleet_of(n: usize) -> (Vec<ServerClaim>, ServerCatalog, ClaimCatalog) {
 
 /// Where `claim` goes: the server it picks, or how many claims are ahead of it (`None`:
 /// no server fits).
-fn placed(servers: &ServerCatalog, claim: &ServerClaim, waiting: &WaitingClaims) -> Placed {
+fn placed(servers: &ServerCatalog, claim: &LeanClaim, waiting: &WaitingClaims) -> Placed {
     match servers.place(claim, &among(waiting)) {
         Placement::Pick(name) => Ok(name.to_string()),
         Placement::WaitForTurn(ahead) => Err(Some(ahead.total)),
@@ -53,15 +54,10 @@ fn placed(servers: &ServerCatalog, claim: &ServerClaim, waiting: &WaitingClaims)
 type Placed = Result<String, Option<usize>>;
 
 /// Takes a pick: its server leaves the free servers and its claim the waiting claims.
-fn take(
-    servers: &mut ServerCatalog,
-    waiting: &mut ClaimCatalog,
-    claim: &ServerClaim,
-    server: &str,
-) {
+fn take(servers: &mut ServerCatalog, waiting: &mut ClaimCatalog, claim: &LeanClaim, server: &str) {
     servers.remove(server);
-    let ns = claim.metadata.namespace.as_deref().unwrap();
-    waiting.remove(ns, claim.metadata.name.as_deref().unwrap());
+    let ns = claim.meta().namespace.as_deref().unwrap();
+    waiting.remove(ns, claim.meta().name.as_deref().unwrap());
 }
 
 /// Every claim of the fleet picks once; each is served (every claim has its planted
@@ -107,7 +103,7 @@ fn picks_that_keep_rows_and_a_flow_decide_as_picks_that_keep_none() {
     for claim in &claims {
         let kept = placed(&servers, claim, waiting.waiting());
         let afresh = placed(&servers, claim, &waiting.waiting().clone());
-        assert_eq!(kept, afresh, "{:?}", claim.metadata.name);
+        assert_eq!(kept, afresh, "{:?}", claim.meta().name);
         if let Ok(name) = kept {
             take(&mut servers, &mut waiting, claim, &name);
         }

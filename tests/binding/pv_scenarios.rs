@@ -65,7 +65,7 @@ fn simple_bind() {
 #[test]
 fn no_match() {
     let mut w = Truth::new(
-        vec![server("s1").labels(&[("size", "s")])],
+        vec![server("s1").labelled(&[("size", "s")])],
         vec![claim("c").selects(&[("size", "xl")])],
     );
     let events = settle(&mut w);
@@ -160,8 +160,8 @@ fn crash_after_bind_completed_before_the_status() {
 fn selector_match_and_mismatch() {
     let mut w = Truth::new(
         vec![
-            server("s1").labels(&[("rack", "r1"), ("size", "m")]),
-            server("s2").labels(&[("rack", "r2"), ("size", "xl")]),
+            server("s1").labelled(&[("rack", "r1"), ("size", "m")]),
+            server("s2").labelled(&[("rack", "r2"), ("size", "xl")]),
         ],
         vec![
             claim("xl").expression("size", SelectorOperator::In, &["l", "xl"]),

@@ -38,20 +38,20 @@ fn with_quota(binder: Binder, hard: i64, charged: &[&str]) -> Binder {
         .listed_with_quotas([q])
 }
 
-fn gpu(claim: ServerClaim) -> ServerClaim {
+fn gpu(claim: LeanClaim) -> LeanClaim {
     let mut claim = claim;
     claim.spec.server_class_name = Some("gpu".into());
     claim
 }
 
-fn step(binder: &Binder, claim: &ServerClaim) -> ClaimWork {
+fn step(binder: &Binder, claim: &LeanClaim) -> ClaimWork {
     match binder.plan_claim_reading(claim, |_| None, Sight::All, now().0) {
         ClaimStep::Act(work) => *work,
         other => panic!("expected writes, got {other:?}"),
     }
 }
 
-fn server_decision(binder: &Binder, server: &Server) -> ServerDecision {
+fn server_decision(binder: &Binder, server: &LeanServer) -> ServerDecision {
     match binder.reconcile_server_reading(server, |_| None, now().0) {
         ServerStep::Act(work) => work.decision,
         other => panic!("expected a decision, got {other:?}"),

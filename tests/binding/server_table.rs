@@ -7,7 +7,7 @@ use server_binder::binding::*;
 
 use crate::binding::support::*;
 
-fn plan(server: &Server, decision: &ServerDecision) -> ServerPlan {
+fn plan(server: &LeanServer, decision: &ServerDecision) -> ServerPlan {
     plan_server(server, decision, &now())
 }
 
@@ -15,7 +15,7 @@ fn phase(plan: &ServerPlan) -> Option<ServerPhase> {
     plan.status.as_ref().and_then(|s| s.phase)
 }
 
-fn written(plan: &ServerPlan) -> &Server {
+fn written(plan: &ServerPlan) -> &LeanServer {
     plan.object.as_ref().expect("an object write")
 }
 
@@ -90,7 +90,7 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
 }
 
 /// The server decision when no claim exists, with these default release gates.
-fn decide_alone(server: &Server, liveness: Liveness, gates: &[String]) -> ServerDecision {
+fn decide_alone(server: &LeanServer, liveness: Liveness, gates: &[String]) -> ServerDecision {
     decide_server(server, &claims(vec![]), liveness, gates, IN_TURN, ADMITTED)
 }
 
@@ -101,7 +101,7 @@ fn decide_alone(server: &Server, liveness: Liveness, gates: &[String]) -> Server
 fn winner_is_only_among_claims_in_their_turn() {
     let srv = server("s1");
     let picks_only: Turn<'_> = &|c| is_controller_chosen(c);
-    let decide = |world: Vec<ServerClaim>| {
+    let decide = |world: Vec<LeanClaim>| {
         decide_server(
             &srv,
             &claims(world),
@@ -152,7 +152,7 @@ fn winner_then_prefers_the_oldest_then_the_name() {
 
 #[test]
 fn winner_is_only_among_claims_the_server_is_eligible_for() {
-    let srv = server("s1").labels(&[("rack", "r1")]);
+    let srv = server("s1").labelled(&[("rack", "r1")]);
     let world = [claim("a").names("s1").selects(&[("rack", "r2")])];
     assert_eq!(decide_s(&srv, &world), ServerDecision::Available);
 }
@@ -297,7 +297,7 @@ fn uid_ref_to_an_older_incarnation_is_released_once_confirmed() {
 #[test]
 fn uid_ref_with_the_claim_naming_it_ensures_bound_and_the_finalizer() {
     let mut srv = server("s1").claimed_for("c", "uid-c");
-    srv.metadata.finalizers = None;
+    srv.meta_mut().finalizers = None;
     let d = decide_s(&srv, &[claim("c").chose("s1")]);
     assert_eq!(d, ServerDecision::BoundConfirmed);
     let p = plan(&srv, &d);
@@ -398,11 +398,11 @@ fn a_forged_bind_completed_is_no_winner() {
         .names("s1")
         .bind_completed()
         .selects(&[("rack", "r1")])];
-    let r1 = server("s1").labels(&[("rack", "r1")]);
+    let r1 = server("s1").labelled(&[("rack", "r1")]);
     for cannot in [
         r1.clone().unclaimable(),
         r1.clone().taint("gpu"),
-        server("s1").labels(&[("rack", "r2")]),
+        server("s1").labelled(&[("rack", "r2")]),
     ] {
         assert_eq!(
             decide_s(&cannot, &forged),
@@ -417,7 +417,7 @@ fn a_forged_bind_completed_is_no_winner() {
         .phase(ClaimPhase::Lost)
         .records("s1")];
     let mut other = server("s1").unclaimable();
-    other.metadata.uid = Some("uid-of-a-new-s1".into());
+    other.meta_mut().uid = Some("uid-of-a-new-s1".into());
     assert_eq!(decide_s(&other, &recreated), ServerDecision::Available);
     assert!(matches!(
         decide_s(&server("s1").unclaimable(), &recreated),
@@ -471,7 +471,7 @@ fn uid_ref_with_an_unbound_claim_that_cannot_adopt_the_server_rolls_back() {
             Ineligible::UntoleratedTaint { key: s("gpu") },
         ),
         (
-            server("s1").labels(&[("rack", "r2")]),
+            server("s1").labelled(&[("rack", "r2")]),
             Ineligible::SelectorMismatch,
         ),
     ] {
@@ -527,7 +527,7 @@ fn a_stale_bound_by_controller_annotation_goes_once_the_ref_is_cleared() {
 
 #[test]
 fn a_reservation_fills_the_uid_only_for_a_claim_it_can_serve() {
-    let srv = server("s1").reserved_for("c").labels(&[("rack", "r2")]);
+    let srv = server("s1").reserved_for("c").labelled(&[("rack", "r2")]);
     let d = decide_s(&srv, &[claim("c").names("s1").selects(&[("rack", "r1")])]);
     assert_eq!(d, ServerDecision::ReservedClaimElsewhere);
 }
@@ -559,7 +559,7 @@ fn a_gated_recycle_releases_and_starts_cleaning_in_one_write() {
     let w = written(&p);
     assert_eq!(w.spec.server_claim_ref, None);
     assert!(!has_protection(w));
-    let generation = srv.metadata.generation.unwrap() + 1;
+    let generation = srv.meta().generation.unwrap() + 1;
     assert_eq!(
         annotation(w, ANNOTATION_CLEANING),
         Some(generation.to_string())
@@ -589,7 +589,7 @@ fn the_gates_in_force_are_recorded_at_the_release() {
         Some(s("x.io/wipe"))
     );
     let mut cleaning = w.clone();
-    cleaning.metadata.generation = Some(2);
+    cleaning.meta_mut().generation = Some(2);
     for flag in [vec![], vec![s("x.io/other")]] {
         let d = decide_alone(&cleaning, Liveness::Cached, &flag);
         assert_eq!(
@@ -642,10 +642,7 @@ fn a_gate_named_cleaning_does_not_pass_itself() {
 fn a_record_that_cannot_be_matched_is_repaired() {
     let mut mangled = server("s1").gates(&["x.io/wipe"]).cleaning(5);
     mangled
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
+        .annotations_mut()
         .insert(ANNOTATION_CLEANING.into(), "soon".into());
     let d = decide_s(&mangled, &[]);
     assert_eq!(
@@ -667,12 +664,7 @@ fn a_record_that_cannot_be_matched_is_repaired() {
     assert!(e.note.contains("\"soon\""), "{}", e.note);
 
     let mut legacy = server("s1").cleaning(9);
-    legacy
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .remove(ANNOTATION_CLEANING_GATES);
+    legacy.annotations_mut().remove(ANNOTATION_CLEANING_GATES);
     let d = decide_alone(&legacy, Liveness::Cached, &[s("x.io/wipe")]);
     assert_eq!(
         d,

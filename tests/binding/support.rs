@@ -4,15 +4,18 @@
 use server_binder::api::*;
 use server_binder::binding::*;
 
-// The one fixture builder (shared with tests/controllers), and the namespace.
-pub use crate::common::fixtures::*;
+// The one fixture builder (shared with tests/controllers), its objects as the binder
+// caches them, and the namespace.
+pub use crate::common::fixtures::{
+    ClaimExt, ServerExt, lean_claim as claim, lean_server as server, now, t,
+};
 pub use crate::common::names::NS;
 
-pub fn servers(list: Vec<Server>) -> ServerCatalog {
+pub fn servers(list: Vec<LeanServer>) -> ServerCatalog {
     ServerCatalog::from_servers(list)
 }
 
-pub fn claims(list: Vec<ServerClaim>) -> ClaimCatalog {
+pub fn claims(list: Vec<LeanClaim>) -> ClaimCatalog {
     ClaimCatalog::from_claims(list)
 }
 
@@ -45,7 +48,7 @@ pub fn among(waiting: &WaitingClaims) -> PickInputs<'_> {
 /// The server a lone claim would pick.
 pub fn pick_alone<'a>(
     servers: &'a ServerCatalog,
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     skip: &dyn Fn(&str) -> bool,
 ) -> Option<&'a str> {
     match servers.place(claim, &alone(skip)) {
@@ -55,14 +58,14 @@ pub fn pick_alone<'a>(
 }
 
 /// The claim controller's decision with an empty assumed cache, on the cache.
-pub fn decide_c(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
+pub fn decide_c(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     decide_claim(claim, &servers, &alone(&|_| false), Liveness::Cached)
 }
 
 /// The claim controller's decision on the cache when the claim's `serverRef` is its own
 /// pick in flight (its assumed choices hold it).
-pub fn decide_c_picked(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
+pub fn decide_c_picked(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     let mut assumed = AssumedChoices::new();
     let server = &claim
@@ -81,7 +84,7 @@ pub fn decide_c_picked(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
 
 /// A binder that listed these objects, with a summary interval that never holds a test
 /// back.
-pub fn listed(servers: Vec<Server>, claims: Vec<ServerClaim>) -> Binder {
+pub fn listed(servers: Vec<LeanServer>, claims: Vec<LeanClaim>) -> Binder {
     let config = BinderConfig {
         status_interval: std::time::Duration::from_secs(10),
         release_gates: vec![],
@@ -90,7 +93,7 @@ pub fn listed(servers: Vec<Server>, claims: Vec<ServerClaim>) -> Binder {
 }
 
 /// The same after a live read confirmed what the view says.
-pub fn decide_c_live(claim: &ServerClaim, world: &[Server]) -> ClaimDecision {
+pub fn decide_c_live(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     decide_claim(claim, &servers, &alone(&|_| false), Liveness::Confirmed)
 }
@@ -104,7 +107,7 @@ pub const IN_TURN: Turn<'static> = &|_| true;
 pub const ADMITTED: Admit<'static> = &|_| true;
 
 /// The server controller's decision, on the cache.
-pub fn decide_s(server: &Server, world: &[ServerClaim]) -> ServerDecision {
+pub fn decide_s(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision {
     decide_server(
         server,
         &claims(world.to_vec()),
@@ -115,7 +118,7 @@ pub fn decide_s(server: &Server, world: &[ServerClaim]) -> ServerDecision {
     )
 }
 
-pub fn decide_s_live(server: &Server, world: &[ServerClaim]) -> ServerDecision {
+pub fn decide_s_live(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision {
     decide_server(
         server,
         &claims(world.to_vec()),
@@ -138,14 +141,14 @@ pub fn s(name: &str) -> String {
     name.to_string()
 }
 
-pub fn annotation(obj: &impl kube::Resource, key: &str) -> Option<String> {
-    obj.meta().annotations.as_ref()?.get(key).cloned()
+pub fn annotation<K: Parts>(obj: &LeanObject<K>, key: &str) -> Option<String> {
+    obj.annotations().get(key).cloned()
 }
 
 /// The mutant of the placement's properties: the reference's pick, claim by claim,
 /// lowest name first, seeing no other waiting claim.
 pub fn lowest_name_first(
-    claim: &ServerClaim,
+    claim: &LeanClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,

@@ -60,13 +60,13 @@ fn a_waiting_claim_that_leaves_without_a_server_wakes_the_pending_claims() {
 #[test]
 fn a_wake_orders_the_waiting_claims_fairly() {
     let mut b1 = claim("b1").created(3);
-    b1.metadata.namespace = Some("team-b".into());
+    b1.meta_mut().namespace = Some("team-b".into());
     // Bound in a third namespace: it takes no turn from team-a or team-b.
     let mut bound = claim("bound")
         .chose("s9")
         .bind_completed()
         .phase(ClaimPhase::Bound);
-    bound.metadata.namespace = Some("team-c".into());
+    bound.meta_mut().namespace = Some("team-c".into());
     let all = claims(vec![
         claim("a1").created(1),
         claim("a2").created(2),
@@ -94,7 +94,7 @@ fn woken_in_order(all: &ClaimCatalog) -> Vec<String> {
 #[test]
 fn a_pick_in_flight_counts_as_its_namespaces_turn() {
     let mut b1 = claim("b1").created(3);
-    b1.metadata.namespace = Some("team-b".into());
+    b1.meta_mut().namespace = Some("team-b".into());
     let all = claims(vec![
         claim("a0").created(0).chose("s9"),
         claim("a1").created(1),
@@ -108,7 +108,7 @@ fn a_pick_in_flight_counts_as_its_namespaces_turn() {
 #[test]
 fn a_deleted_bound_claim_still_counts_as_its_namespaces_turn() {
     let mut b1 = claim("b1").created(3);
-    b1.metadata.namespace = Some("team-b".into());
+    b1.meta_mut().namespace = Some("team-b".into());
     let served = claim("a0").created(0).chose("s9").phase(ClaimPhase::Bound);
     let mut all = claims(vec![served, claim("a1").created(1), b1]);
     all.remove(NS, "a0");
@@ -162,7 +162,7 @@ fn a_resync_pass_goes_on_past_created_and_deleted_objects() {
     assert_eq!(first.servers, ["s1", "s2"].map(String::from).into());
     // s0 sorts before the cursor (s2); s2 itself is deleted.
     world.insert(0, server("s0"));
-    world.retain(|s| s.metadata.name.as_deref() != Some("s2"));
+    world.retain(|s| s.meta().name.as_deref() != Some("s2"));
     let mut rest = Vec::new();
     for _ in 0..2 {
         rest.extend(world_tick(&servers(world.clone()), &none, &mut cursor, 3).servers);

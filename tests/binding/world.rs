@@ -19,8 +19,8 @@ pub struct Conflict;
 /// The stored objects. Claims live in one namespace, keyed by name; so do quotas.
 #[derive(Clone, Debug, Default)]
 pub struct Truth {
-    pub servers: BTreeMap<String, Server>,
-    pub claims: BTreeMap<String, ServerClaim>,
+    pub servers: BTreeMap<String, LeanServer>,
+    pub claims: BTreeMap<String, LeanClaim>,
     pub quotas: BTreeMap<String, ServerQuota>,
     /// The classes, fixed for a run (nobody writes them).
     pub classes: Vec<ServerClass>,
@@ -33,7 +33,7 @@ fn rv_of<K: Resource>(obj: &K) -> Option<&str> {
 }
 
 impl Truth {
-    pub fn new(servers: Vec<Server>, claims: Vec<ServerClaim>) -> Self {
+    pub fn new(servers: Vec<LeanServer>, claims: Vec<LeanClaim>) -> Self {
         let mut truth = Self::default();
         for s in servers {
             truth.put_server(s);
@@ -50,19 +50,19 @@ impl Truth {
     }
 
     /// Stores a claim as a user would create or overwrite it (no precondition).
-    pub fn put_claim(&mut self, mut claim: ServerClaim) {
-        claim.metadata.resource_version = Some(self.bump());
+    pub fn put_claim(&mut self, mut claim: LeanClaim) {
+        claim.meta_mut().resource_version = Some(self.bump());
         self.claims.insert(meta::name(&claim).to_string(), claim);
     }
 
-    pub fn put_server(&mut self, mut server: Server) {
-        server.metadata.resource_version = Some(self.bump());
+    pub fn put_server(&mut self, mut server: LeanServer) {
+        server.meta_mut().resource_version = Some(self.bump());
         self.servers.insert(meta::name(&server).to_string(), server);
     }
 
     /// Stores a quota as an admin would create it (no precondition).
     pub fn put_quota(&mut self, mut quota: ServerQuota) {
-        quota.metadata.resource_version = Some(self.bump());
+        quota.meta_mut().resource_version = Some(self.bump());
         self.quotas.insert(meta::name(&quota).to_string(), quota);
     }
 
@@ -81,13 +81,13 @@ impl Truth {
             return Err(Conflict);
         }
         stored.status = based_on.status.clone();
-        stored.metadata.resource_version = Some(rv);
+        stored.meta_mut().resource_version = Some(rv);
         Ok(stored.clone())
     }
 
     /// Replaces a claim's metadata and spec, keeping its stored status (like the API server
     /// for a CRD with the status subresource). `based_on` carries the precondition.
-    pub fn write_claim(&mut self, based_on: &ServerClaim) -> Result<ServerClaim, Conflict> {
+    pub fn write_claim(&mut self, based_on: &LeanClaim) -> Result<LeanClaim, Conflict> {
         let name = meta::name(based_on).to_string();
         let stored = self.claims.get(&name).ok_or(Conflict)?;
         if rv_of(stored) != rv_of(based_on) {
@@ -96,18 +96,18 @@ impl Truth {
         let mut next = based_on.clone();
         next.status = stored.status.clone();
         if next.spec != stored.spec {
-            next.metadata.generation = Some(stored.metadata.generation.unwrap_or(0) + 1);
+            next.meta_mut().generation = Some(stored.meta().generation.unwrap_or(0) + 1);
         }
-        next.metadata.resource_version = Some(self.bump());
+        next.meta_mut().resource_version = Some(self.bump());
         self.claims.insert(name, next.clone());
         Ok(next)
     }
 
     pub fn write_claim_status(
         &mut self,
-        based_on: &ServerClaim,
+        based_on: &LeanClaim,
         status: &ServerClaimStatus,
-    ) -> Result<ServerClaim, Conflict> {
+    ) -> Result<LeanClaim, Conflict> {
         let name = meta::name(based_on).to_string();
         let rv = self.bump();
         let stored = self.claims.get_mut(&name).ok_or(Conflict)?;
@@ -115,13 +115,13 @@ impl Truth {
             return Err(Conflict);
         }
         stored.status = Some(status.clone());
-        stored.metadata.resource_version = Some(rv);
+        stored.meta_mut().resource_version = Some(rv);
         Ok(stored.clone())
     }
 
     /// Like [`Truth::write_claim`] for servers; a deleting server whose last finalizer goes
     /// is removed, as the API server does.
-    pub fn write_server(&mut self, based_on: &Server) -> Result<Option<Server>, Conflict> {
+    pub fn write_server(&mut self, based_on: &LeanServer) -> Result<Option<LeanServer>, Conflict> {
         let name = meta::name(based_on).to_string();
         let stored = self.servers.get(&name).ok_or(Conflict)?;
         if rv_of(stored) != rv_of(based_on) {
@@ -130,15 +130,11 @@ impl Truth {
         let mut next = based_on.clone();
         next.status = stored.status.clone();
         if next.spec != stored.spec {
-            next.metadata.generation = Some(stored.metadata.generation.unwrap_or(0) + 1);
+            next.meta_mut().generation = Some(stored.meta().generation.unwrap_or(0) + 1);
         }
-        next.metadata.resource_version = Some(self.bump());
+        next.meta_mut().resource_version = Some(self.bump());
         let finalized = meta::is_deleting(&next)
-            && next
-                .metadata
-                .finalizers
-                .as_ref()
-                .is_none_or(|f| f.is_empty());
+            && next.meta().finalizers.as_ref().is_none_or(|f| f.is_empty());
         if finalized {
             self.servers.remove(&name);
             return Ok(None);
@@ -149,9 +145,9 @@ impl Truth {
 
     pub fn write_server_status(
         &mut self,
-        based_on: &Server,
+        based_on: &LeanServer,
         status: &ServerStatus,
-    ) -> Result<Server, Conflict> {
+    ) -> Result<LeanServer, Conflict> {
         let name = meta::name(based_on).to_string();
         let rv = self.bump();
         let stored = self.servers.get_mut(&name).ok_or(Conflict)?;
@@ -159,7 +155,7 @@ impl Truth {
             return Err(Conflict);
         }
         stored.status = Some(status.clone());
-        stored.metadata.resource_version = Some(rv);
+        stored.meta_mut().resource_version = Some(rv);
         Ok(stored.clone())
     }
 
@@ -174,7 +170,7 @@ impl Truth {
             return;
         };
         if stored
-            .metadata
+            .meta()
             .finalizers
             .as_ref()
             .is_none_or(|f| f.is_empty())
@@ -183,17 +179,17 @@ impl Truth {
             return;
         }
         let mut next = stored.clone();
-        next.metadata.deletion_timestamp = Some(now());
+        next.meta_mut().deletion_timestamp = Some(now());
         self.put_server(next);
     }
 
-    pub fn claim(&self, name: &str) -> &ServerClaim {
+    pub fn claim(&self, name: &str) -> &LeanClaim {
         self.claims
             .get(name)
             .unwrap_or_else(|| panic!("claim {name} exists"))
     }
 
-    pub fn server(&self, name: &str) -> &Server {
+    pub fn server(&self, name: &str) -> &LeanServer {
         self.servers
             .get(name)
             .unwrap_or_else(|| panic!("server {name} exists"))
@@ -204,7 +200,7 @@ impl Truth {
 pub fn apply_claim_plan(
     truth: &mut Truth,
     plan: &ClaimPlan,
-    read: &ServerClaim,
+    read: &LeanClaim,
 ) -> Result<(), Conflict> {
     let mut base = read.clone();
     if let Some(object) = &plan.object {
@@ -219,7 +215,7 @@ pub fn apply_claim_plan(
 pub fn apply_server_plan(
     truth: &mut Truth,
     plan: &ServerPlan,
-    read: &Server,
+    read: &LeanServer,
 ) -> Result<(), Conflict> {
     let mut base = read.clone();
     if let Some(object) = &plan.object {

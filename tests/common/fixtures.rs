@@ -4,8 +4,9 @@
 //! the API).
 //!
 //! [`server`] and [`claim`] build the objects as stored (uid, generation,
-//! resourceVersion, creation time); the builders speak one vocabulary, after
-//! docs/binding.md's wording:
+//! resourceVersion, creation time); [`lean_server`] and [`lean_claim`] build the same as
+//! the binder caches them ([`LeanServer`], [`LeanClaim`]), for the pure tests. The
+//! builders, for both, speak one vocabulary, after docs/binding.md's wording:
 //!
 //! | builder | on | means |
 //! |---|---|---|
@@ -16,7 +17,7 @@
 //! | `tolerates(key)` | claim | a toleration of a `NoBind` taint |
 //! | `bind_completed()` | claim | the `bind-completed` annotation |
 //! | `uid(uid)`, `created(seconds)` | claim | its uid, its creation time |
-//! | `labels(&[(key, value)])` | server | labels |
+//! | `labelled(&[(key, value)])` | server | labels |
 //! | `taint(key)`, `unclaimable()`, `retain()` | server | a `NoBind` taint, the cordon, `reclaimPolicy: Retain` |
 //! | `gates(&[name])` | server | `spec.releaseGates` |
 //! | `deleting()` | server | a deletion timestamp (pure tests only: the API sets it) |
@@ -109,7 +110,7 @@ pub fn claim(name: &str) -> ServerClaim {
 /// The server builders (see the module's table).
 pub trait ServerExt: Sized {
     /// The server's labels are exactly these.
-    fn labels(self, pairs: &[(&str, &str)]) -> Self;
+    fn labelled(self, pairs: &[(&str, &str)]) -> Self;
     fn taint(self, key: &str) -> Self;
     fn unclaimable(self) -> Self;
     fn deleting(self) -> Self;
@@ -146,7 +147,7 @@ pub trait ServerExt: Sized {
     fn controller_status(self, phase: ServerPhase) -> Self;
     /// Bound to a stored `claim`, as the server controller leaves it: `claimed_for` its
     /// name and uid, with the status of phase Bound (unlike `claimed_for`).
-    fn bound_to(self, claim: &ServerClaim) -> Self;
+    fn bound_to(self, claim: &impl kube::Resource) -> Self;
     /// Bound, as the server controller writes it, to a claim `claim` that has since been
     /// deleted (its uid, [`DELETED_UID`], is gone).
     fn bound_to_deleted(self, claim: &str) -> Self;
@@ -186,7 +187,7 @@ impl ServerExt for Server {
         }
         self
     }
-    fn labels(mut self, pairs: &[(&str, &str)]) -> Self {
+    fn labelled(mut self, pairs: &[(&str, &str)]) -> Self {
         self.metadata.labels = Some(
             pairs
                 .iter()
@@ -270,9 +271,9 @@ impl ServerExt for Server {
         });
         self
     }
-    fn bound_to(self, claim: &ServerClaim) -> Self {
-        let name = claim.metadata.name.as_deref().expect("a named claim");
-        let uid = claim.metadata.uid.as_deref().expect("a stored claim");
+    fn bound_to(self, claim: &impl kube::Resource) -> Self {
+        let name = claim.meta().name.as_deref().expect("a named claim");
+        let uid = claim.meta().uid.as_deref().expect("a stored claim");
         self.claimed_for(name, uid)
             .controller_status(ServerPhase::Bound)
     }
@@ -441,3 +442,64 @@ fn bound_condition(reason: &str, status: bool) -> Condition {
         observed_generation: Some(1),
     }
 }
+
+/// [`server`] as the binder caches it.
+pub fn lean_server(name: &str) -> LeanServer {
+    server(name).into()
+}
+
+/// [`claim`] as the binder caches it.
+pub fn lean_claim(name: &str) -> LeanClaim {
+    claim(name).into()
+}
+
+/// Each builder of a cached object is its stored object's, applied to the object as
+/// stored: one vocabulary, one meaning.
+macro_rules! lean_builders {
+    ($trait:ident for $lean:ty: $($method:ident($($arg:ident: $ty:ty),*);)*) => {
+        impl $trait for $lean {
+            $(fn $method(self, $($arg: $ty),*) -> Self {
+                <$lean>::from($trait::$method(self.to_full(), $($arg),*))
+            })*
+        }
+    };
+}
+
+lean_builders!(ServerExt for LeanServer:
+    labelled(pairs: &[(&str, &str)]);
+    taint(key: &str);
+    unclaimable();
+    deleting();
+    retain();
+    phase(phase: ServerPhase);
+    reserved_for(claim: &str);
+    claimed_for(claim: &str, uid: &str);
+    uid_filled_for(claim: &str, uid: &str);
+    by_controller();
+    finalizer();
+    foreign_finalizer();
+    uid_ref(uid: &str);
+    gates(names: &[&str]);
+    cleaning(release: i64);
+    passed(gate: &str, release: i64);
+    controller_status(phase: ServerPhase);
+    bound_to(claim: &impl kube::Resource);
+    bound_to_deleted(claim: &str);
+);
+
+lean_builders!(ClaimExt for LeanClaim:
+    uid(uid: &str);
+    created(seconds: i64);
+    selects(pairs: &[(&str, &str)]);
+    expression(key: &str, operator: SelectorOperator, values: &[&str]);
+    tolerates(key: &str);
+    names(server: &str);
+    chose(server: &str);
+    pre_bound();
+    bind_completed();
+    phase(phase: ClaimPhase);
+    records(server: &str);
+    no_record();
+    controller_status(phase: ClaimPhase, reason: &str);
+    bound(server: &str);
+);

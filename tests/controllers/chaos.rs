@@ -299,7 +299,7 @@ impl World {
         self.note(format!(
             "create server {FORBIDDEN} unclaimable, never uncordoned"
         ));
-        let forbidden = server(FORBIDDEN).labels(&[("rack", "r1"), ("size", "small")]);
+        let forbidden = server(FORBIDDEN).labelled(&[("rack", "r1"), ("size", "small")]);
         self.env.put_server(forbidden.unclaimable()).await;
         let names = self.claim_names.clone();
         for name in &names[..first_claims] {
@@ -355,7 +355,7 @@ impl World {
             labels.push((POOL, pool));
             write!(what, " {POOL}={pool}").unwrap();
         }
-        let mut draft = server(name).labels(&labels);
+        let mut draft = server(name).labelled(&labels);
         if self.rng.random_bool(0.25) {
             let key = TAINTS[self.rng.random_range(0..2)];
             draft = draft.taint(key);
@@ -717,7 +717,9 @@ impl World {
             .await
         {
             Ok(c) => {
-                if server_ref_name(&c) == Some(FORBIDDEN) && !is_controller_chosen(&c) {
+                if server_ref_name(&c) == Some(FORBIDDEN)
+                    && !is_controller_chosen(&c.clone().into())
+                {
                     self.user_claim_refs
                         .insert(ResourceExt::uid(&c).unwrap(), FORBIDDEN.to_string());
                 }
@@ -760,9 +762,10 @@ impl World {
     /// Passes every gate the server waits for, for its current release; the release,
     /// if the write went through.
     async fn pass_gates(&mut self, mut s: Server) -> Option<i64> {
-        let record = gates::release_record(&s)?;
+        let lean = LeanServer::from(s.clone());
+        let record = gates::release_record(&lean)?;
         let release = record.release?;
-        let waits: Vec<String> = gates::gates_in_force(&s, &record)
+        let waits: Vec<String> = gates::gates_in_force(&lean, &record)
             .into_iter()
             .map(str::to_string)
             .collect();
@@ -955,6 +958,7 @@ fn gpu_toleration() -> Toleration {
 /// class's toleration; a claim naming no class takes only servers no class takes in.
 fn eligible(s: &Server, c: &ServerClaim) -> bool {
     let in_class = s.labels().get(POOL).is_some_and(|p| p == CLASS);
+    let (s, c) = (&LeanServer::from(s.clone()), &LeanClaim::from(c.clone()));
     match c.spec.server_class_name.as_deref() {
         None => !in_class && eligibility(s, c).is_ok(),
         Some(CLASS) => {
@@ -968,7 +972,7 @@ fn eligible(s: &Server, c: &ServerClaim) -> bool {
 
 /// The release a server is being cleaned after, as its annotation says.
 fn release_of(s: &Server) -> Option<i64> {
-    gates::release_record(s).and_then(|r| r.release)
+    gates::release_record(&s.clone().into()).and_then(|r| r.release)
 }
 
 fn server_ref_name(c: &ServerClaim) -> Option<&str> {
@@ -1198,9 +1202,10 @@ fn claim_problems(
                         "invariant 1: {other} and {name} both Bound to {sname}"
                     ));
                 }
-                let agrees = by_name
-                    .get(&sname)
-                    .is_some_and(|s| ref_match(s, c) == RefMatch::SameUid);
+                let agrees = by_name.get(&sname).is_some_and(|s| {
+                    ref_match(&LeanServer::from((*s).clone()), &c.clone().into())
+                        == RefMatch::SameUid
+                });
                 if !agrees || !c.annotations().contains_key(ANNOTATION_BIND_COMPLETED) {
                     p.push(format!("invariant 1: claim {name} is Bound but {sname} does not hold its uid, or no bind-completed"));
                 }
@@ -1210,7 +1215,7 @@ fn claim_problems(
                     .spec
                     .server_ref
                     .as_ref()
-                    .filter(|_| !is_controller_chosen(c))
+                    .filter(|_| !is_controller_chosen(&c.clone().into()))
                     .map(|r| r.name.as_str());
                 let free: Vec<String> = servers
                     .iter()

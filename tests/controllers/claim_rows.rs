@@ -237,13 +237,13 @@ async fn unbound_claim_adopts_a_server_that_recorded_it_before_a_crash() {
 async fn unbound_claim_picks_the_best_fit() {
     let mut env = Env::new().await;
     // s-a is tainted (tolerated), s-0 does not match the selector.
-    env.put_server(server("s-a").taint("gpu").labels(&[("rack", "r1")]))
+    env.put_server(server("s-a").taint("gpu").labelled(&[("rack", "r1")]))
         .await;
-    env.put_server(server("s-c").labels(&[("rack", "r1")]))
+    env.put_server(server("s-c").labelled(&[("rack", "r1")]))
         .await;
-    env.put_server(server("s-b").labels(&[("rack", "r1")]))
+    env.put_server(server("s-b").labelled(&[("rack", "r1")]))
         .await;
-    env.put_server(server("s-0").labels(&[("rack", "r2")]))
+    env.put_server(server("s-0").labelled(&[("rack", "r2")]))
         .await;
     env.put_claim(claim("c").tolerates("gpu").selects(&[("rack", "r1")]))
         .await;
@@ -278,7 +278,8 @@ async fn unbound_claim_passes_over_a_server_a_users_claim_names() {
 #[tokio::test]
 async fn unbound_claim_with_nothing_eligible_waits_and_binds_when_a_server_fits() {
     let mut env = Env::new().await;
-    env.put_server(server("s1").labels(&[("rack", "r1")])).await;
+    env.put_server(server("s1").labelled(&[("rack", "r1")]))
+        .await;
     env.put_claim(claim("c").selects(&[("rack", "r9")])).await;
     env.start(2).await;
 

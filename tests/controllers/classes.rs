@@ -64,9 +64,9 @@ fn of_class(name: &str, class: &str) -> ServerClaim {
 #[tokio::test]
 async fn a_claim_of_a_class_binds_only_to_its_servers() {
     let mut env = Env::new().await;
-    env.put_server(server("cpu-1").labels(&[("kind", "cpu")]))
+    env.put_server(server("cpu-1").labelled(&[("kind", "cpu")]))
         .await;
-    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
         .await;
     create_class(&env, gpu_class()).await;
     env.start(4).await;
@@ -85,7 +85,7 @@ async fn a_claim_of_a_class_binds_only_to_its_servers() {
 async fn a_namespace_the_class_does_not_let_in_waits_until_it_does() {
     let mut env = Env::new().await;
     env.create_namespace("team-b").await;
-    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
         .await;
     let mut gpu = gpu_class();
     gpu.spec.namespace_selector = Some(selector(&[("gpu", "yes")]));
@@ -122,7 +122,7 @@ async fn a_namespace_the_class_does_not_let_in_waits_until_it_does() {
 #[tokio::test]
 async fn a_claim_naming_a_missing_class_waits_for_it() {
     let mut env = Env::new().await;
-    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
         .await;
     env.start(4).await;
     env.put_claim(of_class("c", "gpu")).await;
@@ -146,9 +146,9 @@ async fn a_claim_naming_a_missing_class_waits_for_it() {
 #[tokio::test]
 async fn the_default_class_is_written_into_claims_without_one() {
     let mut env = Env::new().await;
-    env.put_server(server("cpu-1").labels(&[("kind", "cpu")]))
+    env.put_server(server("cpu-1").labelled(&[("kind", "cpu")]))
         .await;
-    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
         .await;
     env.start(4).await;
     // No server fits `early` before the default exists: it tolerates no taint and
@@ -280,7 +280,7 @@ async fn quotas_listed(kubectl: &impl Fn(&[&str]) -> String) {
 #[tokio::test]
 async fn a_class_s_release_gates_hold_its_released_servers() {
     let mut env = Env::new().await;
-    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
         .await;
     let mut gpu = gpu_class();
     gpu.spec.release_gates = Some(vec![ReleaseGate {
@@ -308,9 +308,9 @@ async fn a_class_s_release_gates_hold_its_released_servers() {
 #[tokio::test]
 async fn a_claim_without_a_class_cannot_take_a_class_s_servers() {
     let mut env = Env::new().await;
-    env.put_server(server("gpu-1").labels(&[("kind", "gpu")]).taint("gpu"))
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
         .await;
-    env.put_server(server("cpu-1").labels(&[("kind", "cpu")]))
+    env.put_server(server("cpu-1").labelled(&[("kind", "cpu")]))
         .await;
     create_class(&env, gpu_class()).await;
     env.start(4).await;

@@ -24,7 +24,7 @@ async fn pass_gate(env: &Env, server: &str, gate: &str) {
     let api = env.servers();
     let passed = || async {
         let mut s = api.get(server).await.expect("the server");
-        let read = gates::release_record(&s).and_then(|r| r.release);
+        let read = gates::release_record(&s.clone().into()).and_then(|r| r.release);
         let release = read.unwrap_or(s.metadata.generation.unwrap_or(0));
         let condition = gates::pass_condition(gate, release, &Time(Timestamp::now()));
         let status = s.status.get_or_insert_with(Default::default);

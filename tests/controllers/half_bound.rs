@@ -128,7 +128,7 @@ impl Unservable {
         match self {
             Unservable::Cordoned => server(name).unclaimable(),
             Unservable::Tainted => server(name).taint("maintenance"),
-            Unservable::Unmatched => server(name).labels(&[("rack", "r1")]),
+            Unservable::Unmatched => server(name).labelled(&[("rack", "r1")]),
         }
     }
 
@@ -142,7 +142,7 @@ impl Unservable {
     /// A free server c1 can use.
     fn eligible_server(self, name: &str) -> Server {
         match self {
-            Unservable::Unmatched => server(name).labels(&[("rack", "r2")]),
+            Unservable::Unmatched => server(name).labelled(&[("rack", "r2")]),
             Unservable::Cordoned | Unservable::Tainted => server(name),
         }
     }
@@ -273,7 +273,7 @@ async fn deleting_a_cordoned_server_with_an_orphaned_reservation_completes() {
 async fn selector_added_to_a_bound_claim_its_server_does_not_match_keeps_the_binding_and_warns() {
     let mut env = Env::new().await;
     let c1 = env.put_claim(claim("c1").bound("s1")).await;
-    env.put_server(server("s1").labels(&[("rack", "r1")]).bound_to(&c1))
+    env.put_server(server("s1").labelled(&[("rack", "r1")]).bound_to(&c1))
         .await;
     env.start(4).await;
     wait_bound(&env, "c1", "s1").await;

@@ -378,18 +378,18 @@ impl Env {
     /// `gpu`, `u1` cordoned and `d1` being deleted (a foreign finalizer keeps it).
     pub async fn stage_mixed_reasons(&self, held: &[&str]) {
         for name in held {
-            self.put_server(server(name).labels(&[("rack", "r1")]))
+            self.put_server(server(name).labelled(&[("rack", "r1")]))
                 .await;
             self.put_claim(claim(&format!("holds-{name}")).names(name))
                 .await;
         }
-        self.put_server(server("m1").labels(&[("rack", "r2")]))
+        self.put_server(server("m1").labelled(&[("rack", "r2")]))
             .await;
-        self.put_server(server("t1").labels(&[("rack", "r1")]).taint("gpu"))
+        self.put_server(server("t1").labelled(&[("rack", "r1")]).taint("gpu"))
             .await;
-        self.put_server(server("u1").labels(&[("rack", "r1")]).unclaimable())
+        self.put_server(server("u1").labelled(&[("rack", "r1")]).unclaimable())
             .await;
-        self.put_server(server("d1").labels(&[("rack", "r1")]).foreign_finalizer())
+        self.put_server(server("d1").labelled(&[("rack", "r1")]).foreign_finalizer())
             .await;
         self.delete_server("d1").await;
         for name in held {

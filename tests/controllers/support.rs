@@ -162,7 +162,10 @@ impl Env {
 
     pub async fn create_server(&self, name: &str, labels: &[(&str, &str)]) -> Server {
         self.servers()
-            .create(&PostParams::default(), &as_new(server(name).labels(labels)))
+            .create(
+                &PostParams::default(),
+                &as_new(server(name).labelled(labels)),
+            )
             .await
             .expect("server created")
     }

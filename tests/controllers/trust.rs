@@ -47,7 +47,7 @@ async fn a_forged_bind_completed_takes_no_server() {
     let mut env = Env::new().await;
     env.put_server(server("cordoned").unclaimable()).await;
     env.put_server(server("gpu").taint("gpu")).await;
-    env.put_server(server("rack-2").labels(&[("rack", "r2")]))
+    env.put_server(server("rack-2").labelled(&[("rack", "r2")]))
         .await;
     env.put_server(server("free")).await;
     for (name, target) in [("f1", "cordoned"), ("f2", "gpu")] {

@@ -88,7 +88,7 @@ async fn server_churn_costs_at_most_one_status_write_per_interval() {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     for i in 0..60 {
         tick.tick().await;
-        env.put_server(server(&format!("s{i:02}")).labels(&[("rack", "r1")]))
+        env.put_server(server(&format!("s{i:02}")).labelled(&[("rack", "r1")]))
             .await;
     }
     let why = "0/60 servers can serve this claim: 60 do not match the selector (rack=r9).";

@@ -53,7 +53,7 @@ fn at(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).expect("a small timestamp"))
 }
 
-fn claim(namespace: &str, name: &str, s: &State) -> ServerClaim {
+fn claim(namespace: &str, name: &str, s: &State) -> LeanClaim {
     let mut annotations = BTreeMap::new();
     for (set, key) in [
         (s.pre_bound, ANNOTATION_PRE_BOUND),
@@ -73,7 +73,7 @@ fn claim(namespace: &str, name: &str, s: &State) -> ServerClaim {
         value: None,
         effect: None,
     });
-    ServerClaim {
+    LeanClaim::from(crate::api::ServerClaim {
         metadata: ObjectMeta {
             namespace: Some(namespace.into()),
             name: Some(name.into()),
@@ -91,7 +91,7 @@ fn claim(namespace: &str, name: &str, s: &State) -> ServerClaim {
             bound_time: Some(at(t)),
             ..Default::default()
         }),
-    }
+    })
 }
 
 /// What the index holds, with each shared shape by its contents (the two indexes share

@@ -1,0 +1,532 @@
+//! Objects as the watches read them off the wire, and as the binder caches them.
+//!
+//! Every object is read without `managedFields`, and with only this project's
+//! annotations: both are skipped while the JSON is parsed, not built and dropped after.
+//! `managedFields` (one entry per writer, each a tree of JSON values) comes with every
+//! watch event, and building and dropping it was about a tenth of the operator's CPU
+//! (docs/performance.md, item 7 of "Placement at a flat cost"). No decision reads them,
+//! and the writes are merge patches of what a plan changed (`controllers::writes`, which
+//! reads only the version of its answers), so what the cache lacks is never sent, and
+//! never erased.
+//!
+//! Servers and claims, of which a fleet has thousands, are cached as [`LeanObject`]s: a
+//! projection of what the decisions read, with labels and annotations in sorted vectors
+//! rather than B-trees (a `BTreeMap` is a node of 544 bytes however few entries it
+//! holds: two of them were a third of a cached object, docs/performance.md, "Memory,
+//! measured"). The other kinds are few and read whole ([`Lean`]).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec, NamespaceStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::Resource;
+use litemap::LiteMap;
+use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::names::in_our_domain;
+use super::{
+    Server, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerClass, ServerClassSpec,
+    ServerClassStatus, ServerQuota, ServerQuotaSpec, ServerQuotaStatus, ServerSpec, ServerStatus,
+};
+
+/// Labels or annotations as a [`LeanObject`] holds them: sorted by key, in one vector.
+pub type Labels = LiteMap<String, String>;
+
+/// A `K` read lean; `.0` is the object.
+#[derive(Clone, Debug)]
+pub struct Lean<K>(pub K);
+
+/// A kind made of metadata, spec and status, as every kind the controllers read is.
+pub trait Parts: Sized {
+    type Spec: Serialize + DeserializeOwned + Default + Clone + fmt::Debug + PartialEq;
+    type Status: Serialize + DeserializeOwned + Clone + fmt::Debug + PartialEq;
+    fn from_parts(metadata: ObjectMeta, spec: Self::Spec, status: Option<Self::Status>) -> Self;
+    fn into_parts(self) -> (ObjectMeta, Self::Spec, Option<Self::Status>);
+    fn spec(&self) -> &Self::Spec;
+    fn status(&self) -> Option<&Self::Status>;
+    /// The object's `metadata` as JSON, as a merge patch compares it.
+    fn metadata_json(&self) -> serde_json::Result<serde_json::Value>;
+}
+
+macro_rules! parts {
+    ($($kind:ty => $spec:ty, $status:ty;)*) => {$(
+        impl Parts for $kind {
+            type Spec = $spec;
+            type Status = $status;
+            fn from_parts(metadata: ObjectMeta, spec: $spec, status: Option<$status>) -> Self {
+                Self { metadata, spec, status }
+            }
+            fn into_parts(self) -> (ObjectMeta, $spec, Option<$status>) {
+                (self.metadata, self.spec, self.status)
+            }
+            fn spec(&self) -> &$spec {
+                &self.spec
+            }
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+            fn metadata_json(&self) -> serde_json::Result<serde_json::Value> {
+                serde_json::to_value(&self.metadata)
+            }
+        }
+    )*};
+}
+
+parts! {
+    Server => ServerSpec, ServerStatus;
+    ServerClaim => ServerClaimSpec, ServerClaimStatus;
+    ServerClass => ServerClassSpec, ServerClassStatus;
+    ServerQuota => ServerQuotaSpec, ServerQuotaStatus;
+    Namespace => Option<NamespaceSpec>, NamespaceStatus;
+}
+
+impl<'de, K: Parts> Deserialize<'de> for Lean<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Wire::<K::Spec, K::Status, BTreeMap<String, String>>::deserialize(deserializer)?;
+        let (metadata, labels, annotations) = wire.metadata.split();
+        let mut metadata = metadata;
+        metadata.labels = labels;
+        metadata.annotations = annotations;
+        Ok(Lean(K::from_parts(metadata, wire.spec, wire.status)))
+    }
+}
+
+/// A server or a claim as the binder caches it: what the decisions read, and only that.
+///
+/// Its `metadata` (kube-runtime's store keys by it, and reads the name, namespace and
+/// version) never holds labels or annotations: those are [`LeanObject::labels`] and
+/// [`LeanObject::annotations`], sorted vectors, and of the annotations only this
+/// project's. The metadata is private so that no decision reads the empty maps there:
+/// the methods of this type, which shadow `ResourceExt`'s, are the only way to them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeanObject<K: Parts> {
+    metadata: ObjectMeta,
+    labels: Labels,
+    annotations: Labels,
+    pub spec: K::Spec,
+    pub status: Option<K::Status>,
+}
+
+/// A [`Server`] as the binder caches it.
+pub type LeanServer = LeanObject<Server>;
+/// A [`ServerClaim`] as the binder caches it.
+pub type LeanClaim = LeanObject<ServerClaim>;
+
+impl<K: Parts> LeanObject<K> {
+    /// An object of this name with `spec` and nothing else, as kube-derive's `new`.
+    pub fn new(name: &str, spec: K::Spec) -> Self {
+        let metadata = ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        };
+        Self::from_parts(metadata, spec, None)
+    }
+
+    /// The metadata, without labels and annotations ([`Self::labels`],
+    /// [`Self::annotations`]).
+    pub fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+
+    /// The labels.
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    pub fn labels_mut(&mut self) -> &mut Labels {
+        &mut self.labels
+    }
+
+    /// The annotations in this project's domain (the others are not kept).
+    pub fn annotations(&self) -> &Labels {
+        &self.annotations
+    }
+
+    pub fn annotations_mut(&mut self) -> &mut Labels {
+        &mut self.annotations
+    }
+
+    /// Every part, to be read whole (the model check's fingerprints): the metadata
+    /// (whose labels and annotations are always `None`), the labels, the annotations,
+    /// the spec and the status.
+    pub fn parts(&self) -> (&ObjectMeta, &Labels, &Labels, &K::Spec, Option<&K::Status>) {
+        let Self {
+            metadata,
+            labels,
+            annotations,
+            spec,
+            status,
+        } = self;
+        (metadata, labels, annotations, spec, status.as_ref())
+    }
+
+    /// The object as its kind's type, labels and annotations back in its metadata.
+    pub fn to_full(&self) -> K {
+        let mut metadata = self.metadata.clone();
+        metadata.labels = to_map(&self.labels);
+        metadata.annotations = to_map(&self.annotations);
+        K::from_parts(metadata, self.spec.clone(), self.status.clone())
+    }
+}
+
+/// A map of the API's types: absent when empty, as the API server would send it.
+fn to_map(labels: &Labels) -> Option<BTreeMap<String, String>> {
+    (!labels.is_empty()).then(|| labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+impl<K: Parts> Parts for LeanObject<K> {
+    type Spec = K::Spec;
+    type Status = K::Status;
+
+    /// Keeps the labels, and the annotations in this project's domain, as a watch would.
+    fn from_parts(mut metadata: ObjectMeta, spec: K::Spec, status: Option<K::Status>) -> Self {
+        let labels = metadata.labels.take().into_iter().flatten().collect();
+        let annotations = metadata.annotations.take().into_iter().flatten();
+        let annotations = annotations.filter(|(k, _)| is_ours(k)).collect();
+        Self {
+            metadata,
+            labels,
+            annotations,
+            spec,
+            status,
+        }
+    }
+
+    fn into_parts(self) -> (ObjectMeta, K::Spec, Option<K::Status>) {
+        let full = self.to_full();
+        full.into_parts()
+    }
+
+    fn spec(&self) -> &K::Spec {
+        &self.spec
+    }
+
+    fn status(&self) -> Option<&K::Status> {
+        self.status.as_ref()
+    }
+
+    /// The metadata with the labels and annotations in it, each always a map (an empty
+    /// one when there are none): between two versions, a merge patch then removes just
+    /// the keys that went, never the whole map.
+    fn metadata_json(&self) -> serde_json::Result<serde_json::Value> {
+        let object = |labels: &Labels| {
+            let pairs = labels.iter();
+            let pairs = pairs.map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())));
+            serde_json::Value::Object(pairs.collect())
+        };
+        let mut json = serde_json::to_value(&self.metadata)?;
+        json["labels"] = object(&self.labels);
+        json["annotations"] = object(&self.annotations);
+        Ok(json)
+    }
+}
+
+impl<K: Parts + Resource> From<K> for LeanObject<K> {
+    fn from(full: K) -> Self {
+        let (metadata, spec, status) = full.into_parts();
+        Self::from_parts(metadata, spec, status)
+    }
+}
+
+impl<'de, K: Parts> Deserialize<'de> for LeanObject<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Wire::<K::Spec, K::Status, Labels>::deserialize(deserializer)?;
+        let (metadata, labels, annotations) = wire.metadata.split();
+        Ok(Self {
+            metadata,
+            labels: labels.unwrap_or_default(),
+            annotations: annotations.unwrap_or_default(),
+            spec: wire.spec,
+            status: wire.status,
+        })
+    }
+}
+
+impl<K: Parts + Resource<DynamicType = ()>> Resource for LeanObject<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// An object on the wire; `apiVersion` and `kind` are the endpoint's. `M` is the type
+/// its labels and annotations are read into.
+#[derive(Deserialize)]
+#[serde(bound(
+    deserialize = "S: DeserializeOwned + Default, T: DeserializeOwned, M: DeserializeOwned + FromIterator<(String, String)>"
+))]
+struct Wire<S, T, M> {
+    metadata: LeanMeta<M>,
+    #[serde(default)]
+    spec: S,
+    status: Option<T>,
+}
+
+/// `ObjectMeta` without `managedFields` (an unknown key: skipped unbuilt), and with
+/// only this project's annotations.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[serde(bound(deserialize = "M: DeserializeOwned + FromIterator<(String, String)>"))]
+struct LeanMeta<M> {
+    #[serde(default, deserialize_with = "our_annotations")]
+    annotations: Option<M>,
+    creation_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<M>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
+}
+
+impl<M> LeanMeta<M> {
+    /// The metadata without labels and annotations, then those.
+    fn split(self) -> (ObjectMeta, Option<M>, Option<M>) {
+        let metadata = ObjectMeta {
+            creation_timestamp: self.creation_timestamp,
+            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
+            deletion_timestamp: self.deletion_timestamp,
+            finalizers: self.finalizers,
+            generate_name: self.generate_name,
+            generation: self.generation,
+            name: self.name,
+            namespace: self.namespace,
+            owner_references: self.owner_references,
+            resource_version: self.resource_version,
+            self_link: self.self_link,
+            uid: self.uid,
+            ..ObjectMeta::default()
+        };
+        (metadata, self.labels, self.annotations)
+    }
+}
+
+/// The annotations in this project's domain (the only ones a decision reads, tenants'
+/// included); the values of the others, such as kubectl's
+/// `last-applied-configuration` (a copy of the whole object), are skipped unbuilt.
+fn our_annotations<'de, D, M>(deserializer: D) -> Result<Option<M>, D::Error>
+where
+    D: Deserializer<'de>,
+    M: FromIterator<(String, String)>,
+{
+    struct Ours<M>(std::marker::PhantomData<M>);
+    impl<'de, M: FromIterator<(String, String)>> Visitor<'de> for Ours<M> {
+        type Value = Option<M>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut ours = Vec::new();
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if is_ours(&key) {
+                    ours.push((key.into_owned(), map.next_value()?));
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(Some(ours.into_iter().collect()))
+        }
+    }
+    deserializer.deserialize_option(Ours(std::marker::PhantomData))
+}
+
+/// Whether an annotation key is in this project's domain.
+fn is_ours(key: &str) -> bool {
+    key.split_once('/')
+        .is_some_and(|(prefix, _)| in_our_domain(prefix))
+}
+
+impl<K: Resource> Resource for Lean<K> {
+    type DynamicType = K::DynamicType;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        self.0.meta()
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        self.0.meta_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A server as the API server sends it: with `managedFields` and a kubectl
+    /// annotation.
+    fn on_the_wire() -> serde_json::Value {
+        json!({
+            "apiVersion": "metal.binder.dev/v1alpha1",
+            "kind": "Server",
+            "metadata": {
+                "name": "s1",
+                "uid": "u1",
+                "resourceVersion": "7",
+                "generation": 2,
+                "creationTimestamp": "2026-12-05T13:02:12Z",
+                "labels": {"rack": "r1"},
+                "finalizers": ["metal.binder.dev/server-protection"],
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"a\": 1}",
+                    "metal.binder.dev/bound-by-controller": "yes",
+                    "example.com/other": "x",
+                },
+                "managedFields": [{
+                    "manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:unclaimable": {}}},
+                }],
+            },
+            "spec": {"unclaimable": true, "serverClaimRef": {"namespace": "t", "name": "c"}},
+            "status": {"phase": "Available"},
+        })
+    }
+
+    #[test]
+    fn a_lean_object_is_the_full_one_without_managed_fields_and_foreign_annotations() {
+        let lean: Lean<Server> = serde_json::from_value(on_the_wire()).unwrap();
+        let mut full: Server = serde_json::from_value(on_the_wire()).unwrap();
+        full.metadata.managed_fields = None;
+        full.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .retain(|k, _| is_ours(k));
+        assert_eq!(lean.0, full);
+        assert_eq!(
+            lean.0.metadata.annotations,
+            Some([("metal.binder.dev/bound-by-controller".into(), "yes".into())].into())
+        );
+    }
+
+    #[test]
+    fn a_cached_server_is_the_lean_one_with_its_labels_and_annotations_apart() {
+        let cached: LeanServer = serde_json::from_value(on_the_wire()).unwrap();
+        let Lean(lean) = serde_json::from_value::<Lean<Server>>(on_the_wire()).unwrap();
+        assert_eq!(cached.meta().labels, None, "never in the metadata");
+        assert_eq!(cached.meta().annotations, None, "never in the metadata");
+        assert_eq!(cached.labels().get("rack").map(String::as_str), Some("r1"));
+        assert_eq!(
+            cached.annotations().iter().collect::<Vec<_>>(),
+            [(
+                &"metal.binder.dev/bound-by-controller".to_string(),
+                &"yes".to_string()
+            )]
+        );
+        assert_eq!(cached.to_full(), lean, "nothing else is lost");
+        assert_eq!(LeanServer::from(lean), cached, "as a watch reads it");
+    }
+
+    #[test]
+    fn a_cached_objects_metadata_json_holds_its_labels_and_annotations_as_maps() {
+        let cached: LeanServer = serde_json::from_value(on_the_wire()).unwrap();
+        let json = cached.metadata_json().unwrap();
+        assert_eq!(json["labels"], json!({"rack": "r1"}));
+        assert_eq!(
+            json["annotations"],
+            json!({"metal.binder.dev/bound-by-controller": "yes"})
+        );
+        let mut bare = cached;
+        bare.labels_mut().clear();
+        bare.annotations_mut().clear();
+        let json = bare.metadata_json().unwrap();
+        assert_eq!(
+            (&json["labels"], &json["annotations"]),
+            (&json!({}), &json!({}))
+        );
+        assert_eq!(json["name"], "s1");
+    }
+
+    #[test]
+    fn only_annotations_in_this_projects_domain_are_kept() {
+        use crate::api::names::{ANNOTATION_DEFAULT_CLASS, ANNOTATION_PRE_BOUND};
+        let keys = [
+            ANNOTATION_PRE_BOUND,
+            ANNOTATION_DEFAULT_CLASS,
+            "kubectl.kubernetes.io/last-applied-configuration",
+            "other.example.com/owner",
+            "evilmetal.binder.dev/x",
+            "metal.binder.dev.example.com/x",
+            "no-domain",
+        ];
+        let annotations: serde_json::Map<String, serde_json::Value> =
+            keys.iter().map(|k| (k.to_string(), json!("v"))).collect();
+        let wire = json!({"metadata": {"name": "c", "annotations": annotations}, "spec": {}});
+        let claim: Lean<ServerClaim> = serde_json::from_value(wire).unwrap();
+        let kept: Vec<&str> = claim
+            .0
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(kept, [ANNOTATION_PRE_BOUND, ANNOTATION_DEFAULT_CLASS]);
+    }
+
+    #[test]
+    fn absent_parts_read_as_absent() {
+        let bare = json!({"metadata": {"name": "s1", "annotations": null}, "spec": {}});
+        let lean: Lean<Server> = serde_json::from_value(bare).unwrap();
+        assert_eq!(lean.0.metadata.annotations, None);
+        assert_eq!(lean.0.status, None);
+        let ns: Lean<Namespace> =
+            serde_json::from_value(json!({"metadata": {"name": "t", "labels": {"a": "b"}}}))
+                .unwrap();
+        assert_eq!(
+            ns.0.metadata.labels,
+            Some([("a".into(), "b".into())].into())
+        );
+    }
+}
