@@ -97,7 +97,9 @@ impl<'de, K: Parts> Deserialize<'de> for Lean<K> {
 /// A server or a claim as the binder caches it: what the decisions read, and only that.
 ///
 /// Its `metadata` (kube-runtime's store keys by it, and reads the name, namespace and
-/// version) never holds labels or annotations: those are [`LeanObject::labels`] and
+/// version) holds what the decisions read: name, namespace, uid, version, generation,
+/// creation and deletion times, finalizers. Read off the wire, it never holds owners,
+/// a generated-name prefix or a grace period, and never labels or annotations: those are [`LeanObject::labels`] and
 /// [`LeanObject::annotations`], sorted vectors, and of the annotations only this
 /// project's. The metadata is private so that no decision reads the empty maps there:
 /// the methods of this type, which shadow `ResourceExt`'s, are the only way to them.
@@ -176,6 +178,15 @@ impl<K: Parts> LeanObject<K> {
     }
 }
 
+/// No decision reads who owns a server or claim, how its name was generated, or its
+/// grace period: the cache keeps none of them (and a patch never names them).
+fn drop_unread(metadata: &mut ObjectMeta) {
+    metadata.owner_references = None;
+    metadata.generate_name = None;
+    metadata.self_link = None;
+    metadata.deletion_grace_period_seconds = None;
+}
+
 /// A map of the API's types: absent when empty, as the API server would send it.
 fn to_map(labels: &Labels) -> Option<BTreeMap<String, String>> {
     (!labels.is_empty()).then(|| labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -187,6 +198,7 @@ impl<K: Parts> Parts for LeanObject<K> {
 
     /// Keeps the labels, and the annotations in this project's domain, as a watch would.
     fn from_parts(mut metadata: ObjectMeta, spec: K::Spec, status: Option<K::Status>) -> Self {
+        drop_unread(&mut metadata);
         let labels = metadata.labels.take().into_iter().flatten().collect();
         let annotations = metadata.annotations.take().into_iter().flatten();
         let annotations = annotations.filter(|(k, _)| is_ours(k)).collect();
@@ -238,7 +250,8 @@ impl<K: Parts + Resource> From<K> for LeanObject<K> {
 impl<'de, K: Parts> Deserialize<'de> for LeanObject<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::<K::Spec, K::Status, Labels>::deserialize(deserializer)?;
-        let (metadata, labels, annotations) = wire.metadata.split();
+        let (mut metadata, labels, annotations) = wire.metadata.split();
+        drop_unread(&mut metadata);
         Ok(Self {
             metadata,
             labels: labels.unwrap_or_default(),
@@ -418,6 +431,8 @@ mod tests {
                 "creationTimestamp": "2026-12-05T13:02:12Z",
                 "labels": {"rack": "r1"},
                 "finalizers": ["metal.binder.dev/server-protection"],
+                "generateName": "s",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u9"}],
                 "annotations": {
                     "kubectl.kubernetes.io/last-applied-configuration": "{\"a\": 1}",
                     "metal.binder.dev/bound-by-controller": "yes",
@@ -464,6 +479,9 @@ mod tests {
                 &"yes".to_string()
             )]
         );
+        let mut lean = lean;
+        lean.metadata.owner_references = None;
+        lean.metadata.generate_name = None;
         assert_eq!(cached.to_full(), lean, "nothing else is lost");
         assert_eq!(LeanServer::from(lean), cached, "as a watch reads it");
     }
