@@ -26,7 +26,10 @@ use litemap::LiteMap;
 use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::names::in_our_domain;
+use super::names::{
+    ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING,
+    ANNOTATION_CLEANING_GATES, ANNOTATION_PRE_BOUND, in_our_domain,
+};
 use super::{
     Server, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerClass, ServerClassSpec,
     ServerClassStatus, ServerQuota, ServerQuotaSpec, ServerQuotaStatus, ServerSpec, ServerStatus,
@@ -94,15 +97,48 @@ impl<'de, K: Parts> Deserialize<'de> for Lean<K> {
     }
 }
 
+/// What the decisions read of a kind the binder caches as [`LeanObject`]s, beside its
+/// spec, status and metadata: whether its labels, and which annotations. The cache keeps
+/// nothing else, so what a tenant puts on its claims beyond that (labels, annotations,
+/// this project's domain included) costs the operator no memory, and is never written.
+/// The pure tests build their objects through this projection: a decision that read an
+/// annotation not named here would fail the rows that set it (dropping `cleaning` from
+/// a server's, or `bind-completed` from a claim's, fails seven and a dozen).
+pub trait Projected: Parts {
+    /// Whether any decision reads the labels.
+    const LABELS: bool;
+    /// The annotations the decisions read.
+    const ANNOTATIONS: &'static [&'static str];
+}
+
+/// A server's labels are what claims' selectors and classes match; its annotations are
+/// the server controller's record of a bind and of a cleaning.
+impl Projected for Server {
+    const LABELS: bool = true;
+    const ANNOTATIONS: &'static [&'static str] = &[
+        ANNOTATION_BOUND_BY_CONTROLLER,
+        ANNOTATION_CLEANING,
+        ANNOTATION_CLEANING_GATES,
+    ];
+}
+
+/// No decision reads a claim's labels; its annotations are the claim controller's
+/// record of a pick and of a completed bind.
+impl Projected for ServerClaim {
+    const LABELS: bool = false;
+    const ANNOTATIONS: &'static [&'static str] = &[ANNOTATION_PRE_BOUND, ANNOTATION_BIND_COMPLETED];
+}
+
 /// A server or a claim as the binder caches it: what the decisions read, and only that.
 ///
 /// Its `metadata` (kube-runtime's store keys by it, and reads the name, namespace and
 /// version) holds what the decisions read: name, namespace, uid, version, generation,
-/// creation and deletion times, finalizers. Read off the wire, it never holds owners,
-/// a generated-name prefix or a grace period, and never labels or annotations: those are [`LeanObject::labels`] and
-/// [`LeanObject::annotations`], sorted vectors, and of the annotations only this
-/// project's. The metadata is private so that no decision reads the empty maps there:
-/// the methods of this type, which shadow `ResourceExt`'s, are the only way to them.
+/// creation and deletion times, finalizers. It never holds owners, a generated-name
+/// prefix or a grace period, and never labels or annotations: those are
+/// [`LeanObject::labels`] and [`LeanObject::annotations`], sorted vectors, and only
+/// those [`Projected`] names. The metadata is private so that no decision reads the
+/// empty maps there: the methods of this type, which shadow `ResourceExt`'s, are the
+/// only way to them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LeanObject<K: Parts> {
     metadata: ObjectMeta,
@@ -124,7 +160,13 @@ impl<K: Parts> LeanObject<K> {
             name: Some(name.to_string()),
             ..ObjectMeta::default()
         };
-        Self::from_parts(metadata, spec, None)
+        Self {
+            metadata,
+            labels: Labels::new(),
+            annotations: Labels::new(),
+            spec,
+            status: None,
+        }
     }
 
     /// The metadata, without labels and annotations ([`Self::labels`],
@@ -178,13 +220,25 @@ impl<K: Parts> LeanObject<K> {
     }
 }
 
-/// No decision reads who owns a server or claim, how its name was generated, or its
-/// grace period: the cache keeps none of them (and a patch never names them).
-fn drop_unread(metadata: &mut ObjectMeta) {
+/// `K`'s metadata, labels and annotations as the cache keeps them: only what
+/// [`Projected`] names, and none of who owns the object, how its name was generated or
+/// its grace period, which no decision reads either (and so no patch names).
+fn projected<K: Projected>(
+    mut metadata: ObjectMeta,
+    mut labels: Labels,
+    mut annotations: Labels,
+) -> (ObjectMeta, Labels, Labels) {
     metadata.owner_references = None;
     metadata.generate_name = None;
     metadata.self_link = None;
     metadata.deletion_grace_period_seconds = None;
+    metadata.labels = None;
+    metadata.annotations = None;
+    if !K::LABELS {
+        labels = Labels::new();
+    }
+    annotations.retain(|k, _| K::ANNOTATIONS.contains(&k.as_str()));
+    (metadata, labels, annotations)
 }
 
 /// A map of the API's types: absent when empty, as the API server would send it.
@@ -192,16 +246,15 @@ fn to_map(labels: &Labels) -> Option<BTreeMap<String, String>> {
     (!labels.is_empty()).then(|| labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
 }
 
-impl<K: Parts> Parts for LeanObject<K> {
+impl<K: Projected> Parts for LeanObject<K> {
     type Spec = K::Spec;
     type Status = K::Status;
 
-    /// Keeps the labels, and the annotations in this project's domain, as a watch would.
+    /// Keeps what [`Projected`] names, as a watch would.
     fn from_parts(mut metadata: ObjectMeta, spec: K::Spec, status: Option<K::Status>) -> Self {
-        drop_unread(&mut metadata);
         let labels = metadata.labels.take().into_iter().flatten().collect();
-        let annotations = metadata.annotations.take().into_iter().flatten();
-        let annotations = annotations.filter(|(k, _)| is_ours(k)).collect();
+        let annotations = metadata.annotations.take().into_iter().flatten().collect();
+        let (metadata, labels, annotations) = projected::<K>(metadata, labels, annotations);
         Self {
             metadata,
             labels,
@@ -240,22 +293,23 @@ impl<K: Parts> Parts for LeanObject<K> {
     }
 }
 
-impl<K: Parts + Resource> From<K> for LeanObject<K> {
+impl<K: Projected + Resource> From<K> for LeanObject<K> {
     fn from(full: K) -> Self {
         let (metadata, spec, status) = full.into_parts();
         Self::from_parts(metadata, spec, status)
     }
 }
 
-impl<'de, K: Parts> Deserialize<'de> for LeanObject<K> {
+impl<'de, K: Projected> Deserialize<'de> for LeanObject<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::<K::Spec, K::Status, Labels>::deserialize(deserializer)?;
-        let (mut metadata, labels, annotations) = wire.metadata.split();
-        drop_unread(&mut metadata);
+        let (metadata, labels, annotations) = wire.metadata.split();
+        let (labels, annotations) = (labels.unwrap_or_default(), annotations.unwrap_or_default());
+        let (metadata, labels, annotations) = projected::<K>(metadata, labels, annotations);
         Ok(Self {
             metadata,
-            labels: labels.unwrap_or_default(),
-            annotations: annotations.unwrap_or_default(),
+            labels,
+            annotations,
             spec: wire.spec,
             status: wire.status,
         })
@@ -504,6 +558,43 @@ mod tests {
             (&json!({}), &json!({}))
         );
         assert_eq!(json["name"], "s1");
+    }
+
+    /// A claim as a tenant may write it: labels, and annotations in and out of this
+    /// project's domain, one the decisions read on servers only.
+    fn tenant_claim() -> serde_json::Value {
+        json!({
+            "metadata": {
+                "name": "c", "namespace": "t", "resourceVersion": "3",
+                "labels": {"app": "db", "team": "a"},
+                "annotations": {
+                    "metal.binder.dev/pre-bound": "yes",
+                    "metal.binder.dev/bound-by-controller": "yes",
+                    "metal.binder.dev/anything": "x".repeat(1000),
+                    "example.com/ticket": "T-9",
+                },
+            },
+            "spec": {"serverRef": {"name": "s1"}},
+        })
+    }
+
+    #[test]
+    fn a_cached_claim_keeps_no_labels_and_only_the_annotations_a_decision_reads() {
+        let cached: LeanClaim = serde_json::from_value(tenant_claim()).unwrap();
+        assert!(
+            cached.labels().is_empty(),
+            "no decision reads a claim's labels"
+        );
+        let kept: Vec<&str> = cached
+            .annotations()
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(kept, ["metal.binder.dev/pre-bound"]);
+        let full: ServerClaim = serde_json::from_value(tenant_claim()).unwrap();
+        assert_eq!(LeanClaim::from(full), cached, "as a watch reads it");
+        let server: LeanServer = serde_json::from_value(on_the_wire()).unwrap();
+        assert_eq!(server.labels().len(), 1, "a server's labels are read");
     }
 
     #[test]

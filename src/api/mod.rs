@@ -14,7 +14,7 @@ pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
     Toleration, TolerationOperator,
 };
-pub use lean::{Labels, Lean, LeanClaim, LeanObject, LeanServer, Parts};
+pub use lean::{Labels, Lean, LeanClaim, LeanObject, LeanServer, Parts, Projected};
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,

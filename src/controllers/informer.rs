@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
-use crate::api::{Lean, LeanObject, Parts};
+use crate::api::{Lean, LeanObject, Projected};
 
 use crate::api::{LeanClaim, LeanServer, ServerClass, ServerQuota};
 use crate::binding::{
@@ -370,7 +370,7 @@ trait Read: Sized {
     fn from_wire(wire: Self::Wire) -> Self;
 }
 
-impl<K: Parts> Read for LeanObject<K>
+impl<K: Projected> Read for LeanObject<K>
 where
     Self: kube::Resource<DynamicType = ()> + Clone + Debug + Send + 'static,
 {
