@@ -10,10 +10,11 @@
 //! never erased.
 //!
 //! Servers and claims, of which a fleet has thousands, are cached as [`LeanObject`]s: a
-//! projection of what the decisions read, with labels and annotations in sorted vectors
+//! projection of what the decisions read ([`Projected`]: a server's labels, and the
+//! protocol's annotations of each kind), with labels and annotations in sorted vectors
 //! rather than B-trees (a `BTreeMap` is a node of 544 bytes however few entries it
-//! holds: two of them were a third of a cached object, docs/performance.md, "Memory,
-//! measured"). The other kinds are few and read whole ([`Lean`]).
+//! holds: two of them were a third of a cached object, docs/performance.md, item 18 of
+//! "Placement at a flat cost"). The other kinds are few and read whole ([`Lean`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
