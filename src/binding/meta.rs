@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kube::Resource;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, ANNOTATION_YES};
-use crate::api::{Labels, LeanClaim, LeanObject, Parts, ServerClaimRef};
+use crate::api::{Labels, LeanClaim, LeanObject, Parts, Projected, ServerClaimRef};
 
 /// A claim's namespace and name: how the binding core keys claims. One key is held by
 /// a dozen maps per claim (the catalog, the waiting claims' queues and counts, the picks
@@ -84,7 +84,10 @@ pub fn has_annotation<K: Parts>(obj: &LeanObject<K>, key: &str) -> bool {
         .is_some_and(|v| v == ANNOTATION_YES)
 }
 
-pub fn set_annotation<K: Parts>(obj: &mut LeanObject<K>, key: &str) {
+/// Sets the annotation to `yes`. Only one the cache keeps: a plan writing one it drops
+/// would find it missing on every read, and write it again.
+pub fn set_annotation<K: Projected>(obj: &mut LeanObject<K>, key: &str) {
+    debug_assert!(K::ANNOTATIONS.contains(&key), "{key} is not cached");
     obj.annotations_mut()
         .insert(key.to_string(), ANNOTATION_YES.to_string());
 }

@@ -25,9 +25,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
-use crate::api::{Lean, LeanObject, Projected};
 
-use crate::api::{LeanClaim, LeanServer, ServerClass, ServerQuota};
+use crate::api::{Lean, LeanClaim, LeanObject, LeanServer, Projected, ServerClass, ServerQuota};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, ResyncCursor, Rules, Sight,
     Wake, claim_key,
@@ -330,7 +329,7 @@ where
         .boxed();
     while let Some(event) = events.next().await {
         let event = match event {
-            Ok(event) => unwrap_lean::<K>(event),
+            Ok(event) => cached_event::<K>(event),
             Err(error) => {
                 // The watcher relists or rewatches by itself, with backoff.
                 tracing::warn!(%error, "watch failed; retrying");
@@ -394,7 +393,7 @@ macro_rules! read_whole {
 read_whole!(ServerClass, ServerQuota, Namespace);
 
 /// The event with its object as the cache keeps it.
-fn unwrap_lean<K: Read>(event: Event<K::Wire>) -> Event<K> {
+fn cached_event<K: Read>(event: Event<K::Wire>) -> Event<K> {
     match event {
         Event::Apply(obj) => Event::Apply(K::from_wire(obj)),
         Event::Delete(obj) => Event::Delete(K::from_wire(obj)),
