@@ -104,7 +104,7 @@ impl<'de, K: Parts> Deserialize<'de> for Lean<K> {
 /// this project's domain included) costs the operator no memory, and is never written.
 /// The pure tests build their objects through this projection: a decision that read an
 /// annotation not named here would fail the rows that set it (dropping `cleaning` from
-/// a server's, or `bind-completed` from a claim's, fails seven and a dozen).
+/// a server's, or `bind-completed` from a claim's, fails 7 and 22).
 pub trait Projected: Parts {
     /// Whether any decision reads the labels.
     const LABELS: bool;
