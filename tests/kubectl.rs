@@ -507,6 +507,34 @@ fn create_and_delete_a_namespace_with_kubectl_create() {
     assert!(!gone.status.success());
 }
 
+/// What `kubectl get -o yaml` writes of several objects is a `kind: List`, and applying
+/// it back is how a user restores them. kubectl checks a List against OpenAPI v2, not
+/// v3: the server must serve `/openapi/v2` (as protobuf), and its items still meet the
+/// server's strict field validation.
+#[test]
+fn a_list_written_by_get_applies_back_and_its_items_are_still_validated() {
+    let Some(c) = Cluster::with_fixtures() else {
+        return;
+    };
+    c.apply_fixture("widget-w1.yaml");
+    let saved = c.ok(&["get", "widgets", "-o", "yaml"]);
+    assert!(saved.contains("kind: List"), "{saved}");
+    let saved = c.file("saved.yaml", &saved);
+    c.ok(&["delete", "widget", "w1"]);
+    let out = c.ok(&["apply", "-f", &saved]);
+    assert!(out.contains("widget.test.example.dev/w1 created"), "{out}");
+    let color = c.ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.color}"]);
+    assert_eq!(color, "blue");
+    let bogus = c.file(
+        "bogus.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: test.example.dev/v1\n  kind: Widget\n  metadata: {name: w2}\n  spec: {color: red, bogus: 1}\n",
+    );
+    let refused = c.run(&["create", "-f", &bogus]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("unknown field \"spec.bogus\""), "{stderr}");
+}
+
 /// `kubectl get crd` prints each CRD's creation time (the server's default table
 /// convertor sends it as an RFC 3339 string), not an age of 0s.
 #[test]

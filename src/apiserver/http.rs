@@ -216,7 +216,12 @@ async fn serve(
             let doc = openapi::document(&shared.state.lock().registry, &p);
             doc.map_or_else(|| Err(ApiError::no_route()), ok)
         }
-        Route::OpenApiV2 | Route::NotFound => Err(ApiError::no_route()),
+        Route::OpenApiV2 => Ok(Response::builder()
+            .status(200)
+            .header("content-type", openapi::V2_MEDIA_TYPE)
+            .body(Body::from(openapi::v2_document()))
+            .unwrap_or_default()),
+        Route::NotFound => Err(ApiError::no_route()),
         Route::Resource(r) => resource(shared, method, headers, body, r, q).await,
     }
 }

@@ -189,3 +189,24 @@ pub(crate) fn index(reg: &Registry) -> Value {
     }
     json!({"paths": paths})
 }
+
+/// `/openapi/v2`'s media type, as kube-apiserver answers it (client-go asks for the same
+/// with an `@`, which Go's media-type parser rejects in an answer, and parses nothing but
+/// protobuf).
+pub(crate) const V2_MEDIA_TYPE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// `/openapi/v2`: a Swagger 2.0 document that defines no kind, as protobuf (gnostic's
+/// `openapi_v2.Document`: `swagger` is field 1, `info` field 2 with `title` 1 and
+/// `version` 2). kubectl falls back to it for what OpenAPI v3 does not name, such as a
+/// `kind: List` file (as `kubectl get -o yaml` writes one); finding no definition of a
+/// kind there, it leaves the kind's checks to this server, as for a CRD without a schema.
+/// The kinds' schemas are OpenAPI v3's.
+pub(crate) fn v2_document() -> Vec<u8> {
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        let length = u8::try_from(bytes.len()).expect("a short field");
+        assert!(length < 0x80, "one byte of length");
+        [&[number << 3 | 2, length][..], bytes].concat()
+    }
+    let info = [field(1, b"server-binder"), field(2, b"v2")].concat();
+    [field(1, b"2.0"), field(2, &info)].concat()
+}
