@@ -180,7 +180,7 @@ impl<K: Parts> LeanObject<K> {
         &mut self.metadata
     }
 
-    /// The labels.
+    /// The labels: none for a kind whose labels no decision reads ([`Projected::LABELS`]).
     pub fn labels(&self) -> &Labels {
         &self.labels
     }
@@ -189,7 +189,7 @@ impl<K: Parts> LeanObject<K> {
         &mut self.labels
     }
 
-    /// The annotations in this project's domain (the others are not kept).
+    /// The annotations [`Projected::ANNOTATIONS`] names (no others are kept).
     pub fn annotations(&self) -> &Labels {
         &self.annotations
     }
