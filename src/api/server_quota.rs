@@ -52,6 +52,12 @@ pub struct ServerQuotaSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerQuotaStatus {
+    /// The `metadata.generation` whose `spec.hard` the controller last counted the
+    /// namespace's holders against. Until it equals the generation (a quota just
+    /// created, re-created, edited, or its status lost), the quota admits no claim it
+    /// does not already charge: the controller counts first, then admits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// For each class of `spec.hard`, how many claims are charged: the claims of the
     /// class that hold a server or are on their way to one.
     #[serde(default)]

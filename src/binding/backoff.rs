@@ -67,7 +67,7 @@ pub struct Refusal {
     pub until: Timestamp,
     /// What the refused write was for (the decision's name, e.g. `PickBestFit`).
     pub write: &'static str,
-    /// Whether it was the write completing a bind (or giving its server back): the claim
+    /// Whether it was the write completing a bind (`CompleteBind`): the claim
     /// then gives back the server that holds its uid.
     pub completing: bool,
     /// The API server's answer.

@@ -29,6 +29,7 @@ use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::RefusedWrites;
 use super::claim_decision::{
     ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, pass_over,
+    standing_bind,
 };
 use super::claim_plan::{ClaimPlan, plan_claim};
 use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
@@ -523,8 +524,7 @@ impl Binder {
     /// Whether an unbound `claim` is over quota: it takes no server, and no place in
     /// the matching, until a charge frees (a bound claim keeps its server and counts).
     fn over_quota(&self, claim: &LeanClaim, class: &ClassCheck) -> bool {
-        !meta::is_bind_completed(claim)
-            && matches!(self.quota_check_of(claim, class), QuotaCheck::Exceeded(_))
+        !meta::is_bind_completed(claim) && self.quota_check_of(claim, class).holds_back()
     }
 
     pub fn servers(&self) -> &ServerCatalog {
@@ -773,10 +773,12 @@ impl Binder {
             return ClaimStep::ReadServer(server);
         }
         let backing_off = self.refused.backing_off(&key, now);
+        let repeats_refused = backing_off.is_some_and(|r| r.write == decision.name());
         if let Some(after) = backing_off.and_then(|r| remaining(r.until, now))
-            && plan.is_noop()
+            && (plan.is_noop() || repeats_refused && plan.object.is_some())
         {
-            // Its status already says it backs off: look again when the back-off ends.
+            // Its status already says it backs off, or the plan would send the very
+            // write the API server refused: look again when the back-off ends.
             let decision = Box::new(decision);
             return ClaimStep::Wait { decision, after };
         }
@@ -820,7 +822,9 @@ impl Binder {
         now: Timestamp,
     ) -> ClaimDecision {
         let key = claim_key(claim);
+        // A bind that stands is completed again whatever its class or quota says now.
         if self.refused.backing_off(&key, now).is_none()
+            && standing_bind(claim, &self.servers).is_none()
             && let Some(decision) =
                 decide_class(claim, class).or_else(|| decide_quota(claim, quota))
         {

@@ -11,7 +11,7 @@ use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{gave_back, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
 use super::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
-use super::quota::{QuotaCheck, QuotaFull};
+use super::quota::{QuotaCheck, QuotaFull, QuotaUncounted};
 use super::selector::selector_matches;
 use super::view::{ClaimView, Liveness, ServerView};
 use super::why::{PickState, Unavailability};
@@ -85,6 +85,11 @@ pub enum ClaimDecision {
     /// the claim: Pending `QuotaExceeded`, Warning of that reason; a controller-chosen
     /// `serverRef` is withdrawn (docs/binding.md, "Server quotas").
     QuotaExceeded { full: QuotaFull },
+    /// A quota of the claim's namespace limits its class, does not charge the claim, and
+    /// has not counted the namespace's holders since it was created, edited, or its
+    /// status was lost: Pending `QuotaNotCounted`, Warning of that reason; a
+    /// controller-chosen `serverRef` is withdrawn. The count comes first, then admission.
+    QuotaNotCounted { quota: QuotaUncounted },
     /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
     AdoptReservedServer { server: String },
     /// No `serverRef`, an eligible free server exists: choose the best fit.
@@ -174,6 +179,7 @@ impl ClaimDecision {
                 | ClassNotFound { .. }
                 | ClassNotAllowed { .. }
                 | QuotaExceeded { .. }
+                | QuotaNotCounted { .. }
                 | PickBestFit { .. }
                 | WaitForTurn { .. }
                 | NoMatchingServer { .. }
@@ -186,13 +192,11 @@ impl ClaimDecision {
         )
     }
 
-    /// Whether the decision's object write completes a bind, or gives back the server of
-    /// one whose completion was refused.
+    /// Whether the decision's object write completes a bind: refused, the claim gives
+    /// back the server that holds its uid. A refused give-back is not a completion: the
+    /// claim then keeps the server, backing off, and its status says why.
     pub fn completes_a_bind(&self) -> bool {
-        matches!(
-            self,
-            ClaimDecision::CompleteBind { .. } | ClaimDecision::GiveBackServer { .. }
-        )
+        matches!(self, ClaimDecision::CompleteBind { .. })
     }
 
     /// The server the decision is about, if it names one.
@@ -224,6 +228,7 @@ impl ClaimDecision {
             | ClassNotFound { .. }
             | ClassNotAllowed { .. }
             | QuotaExceeded { .. }
+            | QuotaNotCounted { .. }
             | ClearStaleBindCompleted
             | WriteRefused { .. }
             | WaitForTurn { .. }
@@ -291,9 +296,67 @@ pub fn decide_claim(
     liveness: Liveness,
 ) -> ClaimDecision {
     if meta::is_bind_completed(claim) {
-        decide_bound(claim, servers, liveness)
-    } else {
-        decide_unbound(claim, servers, pick)
+        return decide_bound(claim, servers, liveness);
+    }
+    match standing_bind(claim, servers) {
+        Some(bind) => restore_standing_bind(claim, bind),
+        None => decide_unbound(claim, servers, pick),
+    }
+}
+
+/// A bind that stands without `bind-completed`: the server holds the claim's uid and the
+/// claim's status records that very server object ([`records_bind_to`]), both written
+/// only by the controllers. A tenant that strips the annotation (or a restore that lost
+/// it) changes nothing of it.
+#[derive(Clone, Copy, Debug)]
+pub struct StandingBind<'s> {
+    pub server: &'s LeanServer,
+    /// Whether the claim's `serverRef` names the server (else it is empty).
+    pub named: bool,
+}
+
+/// The bind that stands for a claim without `bind-completed`, if any: on the server its
+/// `serverRef` names, or, with no `serverRef`, the lowest-named server holding its uid
+/// that its status records. Such a claim completes the bind again before any other row
+/// (back-off, class, quota): the bind is real, so nothing may withdraw or give it back.
+pub fn standing_bind<'s>(
+    claim: &LeanClaim,
+    servers: &'s (impl ServerView + ?Sized),
+) -> Option<StandingBind<'s>> {
+    if meta::is_bind_completed(claim) {
+        return None;
+    }
+    let stands =
+        |s: &&'s LeanServer| ref_match(s, claim) == RefMatch::SameUid && records_bind_to(claim, s);
+    if let Some(r) = &claim.spec.server_ref {
+        let server = servers.server(&r.name).filter(stands)?;
+        return Some(StandingBind {
+            server,
+            named: true,
+        });
+    }
+    let held = servers.reserved_for(meta::namespace(claim), meta::name(claim));
+    let server = held
+        .into_iter()
+        .filter(stands)
+        .min_by_key(|s| meta::name(*s))?;
+    Some(StandingBind {
+        server,
+        named: false,
+    })
+}
+
+/// The row of a standing bind: write `bind-completed` back (`CompleteBind`, which keeps
+/// the recorded `boundTime`), or first the `serverRef` back when it is empty.
+fn restore_standing_bind(claim: &LeanClaim, bind: StandingBind<'_>) -> ClaimDecision {
+    let server = meta::name(bind.server).to_string();
+    debug_assert!(!meta::is_bind_completed(claim));
+    if !bind.named {
+        return ClaimDecision::RestoreServerRef { server };
+    }
+    ClaimDecision::CompleteBind {
+        server_uid: meta::uid(bind.server).unwrap_or_default().to_string(),
+        server,
     }
 }
 
@@ -321,9 +384,11 @@ pub fn decide_class(claim: &LeanClaim, check: &ClassCheck) -> Option<ClaimDecisi
 /// now, and counts in it.
 pub fn decide_quota(claim: &LeanClaim, check: &QuotaCheck) -> Option<ClaimDecision> {
     match check {
-        QuotaCheck::Exceeded(full) if !meta::is_bind_completed(claim) => {
-            Some(ClaimDecision::QuotaExceeded { full: full.clone() })
-        }
+        _ if meta::is_bind_completed(claim) => None,
+        QuotaCheck::Exceeded(full) => Some(ClaimDecision::QuotaExceeded { full: full.clone() }),
+        QuotaCheck::NotCounted(quota) => Some(ClaimDecision::QuotaNotCounted {
+            quota: quota.clone(),
+        }),
         _ => None,
     }
 }

@@ -2,7 +2,7 @@
 //! event and the outcome. The controller performs the writes in order (object, then
 //! status), each with the resourceVersion it read as a precondition.
 
-use super::quota::QUOTA_EXCEEDED;
+use super::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
@@ -120,6 +120,7 @@ fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> 
         ClassNotFound { .. } => class_problem(claim, "ClassNotFound", decision.describe(), now),
         ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
         QuotaExceeded { .. } => class_problem(claim, QUOTA_EXCEEDED, decision.describe(), now),
+        QuotaNotCounted { .. } => class_problem(claim, QUOTA_NOT_COUNTED, decision.describe(), now),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)

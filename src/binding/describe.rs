@@ -39,6 +39,7 @@ impl ClaimDecision {
             ClassNotFound { .. } => "ClassNotFound",
             ClassNotAllowed { .. } => "ClassNotAllowed",
             QuotaExceeded { .. } => "QuotaExceeded",
+            QuotaNotCounted { .. } => "QuotaNotCounted",
             AdoptReservedServer { .. } => "AdoptReservedServer",
             PickBestFit { .. } => "PickBestFit",
             WaitForTurn { .. } => "WaitForTurn",
@@ -99,6 +100,9 @@ impl ClaimDecision {
             ),
             QuotaExceeded { full } => format!(
                 "{full}: the claim waits until one of them is deleted or the quota is raised"
+            ),
+            QuotaNotCounted { quota } => format!(
+                "{quota}: the claim waits for the controller to count them before the quota admits it"
             ),
             AdoptReservedServer { server } => {
                 format!("server {server} is reserved for this claim: the claim adopts it")

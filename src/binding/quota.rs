@@ -25,6 +25,9 @@ use super::meta;
 /// The condition reason (and event reason) of a claim over quota.
 pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
 
+/// The condition reason (and event reason) of a claim waiting for a quota's count.
+pub const QUOTA_NOT_COUNTED: &str = "QuotaNotCounted";
+
 /// The quotas, by namespace, as the watch shows them, each with its charges indexed.
 #[derive(Clone, Debug, Default)]
 pub struct QuotaCatalog {
@@ -35,6 +38,8 @@ pub struct QuotaCatalog {
 #[derive(Clone, Debug)]
 struct Counted {
     quota: Arc<ServerQuota>,
+    /// Whether its status was counted for its spec as it is ([`is_counted`]).
+    counted: bool,
     /// The uids charged.
     charged: HashSet<String>,
     /// Charges per class.
@@ -50,6 +55,7 @@ impl Counted {
             *used.entry(c.class.clone()).or_insert(0) += 1;
         }
         Self {
+            counted: is_counted(&quota),
             quota,
             charged,
             used,
@@ -69,6 +75,10 @@ pub enum QuotaCheck {
     Room(Vec<String>),
     /// A quota limiting its class is full and does not charge it: it waits.
     Exceeded(QuotaFull),
+    /// A quota limiting its class has not counted the namespace's holders since it was
+    /// created, edited, or its status was lost, and does not charge it: it waits for
+    /// the count.
+    NotCounted(QuotaUncounted),
 }
 
 impl QuotaCheck {
@@ -77,6 +87,47 @@ impl QuotaCheck {
     pub fn admits(&self) -> bool {
         matches!(self, QuotaCheck::Unlimited | QuotaCheck::Charged)
     }
+
+    /// Whether the claim waits for a quota (full, or not counted yet): it takes no
+    /// server and no place in the matching until that changes.
+    pub fn holds_back(&self) -> bool {
+        matches!(self, QuotaCheck::Exceeded(_) | QuotaCheck::NotCounted(_))
+    }
+}
+
+/// A quota that must count its namespace's holders before it admits a claim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QuotaUncounted {
+    pub namespace: String,
+    pub quota: String,
+    pub class: String,
+}
+
+impl fmt::Display for QuotaUncounted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            namespace,
+            quota,
+            class,
+        } = self;
+        write!(
+            f,
+            "ServerQuota {quota} has not yet counted the servers of class {class} that {namespace} holds (it is new, was edited, or its status was lost)"
+        )
+    }
+}
+
+/// Whether the quota's status was counted for its spec as it is: its
+/// `observedGeneration` is the quota's generation. A quota created (or re-created), whose
+/// `spec.hard` changed, or whose status was lost admits nothing until its recount.
+pub fn is_counted(quota: &ServerQuota) -> bool {
+    let observed = quota.status.as_ref().and_then(|s| s.observed_generation);
+    observed == Some(generation(quota))
+}
+
+/// The quota's generation (0 for an object the API server never wrote, as in tests).
+fn generation(quota: &ServerQuota) -> i64 {
+    quota.metadata.generation.unwrap_or(0)
 }
 
 /// A quota with no room left for a claim.
@@ -172,6 +223,13 @@ impl QuotaCatalog {
             if counted.charged.contains(uid) {
                 continue;
             }
+            if !counted.counted {
+                return QuotaCheck::NotCounted(QuotaUncounted {
+                    namespace: meta::namespace(claim).to_string(),
+                    quota: name.clone(),
+                    class: class.to_string(),
+                });
+            }
             let used = counted.used.get(class).copied().unwrap_or(0);
             if used >= hard {
                 return QuotaCheck::Exceeded(QuotaFull {
@@ -231,6 +289,9 @@ pub fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
 /// room). Two writers that read the same version cannot both write: the second gets a
 /// conflict and decides again on the quota as the first left it.
 pub fn charge(quota: &ServerQuota, claim: &LeanClaim, class: &str) -> Option<ServerQuota> {
+    if !is_counted(quota) {
+        return None;
+    }
     let uid = meta::uid(claim)?;
     let hard = limit(quota, class)?;
     let all = charges(quota);
@@ -245,7 +306,7 @@ pub fn charge(quota: &ServerQuota, claim: &LeanClaim, class: &str) -> Option<Ser
         uid: uid.to_string(),
     });
     let mut written = quota.clone();
-    written.status = Some(status_of(quota, charged));
+    written.status = Some(status_of(quota, charged, generation(quota)));
     Some(written)
 }
 
@@ -290,13 +351,18 @@ pub fn recount(
             });
         }
     }
-    let status = status_of(quota, charged);
+    let status = status_of(quota, charged, generation(quota));
     (quota.status.as_ref() != Some(&status)).then_some(status)
 }
 
-/// The status of a quota with these charges: `used` counted from them for each class
-/// the quota limits, and the summary `kubectl get` prints.
-fn status_of(quota: &ServerQuota, mut charged: Vec<QuotaCharge>) -> ServerQuotaStatus {
+/// The status of a quota with these charges, counted for `spec.hard` at `observed`:
+/// `used` counted from them for each class the quota limits, and the summary `kubectl
+/// get` prints.
+fn status_of(
+    quota: &ServerQuota,
+    mut charged: Vec<QuotaCharge>,
+    observed: i64,
+) -> ServerQuotaStatus {
     charged.sort();
     let used: BTreeMap<String, i64> = quota
         .spec
@@ -315,6 +381,7 @@ fn status_of(quota: &ServerQuota, mut charged: Vec<QuotaCharge>) -> ServerQuotaS
         .collect::<Vec<_>>()
         .join(", ");
     ServerQuotaStatus {
+        observed_generation: Some(observed),
         used,
         charged,
         summary,
@@ -342,7 +409,7 @@ mod tests {
                 uid: uid.to_string(),
             })
             .collect();
-        q.status = Some(status_of(&q, charged));
+        q.status = Some(status_of(&q, charged, 0));
         q
     }
 

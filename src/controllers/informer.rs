@@ -50,9 +50,9 @@ pub struct Caches {
     /// Whether servers, claims, classes, namespaces and quotas have each been listed
     /// into the binder once.
     synced: [watch::Sender<bool>; 5],
-    /// Rung when a claim is deleted or the claims are relisted: the quotas' recount
-    /// ([`super::quota`]) looks for charges whose claims are gone.
-    pub claims_gone: tokio::sync::Notify,
+    /// Rung when the quotas' recount ([`super::quota`]) has work ([`wants_recount`]): a
+    /// claim deleted (a charge may free), a relist, a quota not counted yet.
+    pub recount_wanted: tokio::sync::Notify,
     claim_triggers: TriggerSlot<LeanClaim>,
     server_triggers: TriggerSlot<LeanServer>,
     /// Writes of this process the watches have not delivered yet (locked alone).
@@ -93,7 +93,7 @@ impl Caches {
             server_store,
             claim_store,
             synced: std::array::from_fn(|_| watch::channel(false).0),
-            claims_gone: tokio::sync::Notify::new(),
+            recount_wanted: tokio::sync::Notify::new(),
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
             own_writes: Mutex::default(),
@@ -338,8 +338,8 @@ where
         };
         writer.apply_watcher_event(&event);
         caches.own_writes.lock().delivered_by(&event);
-        if matches!(kind, Kind::Claims) && matches!(event, Event::Delete(_) | Event::InitDone) {
-            caches.claims_gone.notify_one();
+        if wants_recount::<K>(kind, &event) {
+            caches.recount_wanted.notify_one();
         }
         let store = writer.as_reader();
         let mut binder = caches.binder.write();
@@ -403,11 +403,30 @@ fn cached_event<K: Read>(event: Event<K::Wire>) -> Event<K> {
     }
 }
 
+/// Whether a watch event calls for the quotas' recount: a claim gone (its charge may
+/// free), the claims or quotas listed again, or a quota its controller has not counted
+/// for its spec as it is (created, edited, its status lost: it admits nothing until
+/// then).
+fn wants_recount<K>(kind: Kind, event: &Event<K>) -> bool
+where
+    Binder: Applies<K>,
+{
+    match (kind, event) {
+        (Kind::Claims | Kind::Quotas, Event::InitDone) | (Kind::Claims, Event::Delete(_)) => true,
+        (_, Event::Apply(obj)) => <Binder as Applies<K>>::wants_recount(obj),
+        _ => false,
+    }
+}
+
 /// How `watch` feeds one kind to the binder.
 trait Applies<K> {
     fn apply(&mut self, obj: Arc<K>) -> Wake;
     fn apply_deleted(&mut self, last: Arc<K>) -> Wake;
     fn relist(&mut self, all: Vec<Arc<K>>) -> Wake;
+    /// Whether this object, changed, calls for the quotas' recount.
+    fn wants_recount(_obj: &K) -> bool {
+        false
+    }
 }
 
 impl Applies<LeanServer> for Binder {
@@ -464,6 +483,9 @@ impl Applies<ServerQuota> for Binder {
     }
     fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
         self.relist_quotas(all)
+    }
+    fn wants_recount(quota: &ServerQuota) -> bool {
+        !crate::binding::quota::is_counted(quota)
     }
 }
 

@@ -31,7 +31,7 @@ pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
         let next = every.min(recount_all(&ctx).await.unwrap_or(every));
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = ctx.caches.claims_gone.notified() => {}
+            _ = ctx.caches.recount_wanted.notified() => {}
             _ = tokio::time::sleep(next) => {}
         }
     }

@@ -310,7 +310,7 @@ impl Ctl {
     /// event delivered): the binder applies it and says what to wake.
     fn see_claim(&mut self, who: Who, name: &str, new: Option<LeanClaim>) {
         let key = claim_key_in(&self.binder, name, new.as_ref());
-        // A claim gone rings the recount (`claims_gone` in the binary).
+        // A claim gone rings the recount (`recount_wanted` in the binary).
         self.recount_due |= new.is_none() && !self.binder.quotas().is_empty();
         let wake = self.binder.apply_claim(&key, new.map(Arc::new));
         self.wake(who, wake);
@@ -319,6 +319,8 @@ impl Ctl {
     /// A quota changed in this controller's cache (a watch event delivered).
     fn see_quota(&mut self, who: Who, name: &str, new: Option<ServerQuota>) {
         let namespace = new.as_ref().map_or(NS, |q| meta::namespace(q)).to_string();
+        // A quota not counted for its spec rings the recount, as the binary's watch does.
+        self.recount_due |= new.as_ref().is_some_and(|q| !quota::is_counted(q));
         let wake = self.binder.apply_quota(&namespace, name, new.map(Arc::new));
         self.wake(who, wake);
     }
@@ -2285,12 +2287,15 @@ fn quota_fp(q: &ServerQuota, ranks: &Ranks, h: &mut FxHasher) {
     name.hash(h);
     ranks.quota_rank(name, &metadata.resource_version).hash(h);
     hard.hash(h);
+    metadata.generation.hash(h);
     if let Some(ServerQuotaStatus {
+        observed_generation,
         used,
         charged,
         summary,
     }) = status
     {
+        observed_generation.hash(h);
         used.hash(h);
         summary.hash(h);
         for QuotaCharge { class, claim, uid } in charged {

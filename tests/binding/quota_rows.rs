@@ -11,8 +11,18 @@ use server_binder::binding::*;
 use crate::binding::support::*;
 
 /// A class `gpu` taking every server, and a quota of `hard` gpu servers in [`NS`]
-/// charging the claims of these uids.
+/// charging the claims of these uids, counted for its spec.
 fn with_quota(binder: Binder, hard: i64, charged: &[&str]) -> Binder {
+    with_quota_counted(binder, hard, charged, Some(3))
+}
+
+/// [`with_quota`] at generation 3, its status counted at `observed` (`None`: never).
+fn with_quota_counted(
+    binder: Binder,
+    hard: i64,
+    charged: &[&str],
+    observed: Option<i64>,
+) -> Binder {
     let gpu = ServerClass::new("gpu", ServerClassSpec::default());
     let mut q = ServerQuota::new(
         "q",
@@ -22,7 +32,9 @@ fn with_quota(binder: Binder, hard: i64, charged: &[&str]) -> Binder {
     );
     q.metadata.namespace = Some(NS.into());
     q.metadata.resource_version = Some("7".into());
+    q.metadata.generation = Some(3);
     q.status = Some(ServerQuotaStatus {
+        observed_generation: observed,
         charged: charged
             .iter()
             .map(|uid| QuotaCharge {
@@ -80,6 +92,49 @@ fn a_claim_a_full_quota_does_not_charge_waits_and_gives_up_its_pick() {
     // The server side does not bind it either, whatever it names.
     let decision = server_decision(&binder, &server("s2"));
     assert_eq!(decision, ServerDecision::Available);
+}
+
+/// Invariant 7 from the quota's creation: a quota new, edited (its generation past the
+/// one counted) or whose status was lost admits no claim it does not charge until its
+/// recount, however much room its status shows; a claim it charges goes on.
+#[test]
+fn a_quota_not_counted_for_its_spec_admits_nobody_new_until_its_recount() {
+    let a = gpu(claim("a"));
+    let b = gpu(claim("b")).names("s2");
+    let servers = || vec![server("s1"), server("s2")];
+    for observed in [None, Some(2)] {
+        let binder = with_quota_counted(
+            listed(servers(), vec![a.clone(), b.clone()]),
+            5,
+            &["uid-b"],
+            observed,
+        );
+        let work = step(&binder, &a);
+        let ClaimDecision::QuotaNotCounted { quota } = &work.decision else {
+            panic!("{observed:?}: {:?}", work.decision);
+        };
+        assert_eq!(
+            quota.to_string(),
+            "ServerQuota q has not yet counted the servers of class gpu that team-a holds (it is new, was edited, or its status was lost)"
+        );
+        assert!(work.charges.is_empty(), "no charge before the count");
+        let status = work.plan.status.expect("a status");
+        assert_eq!(status.phase, Some(ClaimPhase::Pending));
+        assert_eq!(
+            server_decision(&binder, &server("s1")),
+            ServerDecision::Available
+        );
+        // A claim it charged before goes on: its charge still stands.
+        assert!(matches!(
+            server_decision(&binder, &server("s2")),
+            ServerDecision::ClaimForWinner { .. }
+        ));
+    }
+    let counted = with_quota_counted(listed(servers(), vec![a.clone()]), 5, &[], Some(3));
+    assert!(matches!(
+        step(&counted, &a).decision,
+        ClaimDecision::PickBestFit { .. }
+    ));
 }
 
 #[test]

@@ -23,6 +23,7 @@ use crate::common::poll;
 mod rbac;
 mod server_rows;
 mod stage;
+mod standing;
 mod support;
 use crate::common::tools;
 mod trust;

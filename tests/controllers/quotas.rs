@@ -483,6 +483,72 @@ async fn claims_bound_before_the_quota_existed_count() {
     assert_eq!(now.bound, early.bound);
 }
 
+/// team-a holding `s0` and `s1` with claims `a` and `b`, four gpu servers in all, the
+/// controllers running.
+async fn a_namespace_holding_two(env: &mut Env) -> Tally {
+    gpu_fleet(env, 4).await;
+    start(env, 4).await;
+    create_gpu_claim(env, NS, "a").await;
+    create_gpu_claim(env, NS, "b").await;
+    settle(env, 2, 2, 0).await
+}
+
+/// Two more claims created the moment the quota (or its loss) is written: neither is
+/// admitted before the quota counted the two team-a holds, so both wait, and team-a
+/// never holds more than two (invariant 7 from the quota's creation).
+async fn two_more_wait(env: &Env, held: &Tally) {
+    create_gpu_claim(env, NS, "c").await;
+    create_gpu_claim(env, NS, "d").await;
+    let now = settle(env, 2, 2, 2).await;
+    assert_eq!(now.bound, held.bound);
+    let quota = wait_quota(env, "gpu: 2/2", |q| counts(q, 2, "gpu: 2/2")).await;
+    let status = quota.status.expect("counted");
+    assert_eq!(status.observed_generation, quota.metadata.generation);
+}
+
+/// A quota created over a namespace already at its limit admits nothing until it has
+/// counted what the namespace holds (it once charged two claims against an empty
+/// status: 4 held against 2).
+#[tokio::test]
+async fn a_quota_created_over_a_namespace_at_its_limit_admits_nobody_more() {
+    let mut env = Env::new().await;
+    let held = a_namespace_holding_two(&mut env).await;
+    create_quota(&env, 2).await;
+    two_more_wait(&env, &held).await;
+}
+
+/// A quota deleted and created again is counted again before it admits anyone.
+#[tokio::test]
+async fn a_quota_re_created_admits_nobody_before_its_count() {
+    let mut env = Env::new().await;
+    let held = a_namespace_holding_two(&mut env).await;
+    create_quota(&env, 2).await;
+    wait_quota(&env, "gpu: 2/2", |q| counts(q, 2, "gpu: 2/2")).await;
+    quotas(&env)
+        .delete(QUOTA, &Default::default())
+        .await
+        .expect("quota deleted");
+    create_quota(&env, 2).await;
+    two_more_wait(&env, &held).await;
+}
+
+/// A quota whose status is lost (wiped by hand, or by a tool that writes status) is
+/// counted again before it admits anyone: its status shows room it does not have.
+#[tokio::test]
+async fn a_quota_whose_status_is_wiped_admits_nobody_before_its_count() {
+    let mut env = Env::new().await;
+    let held = a_namespace_holding_two(&mut env).await;
+    create_quota(&env, 2).await;
+    wait_quota(&env, "gpu: 2/2", |q| counts(q, 2, "gpu: 2/2")).await;
+    let mut wiped = quotas(&env).get(QUOTA).await.expect("quota");
+    wiped.status = Some(Default::default());
+    quotas(&env)
+        .replace_status(QUOTA, &PostParams::default(), &wiped)
+        .await
+        .expect("status wiped");
+    two_more_wait(&env, &held).await;
+}
+
 /// `explain` judges a claim over quota as the controller does: it waits, QuotaExceeded,
 /// and says which quota and how full (it once read no quotas and said "PickBestFit").
 #[tokio::test]

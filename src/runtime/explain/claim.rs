@@ -199,9 +199,12 @@ fn verdicts(
 ) -> (String, Vec<Verdict>) {
     // Judged as the controller judges it: the claim as its class makes it.
     let resolved = binder.classes().resolve_ref(claim).0;
-    if let ClaimDecision::QuotaExceeded { full } = decision {
-        // Over quota it takes no server, whatever they are: say why once, not per server.
-        return (full.to_string(), Vec::new());
+    match decision {
+        // Held by a quota it takes no server, whatever they are: say why once, not per
+        // server.
+        ClaimDecision::QuotaExceeded { full } => return (full.to_string(), Vec::new()),
+        ClaimDecision::QuotaNotCounted { quota } => return (quota.to_string(), Vec::new()),
+        _ => {}
     }
     let claim = &*resolved;
     let (servers, claims) = (binder.servers(), binder.claims());
