@@ -7,6 +7,7 @@
 pub mod assumed;
 pub mod backoff;
 pub mod binder;
+pub mod bounded;
 mod claim_decision;
 mod claim_plan;
 mod class_labels;

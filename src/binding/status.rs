@@ -7,6 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::api::names::{CONDITION_BOUND, CONDITION_CLEANING};
 use crate::api::{ClaimPhase, LeanClaim, LeanServer, ServerClaimStatus, ServerPhase, ServerStatus};
 
+use super::bounded::condition_message;
+
 /// The claim's phase; a claim without one has not been seen by the claim controller
 /// yet, and is not bound: `Pending`.
 pub fn claim_phase(claim: &LeanClaim) -> ClaimPhase {
@@ -52,7 +54,8 @@ pub fn with_bound(
 
 /// `conditions` with the condition `type_` set to `desired` (`bound`: status "True"),
 /// or `None` if it already says exactly that for this generation. Other conditions,
-/// also those others wrote (a cleaner's gates), are kept as they are.
+/// also those others wrote (a cleaner's gates), are kept as they are. The message is
+/// bounded here ([`condition_message`]), whatever built it.
 pub fn with_condition(
     conditions: &[Condition],
     type_: &str,
@@ -61,11 +64,12 @@ pub fn with_condition(
     now: &Time,
 ) -> Option<Vec<Condition>> {
     let status = if desired.bound { "True" } else { "False" };
+    let message = condition_message(&desired.message);
     let current = conditions.iter().find(|c| c.type_ == type_);
     if let Some(c) = current
         && c.status == status
         && c.reason == desired.reason
-        && c.message == desired.message
+        && c.message == message
         && c.observed_generation == generation
     {
         return None;
@@ -83,7 +87,7 @@ pub fn with_condition(
         type_: type_.to_string(),
         status: status.to_string(),
         reason: desired.reason.to_string(),
-        message: desired.message.clone(),
+        message: message.into_owned(),
         observed_generation: generation,
         last_transition_time,
     });

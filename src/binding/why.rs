@@ -12,6 +12,7 @@ use std::fmt;
 
 use crate::api::{LeanClaim, LeanServer, SelectorOperator, ServerSelector};
 
+use super::bounded::{LIST_MAX, listed};
 use super::class_labels::is_view_only;
 use super::eligibility::{Ineligible, eligibility};
 use super::meta;
@@ -286,7 +287,8 @@ fn own_selector_text(selector: &ServerSelector) -> String {
     selector_text(&own)
 }
 
-/// A selector as kubectl prints one: `rack=r1,zone in (a,b),!spare`.
+/// A selector as kubectl prints one: `rack=r1,zone in (a,b),!spare`; the requirements
+/// past [`LIST_MAX`] bytes are counted, not printed ("… and 480 more requirements").
 pub fn selector_text(selector: &ServerSelector) -> String {
     let labels = selector
         .match_labels
@@ -298,5 +300,11 @@ pub fn selector_text(selector: &ServerSelector) -> String {
         SelectorOperator::Exists => r.key.clone(),
         SelectorOperator::DoesNotExist => format!("!{}", r.key),
     });
-    labels.chain(expressions).collect::<Vec<_>>().join(",")
+    listed(
+        labels.chain(expressions),
+        ",",
+        LIST_MAX,
+        "requirement",
+        "requirements",
+    )
 }

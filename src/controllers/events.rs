@@ -10,7 +10,8 @@
 //!
 //! An event is named `<object name>.<hex nanoseconds>`, as client-go's recorders name
 //! theirs; for an object name too long for that, the name is cut short so the event can
-//! still be written. Two events repeat each other (one series) only when everything a
+//! still be written. Its note is cut to the 1 KiB the API server takes (`event_note`:
+//! every event is built by `new_event`, so none escapes the bound). Two events repeat each other (one series) only when everything a
 //! reader sees of them is the same: type, reason, action, note, the object they regard
 //! and the one they relate to.
 
@@ -27,6 +28,8 @@ use kube::core::Request;
 use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Client, Resource};
 use parking_lot::Mutex;
+
+use crate::binding::bounded::event_note;
 
 /// The longest name an API object may have (a DNS-1123 subdomain).
 const NAME_MAX: usize = 253;
@@ -177,7 +180,7 @@ fn new_event(
         },
         action: Some(ev.action.clone()),
         reason: Some(ev.reason.clone()),
-        note: ev.note.clone(),
+        note: ev.note.as_deref().map(|note| event_note(note).into_owned()),
         event_time: Some(MicroTime(now)),
         regarding: Some(regarding.clone()),
         related: ev.secondary.clone(),
@@ -305,6 +308,29 @@ mod tests {
         assert_eq!(event.reporting_instance.as_deref(), Some("host-1"));
         assert_eq!(event.event_time, Some(MicroTime(now)));
         assert!(event.series.is_none() && event.related.is_none());
+    }
+
+    #[test]
+    fn a_note_over_the_api_limit_is_cut_where_the_event_is_built() {
+        let regarding = ObjectReference {
+            name: Some("c".into()),
+            ..ObjectReference::default()
+        };
+        let reporter = Reporter {
+            controller: "server-binder".into(),
+            instance: None,
+        };
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: "FailedBinding".into(),
+            note: Some("é".repeat(20_000)),
+            action: "Binding".into(),
+            secondary: None,
+        };
+        let event = new_event(&reporter, &ev, &regarding, Timestamp::now());
+        let note = event.note.expect("a note");
+        assert!(note.len() <= 1024, "{} bytes", note.len());
+        assert!(note.ends_with(" more characters)"), "{note}");
     }
 
     fn at(secs: i64) -> Timestamp {

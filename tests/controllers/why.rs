@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::api::{Api, ListParams};
-use server_binder::api::{ClaimPhase, ServerClaim};
+use server_binder::api::{ClaimPhase, SelectorOperator, ServerClaim};
 use server_binder::controllers::Options;
 
 use crate::controllers::stage::*;
@@ -56,6 +56,51 @@ async fn a_pending_claim_counts_every_server_by_its_first_reason() {
     )
     .await;
     assert!(!events.is_empty());
+}
+
+/// A tenant's selector of 500 expressions: the condition and the event say which server
+/// does not match it, name the requirements that fit and count the rest, and both stay
+/// under the API's limits (the event reaches the API server, which refuses a note over
+/// 1 KiB).
+#[tokio::test]
+async fn a_selector_of_500_expressions_is_told_within_the_api_limits() {
+    let mut env = Env::new().await;
+    env.put_server(server("s1")).await;
+    let mut c = claim("c");
+    for i in 0..500 {
+        c = c.expression(&format!("key-{i:03}"), SelectorOperator::In, &["value"]);
+    }
+    env.put_claim(c).await;
+    env.start_with(with_interval(1)).await;
+    let c = env
+        .wait_claim("c", "a summary of the selector mismatch", |c| {
+            bound_message(c).is_some_and(|m| m.contains("does not match the selector"))
+        })
+        .await;
+    let message = bound_message(&c).expect("a message");
+    assert!(message.len() <= 32 * 1024, "{} bytes", message.len());
+    assert!(
+        message.starts_with(
+            "0/1 servers can serve this claim: 1 does not match the selector (key-000 in (value),key-001 in (value),"
+        ),
+        "{message}"
+    );
+    let more = message
+        .split(" and ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(" more requirements).").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no count of the requirements left out: {message}"));
+    let named = message.matches(" in (value)").count();
+    assert_eq!(
+        more.parse::<usize>().expect("a count"),
+        500 - named,
+        "{message}"
+    );
+    let note = env
+        .wait_event("ServerClaim", "c", "Normal", "FailedBinding")
+        .await;
+    assert!(note.len() <= 1024, "{} bytes: {note}", note.len());
+    assert_eq!(note, message, "the note is the summary, whole");
 }
 
 /// Status writes to `claim`'s `/status` so far.
