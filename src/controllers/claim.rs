@@ -180,7 +180,8 @@ fn count_quota_refusal(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) {
     let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());
     let before = conditions.and_then(find_bound).map(|c| c.reason.as_str());
     if before != Some(QUOTA_EXCEEDED) {
-        ctx.metrics.quota_refused(&full.class);
+        let binder = ctx.caches.read();
+        ctx.metrics.quota_refused(binder.classes(), &full.class);
     }
 }
 

@@ -115,7 +115,7 @@ fn class_servers_gauge(r: &Registrar<'_>) -> IntGaugeVec {
 fn class_claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     r.gauges(
         "class_claims",
-        "ServerClaims naming each ServerClass in spec.serverClassName, by status.phase",
+        "ServerClaims naming each ServerClass in spec.serverClassName, by status.phase; class=\"\" counts the claims naming a class that does not exist",
         &["class", "phase"],
     )
 }
@@ -139,7 +139,7 @@ fn quota_gauge(r: &Registrar<'_>) -> IntGaugeVec {
 fn quota_refusals_counter(r: &Registrar<'_>) -> IntCounterVec {
     r.counters(
         "quota_refusals_total",
-        "ServerClaims a full ServerQuota turned away (they went Pending / QuotaExceeded), by class",
+        "ServerClaims a full ServerQuota turned away (they went Pending / QuotaExceeded), by class (\"\": a class that does not exist)",
         &["class"],
     )
 }
@@ -318,8 +318,9 @@ impl Metrics {
     }
 
     /// A claim of `class` went Pending / QuotaExceeded.
-    pub fn quota_refused(&self, class: &str) {
-        self.quota_refusals.with_label_values(&[class]).inc();
+    pub fn quota_refused(&self, classes: &ClassCatalog, class: &str) {
+        let label = class_label(classes, class);
+        self.quota_refusals.with_label_values(&[label]).inc();
     }
 
     /// Recomputes the `quota` gauges from the cache.
@@ -365,7 +366,8 @@ impl Metrics {
         for c in claims.iter() {
             if let Some(class) = c.spec.server_class_name.as_deref() {
                 let phase = claim_phase_name(claim_phase(c));
-                *by_class.entry((class, phase)).or_default() += 1;
+                let label = class_label(classes, class);
+                *by_class.entry((label, phase)).or_default() += 1;
             }
         }
         self.class_claims.reset();
@@ -477,6 +479,19 @@ fn process_registry() -> Registry {
         .expect("the process collector registers once");
     registry
 }
+
+/// The `class` label of a claim naming `class`: the name of a class that exists, or
+/// [`MISSING_CLASS`]. A tenant writes any name it likes into spec.serverClassName, and a
+/// label per name would let it add series at will; the classes are an admin's.
+fn class_label<'a>(classes: &ClassCatalog, class: &'a str) -> &'a str {
+    match classes.class(class) {
+        Some(_) => class,
+        None => MISSING_CLASS,
+    }
+}
+
+/// The `class` label of the claims that name a class that does not exist.
+pub const MISSING_CLASS: &str = "";
 
 fn claim_phase_name(p: ClaimPhase) -> &'static str {
     match p {

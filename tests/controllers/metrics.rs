@@ -42,6 +42,66 @@ fn exported_families(text: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The `class_claims` series of an exposition, as `(class, phase, value)`.
+fn class_claims_series(text: &str) -> Vec<(String, String, String)> {
+    let label = |labels: &str, key: &str| -> String {
+        let start = format!("{key}=\"");
+        let at = labels.find(&start).map(|i| i + start.len()).unwrap_or(0);
+        labels[at..]
+            .split('"')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    text.lines()
+        .filter_map(|l| l.strip_prefix("server_binder_class_claims{"))
+        .filter_map(|l| l.split_once("} "))
+        .map(|(labels, value)| (label(labels, "class"), label(labels, "phase"), value.into()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// A tenant's class names are not label values: 120 claims naming 120 classes that do
+/// not exist are one series (`class=""`), beside the one of the class that exists.
+#[tokio::test]
+async fn claims_naming_missing_classes_add_no_series_per_name() {
+    const MISSING: usize = 120;
+    let mut env = Env::new().await;
+    kube::Api::<ServerClass>::all(env.client.clone())
+        .create(
+            &kube::api::PostParams::default(),
+            &ServerClass::new("real", ServerClassSpec::default()),
+        )
+        .await
+        .expect("class created");
+    let addr = env.start_with_endpoint(2).await;
+    let mut real = claim("real-0");
+    real.spec.server_class_name = Some("real".into());
+    env.put_claim(real).await;
+    for i in 0..MISSING {
+        let mut c = claim(&format!("c{i:03}"));
+        c.spec.server_class_name = Some(format!("tenant-chosen-{i:03}"));
+        env.put_claim(c).await;
+    }
+    let want = vec![
+        (String::new(), "Pending".to_string(), MISSING.to_string()),
+        ("real".to_string(), "Pending".to_string(), "1".to_string()),
+    ];
+    wait_for(
+        "one class_claims series for the missing classes and one for the real one",
+        DEADLINE,
+        || async { class_claims_series(&http_get(addr, "/metrics").await.1) },
+        |series| *series == want,
+    )
+    .await;
+    let (_, text) = http_get(addr, "/metrics").await;
+    assert!(
+        !text.contains("tenant-chosen-"),
+        "a tenant's class name is a label value"
+    );
+}
+
 /// docs/operations.md's metrics table names every family the operator exports, and no
 /// other.
 #[tokio::test]
