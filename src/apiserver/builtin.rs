@@ -15,6 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use super::events;
 use super::meta::path_get;
 use super::registry::{Flavor, PrinterColumn, Registry, ResourceDef, storage_key};
+use super::schema::FieldError;
 use super::status::ApiError;
 
 /// The namespaces present at start, as in a fresh cluster.
@@ -200,6 +201,16 @@ pub(crate) fn canonicalize(
         Flavor::Lease => roundtrip::<Lease>(obj, "Lease", v),
         Flavor::Crd => roundtrip::<CustomResourceDefinition>(obj, "CustomResourceDefinition", v),
         Flavor::Custom { .. } => Ok((obj.clone(), Vec::new())),
+    }
+}
+
+/// What a built-in kind's own validation finds wrong with an object in view form
+/// (canonical): an event's text over the limit ([`events::validate`]).
+pub(crate) fn validate(def: &ResourceDef, view: &Value) -> Vec<FieldError> {
+    match def.flavor {
+        Flavor::CoreEvent => events::validate(view),
+        Flavor::EventsV1 => events::validate(&events::v1_to_core(view)),
+        _ => Vec::new(),
     }
 }
 

@@ -4,6 +4,31 @@
 
 use serde_json::{Map, Value, json};
 
+use super::schema::{FieldError, FieldErrorKind};
+
+/// The longest text an event with an `eventTime` may carry, in bytes (kube-apiserver's
+/// `NoteLengthLimit`): `message` in core/v1, `note` in events.k8s.io/v1.
+pub(crate) const NOTE_LENGTH_LIMIT: usize = 1024;
+
+/// kube-apiserver's check of an event's text on create and update, through either API:
+/// an event with an `eventTime` (every events.k8s.io/v1 event; a core/v1 event written
+/// by a new client) carries at most [`NOTE_LENGTH_LIMIT`] bytes. Its error names the
+/// core/v1 field, `message`, through both APIs, as the real server validates the one
+/// internal form. `stored` is the core/v1 form.
+pub(crate) fn validate(stored: &Value) -> Vec<FieldError> {
+    let has_time = stored.get("eventTime").is_some_and(|t| !t.is_null());
+    let message = stored.get("message").and_then(Value::as_str).unwrap_or("");
+    if !has_time || message.len() <= NOTE_LENGTH_LIMIT {
+        return Vec::new();
+    }
+    vec![FieldError {
+        field: "message".into(),
+        kind: FieldErrorKind::Invalid,
+        bad_value: Some("\"\"".into()),
+        detail: format!("can have at most {NOTE_LENGTH_LIMIT} characters"),
+    }]
+}
+
 /// (core/v1 field, events.k8s.io/v1 field) for every field that only changes name.
 const RENAMES: &[(&str, &str)] = &[
     ("involvedObject", "regarding"),
@@ -161,6 +186,30 @@ pub(crate) fn field(stored: &Value, field: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timed_event_over_the_note_limit_is_invalid() {
+        let event = |len: usize, time: bool| {
+            let mut e = json!({"message": "n".repeat(len)});
+            if time {
+                e["eventTime"] = json!("2024-01-01T00:00:00.000000Z");
+            }
+            e
+        };
+        assert!(validate(&event(NOTE_LENGTH_LIMIT, true)).is_empty());
+        assert!(
+            validate(&event(NOTE_LENGTH_LIMIT + 1, false)).is_empty(),
+            "legacy"
+        );
+        let errors = validate(&event(NOTE_LENGTH_LIMIT + 1, true));
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["message: Invalid value: \"\": can have at most 1024 characters"]
+        );
+        // Bytes, not characters: 513 two-byte characters are 1026 bytes.
+        let wide = json!({"message": "é".repeat(513), "eventTime": "2024-01-01T00:00:00Z"});
+        assert_eq!(validate(&wide).len(), 1);
+    }
 
     #[test]
     fn both_ways_keep_every_field() {

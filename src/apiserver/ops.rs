@@ -212,6 +212,10 @@ fn admit(
         _ => {
             let (canonical, dropped) = builtin::canonicalize(def, obj)?;
             *obj = canonical;
+            let errors = builtin::validate(def, obj);
+            if !errors.is_empty() {
+                return Err(invalid(def, &name, errors));
+            }
             dropped
         }
     };
@@ -419,7 +423,7 @@ pub(crate) fn create(
             warnings,
         });
     }
-    let stored = st.commit(&def.storage, EventKind::Added, builtin::from_view(def, obj));
+    let stored = st.commit(&def.storage, EventKind::Added, storable(def, obj)?);
     install(st, &name, defs);
     Ok(Written {
         object: builtin::to_view(def, &stored),
@@ -569,17 +573,30 @@ fn write_existing(
             warnings,
         });
     }
-    let stored = st.commit(
-        &def.storage,
-        EventKind::Modified,
-        builtin::from_view(def, new),
-    );
+    let stored = st.commit(&def.storage, EventKind::Modified, storable(def, new)?);
     install(st, name, defs);
     Ok(Written {
         object: builtin::to_view(def, &stored),
         created: false,
         warnings,
     })
+}
+
+/// The most bytes an object may take in storage: etcd's default `--max-request-bytes`
+/// (1.5 MiB), which kube-apiserver's write to etcd must fit in.
+const STORAGE_LIMIT: usize = 3 * 512 * 1024;
+
+/// The stored form of `view`, if it fits in storage. One that does not is refused as
+/// kube-apiserver passes on etcd's refusal: 500, no reason, "etcdserver: request is too
+/// large". Measured as JSON, which is how custom resources are stored (built-in kinds
+/// are stored as protobuf, a little smaller).
+fn storable(def: &ResourceDef, view: Value) -> Result<Value, ApiError> {
+    let stored = builtin::from_view(def, view);
+    let size = serde_json::to_vec(&stored).map_or(usize::MAX, |bytes| bytes.len());
+    if size > STORAGE_LIMIT {
+        return Err(ApiError::new(500, "", "etcdserver: request is too large"));
+    }
+    Ok(stored)
 }
 
 fn current_view(

@@ -239,8 +239,15 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let (Some(d), Value::Object(m)) = (&self.details, &mut s) {
-            m.insert("details".into(), d.clone());
+        if let Value::Object(m) = &mut s {
+            // An error with no reason (kube-apiserver passing on one from etcd) has none
+            // in its Status, as Go's omitempty leaves it out.
+            if self.reason.is_empty() {
+                m.remove("reason");
+            }
+            if let Some(d) = &self.details {
+                m.insert("details".into(), d.clone());
+            }
         }
         s
     }

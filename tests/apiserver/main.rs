@@ -9,6 +9,7 @@ mod content_types;
 mod crd;
 mod errors;
 mod faults;
+mod limits;
 mod managed_fields;
 mod metadata;
 mod objects;
