@@ -28,8 +28,8 @@ use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::names::{
-    ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING,
-    ANNOTATION_CLEANING_GATES, ANNOTATION_PRE_BOUND, in_our_domain,
+    ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS,
+    ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, ANNOTATION_PRE_BOUND, in_our_domain,
 };
 use super::{
     Server, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerClass, ServerClassSpec,
@@ -118,6 +118,7 @@ impl Projected for Server {
     const LABELS: bool = true;
     const ANNOTATIONS: &'static [&'static str] = &[
         ANNOTATION_BOUND_BY_CONTROLLER,
+        ANNOTATION_BOUND_CLASS,
         ANNOTATION_CLEANING,
         ANNOTATION_CLEANING_GATES,
     ];

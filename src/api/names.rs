@@ -18,6 +18,12 @@ pub const ANNOTATION_CLEANING: &str = "metal.binder.dev/cleaning";
 /// controller's `--release-gates` (a restart, another replica) changes what this
 /// cleaning waits for.
 pub const ANNOTATION_CLEANING_GATES: &str = "metal.binder.dev/cleaning-gates";
+/// On a server, while a claim holds it: the class that claim bound under and the release
+/// gates that class named then, as JSON (`{"class":"gpu","releaseGates":["x.io/wipe"]}`;
+/// no `releaseGates`: the class named none), written by the server controller in the
+/// write that binds. A release waits for those gates whatever happened to the class
+/// since (docs/binding.md, "Release gates").
+pub const ANNOTATION_BOUND_CLASS: &str = "metal.binder.dev/bound-class";
 /// On a ServerClass: `"true"` marks the default class, which a claim without
 /// `spec.serverClassName` gets (as `storageclass.kubernetes.io/is-default-class`).
 pub const ANNOTATION_DEFAULT_CLASS: &str = "serverclass.metal.binder.dev/is-default-class";
@@ -63,6 +69,7 @@ mod tests {
             ANNOTATION_BOUND_BY_CONTROLLER,
             ANNOTATION_CLEANING,
             ANNOTATION_CLEANING_GATES,
+            ANNOTATION_BOUND_CLASS,
             FINALIZER_SERVER_PROTECTION,
         ] {
             assert_eq!(

@@ -72,7 +72,10 @@ pub struct ServerSpec {
     /// from it. A cleaner passes a gate by setting the condition of the gate's name in
     /// `status.conditions` to "True" with `observedGeneration` equal to the release's id:
     /// the value of the `metal.binder.dev/cleaning` annotation when it started cleaning.
-    /// Absent: the controller's default (`--release-gates`); empty: no gates.
+    /// A release also waits for the gates the class of its claim named when the claim
+    /// bound. Empty: none from the server, and not the controller's default either.
+    /// Absent: none from the server; where the claim's class names none either, the
+    /// controller's default (`--release-gates`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_gates: Option<Vec<ReleaseGate>>,
 }

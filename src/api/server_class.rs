@@ -86,10 +86,12 @@ pub struct ServerClassSpec {
     /// tenants need not know the taints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
-    /// The release gates the class's servers get when released under `Recycle`, for a
-    /// server whose own `spec.releaseGates` is absent: recorded at the release, as every
-    /// release's gates are. A server of several classes gets the gates of each.
-    /// Absent: the controller's default (`--release-gates`).
+    /// The release gates a server released under `Recycle` from a claim of this class
+    /// must pass, beside the server's own `spec.releaseGates`: the gates named here when
+    /// the claim bound (the server records them then), whatever the class says later.
+    /// Empty: none from the class, and not the controller's default either. Absent: none
+    /// from the class; where the server names none either, the controller's default
+    /// (`--release-gates`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_gates: Option<Vec<ReleaseGate>>,
 }

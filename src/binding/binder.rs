@@ -23,7 +23,8 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{LeanClaim, LeanServer, ServerClaimRef, ServerClass, ServerQuota};
+use crate::api::names::ANNOTATION_BOUND_CLASS;
+use crate::api::{LeanClaim, LeanServer, QuotaCharge, ServerClaimRef, ServerClass, ServerQuota};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::RefusedWrites;
@@ -35,11 +36,11 @@ use super::claim_plan::{ClaimPlan, plan_claim};
 use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
 use super::coalesce::is_summary_refresh;
 use super::eligibility::{RefMatch, ref_match};
-use super::gates::cleaning_took;
+use super::gates::{self, BoundClass, cleaning_took};
 use super::in_flight::InFlight;
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::placement::{PickInputs, Placement, first_named, first_stray};
-use super::quota::{Charge, Holder, QuotaCatalog, QuotaCheck};
+use super::quota::{self, Charge, CountedRule, Holder, QuotaCatalog, QuotaCheck};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -69,6 +70,11 @@ pub struct Rules {
     pub server: ServerDecider,
     pub triggers: Triggers,
     pub assumption_ends: EndRule,
+    /// Whether a quota was counted for its spec, so it may admit ([`quota::is_counted`]).
+    pub quota_counted: CountedRule,
+    /// The class gates a release of a server waits for, given the gates of the classes
+    /// that take it in now ([`gates::class_gates`]: those its bind recorded).
+    pub class_gates: fn(&LeanServer, Option<Vec<String>>) -> Option<Vec<String>>,
 }
 
 impl Rules {
@@ -80,6 +86,8 @@ impl Rules {
             },
             triggers: Triggers::real(),
             assumption_ends: ends_on_claim_event,
+            quota_counted: quota::is_counted,
+            class_gates: gates::class_gates,
         }
     }
 }
@@ -236,7 +244,7 @@ impl Binder {
             classes: ClassCatalog::default(),
             raw: HashMap::new(),
             raw_servers: HashMap::new(),
-            quotas: QuotaCatalog::default(),
+            quotas: QuotaCatalog::new(rules.quota_counted),
         }
     }
 
@@ -289,6 +297,18 @@ impl Binder {
     /// applies ([`QuotaCatalog::check`]).
     pub fn quota_check(&self, claim: &LeanClaim) -> QuotaCheck {
         self.quota_check_of(claim, &self.classes.check(claim))
+    }
+
+    /// Whether the recount has work on `quota` as this binder sees it
+    /// ([`quota::wants_recount`]): it was not counted for its spec, or it charges a claim
+    /// the claim cache does not show (gone, or not seen yet: the recount reads it).
+    pub fn quota_wants_recount(&self, quota: &ServerQuota) -> bool {
+        let namespace = meta::namespace(quota);
+        let shown = |c: &QuotaCharge| {
+            let cached = self.claims.shared(namespace, &c.claim);
+            cached.is_some_and(|claim| meta::uid(&**claim) == Some(c.uid.as_str()))
+        };
+        quota::wants_recount(quota, self.rules.quota_counted, &shown)
     }
 
     /// A claim the default class applies to counts in that class's quotas before its
@@ -396,6 +416,13 @@ impl Binder {
                 (key, self.quota_check(raw))
             })
             .collect()
+    }
+
+    /// The server as it is (not as the classes' view labels it): what a driver hands
+    /// [`Binder::reconcile_server`], as the binary hands it the watch's object.
+    pub fn server_as_is(&self, name: &str) -> Option<&LeanServer> {
+        let raw = self.raw_servers.get(name).map(|s| &**s);
+        raw.or_else(|| self.servers.server(name))
     }
 
     /// The claim as it is (not as its class and quotas make it).
@@ -1000,9 +1027,7 @@ impl Binder {
         now: Timestamp,
     ) -> ServerStep {
         let decide = self.rules.server;
-        // A server that names no gates gets its classes', else the controller's default.
-        let class_gates = self.classes.release_gates_of(server);
-        let gates = class_gates.as_deref().unwrap_or(&self.config.release_gates);
+        let gates = &self.release_gates(server);
         let first = FirstNamed::default();
         let name = meta::name(server);
         let in_turn = |claim: &LeanClaim| {
@@ -1030,7 +1055,8 @@ impl Binder {
             }
         };
         // What is written starts from the server as it is, never the classes' view.
-        let plan = plan_server(original, &decision, &Time(now));
+        let mut plan = plan_server(original, &decision, &Time(now));
+        self.record_bound_class(&decision, &mut plan);
         if let Some(claim) = plan.confirm_claim {
             return ServerStep::ReadClaim(claim);
         }
@@ -1043,6 +1069,51 @@ impl Binder {
             plan,
             cleaning_took,
         }))
+    }
+
+    /// The gates a release of `server` records now ([`gates::release_gates`]): its own,
+    /// and those of the class its claim bound under as the server records it (for a
+    /// server bound without a record, the classes that take it in now), else the
+    /// controller's default.
+    pub fn release_gates(&self, server: &LeanServer) -> Vec<String> {
+        let now = self.classes.release_gates_of(server);
+        let class = (self.rules.class_gates)(server, now);
+        gates::release_gates(server, class.as_deref(), &self.config.release_gates)
+    }
+
+    /// A write that binds a claim (its uid into the server's ref) records the class the
+    /// claim binds under and the gates that class names now ([`ANNOTATION_BOUND_CLASS`]):
+    /// its release waits for them whatever happens to the class since. A claim without a
+    /// class leaves no record.
+    fn record_bound_class(&self, decision: &ServerDecision, plan: &mut ServerPlan) {
+        let claim = match decision {
+            ServerDecision::ClaimForWinner { winner, .. } => winner,
+            ServerDecision::FillUid { claim } => claim,
+            _ => return,
+        };
+        let Some(object) = plan.object.as_mut() else {
+            return;
+        };
+        let key = ClaimKey::of(&claim.namespace, &claim.name);
+        let raw = self.raw.get(&key).map(|c| &**c);
+        let bound = raw.or_else(|| {
+            self.claims
+                .shared(&claim.namespace, &claim.name)
+                .map(|c| &**c)
+        });
+        let class = bound.and_then(|c| c.spec.server_class_name.as_deref());
+        let Some(class) = class.filter(|c| !c.is_empty()) else {
+            return;
+        };
+        let named = self
+            .classes
+            .class(class)
+            .and_then(|c| c.spec.release_gates.as_ref());
+        let record = BoundClass {
+            class: class.to_string(),
+            release_gates: named.map(|g| g.iter().map(|g| g.name.clone()).collect()),
+        };
+        meta::set_annotation_to(object, ANNOTATION_BOUND_CLASS, record.annotation());
     }
 
     /// [`Binder::plan_claim`] with a live read that answers at once (the test world,

@@ -6,6 +6,7 @@ use crate::api::{LeanClaim, LeanServer, ServerClaimRef, ServerPhase};
 
 use super::assumed::claim_key;
 use super::backoff::Refusal;
+use super::class_labels::own_part;
 use super::classes::ClassCheck;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
 use super::evidence::{gave_back, records_bind_named, records_bind_to};
@@ -429,12 +430,13 @@ fn decide_bound(
     match ref_match(s, claim) {
         RefMatch::SameUid => BoundConfirmed {
             // Read directly, not as eligibility's first reason: a server being deleted
-            // or cordoned may also have stopped matching.
+            // or cordoned may also have stopped matching. The tenant's own selector
+            // only: a class narrowed since the bind is not the claim's selector.
             selector_mismatch: claim
                 .spec
                 .server_selector
                 .as_ref()
-                .is_some_and(|sel| !selector_matches(sel, meta::labels(s))),
+                .is_some_and(|sel| !selector_matches(&own_part(sel), meta::labels(s))),
             server_deleting: meta::is_deleting(s),
             server_uid: meta::uid(s).unwrap_or_default().to_string(),
             server,

@@ -3,6 +3,8 @@
 //! tenant's. Below every rule that reads a selector, so eligibility and the summary of
 //! why a claim waits can tell the classes' part of a selector from the tenant's.
 
+use crate::api::ServerSelector;
+
 /// The label the binder's view of a server carries while some class takes the server
 /// in (never written to the server): a claim without a class requires its absence, so
 /// servers a class sets aside go to that class's claims only.
@@ -28,4 +30,13 @@ pub fn member_key(class: &str) -> String {
 /// quotes.
 pub fn is_view_only(key: &str) -> bool {
     key == CLASSED_KEY || key == NO_SERVER_KEY || key.starts_with(MEMBER_PREFIX)
+}
+
+/// The tenant's own part of a claim's selector as the binder views it: without the
+/// requirements its class adds ([`is_view_only`]). What a tenant is told of its selector
+/// (the summary, a bound claim's mismatch) reads this part alone.
+pub fn own_part(selector: &ServerSelector) -> ServerSelector {
+    let mut own = selector.clone();
+    own.match_expressions.retain(|r| !is_view_only(&r.key));
+    own
 }

@@ -14,18 +14,75 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use serde::{Deserialize, Serialize};
+
 use crate::api::LeanServer;
-use crate::api::names::{ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, CONDITION_CLEANING};
+use crate::api::names::{
+    ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, CONDITION_CLEANING,
+};
 
 use super::status::OWN_CONDITIONS;
 
-/// The gates a release of `server` must pass, as the release records them: its own
-/// `spec.releaseGates`, or when it names none, `default` (the controller's
-/// `--release-gates`). An empty list is no gates.
-pub fn release_gates<'a>(server: &'a LeanServer, default: &'a [String]) -> Vec<&'a str> {
-    match &server.spec.release_gates {
-        Some(gates) => gates.iter().map(|g| g.name.as_str()).collect(),
-        None => default.iter().map(String::as_str).collect(),
+/// The gates a release of `server` must pass, as the release records them (the one
+/// precedence, docs/binding.md "Release gates"): the server's own `spec.releaseGates`
+/// and the gates of the class its claim bound under (`class`, [`class_gates`]), each
+/// once; where neither names any (both absent), `default`, the controller's
+/// `--release-gates`. An empty list (`[]`) names none on purpose: it adds no gate, and
+/// keeps the default away.
+pub fn release_gates(
+    server: &LeanServer,
+    class: Option<&[String]>,
+    default: &[String],
+) -> Vec<String> {
+    let own = server.spec.release_gates.as_ref();
+    if own.is_none() && class.is_none() {
+        return default.to_vec();
+    }
+    let own = own.into_iter().flatten().map(|g| g.name.clone());
+    let mut gates: Vec<String> = Vec::new();
+    for gate in own.chain(class.into_iter().flatten().cloned()) {
+        if !gates.contains(&gate) {
+            gates.push(gate);
+        }
+    }
+    gates
+}
+
+/// What a server records of the class its claim bound under
+/// ([`ANNOTATION_BOUND_CLASS`]): the class, and the release gates it named then
+/// (`None`: it named none, so the default applies unless the server names its own).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BoundClass {
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_gates: Option<Vec<String>>,
+}
+
+impl BoundClass {
+    /// The record's annotation value.
+    pub fn annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The class record on `server`, if it has one that parses. A record that does not
+/// parse (a hand edit) is no record: the release falls back to the classes that take
+/// the server in now ([`class_gates`]).
+pub fn bound_class(server: &LeanServer) -> Option<BoundClass> {
+    let raw = server.annotations().get(ANNOTATION_BOUND_CLASS)?;
+    serde_json::from_str(raw).ok()
+}
+
+/// The class gates a release of `server` waits for: those its record names (the class
+/// its claim bound under, as it was then), or, for a server bound without a record (by
+/// a version before the record, or a claim without a class), `now`: the gates of the
+/// classes that take it in now (`ClassCatalog::release_gates_of`). `None`: no class
+/// names any.
+pub fn class_gates(server: &LeanServer, now: Option<Vec<String>>) -> Option<Vec<String>> {
+    match bound_class(server) {
+        Some(record) => record.release_gates,
+        None => now,
     }
 }
 
@@ -300,16 +357,70 @@ mod tests {
             .collect()
     }
 
+    /// The precedence, as docs/binding.md's table writes it: the server's own and its
+    /// bind's class's gates, each once; the default only where neither names any; `[]`
+    /// names none on purpose.
     #[test]
-    fn the_server_s_own_gates_win_over_the_default_and_empty_means_none() {
-        let default = vec!["x.io/wipe".to_string()];
+    fn the_gates_of_a_release_follow_the_precedence_table() {
+        let default = ["d.io/default".to_string()];
+        let class = |g: &[&str]| Some(g.iter().map(|g| g.to_string()).collect::<Vec<_>>());
+        let rows: [(Option<&[&str]>, Option<Vec<String>>, &[&str]); 8] = [
+            (None, None, &["d.io/default"]),
+            (Some(&[]), None, &[]),
+            (None, class(&[]), &[]),
+            (Some(&[]), class(&[]), &[]),
+            (Some(&["s.io/own"]), None, &["s.io/own"]),
+            (None, class(&["c.io/wipe"]), &["c.io/wipe"]),
+            (Some(&[]), class(&["c.io/wipe"]), &["c.io/wipe"]),
+            (
+                Some(&["s.io/own", "c.io/wipe"]),
+                class(&["c.io/wipe", "c.io/power"]),
+                &["s.io/own", "c.io/wipe", "c.io/power"],
+            ),
+        ];
+        for (own, class, want) in rows {
+            let s = server(own, None, &[]);
+            assert_eq!(
+                release_gates(&s, class.as_deref(), &default),
+                want,
+                "server {own:?}, class {class:?}"
+            );
+        }
+    }
+
+    /// The class a bind recorded is what a release reads, whatever the classes say now;
+    /// a server bound without a record reads the classes that take it in now.
+    #[test]
+    fn a_release_reads_the_class_of_its_bind() {
+        let now = Some(vec!["now.io/gate".to_string()]);
+        let unrecorded = server(None, None, &[]);
+        assert_eq!(class_gates(&unrecorded, now.clone()), now);
+        for (named, want) in [
+            (
+                Some(vec!["c.io/wipe".to_string()]),
+                Some(vec!["c.io/wipe".to_string()]),
+            ),
+            (None, None),
+        ] {
+            let record = BoundClass {
+                class: "gpu".into(),
+                release_gates: named,
+            };
+            let mut recorded = unrecorded.clone();
+            recorded
+                .annotations_mut()
+                .insert(ANNOTATION_BOUND_CLASS.into(), record.annotation());
+            assert_eq!(bound_class(&recorded), Some(record));
+            assert_eq!(class_gates(&recorded, now.clone()), want);
+        }
         assert_eq!(
-            release_gates(&server(None, None, &[]), &default),
-            ["x.io/wipe"]
+            BoundClass {
+                class: "gpu".into(),
+                release_gates: Some(vec!["c.io/wipe".into()]),
+            }
+            .annotation(),
+            r#"{"class":"gpu","releaseGates":["c.io/wipe"]}"#
         );
-        let own = server(Some(&["x.io/power-off"]), None, &[]);
-        assert_eq!(release_gates(&own, &default), ["x.io/power-off"]);
-        assert!(release_gates(&server(Some(&[]), None, &[]), &default).is_empty());
     }
 
     #[test]

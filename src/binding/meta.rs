@@ -92,6 +92,12 @@ pub fn set_annotation<K: Projected>(obj: &mut LeanObject<K>, key: &str) {
         .insert(key.to_string(), ANNOTATION_YES.to_string());
 }
 
+/// Sets an annotation of ours to a value of its own (a record, not a flag).
+pub fn set_annotation_to<K: Projected>(obj: &mut LeanObject<K>, key: &str, value: String) {
+    debug_assert!(K::ANNOTATIONS.contains(&key), "{key} is not cached");
+    obj.annotations_mut().insert(key.to_string(), value);
+}
+
 pub fn remove_annotation<K: Parts>(obj: &mut LeanObject<K>, key: &str) {
     obj.annotations_mut().remove(key);
 }

@@ -29,9 +29,21 @@ pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
 pub const QUOTA_NOT_COUNTED: &str = "QuotaNotCounted";
 
 /// The quotas, by namespace, as the watch shows them, each with its charges indexed.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct QuotaCatalog {
     by_namespace: HashMap<String, BTreeMap<String, Counted>>,
+    /// Whether a quota was counted for its spec: [`is_counted`], or a model check's
+    /// mutant.
+    counted: CountedRule,
+}
+
+/// Whether a quota's status was counted for its spec as it is ([`is_counted`]).
+pub type CountedRule = fn(&ServerQuota) -> bool;
+
+impl Default for QuotaCatalog {
+    fn default() -> Self {
+        Self::new(is_counted)
+    }
 }
 
 /// A quota and what its charges count.
@@ -47,7 +59,7 @@ struct Counted {
 }
 
 impl Counted {
-    fn of(quota: Arc<ServerQuota>) -> Self {
+    fn of(quota: Arc<ServerQuota>, counted: CountedRule) -> Self {
         let charges = charges(&quota);
         let charged = charges.iter().map(|c| c.uid.clone()).collect();
         let mut used = HashMap::new();
@@ -55,7 +67,7 @@ impl Counted {
             *used.entry(c.class.clone()).or_insert(0) += 1;
         }
         Self {
-            counted: is_counted(&quota),
+            counted: counted(&quota),
             quota,
             charged,
             used,
@@ -157,6 +169,14 @@ impl fmt::Display for QuotaFull {
 }
 
 impl QuotaCatalog {
+    /// An empty catalog that judges whether a quota was counted by `counted`.
+    pub fn new(counted: CountedRule) -> Self {
+        Self {
+            by_namespace: HashMap::new(),
+            counted,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_namespace.is_empty()
     }
@@ -164,7 +184,7 @@ impl QuotaCatalog {
     pub fn upsert(&mut self, quota: Arc<ServerQuota>) {
         let namespace = meta::namespace(&*quota).to_string();
         let name = meta::name(&*quota).to_string();
-        let counted = Counted::of(quota);
+        let counted = Counted::of(quota, self.counted);
         self.by_namespace
             .entry(namespace)
             .or_default()
@@ -289,9 +309,6 @@ pub fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
 /// room). Two writers that read the same version cannot both write: the second gets a
 /// conflict and decides again on the quota as the first left it.
 pub fn charge(quota: &ServerQuota, claim: &LeanClaim, class: &str) -> Option<ServerQuota> {
-    if !is_counted(quota) {
-        return None;
-    }
     let uid = meta::uid(claim)?;
     let hard = limit(quota, class)?;
     let all = charges(quota);
@@ -316,6 +333,18 @@ pub struct Holder {
     pub class: String,
     pub claim: String,
     pub uid: String,
+}
+
+/// Whether the recount has work on `quota`: it was not `counted` for its spec, or it
+/// charges a claim the cache does not show (`shown`: a claim of that name with that uid),
+/// which the recount reads to free its charge if it is gone. A charge written by a
+/// process whose claim cache lagged a delete is freed so, without waiting for a round.
+pub fn wants_recount(
+    quota: &ServerQuota,
+    counted: CountedRule,
+    shown: &dyn Fn(&QuotaCharge) -> bool,
+) -> bool {
+    !counted(quota) || !unconfirmed(quota, shown).is_empty()
 }
 
 /// The charges whose claims the cache does not show (`live` says whether it shows a

@@ -7,7 +7,7 @@ use crate::api::{LeanClaim, LeanServer, ReclaimPolicy, ServerClaimRef};
 
 use super::eligibility::{Ineligible, ref_uid};
 use super::evidence::{can_take_back, gave_back, records_bind_to};
-use super::gates::{Pending, pending_gates, release_gates, release_record};
+use super::gates::{Pending, pending_gates, release_record};
 use super::meta::{self, claim_ref_of};
 use super::view::{ClaimView, Liveness};
 use super::winner::{Admit, Turn, winner};
@@ -98,15 +98,16 @@ pub enum RollBackCause {
     GivenBack,
 }
 
-/// Decides what to do with `server`; `default_gates` are the release gates of a server
-/// that names none (`--release-gates`); `turn` whether the fair order lets a claim naming
+/// Decides what to do with `server`; `gates_now` are the release gates a release of it
+/// would record now ([`super::gates::release_gates`]: its own and its bind's class's,
+/// else `--release-gates`); `turn` whether the fair order lets a claim naming
 /// the free server take it now ([`super::winner::turn_on`]); `admit` whether a claim's
 /// quotas charge it, short of which it takes no server ([`Admit`]).
 pub fn decide_server(
     server: &LeanServer,
     claims: &(impl ClaimView + ?Sized),
     liveness: Liveness,
-    default_gates: &[String],
+    gates_now: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
 ) -> ServerDecision {
@@ -134,7 +135,7 @@ pub fn decide_server(
 
     // Cleaning comes before any ref: a reservation made meanwhile waits for it to end.
     if release_record(server).is_some() {
-        return decide_cleaning(server, default_gates);
+        return decide_cleaning(server, gates_now);
     }
 
     let Some(r) = claim_ref else {
@@ -151,7 +152,7 @@ pub fn decide_server(
     let Some(c) = holder else {
         return match liveness {
             Liveness::Cached => ConfirmClaimGone { claim: r.clone() },
-            Liveness::Confirmed => release(server, default_gates),
+            Liveness::Confirmed => release(server, gates_now),
         };
     };
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
@@ -176,25 +177,24 @@ pub fn decide_server(
 
 /// The release of a server whose claim is gone: through cleaning when it has release
 /// gates and is recycled.
-fn release(server: &LeanServer, default_gates: &[String]) -> ServerDecision {
+fn release(server: &LeanServer, gates_now: &[String]) -> ServerDecision {
     let policy = server.spec.reclaim_policy;
-    let gates = release_gates(server, default_gates);
-    if policy == ReclaimPolicy::Recycle && !gates.is_empty() {
-        let gates = gates.into_iter().map(str::to_string).collect();
+    if policy == ReclaimPolicy::Recycle && !gates_now.is_empty() {
+        let gates = gates_now.to_vec();
         return ServerDecision::ReleaseToCleaning { gates };
     }
     ServerDecision::Release { policy }
 }
 
 /// The rows of a server being cleaned: repair a record no cleaner can match, else wait
-/// for the gates in force, else clean. The default gates are read only to repair a
-/// record that lacks its gates; a cleaning with a record never reads them.
-fn decide_cleaning(server: &LeanServer, default_gates: &[String]) -> ServerDecision {
+/// for the gates in force, else clean. The gates of a release now are read only to
+/// repair a record that lacks its gates; a cleaning with a record never reads them.
+fn decide_cleaning(server: &LeanServer, gates_now: &[String]) -> ServerDecision {
     let record = release_record(server).expect("a server being cleaned");
     let gates = || -> Vec<String> {
         let recorded = record.gates.clone();
-        let gates = recorded.unwrap_or_else(|| release_gates(server, default_gates));
-        gates.into_iter().map(str::to_string).collect()
+        let gates = recorded.map(|g| g.into_iter().map(str::to_string).collect());
+        gates.unwrap_or_else(|| gates_now.to_vec())
     };
     let problem = match (record.release, &record.gates) {
         (None, _) => Some(RecordProblem::UnusableRelease(record.raw.to_string())),

@@ -3,8 +3,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{
-    ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES,
-    CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
+    ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING,
+    ANNOTATION_CLEANING_GATES, CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
 };
 use crate::api::{LeanServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
 
@@ -78,6 +78,7 @@ fn plan_row(server: &LeanServer, decision: &ServerDecision, now: &Time) -> Serve
             object: changed(server, |s| {
                 meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION);
                 meta::remove_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER);
+                meta::remove_annotation(s, ANNOTATION_BOUND_CLASS);
                 meta::remove_annotation(s, ANNOTATION_CLEANING_GATES);
             }),
             status: available(server, now),
@@ -271,6 +272,8 @@ fn unbind(server: &LeanServer) -> LeanServer {
         meta::remove_annotation(&mut object, ANNOTATION_BOUND_BY_CONTROLLER);
     }
     meta::remove_finalizer(&mut object, FINALIZER_SERVER_PROTECTION);
+    // The bind's class record ends with the bind: its gates were read for this release.
+    meta::remove_annotation(&mut object, ANNOTATION_BOUND_CLASS);
     object
 }
 

@@ -13,7 +13,7 @@ use std::fmt;
 use crate::api::{LeanClaim, LeanServer, SelectorOperator, ServerSelector};
 
 use super::bounded::{LIST_MAX, listed};
-use super::class_labels::is_view_only;
+use super::class_labels::own_part;
 use super::eligibility::{Ineligible, eligibility};
 use super::meta;
 use super::placement::Ahead;
@@ -280,11 +280,9 @@ pub fn names_ahead(ahead: &Ahead) -> Option<String> {
 }
 
 /// The tenant's part of a claim's selector as kubectl prints one: without the
-/// requirements its class adds ([`is_view_only`]).
+/// requirements its class adds ([`own_part`]).
 fn own_selector_text(selector: &ServerSelector) -> String {
-    let mut own = selector.clone();
-    own.match_expressions.retain(|r| !is_view_only(&r.key));
-    selector_text(&own)
+    selector_text(&own_part(selector))
 }
 
 /// A selector as kubectl prints one: `rack=r1,zone in (a,b),!spare`; the requirements

@@ -338,11 +338,11 @@ where
         };
         writer.apply_watcher_event(&event);
         caches.own_writes.lock().delivered_by(&event);
-        if wants_recount::<K>(kind, &event) {
-            caches.recount_wanted.notify_one();
-        }
         let store = writer.as_reader();
         let mut binder = caches.binder.write();
+        if wants_recount::<K>(kind, &event, &binder) {
+            caches.recount_wanted.notify_one();
+        }
         let wake = match event {
             Event::Apply(obj) => {
                 let Some(new) = store.get(&ObjectRef::from_obj(&obj)) else {
@@ -404,16 +404,15 @@ fn cached_event<K: Read>(event: Event<K::Wire>) -> Event<K> {
 }
 
 /// Whether a watch event calls for the quotas' recount: a claim gone (its charge may
-/// free), the claims or quotas listed again, or a quota its controller has not counted
-/// for its spec as it is (created, edited, its status lost: it admits nothing until
-/// then).
-fn wants_recount<K>(kind: Kind, event: &Event<K>) -> bool
+/// free), the claims or quotas listed again, or a quota with work for the recount as
+/// the binder sees it ([`Binder::quota_wants_recount`]).
+fn wants_recount<K>(kind: Kind, event: &Event<K>, binder: &Binder) -> bool
 where
     Binder: Applies<K>,
 {
     match (kind, event) {
         (Kind::Claims | Kind::Quotas, Event::InitDone) | (Kind::Claims, Event::Delete(_)) => true,
-        (_, Event::Apply(obj)) => <Binder as Applies<K>>::wants_recount(obj),
+        (_, Event::Apply(obj)) => binder.wants_recount(obj),
         _ => false,
     }
 }
@@ -424,7 +423,7 @@ trait Applies<K> {
     fn apply_deleted(&mut self, last: Arc<K>) -> Wake;
     fn relist(&mut self, all: Vec<Arc<K>>) -> Wake;
     /// Whether this object, changed, calls for the quotas' recount.
-    fn wants_recount(_obj: &K) -> bool {
+    fn wants_recount(&self, _obj: &K) -> bool {
         false
     }
 }
@@ -484,8 +483,8 @@ impl Applies<ServerQuota> for Binder {
     fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
         self.relist_quotas(all)
     }
-    fn wants_recount(quota: &ServerQuota) -> bool {
-        !crate::binding::quota::is_counted(quota)
+    fn wants_recount(&self, quota: &ServerQuota) -> bool {
+        self.quota_wants_recount(quota)
     }
 }
 

@@ -118,6 +118,15 @@ pub enum UserOp {
     /// The server controller restarts with other `--release-gates` (a rolling update, a
     /// second replica with another flag): it relists like after a crash.
     RestartServerController(Vec<&'static str>),
+    /// An admin creates a quota (a new object: no status, generation 1).
+    CreateQuota(Box<ServerQuota>),
+    /// An admin deletes a quota.
+    DeleteQuota(&'static str),
+    /// Someone wipes a quota's status (a tool that writes status, a restore).
+    WipeQuotaStatus(&'static str),
+    /// An admin replaces a class's spec (`None`: deletes the class). Both controllers'
+    /// watches deliver it at once: what is explored is the class changing under a bind.
+    EditClass(&'static str, Option<Box<ServerClass>>),
 }
 
 /// One write a tenant may make to its claim's spec or annotations, at any point.
@@ -319,8 +328,10 @@ impl Ctl {
     /// A quota changed in this controller's cache (a watch event delivered).
     fn see_quota(&mut self, who: Who, name: &str, new: Option<ServerQuota>) {
         let namespace = new.as_ref().map_or(NS, |q| meta::namespace(q)).to_string();
-        // A quota not counted for its spec rings the recount, as the binary's watch does.
-        self.recount_due |= new.as_ref().is_some_and(|q| !quota::is_counted(q));
+        // A quota with work for the recount rings it, as the binary's watch does.
+        self.recount_due |= new
+            .as_ref()
+            .is_some_and(|q| self.binder.quota_wants_recount(q));
         let wake = self.binder.apply_quota(&namespace, name, new.map(Arc::new));
         self.wake(who, wake);
     }
@@ -378,6 +389,13 @@ struct State {
     /// A ghost: the first write that gave a server to a claim it may not have
     /// (invariant 6), found while carrying out a plan.
     entitlement: Option<String>,
+    /// A ghost: per server, the release gates the class of the claim it was last bound to
+    /// named at that bind (invariant 5 holds a release to them).
+    bound_class_gates: BTreeMap<String, Option<Vec<String>>>,
+    /// A ghost: each (quota, class) that had more claims holding servers than it allows
+    /// when the quota came to exist; invariant 7 counts from a quota with nothing above
+    /// it bound.
+    over_at_creation: BTreeSet<(String, String)>,
 }
 
 /// A server's gate left dirty by a tenant: (server, gate, the tenant claim's uid).
@@ -451,7 +469,10 @@ impl State {
                 .values()
                 .any(|c| meta::uid(c) == Some(gone));
             if !lives && base.spec.reclaim_policy == ReclaimPolicy::Recycle {
-                for gate in gates::release_gates(base, &self.default_gates) {
+                // The gates of the class the tenant bound under, as the ghost saw the
+                // class at the bind: not the server's record of it.
+                let class = self.bound_class_gates.get(&name).cloned().flatten();
+                for gate in gates::release_gates(base, class.as_deref(), &self.default_gates) {
                     self.dirty
                         .insert((name.clone(), gate.to_string(), gone.clone()));
                 }
@@ -460,6 +481,7 @@ impl State {
         let Some(gained) = after.filter(|u| before.as_ref() != Some(u)) else {
             return;
         };
+        self.note_bound_class(&name, &gained);
         if self.held.contains(&(gained.clone(), name.clone())) || self.entitlement.is_some() {
             return;
         }
@@ -470,8 +492,11 @@ impl State {
             .claims()
             .iter()
             .find(|c| meta::uid(*c) == Some(&gained));
+        // Judged as the binder views the server: with its classes' labels.
+        let view = self.server_ctl.binder.classes().resolve_server(base);
+        let judged = view.as_ref().unwrap_or(base);
         if let Some(why) = seen.map_or(Some("no such claim".to_string()), |c| {
-            eligibility(base, c).err().map(|e| e.to_string())
+            eligibility(judged, c).err().map(|e| e.to_string())
         }) {
             self.entitlement = Some(format!(
                 "invariant 6: server {name} was given to the claim with uid {gained}, which it cannot serve ({why}) and which no record shows it held"
@@ -480,11 +505,33 @@ impl State {
     }
 
     /// Records every (claim uid, server) whose ref carries it now (the `held` ghost).
+    /// The ghost's record of a bind: the gates the claim's class names at that moment
+    /// (`None`: no class, or it names none), which the release must wait for whatever
+    /// happens to the class later (invariant 5).
+    fn note_bound_class(&mut self, server: &str, uid: &str) {
+        let claim = self
+            .truth
+            .claims
+            .values()
+            .find(|c| meta::uid(*c) == Some(uid));
+        let class = claim.and_then(|c| c.spec.server_class_name.as_deref());
+        let named = class
+            .and_then(|name| self.truth.classes.iter().find(|c| meta::name(*c) == name))
+            .and_then(|c| c.spec.release_gates.as_ref())
+            .map(|g| g.iter().map(|g| g.name.clone()).collect());
+        self.bound_class_gates.insert(server.to_string(), named);
+    }
+
     fn note_holders(&mut self) {
+        let mut binds = Vec::new();
         for (name, server) in &self.truth.servers {
             if let Some(uid) = server.spec.server_claim_ref.as_ref().and_then(ref_uid) {
                 self.held.insert((uid.to_string(), name.clone()));
+                binds.push((name.clone(), uid.to_string()));
             }
+        }
+        for (server, uid) in binds {
+            self.note_bound_class(&server, &uid);
         }
     }
 
@@ -571,6 +618,8 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         held: BTreeSet::new(),
         user_claim_refs: BTreeMap::new(),
         entitlement: None,
+        over_at_creation: BTreeSet::new(),
+        bound_class_gates: BTreeMap::new(),
         truth,
     };
     initial.note_holders();
@@ -579,7 +628,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     }
     reconcile_idle(&mut initial);
     let user_refs = UserRefs::of(scenario);
-    let over_at_start = over_quota(&initial.truth);
+    initial.over_at_creation = over_quota(&initial.truth);
     let mut report = Report::default();
     let mut parents: HashMap<u64, (u64, String)> = HashMap::default();
     let root = fingerprint(&initial);
@@ -601,7 +650,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             "{}: state space exceeds {STATE_LIMIT}",
             scenario.name
         );
-        let mut violation = check_always(&state, &user_refs, &over_at_start).err();
+        let mut violation = check_always(&state, &user_refs).err();
         if violation.is_none() && state.is_quiescent(scenario) {
             report.quiescent += 1;
             violation = check_quiescent(&state, &scenario.never_bind).err();
@@ -624,6 +673,7 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
                 continue;
             }
             reconcile_idle(&mut next);
+            note_quotas_unseen(&mut next);
             let next_id = fingerprint(&next);
             if parents.contains_key(&next_id) {
                 continue;
@@ -744,6 +794,8 @@ fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
         let quotas = next.truth.quotas.values().cloned().map(Arc::new).collect();
         let ctl = next.ctl(who);
         ctl.quota_events.clear();
+        // A relist rings the recount, as the binary's watch does.
+        ctl.recount_due = true;
         let wake = ctl.binder.relist_quotas(quotas);
         ctl.wake(who, wake);
         out.push((format!("{who:?} lists the quotas again"), next));
@@ -1065,8 +1117,7 @@ fn would_do_nothing(state: &State, who: Who, name: &str) -> bool {
         Who::ServerController => state
             .server_ctl
             .binder
-            .servers()
-            .server(name)
+            .server_as_is(name)
             .is_none_or(|s| server_work(state, s).plan.is_noop()),
     }
 }
@@ -1097,7 +1148,9 @@ fn reconcile_idle(state: &mut State) {
 }
 
 fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)> {
-    let Some(server) = state.server_ctl.binder.servers().server(name) else {
+    // The server as it is, as the binary's watch hands it over: never the classes' view,
+    // whose labels no write may carry.
+    let Some(server) = state.server_ctl.binder.server_as_is(name) else {
         return vec![nothing_to_do(state, Who::ServerController, name)];
     };
     let ServerWork { decision, plan, .. } = server_work(state, server);
@@ -1348,6 +1401,20 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
             let (p, gates) = (&state.protocol, &state.default_gates);
             state.server_ctl = Ctl::fresh(&state.truth, Who::ServerController, p, gates);
         }
+        UserOp::CreateQuota(quota) => create_quota(state, quota),
+        UserOp::EditClass(name, class) => edit_class(state, name, class.as_deref()),
+        UserOp::DeleteQuota(name) => {
+            state.truth.quotas.remove(*name);
+            state.over_at_creation.retain(|(q, _)| q != name);
+            state.quota_changed(name);
+        }
+        UserOp::WipeQuotaStatus(name) => {
+            if let Some(mut wiped) = state.truth.quotas.get(*name).cloned() {
+                wiped.status = None;
+                let _ = state.truth.write_quota_status(&wiped, false);
+                state.quota_changed(name);
+            }
+        }
         UserOp::CreateClaim(claim) => {
             state.truth.put_claim((**claim).clone());
             state.note_user_ref(meta::name(&**claim));
@@ -1374,6 +1441,53 @@ fn apply_user_op(state: &mut State, op: &UserOp) {
             }
         }
     }
+}
+
+/// A quota exists for the binder once the server controller, which binds, has seen it:
+/// a bind it decides on a cache that does not show the quota yet counts like a claim
+/// bound before the quota existed (as Kubernetes' quota admits what its informer has not
+/// seen a quota for). Until then, what the quota's namespace holds above it is exempt.
+fn note_quotas_unseen(state: &mut State) {
+    let seen = state.server_ctl.binder.quotas();
+    let unseen: Vec<String> = state
+        .truth
+        .quotas
+        .values()
+        .filter(|q| seen.quota(meta::namespace(*q), meta::name(*q)).is_none())
+        .map(|q| meta::name(q).to_string())
+        .collect();
+    if unseen.is_empty() {
+        return;
+    }
+    let over = over_quota(&state.truth).into_iter();
+    let over = over.filter(|(q, _)| unseen.contains(q));
+    state.over_at_creation.extend(over.collect::<Vec<_>>());
+}
+
+/// An admin edits or deletes a class; both binders see it at once.
+fn edit_class(state: &mut State, name: &str, class: Option<&ServerClass>) {
+    state.truth.classes.retain(|c| meta::name(c) != name);
+    state.truth.classes.extend(class.cloned());
+    for who in [Who::ClaimController, Who::ServerController] {
+        let ctl = state.ctl(who);
+        let wake = ctl.binder.apply_class(name, class.cloned().map(Arc::new));
+        ctl.wake(who, wake);
+    }
+}
+
+/// An admin creates a quota: a new object, no status, generation 1. What its namespace
+/// holds above it now is not the binder's doing (invariant 7 counts from here).
+fn create_quota(state: &mut State, quota: &ServerQuota) {
+    let name = meta::name(quota).to_string();
+    let mut created = quota.clone();
+    created.status = None;
+    created.metadata.generation = Some(1);
+    state.truth.put_quota(created);
+    let over = over_quota(&state.truth)
+        .into_iter()
+        .filter(|(q, _)| *q == name);
+    state.over_at_creation.extend(over);
+    state.quota_changed(&name);
 }
 
 /// A cleaner reads the server: the release it is being cleaned after (or, if none, the
@@ -1452,13 +1566,9 @@ fn server_ref_name(claim: &LeanClaim) -> Option<&str> {
 }
 
 /// Invariants 1 and 4, in every reachable state.
-fn check_always(
-    state: &State,
-    user: &UserRefs,
-    over_at_start: &BTreeSet<(String, String)>,
-) -> Result<(), String> {
+fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
     let truth = &state.truth;
-    check_quota(truth, over_at_start)?;
+    check_quota(truth, &state.over_at_creation)?;
     let mut bound_on: BTreeMap<&str, &str> = BTreeMap::new();
     for (name, claim) in &truth.claims {
         if phase_of(claim) != Some(ClaimPhase::Bound) {
@@ -1589,9 +1699,10 @@ fn over_quota(truth: &Truth) -> BTreeSet<(String, String)> {
 }
 
 /// Invariant 7: no quota has more claims of a class bound than it allows, but for a
-/// quota and class that started so (counted from a world with nothing above it bound).
-fn check_quota(truth: &Truth, over_at_start: &BTreeSet<(String, String)>) -> Result<(), String> {
-    match over_quota(truth).difference(over_at_start).next() {
+/// quota and class that came to exist so (counted from a world with nothing above it
+/// bound).
+fn check_quota(truth: &Truth, over_at_creation: &BTreeSet<(String, String)>) -> Result<(), String> {
+    match over_quota(truth).difference(over_at_creation).next() {
         Some((quota, class)) => Err(format!(
             "invariant 7: quota {quota} allows {} of class {class}, but more are bound",
             truth.quotas[quota].spec.hard[class]
@@ -1841,6 +1952,8 @@ fn fingerprint(state: &State) -> u64 {
         held,
         user_claim_refs,
         entitlement,
+        over_at_creation,
+        bound_class_gates,
     } = state;
     // Versions are renamed by rank, so the counter behind them does not count.
     let Truth {
@@ -1872,6 +1985,7 @@ fn fingerprint(state: &State) -> u64 {
     backoff_ends.hash(&mut h);
     (default_gates, cleaners, dirty, held, user_claim_refs).hash(&mut h);
     entitlement.is_some().hash(&mut h);
+    (over_at_creation, bound_class_gates).hash(&mut h);
     h.finish()
 }
 
@@ -3036,6 +3150,167 @@ pub fn quota_freed_by_delete() -> Scenario {
     }
 }
 
+/// team-a's `a` holds s1, `b` waits beside the free s2, both of class gpu; no quota yet.
+fn a_holds_s1_b_waits() -> (Vec<LeanServer>, Vec<LeanClaim>) {
+    let servers = vec![
+        server("s1")
+            .claimed_for("a", "uid-a")
+            .phase(ServerPhase::Bound),
+        server("s2"),
+    ];
+    let claims = vec![
+        gpu(claim("a")
+            .chose("s1")
+            .bind_completed()
+            .phase(ClaimPhase::Bound)
+            .created(1)),
+        gpu(claim("b").created(2)),
+    ];
+    (servers, claims)
+}
+
+/// An admin creates a quota of one gpu server over team-a, which holds one and has `b`
+/// waiting beside a free server. Once the binder has seen the quota, `b` binds only if it
+/// did before: the quota counts first, then admits (invariant 7 from its creation).
+pub fn quota_created_at_the_limit() -> Scenario {
+    let (servers, claims) = a_holds_s1_b_waits();
+    Scenario {
+        name: "quota-created-at-the-limit",
+        servers,
+        claims,
+        user_ops: vec![UserOp::CreateQuota(Box::new(gpu_quota(1, &[])))],
+        max_lag: 2,
+        classes: vec![gpu_class()],
+        must_bind: vec!["a"],
+        ..Scenario::default()
+    }
+}
+
+/// A quota of one gpu server, counted, charging `a`; `b` waits over quota. The admin
+/// deletes the quota and creates it again: `b` may bind while no quota exists, never
+/// against the new quota's empty status.
+pub fn quota_re_created() -> Scenario {
+    let (servers, claims) = a_holds_s1_b_waits();
+    Scenario {
+        name: "quota-re-created",
+        servers,
+        claims,
+        user_ops: vec![
+            UserOp::DeleteQuota("q"),
+            UserOp::CreateQuota(Box::new(gpu_quota(1, &[]))),
+        ],
+        max_lag: 2,
+        classes: vec![gpu_class()],
+        quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
+        must_bind: vec!["a"],
+        ..Scenario::default()
+    }
+}
+
+/// A quota of one gpu server, counted, charging `a`; `b` waits over quota. Someone
+/// wipes the quota's status: `b` never binds against the empty status, and a recount
+/// brings the count back.
+pub fn quota_status_wiped() -> Scenario {
+    let (servers, claims) = a_holds_s1_b_waits();
+    Scenario {
+        name: "quota-status-wiped",
+        servers,
+        claims,
+        user_ops: vec![UserOp::WipeQuotaStatus("q")],
+        crashes: 1,
+        max_lag: 2,
+        classes: vec![gpu_class()],
+        quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
+        must_bind: vec!["a"],
+        ..Scenario::default()
+    }
+}
+
+/// Class `gated`: the servers labelled `pool=gated`, released through [`WIPE`].
+fn gated_class(pool: &str) -> ServerClass {
+    let spec = ServerClassSpec {
+        server_selector: Some(ServerSelector {
+            match_labels: [("pool".to_string(), pool.to_string())].into(),
+            ..ServerSelector::default()
+        }),
+        release_gates: Some(vec![ReleaseGate { name: WIPE.into() }]),
+        ..ServerClassSpec::default()
+    };
+    ServerClass::new("gated", spec)
+}
+
+/// `a`, of class `gated`, holds s1, bound in a write that recorded the class and its
+/// gate; an admin `edit`s the class (narrows it off s1, or deletes it); `a` goes; `b`, of
+/// no class, can take s1 once no class takes it in. The release waits for the gate the
+/// class named when `a` bound, whatever the class says then (invariant 5): `b` gets s1
+/// only after a cleaner that started after the release passed it.
+fn class_changed_mid_bind(name: &'static str, edit: Option<ServerClass>) -> Scenario {
+    let mut a = claim("a")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Bound)
+        .created(1);
+    a.spec.server_class_name = Some("gated".into());
+    let record = gates::BoundClass {
+        class: "gated".into(),
+        release_gates: Some(vec![WIPE.into()]),
+    };
+    let mut s1 = server("s1")
+        .labelled(&[("pool", "gated")])
+        .claimed_for("a", "uid-a")
+        .phase(ServerPhase::Bound);
+    s1.annotations_mut()
+        .insert(ANNOTATION_BOUND_CLASS.into(), record.annotation());
+    Scenario {
+        name,
+        servers: vec![s1],
+        claims: vec![a, claim("b").created(2)],
+        user_ops: vec![
+            UserOp::EditClass("gated", edit.map(Box::new)),
+            UserOp::DeleteClaim("a"),
+            UserOp::StartCleaner("cleaner", "s1", WIPE),
+            UserOp::FinishCleaner("cleaner"),
+        ],
+        max_lag: 2,
+        crashes: 1,
+        classes: vec![gated_class("gated")],
+        ..Scenario::default()
+    }
+}
+
+pub fn class_narrowed_mid_bind() -> Scenario {
+    class_changed_mid_bind("class-narrowed-mid-bind", Some(gated_class("elsewhere")))
+}
+
+pub fn class_deleted_mid_bind() -> Scenario {
+    class_changed_mid_bind("class-deleted-mid-bind", None)
+}
+
+#[test]
+fn a_class_narrowed_mid_bind_holds_in_every_interleaving() {
+    assert_holds(class_narrowed_mid_bind());
+}
+
+#[test]
+fn a_class_deleted_mid_bind_holds_in_every_interleaving() {
+    assert_holds(class_deleted_mid_bind());
+}
+
+#[test]
+fn a_quota_created_at_the_limit_holds_in_every_interleaving() {
+    assert_holds(quota_created_at_the_limit());
+}
+
+#[test]
+fn a_quota_re_created_holds_in_every_interleaving() {
+    assert_holds(quota_re_created());
+}
+
+#[test]
+fn a_quota_whose_status_is_wiped_holds_in_every_interleaving() {
+    assert_holds(quota_status_wiped());
+}
+
 #[test]
 fn a_quota_holds_in_every_interleaving() {
     assert_holds(quota_holds());
@@ -3228,10 +3503,7 @@ fn gates_from_the_flag(
     admit: Admit<'_>,
 ) -> ServerDecision {
     let mut seen = server.clone();
-    let now: Vec<String> = gates::release_gates(server, gates)
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let now: Vec<String> = gates.to_vec();
     if let Some(recorded) = seen.annotations_mut().get_mut(ANNOTATION_CLEANING_GATES) {
         *recorded = now.join(",");
     }
@@ -3704,6 +3976,22 @@ const MUTANTS: &[Mutant] = &[
         says: &["invariant 7"],
     },
     Mutant {
+        name: "gates-of-the-moment",
+        mutate: |p| p.rules.class_gates = |_, now| now,
+        worlds: &[class_narrowed_mid_bind, class_deleted_mid_bind],
+        says: &["invariant 5"],
+    },
+    Mutant {
+        name: "admits-before-counting",
+        mutate: |p| p.rules.quota_counted = |_| true,
+        worlds: &[
+            quota_created_at_the_limit,
+            quota_re_created,
+            quota_status_wiped,
+        ],
+        says: &["invariant 7"],
+    },
+    Mutant {
         name: "recount-trusts-the-cache",
         mutate: |p| p.recount_reads_live = false,
         worlds: &[quota_freed_by_delete],
@@ -3770,6 +4058,8 @@ mutant_tests! {
     the_model_check_catches_the_old_orphan_behaviour: "orphan";
     the_model_check_catches_a_server_side_that_ignores_the_charge: "ignores-the-charge";
     the_model_check_catches_a_charge_without_its_precondition: "charge-without-precondition";
+    the_model_check_catches_a_quota_that_admits_before_it_counts: "admits-before-counting";
+    the_model_check_catches_release_gates_read_from_the_class_now: "gates-of-the-moment";
     the_model_check_catches_a_recount_that_trusts_the_cache: "recount-trusts-the-cache";
 }
 

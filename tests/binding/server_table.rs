@@ -90,8 +90,11 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
 }
 
 /// The server decision when no claim exists, with these default release gates.
-fn decide_alone(server: &LeanServer, liveness: Liveness, gates: &[String]) -> ServerDecision {
-    decide_server(server, &claims(vec![]), liveness, gates, IN_TURN, ADMITTED)
+/// The decision with no claim in the cache and `default` for `--release-gates`, the gates
+/// passed as the binder computes them ([`gates::release_gates`], no class).
+fn decide_alone(server: &LeanServer, liveness: Liveness, default: &[String]) -> ServerDecision {
+    let gates = gates::release_gates(server, None, default);
+    decide_server(server, &claims(vec![]), liveness, &gates, IN_TURN, ADMITTED)
 }
 
 /// [q] A claim out of its turn for the server is no candidate: the server stays

@@ -106,13 +106,14 @@ pub const IN_TURN: Turn<'static> = &|_| true;
 /// Every claim is charged to its quotas, or none limits it: the rows without quotas.
 pub const ADMITTED: Admit<'static> = &|_| true;
 
-/// The server controller's decision, on the cache.
+/// The server controller's decision, on the cache, with the gates a release of the
+/// server records (its own; no class, no default), as the binder passes them.
 pub fn decide_s(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision {
     decide_server(
         server,
         &claims(world.to_vec()),
         Liveness::Cached,
-        &[],
+        &gates::release_gates(server, None, &[]),
         IN_TURN,
         ADMITTED,
     )
@@ -123,7 +124,7 @@ pub fn decide_s_live(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision
         server,
         &claims(world.to_vec()),
         Liveness::Confirmed,
-        &[],
+        &gates::release_gates(server, None, &[]),
         IN_TURN,
         ADMITTED,
     )

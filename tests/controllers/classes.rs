@@ -302,6 +302,140 @@ async fn a_class_s_release_gates_hold_its_released_servers() {
     );
 }
 
+/// The gates recorded at the release that `gpu-1` goes `Cleaning` with.
+async fn cleaning_gates(env: &Env) -> String {
+    let s = env
+        .wait_server_phase("gpu-1", ServerPhase::Cleaning, "Cleaning")
+        .await;
+    let annotations = s.metadata.annotations.unwrap_or_default();
+    annotations
+        .get(ANNOTATION_CLEANING_GATES)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `gpu`, with a release gate, binds `c` to `gpu-1`; then `change` edits or deletes the
+/// class so that the server falls outside it, and `c` is deleted. The release waits for
+/// the gate the class named when `c` bound (it once went straight to Available,
+/// unwiped, to the next tenant).
+async fn a_class_changed_mid_bind_keeps_its_gate(change: fn(&Api<ServerClass>) -> Patchwork) {
+    let mut env = Env::new().await;
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    let mut gpu = gpu_class();
+    gpu.spec.release_gates = Some(vec![ReleaseGate {
+        name: "example.com/class-wipe".into(),
+    }]);
+    create_class(&env, gpu).await;
+    env.start(4).await;
+    env.put_claim(of_class("c", "gpu")).await;
+    wait_bound(&env, "c", "gpu-1").await;
+    change(&Api::all(env.client.clone())).await;
+    env.delete_claim("c").await;
+    assert_eq!(cleaning_gates(&env).await, "example.com/class-wipe");
+}
+
+type Patchwork = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+#[tokio::test]
+async fn a_class_narrowed_mid_bind_still_holds_its_released_server() {
+    a_class_changed_mid_bind_keeps_its_gate(|classes| {
+        let classes = classes.clone();
+        Box::pin(async move {
+            let patch = json!({"spec": {"serverSelector": {"matchLabels": {"kind": "other"}}}});
+            classes
+                .patch("gpu", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .expect("class narrowed");
+        })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_class_deleted_mid_bind_still_holds_its_released_server() {
+    a_class_changed_mid_bind_keeps_its_gate(|classes| {
+        let classes = classes.clone();
+        Box::pin(async move {
+            classes
+                .delete("gpu", &Default::default())
+                .await
+                .expect("class deleted");
+        })
+    })
+    .await;
+}
+
+/// A class narrowed under a bound claim is not the claim's selector: once the tenant adds
+/// a selector of its own that still matches, the `Bound` condition says nothing of a
+/// mismatch (it once blamed the tenant's selector for the class's edit).
+#[tokio::test]
+async fn a_class_narrowed_under_a_bound_claim_is_not_its_selector() {
+    let mut env = Env::new().await;
+    for name in ["gpu-1", "gpu-2"] {
+        env.put_server(server(name).labelled(&[("kind", "gpu")]).taint("gpu"))
+            .await;
+    }
+    create_class(&env, gpu_class()).await;
+    env.start(4).await;
+    env.put_claim(of_class("c", "gpu").names("gpu-1")).await;
+    wait_bound(&env, "c", "gpu-1").await;
+    let patch = json!({"spec": {"serverSelector": {"matchLabels": {"kind": "other"}}}});
+    Api::<ServerClass>::all(env.client.clone())
+        .patch("gpu", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("class narrowed");
+    // Seen by the binder once a new claim of the class can no longer take gpu-2.
+    env.put_claim(of_class("probe", "gpu")).await;
+    env.wait_claim_phase("probe", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    env.add_claim_selector("c", "kind", "gpu").await;
+    let c = env
+        .wait_claim("c", "its condition for the new generation", |c| {
+            let bound = c
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|k| k.type_ == "Bound").cloned());
+            bound.is_some_and(|b| b.observed_generation == c.metadata.generation)
+        })
+        .await;
+    assert_eq!(bound_reason(&c).as_deref(), Some("Bound"));
+    let conditions = &c.status.as_ref().expect("a status").conditions;
+    let bound = conditions.iter().find(|k| k.type_ == "Bound");
+    let message = bound.map(|b| b.message.clone()).unwrap_or_default();
+    assert!(!message.contains("does not match"), "{message}");
+    assert_eq!(
+        env.count_events("ServerClaim", "c", "SelectorMismatch")
+            .await,
+        0
+    );
+}
+
+/// A server in two classes, `quiet` naming `releaseGates: []` and `gpu` naming none,
+/// released from a claim of `gpu` with `--release-gates` set: the class it bound under
+/// named none, so the controller's default holds it (it once took `quiet`'s `[]` and
+/// went unwiped).
+#[tokio::test]
+async fn a_class_naming_no_gates_leaves_its_servers_to_the_default() {
+    let mut env = Env::new().await;
+    env.put_server(server("gpu-1").labelled(&[("kind", "gpu")]).taint("gpu"))
+        .await;
+    create_class(&env, gpu_class()).await;
+    let mut quiet = gpu_class();
+    quiet.metadata.name = Some("quiet".into());
+    quiet.spec.release_gates = Some(Vec::new());
+    create_class(&env, quiet).await;
+    env.start_with(Options {
+        release_gates: vec!["example.com/default-wipe".into()],
+        ..options(4)
+    })
+    .await;
+    env.put_claim(of_class("c", "gpu")).await;
+    wait_bound(&env, "c", "gpu-1").await;
+    env.delete_claim("c").await;
+    assert_eq!(cleaning_gates(&env).await, "example.com/default-wipe");
+}
+
 /// Servers a class takes in are set aside for its claims: without a default class, a
 /// claim naming no class takes only servers no class takes in, however its selector and
 /// tolerations fit the class's servers, by pick or by name.
