@@ -36,6 +36,7 @@ use super::claim_plan::{ClaimPlan, plan_claim};
 use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
 use super::coalesce::is_summary_refresh;
 use super::eligibility::{RefMatch, ref_match};
+use super::evidence::pair_agrees;
 use super::gates::{self, BoundClass, cleaning_took};
 use super::in_flight::InFlight;
 use super::meta::{self, ClaimKey, is_controller_chosen};
@@ -380,9 +381,11 @@ impl Binder {
                 let class = c.spec.server_class_name.clone()?;
                 let uid = meta::uid(&**c)?.to_string();
                 let reserved = self.servers.reserved_for(namespace, meta::name(&**c));
+                // A pair that agrees across a restore counts too: its server is the
+                // claim's once it is charged, and it must not lose it to the quota.
                 let holds = reserved
                     .into_iter()
-                    .any(|s| ref_match(s, c) == RefMatch::SameUid);
+                    .any(|s| ref_match(s, c) == RefMatch::SameUid || pair_agrees(s, c));
                 holds.then(|| Holder {
                     class,
                     claim: meta::name(&**c).to_string(),

@@ -9,7 +9,7 @@ use super::backoff::Refusal;
 use super::class_labels::own_part;
 use super::classes::ClassCheck;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
-use super::evidence::{gave_back, records_bind_named, records_bind_to};
+use super::evidence::{as_reserved, gave_back, pair_agrees, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
 use super::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
 use super::quota::{QuotaCheck, QuotaFull, QuotaUncounted};
@@ -451,6 +451,10 @@ fn decide_bound(
         // The server object the claim was bound to is gone; this one was created under
         // its name since. A Lost claim never takes another machine on its own.
         _ if records_bind_named(claim, &server) => BoundServerMissing { server },
+        // A restore: the server names an incarnation of this claim's name that is gone,
+        // and the claim names the server. The server controller gives it the claim's
+        // uid if the claim may have it, or releases it; either way nothing moves here.
+        _ if pair_agrees(s, claim) => BoundServerRefLost { server },
         _ => ClearStaleBindCompleted,
     }
 }
@@ -527,6 +531,16 @@ fn decide_unbound(
             server_uid: meta::uid(s).unwrap_or_default().to_string(),
             server,
         },
+        // A restore ([`pair_agrees`]): the ref names a gone incarnation of this claim's
+        // name and the claim names the server: a reservation by name, eligibility and
+        // all.
+        RefMatch::OtherUid if pair_agrees(s, claim) && !is_released(s) => {
+            match eligibility(&as_reserved(s), claim) {
+                Ok(()) => WaitForUid { server },
+                Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
+                Err(why) => ServerMismatch { server, why },
+            }
+        }
         // A Released server's ref names a claim that is gone: nobody holds it, it waits
         // for an admin, and that is what the claim must be told.
         RefMatch::OtherUid | RefMatch::OtherClaim if is_released(s) => {

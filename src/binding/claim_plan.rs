@@ -120,7 +120,12 @@ fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> 
         ClassNotFound { .. } => class_problem(claim, "ClassNotFound", decision.describe(), now),
         ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
         QuotaExceeded { .. } => class_problem(claim, QUOTA_EXCEEDED, decision.describe(), now),
-        QuotaNotCounted { .. } => class_problem(claim, QUOTA_NOT_COUNTED, decision.describe(), now),
+        // Transient (the count follows at once): the claim keeps any ref it has, and the
+        // server side binds nothing of it until the quota charges it.
+        QuotaNotCounted { .. } => {
+            let reasons = (QUOTA_NOT_COUNTED, QUOTA_NOT_COUNTED);
+            pending_with_warning(claim, reasons, decision.describe(), now)
+        }
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)

@@ -13,7 +13,7 @@
 
 use crate::api::{BoundServerRef, LeanClaim, LeanServer};
 
-use super::eligibility::{Ineligible, eligibility, server_is_claimable};
+use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match, server_is_claimable};
 use super::meta;
 
 /// The server object the claim's status records it as bound to, if any.
@@ -51,6 +51,32 @@ pub fn gave_back(claim: &LeanClaim, server: &LeanServer) -> bool {
 /// that is gone, whose uid nobody can compare).
 pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
     bound_record(claim).is_some_and(|r| r.name == server)
+}
+
+/// Whether `server` and `claim` name each other across a restore: the server's ref names
+/// the claim's namespace and name with a uid that is not the claim's (an incarnation of
+/// that name that is gone: a name holds one object at a time), and the claim's
+/// `serverRef` names the server. Such a server belongs to the claim now living under the
+/// name, as a reservation by name would (docs/binding.md, "Restore"): its namespace held
+/// it, and eligibility, class and quota still apply. A claim that does not name the
+/// server never inherits it.
+pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
+    let names_server = claim
+        .spec
+        .server_ref
+        .as_ref()
+        .is_some_and(|r| r.name == meta::name(server));
+    names_server && ref_match(server, claim) == RefMatch::OtherUid
+}
+
+/// `server` as a reservation by name for the claim its ref names (its uid cleared): what
+/// eligibility reads of a server whose pair agrees across a restore ([`pair_agrees`]).
+pub fn as_reserved(server: &LeanServer) -> LeanServer {
+    let mut reserved = server.clone();
+    if let Some(r) = reserved.spec.server_claim_ref.as_mut() {
+        r.uid = None;
+    }
+    reserved
 }
 
 /// Whether `claim` may take (or keep) `server`, whose ref is empty or names it: with

@@ -5,8 +5,8 @@ use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
 use crate::api::{LeanClaim, LeanServer, ReclaimPolicy, ServerClaimRef};
 
-use super::eligibility::{Ineligible, ref_uid};
-use super::evidence::{can_take_back, gave_back, records_bind_to};
+use super::eligibility::{Ineligible, eligibility, ref_uid};
+use super::evidence::{as_reserved, can_take_back, gave_back, pair_agrees, records_bind_to};
 use super::gates::{Pending, pending_gates, release_record};
 use super::meta::{self, claim_ref_of};
 use super::view::{ClaimView, Liveness};
@@ -152,7 +152,10 @@ pub fn decide_server(
     let Some(c) = holder else {
         return match liveness {
             Liveness::Cached => ConfirmClaimGone { claim: r.clone() },
-            Liveness::Confirmed => release(server, gates_now),
+            Liveness::Confirmed => match restored(server, r, claims, admit) {
+                Some(decision) => decision,
+                None => release(server, gates_now),
+            },
         };
     };
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
@@ -220,6 +223,29 @@ fn decide_cleaning(server: &LeanServer, gates_now: &[String]) -> ServerDecision 
     } else {
         ServerDecision::Cleaning { release, pending }
     }
+}
+
+/// A server whose ref's claim is gone (confirmed by a live read) but whose pair agrees
+/// with the claim now living under that name ([`pair_agrees`]: a restore): it is that
+/// claim's, as a reservation by name would be, if it can serve it and its quotas charge
+/// it (`FillUid`, the claim's uid into the ref); charged not yet, it waits
+/// (`ReservedAwaitingQuota`). `None`: no such claim, or one it cannot serve: released.
+fn restored(
+    server: &LeanServer,
+    r: &ServerClaimRef,
+    claims: &(impl ClaimView + ?Sized),
+    admit: Admit<'_>,
+) -> Option<ServerDecision> {
+    let c = claims.claim(&r.namespace, &r.name)?;
+    if !pair_agrees(server, c) || eligibility(&as_reserved(server), c).is_err() {
+        return None;
+    }
+    Some(match admit(c) {
+        true => ServerDecision::FillUid {
+            claim: claim_ref_of(c),
+        },
+        false => ServerDecision::ReservedAwaitingQuota,
+    })
 }
 
 /// The rows for a reservation by name (a ref without a uid).

@@ -18,6 +18,7 @@ mod patches;
 mod placement;
 mod quotas;
 mod refused;
+mod restore;
 mod resync;
 use crate::common::poll;
 mod rbac;
