@@ -37,7 +37,7 @@ use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
 use super::coalesce::is_summary_refresh;
 use super::eligibility::{RefMatch, ref_match};
 use super::evidence::pair_agrees;
-use super::gates::{self, BoundClass, cleaning_took};
+use super::gates::{self, BoundClass, ClassGatesRule, cleaning_took};
 use super::in_flight::InFlight;
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::placement::{PickInputs, Placement, first_named, first_stray};
@@ -75,7 +75,7 @@ pub struct Rules {
     pub quota_counted: CountedRule,
     /// The class gates a release of a server waits for, given the gates of the classes
     /// that take it in now ([`gates::class_gates`]: those its bind recorded).
-    pub class_gates: fn(&LeanServer, Option<Vec<String>>) -> Option<Vec<String>>,
+    pub class_gates: ClassGatesRule,
 }
 
 impl Rules {

@@ -518,6 +518,20 @@ fn decide_unbound(
             ServerNotFound { server }
         };
     };
+    decide_named(claim, s, servers, pick)
+}
+
+/// The unbound rows of a claim whose `serverRef` names `s`, which the cache shows: by how
+/// the server's ref relates to the claim.
+fn decide_named(
+    claim: &LeanClaim,
+    s: &LeanServer,
+    servers: &(impl ServerView + ?Sized),
+    pick: &PickInputs<'_>,
+) -> ClaimDecision {
+    use ClaimDecision::*;
+    let controller_chosen = is_controller_chosen(claim);
+    let server = meta::name(s).to_string();
     match ref_match(s, claim) {
         // A reservation by name does not override the claim's selector: an ineligible
         // reserved server is withdrawn or reported like an unreserved one.

@@ -59,14 +59,16 @@ pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
 /// `serverRef` names the server. Such a server belongs to the claim now living under the
 /// name, as a reservation by name would (docs/binding.md, "Restore"): its namespace held
 /// it, and eligibility, class and quota still apply. A claim that does not name the
-/// server never inherits it.
+/// server, or whose status records a bind (a restore drops status), never inherits it.
 pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
     let names_server = claim
         .spec
         .server_ref
         .as_ref()
         .is_some_and(|r| r.name == meta::name(server));
-    names_server && ref_match(server, claim) == RefMatch::OtherUid
+    // A claim whose status records a bind is no restored claim: its server holding
+    // another uid of its name is misbound, and it goes Lost.
+    names_server && bound_record(claim).is_none() && ref_match(server, claim) == RefMatch::OtherUid
 }
 
 /// `server` as a reservation by name for the claim its ref names (its uid cleared): what

@@ -74,6 +74,9 @@ pub fn bound_class(server: &LeanServer) -> Option<BoundClass> {
     serde_json::from_str(raw).ok()
 }
 
+/// [`class_gates`], or a model check's mutant.
+pub type ClassGatesRule = fn(&LeanServer, Option<Vec<String>>) -> Option<Vec<String>>;
+
 /// The class gates a release of `server` waits for: those its record names (the class
 /// its claim bound under, as it was then), or, for a server bound without a record (by
 /// a version before the record, or a claim without a class), `now`: the gates of the
@@ -364,7 +367,8 @@ mod tests {
     fn the_gates_of_a_release_follow_the_precedence_table() {
         let default = ["d.io/default".to_string()];
         let class = |g: &[&str]| Some(g.iter().map(|g| g.to_string()).collect::<Vec<_>>());
-        let rows: [(Option<&[&str]>, Option<Vec<String>>, &[&str]); 8] = [
+        type Row<'a> = (Option<&'a [&'a str]>, Option<Vec<String>>, &'a [&'a str]);
+        let rows: [Row<'_>; 8] = [
             (None, None, &["d.io/default"]),
             (Some(&[]), None, &[]),
             (None, class(&[]), &[]),

@@ -46,6 +46,11 @@ pub struct DevArgs {
     /// Create this many demo servers (labelled with a rack and a size).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=10_000))]
     pub servers: u16,
+    /// Start the API server alone, without the controllers (to restore a backup into it
+    /// before `server-binder run` starts them, as docs/operations.md "Backup and restore"
+    /// does with a Deployment scaled to 0).
+    #[arg(long)]
+    pub no_controllers: bool,
 }
 
 pub async fn run(args: DevArgs) -> Result<(), CommandError> {
@@ -71,16 +76,21 @@ pub async fn run(args: DevArgs) -> Result<(), CommandError> {
         leader_election: None,
     };
     // The controllers get a client of their own, as they would in a cluster.
-    let controllers_client = super::client::operator_client(apiserver.client_config())
-        .map_err(CommandError::ControllersClient)?;
-    let operator = operator::start(controllers_client, config).await?;
+    let operator = match args.no_controllers {
+        true => None,
+        false => {
+            let client = super::client::operator_client(apiserver.client_config())
+                .map_err(CommandError::ControllersClient)?;
+            Some(operator::start(client, config).await?)
+        }
+    };
 
     let kubeconfig =
         std::path::absolute(&args.kubeconfig_out).unwrap_or_else(|_| args.kubeconfig_out.clone());
-    let metrics = operator
-        .metrics_addr
-        .map(|a| format!("http://{a}/metrics"))
-        .unwrap_or_default();
+    let metrics = operator.as_ref().and_then(|o| o.metrics_addr).map_or_else(
+        || "none (no controllers)".into(),
+        |a| format!("http://{a}/metrics"),
+    );
     println!(
         "server-binder dev: API server at {} (DEVELOPMENT ONLY: plain HTTP, no authentication), metrics at {metrics}
 In another shell:
@@ -96,7 +106,9 @@ Ctrl-C stops everything (nothing is kept).",
 
     signals::terminated().await.map_err(CommandError::Signals)?;
     eprintln!("server-binder dev: shutting down");
-    operator.shutdown().await;
+    if let Some(operator) = operator {
+        operator.shutdown().await;
+    }
     apiserver.shutdown().await;
     Ok(())
 }

@@ -462,7 +462,18 @@ impl State {
                 .map(str::to_string)
         };
         let (before, after) = (uid_of(base), uid_of(obj));
-        if let Some(gone) = before.as_ref().filter(|u| after.as_ref() != Some(*u)) {
+        // A ref passed from a gone incarnation of a claim's name to the one living under
+        // it now (a restore, docs/binding.md "Restore") stays with its namespace: the data
+        // on the server is that namespace's, so nothing is left dirty.
+        let names = |s: &LeanServer| {
+            let r = s.spec.server_claim_ref.as_ref();
+            r.map(|r| (r.namespace.clone(), r.name.clone()))
+        };
+        let kept = after.is_some() && names(base) == names(obj);
+        if let Some(gone) = before
+            .as_ref()
+            .filter(|u| after.as_ref() != Some(*u) && !kept)
+        {
             let lives = self
                 .truth
                 .claims
@@ -485,14 +496,23 @@ impl State {
         if self.held.contains(&(gained.clone(), name.clone())) || self.entitlement.is_some() {
             return;
         }
-        // The claim as the server controller decided on it: a version it once had.
+        // The claim as the server controller decided on it: a version it once had, or
+        // (a decision after a live read, as a restore's is) the one the read returned.
+        let live = self.truth.claims.values();
         let seen = self
             .server_ctl
             .binder
             .claims()
             .iter()
-            .find(|c| meta::uid(*c) == Some(&gained));
-        // Judged as the binder views the server: with its classes' labels.
+            .find(|c| meta::uid(*c) == Some(&gained))
+            .or_else(|| live.into_iter().find(|c| meta::uid(*c) == Some(&gained)));
+        // Judged as the binder views the server: with its classes' labels; a ref naming
+        // the claim's own namespace and name (a gone incarnation's uid: a restore) is a
+        // reservation for it, which eligibility still applies to.
+        let base = &match kept {
+            true => evidence::as_reserved(base),
+            false => base.clone(),
+        };
         let view = self.server_ctl.binder.classes().resolve_server(base);
         let judged = view.as_ref().unwrap_or(base);
         if let Some(why) = seen.map_or(Some("no such claim".to_string()), |c| {

@@ -685,12 +685,22 @@ impl World {
     /// The tenant of `name` writes what it may not be trusted with (docs/binding.md,
     /// "Trust"): points the claim at the forbidden server with a forged `bind-completed`
     /// (`pre-bound` removed in the same write, so the ref is its own), forges
-    /// `bind-completed` on it whatever it names, or strips `pre-bound` or
-    /// `bind-completed`. Admission may refuse (a ref switched, or removed from a Bound
-    /// claim).
+    /// `bind-completed` on it whatever it names, strips `pre-bound` or `bind-completed`,
+    /// or strips both from a Bound claim of the class under quota. Admission may refuse
+    /// (a ref switched, or removed from a Bound claim).
     async fn forge(&mut self, name: &str) {
         let yes = "yes";
-        let (what, patch) = match self.rng.random_range(0..4) {
+        let mut name = name.to_string();
+        let (what, patch) = match self.rng.random_range(0..5) {
+            // A Bound claim of the class, under its quota: its bind stands and must
+            // survive the strip (docs/binding.md, the claim table's note [y]).
+            4 => {
+                name = self.bound_of_class().await.unwrap_or(name);
+                (
+                    format!("tenant strips bind-completed and pre-bound from {name}"),
+                    json!({"metadata": {"annotations": {ANNOTATION_BIND_COMPLETED: null, ANNOTATION_PRE_BOUND: null}}}),
+                )
+            }
             0 => (
                 format!("tenant points {name} at {FORBIDDEN} with a forged bind-completed"),
                 json!({"metadata": {"annotations": {ANNOTATION_BIND_COMPLETED: yes, ANNOTATION_PRE_BOUND: null}},
@@ -713,7 +723,7 @@ impl World {
         match self
             .env
             .claims()
-            .patch(name, &pp, &Patch::Merge(patch))
+            .patch(&name, &pp, &Patch::Merge(patch))
             .await
         {
             Ok(c) => {
@@ -728,6 +738,17 @@ impl World {
             Err(kube::Error::Api(e)) if [404, 422].contains(&e.code) => {}
             Err(e) => panic!("chaos seed {}: {what}: {e}", self.seed),
         }
+    }
+
+    /// A Bound claim of the class, if any (the first by name).
+    async fn bound_of_class(&self) -> Option<String> {
+        let claims = self.env.claims().list(&Default::default()).await.ok()?;
+        claims
+            .items
+            .iter()
+            .filter(|c| c.spec.server_class_name.as_deref() == Some(CLASS))
+            .find(|c| c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound))
+            .map(|c| c.name_any())
     }
 
     /// An admin gates or ungates a server (`spec.releaseGates`).
