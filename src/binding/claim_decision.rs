@@ -9,7 +9,7 @@ use super::backoff::Refusal;
 use super::class_labels::own_part;
 use super::classes::ClassCheck;
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
-use super::evidence::{as_reserved, gave_back, pair_agrees, records_bind_named, records_bind_to};
+use super::evidence::{can_restore, gave_back, pair_agrees, records_bind_named, records_bind_to};
 use super::meta::{self, is_controller_chosen};
 use super::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
 use super::quota::{QuotaCheck, QuotaFull, QuotaUncounted};
@@ -546,15 +546,13 @@ fn decide_named(
             server,
         },
         // A restore ([`pair_agrees`]): the ref names a gone incarnation of this claim's
-        // name and the claim names the server: a reservation by name, eligibility and
-        // all.
-        RefMatch::OtherUid if pair_agrees(s, claim) && !is_released(s) => {
-            match eligibility(&as_reserved(s), claim) {
-                Ok(()) => WaitForUid { server },
-                Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
-                Err(why) => ServerMismatch { server, why },
-            }
-        }
+        // name and the claim names the server: the server is this claim's, as a bind
+        // with evidence ([`can_restore`]).
+        RefMatch::OtherUid if pair_agrees(s, claim) && !is_released(s) => match can_restore(s) {
+            Ok(()) => WaitForUid { server },
+            Err(why) if controller_chosen => WithdrawIneligibleServer { server, why },
+            Err(why) => ServerMismatch { server, why },
+        },
         // A Released server's ref names a claim that is gone: nobody holds it, it waits
         // for an admin, and that is what the claim must be told.
         RefMatch::OtherUid | RefMatch::OtherClaim if is_released(s) => {

@@ -58,7 +58,7 @@ pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
 /// that name that is gone: a name holds one object at a time), and the claim's
 /// `serverRef` names the server. Such a server belongs to the claim now living under the
 /// name, as a reservation by name would (docs/binding.md, "Restore"): its namespace held
-/// it, and eligibility, class and quota still apply. A claim that does not name the
+/// it ([`can_restore`]), and its quota still applies. A claim that does not name the
 /// server, or whose status records a bind (a restore drops status), never inherits it.
 pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
     let names_server = claim
@@ -71,14 +71,16 @@ pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
     names_server && bound_record(claim).is_none() && ref_match(server, claim) == RefMatch::OtherUid
 }
 
-/// `server` as a reservation by name for the claim its ref names (its uid cleared): what
-/// eligibility reads of a server whose pair agrees across a restore ([`pair_agrees`]).
-pub fn as_reserved(server: &LeanServer) -> LeanServer {
-    let mut reserved = server.clone();
-    if let Some(r) = reserved.spec.server_claim_ref.as_mut() {
-        r.uid = None;
+/// Whether a claim whose pair agrees with `server` across a restore ([`pair_agrees`])
+/// may have it back: the server's ref, which only controllers and admins write, is the
+/// evidence that the claim's namespace and name held it, so, as a bind with evidence
+/// ([`can_take_back`]), it keeps it through a cordon, a taint, a relabel or a class that
+/// no longer takes it in; not a server being deleted, released or cleaned.
+pub fn can_restore(server: &LeanServer) -> Result<(), Ineligible> {
+    match server_is_claimable(server) {
+        Err(Ineligible::Unclaimable) | Ok(()) => Ok(()),
+        Err(why) => Err(why),
     }
-    reserved
 }
 
 /// Whether `claim` may take (or keep) `server`, whose ref is empty or names it: with

@@ -5,8 +5,8 @@ use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
 use crate::api::{LeanClaim, LeanServer, ReclaimPolicy, ServerClaimRef};
 
-use super::eligibility::{Ineligible, eligibility, ref_uid};
-use super::evidence::{as_reserved, can_take_back, gave_back, pair_agrees, records_bind_to};
+use super::eligibility::{Ineligible, ref_uid};
+use super::evidence::{can_restore, can_take_back, gave_back, pair_agrees, records_bind_to};
 use super::gates::{Pending, pending_gates, release_record};
 use super::meta::{self, claim_ref_of};
 use super::view::{ClaimView, Liveness};
@@ -237,7 +237,7 @@ fn restored(
     admit: Admit<'_>,
 ) -> Option<ServerDecision> {
     let c = claims.claim(&r.namespace, &r.name)?;
-    if !pair_agrees(server, c) || eligibility(&as_reserved(server), c).is_err() {
+    if !pair_agrees(server, c) || can_restore(server).is_err() {
         return None;
     }
     Some(match admit(c) {

@@ -506,17 +506,18 @@ impl State {
             .iter()
             .find(|c| meta::uid(*c) == Some(&gained))
             .or_else(|| live.into_iter().find(|c| meta::uid(*c) == Some(&gained)));
-        // Judged as the binder views the server: with its classes' labels; a ref naming
-        // the claim's own namespace and name (a gone incarnation's uid: a restore) is a
-        // reservation for it, which eligibility still applies to.
-        let base = &match kept {
-            true => evidence::as_reserved(base),
-            false => base.clone(),
-        };
+        // Judged as the binder views the server: with its classes' labels. A ref passed
+        // within its namespace and name (a restore) is the controller-written record
+        // that the name held the server: it may keep it unless the server is being
+        // deleted, released or cleaned.
         let view = self.server_ctl.binder.classes().resolve_server(base);
         let judged = view.as_ref().unwrap_or(base);
+        let entitled = |c: &LeanClaim| match kept {
+            true => evidence::can_restore(base),
+            false => eligibility(judged, c),
+        };
         if let Some(why) = seen.map_or(Some("no such claim".to_string()), |c| {
-            eligibility(judged, c).err().map(|e| e.to_string())
+            entitled(c).err().map(|e| e.to_string())
         }) {
             self.entitlement = Some(format!(
                 "invariant 6: server {name} was given to the claim with uid {gained}, which it cannot serve ({why}) and which no record shows it held"
