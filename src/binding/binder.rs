@@ -29,7 +29,7 @@ use crate::api::{LeanClaim, LeanServer, QuotaCharge, ServerClaimRef, ServerClass
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::RefusedWrites;
 use super::claim_decision::{
-    ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, pass_over,
+    ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, pass_over, restoring,
     standing_bind,
 };
 use super::claim_plan::{ClaimPlan, plan_claim};
@@ -41,7 +41,7 @@ use super::gates::{self, BoundClass, ClassGatesRule, cleaning_took};
 use super::in_flight::InFlight;
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::placement::{PickInputs, Placement, first_named, first_stray};
-use super::quota::{self, Charge, CountedRule, Holder, QuotaCatalog, QuotaCheck};
+use super::quota::{self, Charge, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
 use super::summaries::SummaryClock;
@@ -305,11 +305,15 @@ impl Binder {
     /// the claim cache does not show (gone, or not seen yet: the recount reads it).
     pub fn quota_wants_recount(&self, quota: &ServerQuota) -> bool {
         let namespace = meta::namespace(quota);
-        let shown = |c: &QuotaCharge| {
-            let cached = self.claims.shared(namespace, &c.claim);
-            cached.is_some_and(|claim| meta::uid(&**claim) == Some(c.uid.as_str()))
-        };
+        let shown = |c: &QuotaCharge| self.shows_charged(namespace, c);
         quota::wants_recount(quota, self.rules.quota_counted, &shown)
+    }
+
+    /// Whether the claim cache shows the claim a quota of `namespace` charges: a claim of
+    /// that name with that uid. A charge it does not show, the recount reads live.
+    pub fn shows_charged(&self, namespace: &str, charge: &QuotaCharge) -> bool {
+        let cached = self.claims.shared(namespace, &charge.claim);
+        cached.is_some_and(|claim| meta::uid(&**claim) == Some(charge.uid.as_str()))
     }
 
     /// A claim the default class applies to counts in that class's quotas before its
@@ -381,15 +385,20 @@ impl Binder {
                 let class = c.spec.server_class_name.clone()?;
                 let uid = meta::uid(&**c)?.to_string();
                 let reserved = self.servers.reserved_for(namespace, meta::name(&**c));
-                // A pair that agrees across a restore counts too: its server is the
-                // claim's once it is charged, and it must not lose it to the quota.
-                let holds = reserved
-                    .into_iter()
-                    .any(|s| ref_match(s, c) == RefMatch::SameUid || pair_agrees(s, c));
-                holds.then(|| Holder {
+                // A pair that agrees across a restore counts too, within the quota: its
+                // server is the claim's once it is charged.
+                let holds = reserved.into_iter().fold(None, |holds, s| {
+                    match ref_match(s, c) == RefMatch::SameUid {
+                        true => Some(Holds::Bound),
+                        false if pair_agrees(s, c) => holds.or(Some(Holds::Restored)),
+                        false => holds,
+                    }
+                });
+                holds.map(|holds| Holder {
                     class,
                     claim: meta::name(&**c).to_string(),
                     uid,
+                    holds,
                 })
             })
             .collect()
@@ -825,8 +834,11 @@ impl Binder {
             Some(r) => remaining(r.until, now),
             None => decision.waits().then(|| self.summaries.interval()),
         };
+        // A restored pair is charged as a claim moving toward its bind (the server
+        // controller completes it once it is).
+        let moves = decision.moves_toward_bind() || restoring(claim, &self.servers).is_some();
         let charges = match (&quota, class.class()) {
-            (QuotaCheck::Room(quotas), Some(class)) if decision.moves_toward_bind() => {
+            (QuotaCheck::Room(quotas), Some(class)) if moves => {
                 self.quotas.charges_for(claim, class, quotas)
             }
             _ => Vec::new(),
@@ -855,8 +867,8 @@ impl Binder {
         // A bind that stands is completed again whatever its class or quota says now.
         if self.refused.backing_off(&key, now).is_none()
             && standing_bind(claim, &self.servers).is_none()
-            && let Some(decision) =
-                decide_class(claim, class).or_else(|| decide_quota(claim, quota))
+            && let Some(decision) = decide_class(claim, class)
+                .or_else(|| decide_quota(claim, quota, restoring(claim, &self.servers)))
         {
             return decision;
         }

@@ -86,6 +86,11 @@ pub enum ClaimDecision {
     /// the claim: Pending `QuotaExceeded`, Warning of that reason; a controller-chosen
     /// `serverRef` is withdrawn (docs/binding.md, "Server quotas").
     QuotaExceeded { full: QuotaFull },
+    /// The claim's named server is its across a restore ([`restoring`]), and a quota of
+    /// its namespace limits its class, is full, and does not charge it: Pending
+    /// `QuotaExceeded`, Warning of that reason; the claim keeps its `serverRef` and the
+    /// server stays reserved for it until the quota has room (docs/binding.md, "Restore").
+    RestoreAwaitingQuota { server: String, full: QuotaFull },
     /// A quota of the claim's namespace limits its class, does not charge the claim, and
     /// has not counted the namespace's holders since it was created, edited, or its
     /// status was lost: Pending `QuotaNotCounted`, Warning of that reason; a
@@ -180,6 +185,7 @@ impl ClaimDecision {
                 | ClassNotFound { .. }
                 | ClassNotAllowed { .. }
                 | QuotaExceeded { .. }
+                | RestoreAwaitingQuota { .. }
                 | QuotaNotCounted { .. }
                 | PickBestFit { .. }
                 | WaitForTurn { .. }
@@ -223,7 +229,8 @@ impl ClaimDecision {
             | GiveBackServer { server, .. }
             | CompleteBind { server, .. }
             | WithdrawTakenServer { server, .. }
-            | ServerAlreadyClaimed { server, .. } => Some(server),
+            | ServerAlreadyClaimed { server, .. }
+            | RestoreAwaitingQuota { server, .. } => Some(server),
             BoundServerRefCleared
             | AssignDefaultClass { .. }
             | ClassNotFound { .. }
@@ -347,6 +354,19 @@ pub fn standing_bind<'s>(
     })
 }
 
+/// The server `claim` names when it is the claim's across a restore: the pair agrees
+/// ([`pair_agrees`]) and the server may be restored ([`can_restore`]), not released. The
+/// quota charges such a claim before the server controller completes the pair.
+pub fn restoring<'s>(
+    claim: &LeanClaim,
+    servers: &'s (impl ServerView + ?Sized),
+) -> Option<&'s LeanServer> {
+    let named = claim.spec.server_ref.as_ref()?;
+    servers
+        .server(&named.name)
+        .filter(|s| pair_agrees(s, claim) && !is_released(s) && can_restore(s).is_ok())
+}
+
 /// The row of a standing bind: write `bind-completed` back (`CompleteBind`, which keeps
 /// the recorded `boundTime`), or first the `serverRef` back when it is empty.
 fn restore_standing_bind(claim: &LeanClaim, bind: StandingBind<'_>) -> ClaimDecision {
@@ -382,12 +402,23 @@ pub fn decide_class(claim: &LeanClaim, check: &ClassCheck) -> Option<ClaimDecisi
 /// The quota row, checked on the unbound path after the class rows, with the same
 /// exception ([`super::quota`]; docs/binding.md, "Server quotas"): a claim that a full
 /// quota does not charge waits. A bound claim keeps its server whatever its quota says
-/// now, and counts in it.
-pub fn decide_quota(claim: &LeanClaim, check: &QuotaCheck) -> Option<ClaimDecision> {
-    match check {
-        _ if meta::is_bind_completed(claim) => None,
-        QuotaCheck::Exceeded(full) => Some(ClaimDecision::QuotaExceeded { full: full.clone() }),
-        QuotaCheck::NotCounted(quota) => Some(ClaimDecision::QuotaNotCounted {
+/// now, and counts in it. A claim `restoring` its server across a restore is no bound
+/// claim, whatever annotations it carries: it waits for room keeping the server.
+pub fn decide_quota(
+    claim: &LeanClaim,
+    check: &QuotaCheck,
+    restoring: Option<&LeanServer>,
+) -> Option<ClaimDecision> {
+    match (check, restoring) {
+        (QuotaCheck::Exceeded(full), Some(server)) => Some(ClaimDecision::RestoreAwaitingQuota {
+            server: meta::name(server).to_string(),
+            full: full.clone(),
+        }),
+        _ if meta::is_bind_completed(claim) && restoring.is_none() => None,
+        (QuotaCheck::Exceeded(full), None) => {
+            Some(ClaimDecision::QuotaExceeded { full: full.clone() })
+        }
+        (QuotaCheck::NotCounted(quota), _) => Some(ClaimDecision::QuotaNotCounted {
             quota: quota.clone(),
         }),
         _ => None,

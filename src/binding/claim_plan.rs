@@ -120,6 +120,11 @@ fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> 
         ClassNotFound { .. } => class_problem(claim, "ClassNotFound", decision.describe(), now),
         ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
         QuotaExceeded { .. } => class_problem(claim, QUOTA_EXCEEDED, decision.describe(), now),
+        // The server stays reserved for the claim: nothing is withdrawn.
+        RestoreAwaitingQuota { .. } => {
+            let reasons = (QUOTA_EXCEEDED, QUOTA_EXCEEDED);
+            pending_with_warning(claim, reasons, decision.describe(), now)
+        }
         // Transient (the count follows at once): the claim keeps any ref it has, and the
         // server side binds nothing of it until the quota charges it.
         QuotaNotCounted { .. } => {

@@ -12,6 +12,7 @@ use super::claim_decision::ClaimDecision;
 use super::eligibility::describe_ref;
 use super::gates::{Pending, release_generation};
 use super::meta::ClaimKey;
+use super::placement::Ahead;
 use super::server_decision::{RecordProblem, RollBackCause, ServerDecision};
 use super::why::names_ahead;
 
@@ -39,6 +40,7 @@ impl ClaimDecision {
             ClassNotFound { .. } => "ClassNotFound",
             ClassNotAllowed { .. } => "ClassNotAllowed",
             QuotaExceeded { .. } => "QuotaExceeded",
+            RestoreAwaitingQuota { .. } => "RestoreAwaitingQuota",
             QuotaNotCounted { .. } => "QuotaNotCounted",
             AdoptReservedServer { .. } => "AdoptReservedServer",
             PickBestFit { .. } => "PickBestFit",
@@ -101,6 +103,9 @@ impl ClaimDecision {
             QuotaExceeded { full } => format!(
                 "{full}: the claim waits until one of them is deleted or the quota is raised"
             ),
+            RestoreAwaitingQuota { server, full } => format!(
+                "server {server} held this claim's name before a restore and is kept for it; {full}: the claim binds once one of them is deleted or the quota is raised"
+            ),
             QuotaNotCounted { quota } => format!(
                 "{quota}: the claim waits for the controller to count them before the quota admits it"
             ),
@@ -121,14 +126,7 @@ impl ClaimDecision {
             WithdrawIneligibleServer { server, why } => {
                 withdrawal(server, &format!("can no longer serve this claim: {why}"))
             }
-            WithdrawOutOfTurn { server, ahead } => withdrawal(
-                server,
-                &format!(
-                    "is not a pick this controller has in flight (it was made before a restart, by another replica, or by hand), and claims ahead of this one need it{}",
-                    names_ahead(ahead).map(|n| format!(" ({n})")).unwrap_or_default()
-                ),
-            ),
-
+            WithdrawOutOfTurn { server, ahead } => out_of_turn(server, ahead),
             ServerMismatch { server, why } => {
                 format!("server {server} cannot serve this claim: {why}")
             }
@@ -142,6 +140,18 @@ impl ClaimDecision {
             ),
         }
     }
+}
+
+/// The withdrawal of a pick this controller does not have in flight, out of its turn.
+fn out_of_turn(server: &str, ahead: &Ahead) -> String {
+    let ahead = names_ahead(ahead).map(|n| format!(" ({n})"));
+    withdrawal(
+        server,
+        &format!(
+            "is not a pick this controller has in flight (it was made before a restart, by another replica, or by hand), and claims ahead of this one need it{}",
+            ahead.unwrap_or_default()
+        ),
+    )
 }
 
 /// A withdrawal of a controller-chosen server: its event, and the condition of a claim

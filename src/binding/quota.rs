@@ -333,6 +333,20 @@ pub struct Holder {
     pub class: String,
     pub claim: String,
     pub uid: String,
+    pub holds: Holds,
+}
+
+/// How a [`Holder`] holds its server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holds {
+    /// The server's ref carries the claim's uid: the bind is a fact, counted even above
+    /// `hard` (a claim bound before the quota existed).
+    Bound,
+    /// The pair agrees across a restore (`evidence::pair_agrees`): the server becomes
+    /// the claim's once it is charged, and it is charged only while the class has room,
+    /// as any new bind. A tenant that deletes a bound claim and re-creates it naming the
+    /// server is no way past the quota.
+    Restored,
 }
 
 /// Whether the recount has work on `quota`: it was not `counted` for its spec, or it
@@ -359,7 +373,8 @@ pub fn unconfirmed<'q>(
 /// The quota's status counted from scratch: its charges but those whose claims are
 /// `gone` (confirmed by a read: not found, or another uid under the name), plus every
 /// claim of a class it limits that holds a server (`holders`: a claim bound before the
-/// quota existed counts, even above `hard`). `None`: the status says that already.
+/// quota existed counts, even above `hard`), then the restored pairs while their class
+/// has room, by name. `None`: the status says that already.
 pub fn recount(
     quota: &ServerQuota,
     gone: &HashSet<String>,
@@ -370,18 +385,37 @@ pub fn recount(
         .filter(|c| !gone.contains(&c.uid))
         .cloned()
         .collect();
-    let known: HashSet<String> = charged.iter().map(|c| c.uid.clone()).collect();
+    let mut known: HashSet<String> = charged.iter().map(|c| c.uid.clone()).collect();
+    let mut restored: Vec<&Holder> = Vec::new();
     for h in holders {
-        if limit(quota, &h.class).is_some() && !known.contains(&h.uid) {
-            charged.push(QuotaCharge {
-                class: h.class.clone(),
-                claim: h.claim.clone(),
-                uid: h.uid.clone(),
-            });
+        if limit(quota, &h.class).is_none() || known.contains(&h.uid) {
+            continue;
+        }
+        match h.holds {
+            Holds::Bound => {
+                known.insert(h.uid.clone());
+                charged.push(charge_of(h));
+            }
+            Holds::Restored => restored.push(h),
+        }
+    }
+    restored.sort_by(|a, b| a.claim.cmp(&b.claim));
+    for h in restored {
+        let used = charged.iter().filter(|c| c.class == h.class).count() as i64;
+        if limit(quota, &h.class).is_some_and(|hard| used < hard) && known.insert(h.uid.clone()) {
+            charged.push(charge_of(h));
         }
     }
     let status = status_of(quota, charged, generation(quota));
     (quota.status.as_ref() != Some(&status)).then_some(status)
+}
+
+fn charge_of(h: &Holder) -> QuotaCharge {
+    QuotaCharge {
+        class: h.class.clone(),
+        claim: h.claim.clone(),
+        uid: h.uid.clone(),
+    }
 }
 
 /// The status of a quota with these charges, counted for `spec.hard` at `observed`:
@@ -498,6 +532,7 @@ mod tests {
             class: "gpu".into(),
             claim: "old".into(),
             uid: "u0".into(),
+            holds: Holds::Bound,
         };
         let status = recount(&q, &gone, std::slice::from_ref(&holder)).expect("changed");
         let mut uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
@@ -510,5 +545,34 @@ mod tests {
         let mut again = q.clone();
         again.status = Some(status);
         assert_eq!(recount(&again, &gone, &[holder]), None);
+    }
+
+    #[test]
+    fn a_recount_charges_restored_pairs_only_within_hard() {
+        let q = quota(&[("gpu", 2)], &[("gpu", "u1")]);
+        let holder = |claim: &str, uid: &str, holds| Holder {
+            class: "gpu".into(),
+            claim: claim.into(),
+            uid: uid.into(),
+            holds,
+        };
+        let holders = [
+            holder("c", "u3", Holds::Restored),
+            holder("b", "u2", Holds::Restored),
+            holder("a", "u1", Holds::Restored),
+        ];
+        let status = recount(&q, &HashSet::new(), &holders).expect("changed");
+        let mut uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
+        uids.sort();
+        assert_eq!(uids, ["u1", "u2"], "by name, while the class has room");
+        assert_eq!(status.summary, "gpu: 2/2");
+        let mut full = q.clone();
+        full.status = Some(status);
+        let bound = [
+            holder("d", "u4", Holds::Bound),
+            holder("e", "u5", Holds::Restored),
+        ];
+        let status = recount(&full, &HashSet::new(), &bound).expect("changed");
+        assert_eq!(status.summary, "gpu: 3/2", "a bind counts even above hard");
     }
 }

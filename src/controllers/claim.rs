@@ -174,7 +174,9 @@ async fn execute(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) -> Result<C
 
 /// Counts a claim a full quota turned away, once per time it goes `QuotaExceeded`.
 fn count_quota_refusal(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) {
-    let ClaimDecision::QuotaExceeded { full } = &work.decision else {
+    let (ClaimDecision::QuotaExceeded { full } | ClaimDecision::RestoreAwaitingQuota { full, .. }) =
+        &work.decision
+    else {
         return;
     };
     let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());

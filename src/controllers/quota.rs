@@ -48,17 +48,12 @@ struct Seen {
 async fn recount_all(ctx: &Context) -> Option<Duration> {
     let seen: Vec<Seen> = {
         let binder = ctx.caches.read();
-        let claims = binder.claims();
-        let live = |c: &QuotaCharge, namespace: &str| {
-            let cached = claims.shared(namespace, &c.claim);
-            cached.is_some_and(|claim| meta::uid(&**claim) == Some(c.uid.as_str()))
-        };
         binder
             .quotas()
             .iter()
             .map(|quota| {
                 let namespace = meta::namespace(&**quota);
-                let unread = unconfirmed(quota, &|c| live(c, namespace));
+                let unread = unconfirmed(quota, &|c| binder.shows_charged(namespace, c));
                 Seen {
                     unread: unread.into_iter().cloned().collect(),
                     holders: binder.quota_holders(namespace),

@@ -70,6 +70,9 @@ pub struct Protocol {
     /// Whether the recount reads a charge's claim live before it drops the charge
     /// (`src/controllers/quota.rs`), or takes the cache's word for it.
     pub recount_reads_live: bool,
+    /// Whether the recount charges a pair restored across a restore only within `hard`
+    /// (`quota::Holds::Restored`), or as a bind, above it.
+    pub restored_within_hard: bool,
 }
 
 fn real_gate_admission(name: &str) -> bool {
@@ -83,6 +86,7 @@ impl Protocol {
             gate_admitted: real_gate_admission,
             charge_precondition: true,
             recount_reads_live: true,
+            restored_within_hard: true,
         }
     }
 }
@@ -910,10 +914,7 @@ fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
     let mut out = Vec::new();
     for quota in binder.quotas().iter() {
         let namespace = meta::namespace(&**quota);
-        let cached = |c: &QuotaCharge| {
-            let claim = binder.claims().shared(namespace, &c.claim);
-            claim.is_some_and(|claim| meta::uid(&**claim) == Some(c.uid.as_str()))
-        };
+        let cached = |c: &QuotaCharge| binder.shows_charged(namespace, c);
         let gone: HashSet<String> = quota::unconfirmed(quota, &cached)
             .into_iter()
             .filter(|c| {
@@ -922,7 +923,10 @@ fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
             })
             .map(|c| c.uid.clone())
             .collect();
-        let holders = binder.quota_holders(namespace);
+        let mut holders = binder.quota_holders(namespace);
+        if !state.protocol.restored_within_hard {
+            holders.iter_mut().for_each(|h| h.holds = quota::Holds::Bound);
+        }
         if let Some(status) = quota::recount(quota, &gone, &holders) {
             out.push(ServerQuota {
                 status: Some(status),
@@ -3108,6 +3112,7 @@ fn gpu_quota(hard: i64, charged: &[(&str, &str)]) -> ServerQuota {
             class: GPU.into(),
             claim: claim.to_string(),
             uid: uid.to_string(),
+            holds: quota::Holds::Bound,
         })
         .collect();
     q.status = quota::recount(&q, &HashSet::new(), &holders);
@@ -3167,6 +3172,39 @@ pub fn quota_freed_by_delete() -> Scenario {
         classes: vec![gpu_class()],
         quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
         one_bound_of: vec!["a", "b"],
+        ..Scenario::default()
+    }
+}
+
+/// A restore (or a tenant's delete and re-create) under a full quota: `a` holds s1 and
+/// the quota's one gpu server; s0's ref names `x` with the uid of a gone incarnation,
+/// and the `x` now living (class gpu) names s0 back with copied annotations. `x` never
+/// binds while `a` holds the quota (invariant 7), never loses s0 (no release: s0 would
+/// then be Released), and binds s0 once `a` is deleted.
+pub fn restored_past_the_quota() -> Scenario {
+    let s0 = server("s0").claimed_for("x", "uid-x-old");
+    let x = gpu(claim("x").chose("s0").bind_completed().uid("uid-x").created(2));
+    Scenario {
+        name: "restored-past-the-quota",
+        servers: vec![
+            s0,
+            server("s1")
+                .claimed_for("a", "uid-a")
+                .phase(ServerPhase::Bound),
+        ],
+        claims: vec![
+            gpu(claim("a")
+                .chose("s1")
+                .bind_completed()
+                .phase(ClaimPhase::Bound)
+                .created(1)),
+            x,
+        ],
+        user_ops: vec![UserOp::DeleteClaim("a")],
+        max_lag: 2,
+        classes: vec![gpu_class()],
+        quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
+        must_bind: vec!["x"],
         ..Scenario::default()
     }
 }
@@ -3315,6 +3353,11 @@ fn a_class_narrowed_mid_bind_holds_in_every_interleaving() {
 #[test]
 fn a_class_deleted_mid_bind_holds_in_every_interleaving() {
     assert_holds(class_deleted_mid_bind());
+}
+
+#[test]
+fn a_pair_restored_past_the_quota_holds_in_every_interleaving() {
+    assert_holds(restored_past_the_quota());
 }
 
 #[test]
@@ -4013,6 +4056,12 @@ const MUTANTS: &[Mutant] = &[
         says: &["invariant 7"],
     },
     Mutant {
+        name: "restored-above-hard",
+        mutate: |p| p.restored_within_hard = false,
+        worlds: &[restored_past_the_quota],
+        says: &["invariant 7"],
+    },
+    Mutant {
         name: "recount-trusts-the-cache",
         mutate: |p| p.recount_reads_live = false,
         worlds: &[quota_freed_by_delete],
@@ -4082,6 +4131,7 @@ mutant_tests! {
     the_model_check_catches_a_quota_that_admits_before_it_counts: "admits-before-counting";
     the_model_check_catches_release_gates_read_from_the_class_now: "gates-of-the-moment";
     the_model_check_catches_a_recount_that_trusts_the_cache: "recount-trusts-the-cache";
+    the_model_check_catches_a_restored_pair_charged_above_hard: "restored-above-hard";
 }
 
 #[test]

@@ -12,7 +12,6 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use server_binder::api::names::CONDITION_BOUND;
 use server_binder::api::{
     ClaimPhase, ServerClaim, ServerClass, ServerClassSpec, ServerPhase, ServerQuota,
     ServerQuotaSpec,
@@ -184,13 +183,6 @@ async fn settle(env: &Env, most: usize, bound: usize, waiting: usize) -> Tally {
     .await
 }
 
-/// The message of the claim's `Bound` condition.
-fn message(c: &ServerClaim) -> String {
-    let status = c.status.as_ref();
-    let bound = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_BOUND));
-    bound.map(|c| c.message.clone()).unwrap_or_default()
-}
-
 /// The uids the quota charges.
 fn charged_uids(quota: &ServerQuota) -> BTreeSet<String> {
     let status = quota.status.iter();
@@ -266,7 +258,7 @@ async fn a_quota_holds_under_concurrency_and_holds_no_other_namespace_back() {
     let team_a = tally(&env, NS).await;
     for name in &team_a.exceeded {
         let c = env.claim(name).await.unwrap();
-        let said = message(&c);
+        let said = bound_message(&c);
         assert!(
             said.contains("holds 3 of 3 servers of class gpu"),
             "{name}: {said}"
@@ -375,7 +367,7 @@ async fn a_changed_hard_is_followed_and_a_lowered_one_takes_nothing_away() {
         .wait_claim_phase("c", ClaimPhase::Pending, "QuotaExceeded")
         .await;
     assert!(
-        message(&c).contains("holds 2 of 1 servers of class gpu"),
+        bound_message(&c).contains("holds 2 of 1 servers of class gpu"),
         "{c:?}"
     );
     let now = settle(&env, 2, 2, 1).await;
@@ -450,7 +442,10 @@ async fn a_forged_pick_over_quota_takes_no_server() {
             c.spec.server_ref.is_none() && is(c, ClaimPhase::Pending, "QuotaExceeded")
         })
         .await;
-    assert!(message(&forger).contains("holds 1 of 1"), "{forger:?}");
+    assert!(
+        bound_message(&forger).contains("holds 1 of 1"),
+        "{forger:?}"
+    );
     let s = env.server(free).await.unwrap();
     assert_eq!(claim_ref(&s), None, "{s:?}");
     assert!(server_is(&s, ServerPhase::Available, "Available"), "{s:?}");
@@ -476,7 +471,7 @@ async fn claims_bound_before_the_quota_existed_count() {
         .wait_claim_phase("c", ClaimPhase::Pending, "QuotaExceeded")
         .await;
     assert!(
-        message(&c).contains("holds 2 of 1 servers of class gpu"),
+        bound_message(&c).contains("holds 2 of 1 servers of class gpu"),
         "{c:?}"
     );
     let now = settle(&env, 2, 2, 1).await;

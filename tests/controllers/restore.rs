@@ -174,3 +174,74 @@ async fn a_velero_style_restore_brings_every_pair_back_as_it_was() {
     let status = quota.status.unwrap_or_default();
     assert_eq!(status.summary, "gpu: 2/2", "{status:?}");
 }
+
+/// A tenant that deletes a bound claim and re-creates it under the same name, naming the
+/// server and now of a class under a full quota (the shape of a restore, made by hand),
+/// gets no place past the quota: the claim waits `QuotaExceeded` keeping its `serverRef`,
+/// the server stays reserved for it (neither released nor cleaned), and the pair
+/// completes once the quota has room.
+#[tokio::test]
+async fn a_claim_re_created_naming_its_server_waits_for_its_quota_keeping_the_server() {
+    let mut env = Env::new().await;
+    env.put_server(server("s0")).await;
+    env.start_with(gated()).await;
+    let x = env.create_claim("x").await;
+    wait_bound(&env, "x", "s0").await;
+    create_gpu_class(&env).await;
+    create_quota(&env, 2).await;
+    for name in ["s1", "s2"] {
+        env.put_server(server(name)).await;
+    }
+    env.put_claim(of_gpu(claim("a"))).await;
+    env.put_claim(of_gpu(claim("b"))).await;
+    all_bound(&env, 3).await;
+
+    // With the controllers down, as a restore or a quick script would: x deleted and
+    // created again, of class gpu, with its serverRef and annotations copied.
+    env.stop().await;
+    let held = env.claim("x").await.expect("x");
+    env.delete_claim("x").await;
+    let mut again = of_gpu(claim("x"));
+    again.spec.server_ref = held.spec.server_ref.clone();
+    again.metadata.annotations = held.metadata.annotations.clone();
+    let again = env.put_claim(again).await;
+    assert_ne!(ResourceExt::uid(&again), ResourceExt::uid(&x));
+    env.start_with(gated()).await;
+
+    let waiting = env
+        .wait_claim_phase("x", ClaimPhase::Pending, "QuotaExceeded")
+        .await;
+    let message = bound_message(&waiting);
+    assert!(
+        message.contains("server s0") && message.contains("kept for it"),
+        "{message}"
+    );
+    assert_eq!(
+        server_ref(&waiting),
+        Some("s0"),
+        "the claim keeps its serverRef"
+    );
+    let quota = Api::<ServerQuota>::namespaced(env.client.clone(), NS);
+    let summary = |q: ServerQuota| q.status.unwrap_or_default().summary;
+    assert_eq!(
+        summary(quota.get("gpu-quota").await.expect("quota")),
+        "gpu: 2/2"
+    );
+    let s0 = env.server("s0").await.expect("s0");
+    let kept = s0.spec.server_claim_ref.as_ref().map(|r| r.name.as_str());
+    assert_eq!(kept, Some("x"), "s0 stays reserved for x: {s0:?}");
+    assert!(!server_is(&s0, ServerPhase::Released, "Released"));
+
+    let mut raised = quota.get("gpu-quota").await.expect("quota");
+    raised.spec.hard.insert("gpu".into(), 3);
+    quota
+        .replace("gpu-quota", &PostParams::default(), &raised)
+        .await
+        .expect("quota raised");
+    wait_bound(&env, "x", "s0").await;
+    all_bound(&env, 3).await;
+    assert_eq!(
+        summary(quota.get("gpu-quota").await.expect("quota")),
+        "gpu: 3/3"
+    );
+}

@@ -312,6 +312,13 @@ pub fn bound_reason(c: &ServerClaim) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
+/// The message of the claim's `Bound` condition ("" without one).
+pub fn bound_message(c: &ServerClaim) -> String {
+    let status = c.status.as_ref();
+    let bound = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Bound"));
+    bound.map(|c| c.message.clone()).unwrap_or_default()
+}
+
 /// Invariants 1 and 2 of docs/binding.md, on the objects as stored.
 pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
     let by_name: HashMap<String, &Server> = servers.iter().map(|s| (s.name_any(), s)).collect();

@@ -31,14 +31,6 @@ async fn wait_never_bound(env: &Env, name: &str, what: &str, check: impl Fn(&Ser
     .await;
 }
 
-fn condition_message(c: &ServerClaim) -> String {
-    c.status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_BOUND))
-        .map(|c| c.message.clone())
-        .unwrap_or_default()
-}
-
 /// 1. A forged `bind-completed` on a claim naming a free server it may not have (cordoned,
 /// tainted, not matching its own selector) is dropped, and the claim is told why; nothing
 /// is "restored"; and it does not outrank an older user-chosen claim for a free server.
@@ -100,7 +92,7 @@ async fn a_forged_bind_completed_takes_no_server() {
     assert_eq!(env.metric("server_binder_repairs_total", &restored), 0.0);
     let f3 = env.claim("f3").await.unwrap();
     assert!(
-        !condition_message(&f3).contains("added after the bind"),
+        !bound_message(&f3).contains("added after the bind"),
         "{f3:?}"
     );
     let (servers, claims) = env.all().await;
@@ -153,7 +145,7 @@ async fn a_lost_claim_re_pointed_takes_no_server() {
             &env,
             "lost",
             &format!("told it cannot have {target}"),
-            |c| server_ref(c) == Some(target) && condition_message(c).contains(target),
+            |c| server_ref(c) == Some(target) && bound_message(c).contains(target),
         )
         .await;
         let s = env.server(target).await.unwrap();
@@ -300,8 +292,7 @@ async fn a_restart_with_other_default_gates_keeps_the_cleaning_in_progress() {
     env.start(4).await; // no default gates now
     env.put_claim(claim("b")).await;
     wait_never_bound(&env, "b", "waits: s1 is being cleaned", |c| {
-        is(c, ClaimPhase::Pending, "NoMatchingServer")
-            && condition_message(c).contains("being cleaned")
+        is(c, ClaimPhase::Pending, "NoMatchingServer") && bound_message(c).contains("being cleaned")
     })
     .await;
     env.wait_server("s1", "still Cleaning for example.com/wipe", |s| {
@@ -395,8 +386,7 @@ async fn a_late_pass_for_an_earlier_release_never_counts() {
     // A cleaner that does not look again writes its pass for the first release anyway.
     pass(&env, "s1", "example.com/wipe", first).await;
     wait_never_bound(&env, "c", "waits: s1 is being cleaned", |c| {
-        is(c, ClaimPhase::Pending, "NoMatchingServer")
-            && condition_message(c).contains("being cleaned")
+        is(c, ClaimPhase::Pending, "NoMatchingServer") && bound_message(c).contains("being cleaned")
     })
     .await;
     let s1 = env

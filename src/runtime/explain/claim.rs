@@ -202,7 +202,10 @@ fn verdicts(
     match decision {
         // Held by a quota it takes no server, whatever they are: say why once, not per
         // server.
-        ClaimDecision::QuotaExceeded { full } => return (full.to_string(), Vec::new()),
+        ClaimDecision::QuotaExceeded { full }
+        | ClaimDecision::RestoreAwaitingQuota { full, .. } => {
+            return (full.to_string(), Vec::new());
+        }
         ClaimDecision::QuotaNotCounted { quota } => return (quota.to_string(), Vec::new()),
         _ => {}
     }
