@@ -516,8 +516,17 @@ impl State {
         // deleted, released or cleaned.
         let view = self.server_ctl.binder.classes().resolve_server(base);
         let judged = view.as_ref().unwrap_or(base);
+        // Only by the pair: a claim living under the name that does not name the server
+        // back never inherits it.
+        let names_back = |c: &LeanClaim| {
+            let named = c.spec.server_ref.as_ref().map(|r| r.name.as_str());
+            named == Some(name.as_str())
+        };
         let entitled = |c: &LeanClaim| match kept {
-            true => evidence::can_restore(base),
+            true if names_back(c) => evidence::can_restore(base),
+            true => Err(Ineligible::ClaimedByOther(
+                base.spec.server_claim_ref.clone().unwrap_or_default(),
+            )),
             false => eligibility(judged, c),
         };
         if let Some(why) = seen.map_or(Some("no such claim".to_string()), |c| {
@@ -925,7 +934,9 @@ fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
             .collect();
         let mut holders = binder.quota_holders(namespace);
         if !state.protocol.restored_within_hard {
-            holders.iter_mut().for_each(|h| h.holds = quota::Holds::Bound);
+            holders
+                .iter_mut()
+                .for_each(|h| h.holds = quota::Holds::Bound);
         }
         if let Some(status) = quota::recount(quota, &gone, &holders) {
             out.push(ServerQuota {
@@ -3183,7 +3194,11 @@ pub fn quota_freed_by_delete() -> Scenario {
 /// then be Released), and binds s0 once `a` is deleted.
 pub fn restored_past_the_quota() -> Scenario {
     let s0 = server("s0").claimed_for("x", "uid-x-old");
-    let x = gpu(claim("x").chose("s0").bind_completed().uid("uid-x").created(2));
+    let x = gpu(claim("x")
+        .chose("s0")
+        .bind_completed()
+        .uid("uid-x")
+        .created(2));
     Scenario {
         name: "restored-past-the-quota",
         servers: vec![
@@ -3204,6 +3219,33 @@ pub fn restored_past_the_quota() -> Scenario {
         max_lag: 2,
         classes: vec![gpu_class()],
         quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
+        must_bind: vec!["x"],
+        ..Scenario::default()
+    }
+}
+
+/// A restore, and a tenant re-creating the claim under the same name in the same state
+/// space: s0's ref names `x` with the uid of a gone incarnation, the `x` now living
+/// names s0 back (restored, with copied annotations). The tenant deletes `x` and creates
+/// it again naming nothing: that `x` never inherits s0 by its name (invariant 6), though
+/// it may pick s0 once s0 is free, and it binds (s1 is free too).
+pub fn restored_then_re_created() -> Scenario {
+    Scenario {
+        name: "restored-then-re-created",
+        servers: vec![server("s0").claimed_for("x", "uid-x-old"), server("s1")],
+        claims: vec![
+            claim("x")
+                .chose("s0")
+                .bind_completed()
+                .uid("uid-x")
+                .created(2),
+        ],
+        user_ops: vec![
+            UserOp::DeleteClaim("x"),
+            UserOp::CreateClaim(Box::new(claim("x").uid("uid-x-2").created(5))),
+        ],
+        crashes: 1,
+        max_lag: 2,
         must_bind: vec!["x"],
         ..Scenario::default()
     }
@@ -3358,6 +3400,11 @@ fn a_class_deleted_mid_bind_holds_in_every_interleaving() {
 #[test]
 fn a_pair_restored_past_the_quota_holds_in_every_interleaving() {
     assert_holds(restored_past_the_quota());
+}
+
+#[test]
+fn a_restored_name_re_created_holds_in_every_interleaving() {
+    assert_holds(restored_then_re_created());
 }
 
 #[test]
@@ -3901,6 +3948,28 @@ fn ignores_the_charge(
     decide_server(server, claims, liveness, gates, turn, &|_| true)
 }
 
+/// A restore without the pair: the claim now living under the name a server's ref
+/// names inherits the server whether or not it names it back.
+fn inherits_by_name(
+    server: &LeanServer,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+    turn: Turn<'_>,
+    admit: Admit<'_>,
+) -> ServerDecision {
+    let r = server.spec.server_claim_ref.as_ref();
+    let heir = r.and_then(|r| claims.claim(&r.namespace, &r.name).map(|c| (r, c)));
+    match heir {
+        Some((r, c)) if ref_uid(r).is_some() && meta::uid(c) != ref_uid(r) => {
+            ServerDecision::FillUid {
+                claim: meta::claim_ref_of(c),
+            }
+        }
+        _ => decide_server(server, claims, liveness, gates, turn, admit),
+    }
+}
+
 /// A mutant the model check must catch: the rules it changes, the worlds it is run in,
 /// and what its violation must say (any of these).
 struct Mutant {
@@ -4062,6 +4131,12 @@ const MUTANTS: &[Mutant] = &[
         says: &["invariant 7"],
     },
     Mutant {
+        name: "inherits-by-name",
+        mutate: |p| p.rules.server = inherits_by_name,
+        worlds: &[restored_then_re_created],
+        says: &["invariant 6"],
+    },
+    Mutant {
         name: "recount-trusts-the-cache",
         mutate: |p| p.recount_reads_live = false,
         worlds: &[quota_freed_by_delete],
@@ -4132,6 +4207,7 @@ mutant_tests! {
     the_model_check_catches_release_gates_read_from_the_class_now: "gates-of-the-moment";
     the_model_check_catches_a_recount_that_trusts_the_cache: "recount-trusts-the-cache";
     the_model_check_catches_a_restored_pair_charged_above_hard: "restored-above-hard";
+    the_model_check_catches_a_name_that_inherits_without_the_pair: "inherits-by-name";
 }
 
 #[test]
