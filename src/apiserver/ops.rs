@@ -383,6 +383,7 @@ pub(crate) fn create(
         return Err(ApiError::not_found("", "namespaces", &ns));
     }
     let name = new_name(st, def, &ns, &obj)?;
+    refuse_resource_version(&obj)?;
     let meta = meta_mut(&mut obj);
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(new_uid()));
@@ -430,6 +431,21 @@ pub(crate) fn create(
         created: true,
         warnings,
     })
+}
+
+/// kube-apiserver's storage refuses a create whose body carries a resourceVersion (an
+/// object sourced from a read, most likely by mistake): 500, as its plain error maps. A
+/// value that is no resourceVersion at all ("-1") it lets through, as does etcd3's check.
+fn refuse_resource_version(obj: &Value) -> Result<(), ApiError> {
+    let set = meta_str(obj, "resourceVersion").and_then(|rv| rv.parse::<u64>().ok());
+    match set {
+        Some(rv) if rv != 0 => Err(ApiError::new(
+            500,
+            "",
+            "resourceVersion should not be set on objects to be created",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Builds the new object of an update from the old one and the body, keeping what the

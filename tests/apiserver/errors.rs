@@ -122,3 +122,33 @@ async fn the_default_body_limit_is_three_mebibytes() {
     .await;
     assert_eq!(r.status, 201);
 }
+
+/// A create whose body carries a resourceVersion (an object saved from a read, created
+/// again as it was) is refused as kube-apiserver's storage refuses it: 500, no reason,
+/// nothing stored. A value that is no resourceVersion ("-1") passes, as it does there.
+#[tokio::test]
+async fn a_create_carrying_a_resource_version_is_refused_as_kube_apiserver_does() {
+    const WIDGETS: &str = "/apis/test.example.dev/v1/widgets";
+    let (_s, c) = with_crds().await;
+    let widget = |name: &str, rv: &str| {
+        json!({
+            "apiVersion": "test.example.dev/v1", "kind": "Widget",
+            "metadata": {"name": name, "resourceVersion": rv},
+            "spec": {"color": "red"},
+        })
+    };
+    let headers = [("content-type", "application/json")];
+    let post =
+        |body: serde_json::Value| raw(&c, "POST", WIDGETS, &headers, body.to_string().into_bytes());
+    let r = post(widget("saved", "12")).await;
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert_eq!(r.body["code"], 500);
+    assert_eq!(
+        r.body["message"],
+        "resourceVersion should not be set on objects to be created"
+    );
+    assert!(r.body.get("reason").is_none(), "{}", r.body);
+    assert_eq!(get_json(&c, &format!("{WIDGETS}/saved")).await.status, 404);
+    let r = post(widget("odd", "-1")).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}

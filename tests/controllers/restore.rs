@@ -1,9 +1,12 @@
 //! A restore from backup (docs/binding.md, "Restore"; docs/operations.md, "Backup and
 //! restore"): bound pairs, backed up as `kubectl get -o yaml` lists them, created again
-//! in a fresh API server the way Velero does by default (uids, resourceVersions and
-//! status dropped; each server keeps `spec.serverClaimRef` with the old claim uid), then
-//! the controllers started. Every pair comes back as it was: no server released,
-//! cleaned or handed to another claim, no claim re-picks, no quota exceeded.
+//! in a fresh API server (as Velero does by default: uids, resourceVersions and status
+//! dropped, each server keeping `spec.serverClaimRef` with the old claim uid; as
+//! `kubectl create` does with what was listed; with the refs stripped to names), servers
+//! or claims first, with or without release gates, then the controllers started. Every
+//! pair comes back as it was: no server released, cleaned or handed to another claim,
+//! no claim re-picks, no quota exceeded. A claim re-created without its server never
+//! inherits it; one re-created naming it gets no place past its quota.
 
 use std::collections::BTreeMap;
 
@@ -111,68 +114,146 @@ async fn back_up(env: &Env) -> Backup {
     }
 }
 
-/// The object as Velero restores it by default: no uid, resourceVersion, creation time,
-/// managed fields or status (labels, annotations, finalizers and spec kept).
-fn stripped<K: Resource + Serialize + DeserializeOwned>(object: &K) -> K {
+/// How a backup is created again.
+#[derive(Clone, Copy, Debug)]
+enum Restore {
+    /// As Velero does by default: no uid, resourceVersion, creation time, managed fields,
+    /// generation or status (labels, annotations, finalizers and spec kept).
+    Velero,
+    /// `kubectl get -o yaml`, then `kubectl create -f` with only the resourceVersion
+    /// deleted (the API server refuses a create carrying one): the old uid, creation time
+    /// and status are sent, and the API server replaces or drops them.
+    Kubectl,
+    /// As Velero, and the admin strips each server's `claimRef.uid`: references by name.
+    RefsByName,
+}
+
+/// Which kind is created first.
+#[derive(Clone, Copy, Debug)]
+enum Order {
+    ServersFirst,
+    ClaimsFirst,
+}
+
+/// The object as `how` creates it again.
+fn as_restored<K: Resource + Serialize + DeserializeOwned>(object: &K, how: Restore) -> K {
     let mut value = serde_json::to_value(object).expect("serialize");
-    value.as_object_mut().unwrap().remove("status");
+    let velero = ["uid", "creationTimestamp", "managedFields", "generation"];
+    let dropped: &[&str] = match how {
+        Restore::Kubectl => &[],
+        Restore::Velero | Restore::RefsByName => {
+            value.as_object_mut().unwrap().remove("status");
+            &velero
+        }
+    };
     let meta = value["metadata"].as_object_mut().unwrap();
-    for field in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "managedFields",
-        "generation",
-    ] {
-        meta.remove(field);
+    for field in dropped.iter().chain(&["resourceVersion"]) {
+        meta.remove(*field);
+    }
+    if let (Restore::RefsByName, Some(r)) = (how, value.pointer_mut("/spec/serverClaimRef")) {
+        r.as_object_mut().unwrap().remove("uid");
     }
     serde_json::from_value(value).expect("deserialize")
 }
 
-async fn create_all<K>(api: impl Fn(&K) -> Api<K>, objects: &[K])
+async fn create_all<K>(api: impl Fn(&K) -> Api<K>, objects: &[K], how: Restore)
 where
     K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
     for object in objects {
         let name = object.meta().name.clone().unwrap_or_default();
         api(object)
-            .create(&PostParams::default(), &stripped(object))
+            .create(&PostParams::default(), &as_restored(object, how))
             .await
             .unwrap_or_else(|e| panic!("restore {name}: {e}"));
     }
 }
 
-/// Restores into a fresh API server, servers before claims (the order that tempts a
-/// controller to release them), then starts the controllers.
-async fn restored(backup: &Backup) -> Env {
+/// Restores into a fresh API server (classes and quotas, then servers and claims in
+/// `order`: servers first tempts a controller to release them), then starts the
+/// controllers with `options`.
+async fn restored(backup: &Backup, how: Restore, order: Order, options: Options) -> Env {
     let mut env = Env::new().await;
     env.create_namespace(TEAM_B).await;
     let client = || env.client.clone();
-    create_all(|_| Api::all(client()), &backup.classes).await;
+    create_all(|_| Api::all(client()), &backup.classes, how).await;
     let in_ns = |q: &ServerQuota| Api::namespaced(client(), &q.namespace().unwrap());
-    create_all(in_ns, &backup.quotas).await;
-    create_all(|_| Api::all(client()), &backup.servers).await;
-    let in_ns = |c: &ServerClaim| Api::namespaced(client(), &c.namespace().unwrap());
-    create_all(in_ns, &backup.claims).await;
-    env.start_with(gated()).await;
+    create_all(in_ns, &backup.quotas, how).await;
+    let claims_in_ns = |c: &ServerClaim| Api::namespaced(client(), &c.namespace().unwrap());
+    if let Order::ClaimsFirst = order {
+        create_all(claims_in_ns, &backup.claims, how).await;
+    }
+    create_all(|_| Api::all(client()), &backup.servers, how).await;
+    if let Order::ServersFirst = order {
+        create_all(claims_in_ns, &backup.claims, how).await;
+    }
+    env.start_with(options).await;
     env
 }
 
-/// Every pair comes back as it was, with its status rebuilt and the quota counted.
-#[tokio::test]
-async fn a_velero_style_restore_brings_every_pair_back_as_it_was() {
+/// Backs up the bound fleet, restores it `how`, in `order`, and checks that every pair
+/// comes back as it was, with its status rebuilt and the quota counted.
+async fn restore_brings_every_pair_back(how: Restore, order: Order, options: Options) {
     let mut before = Env::new().await;
     let pairs = a_bound_fleet(&mut before).await;
     let backup = back_up(&before).await;
     before.stop().await;
-    let after = restored(&backup).await;
-    assert_eq!(all_bound(&after, 3).await, pairs);
+    let after = restored(&backup, how, order, options).await;
+    assert_eq!(all_bound(&after, 3).await, pairs, "{how:?}, {order:?}");
     let quota = Api::<ServerQuota>::namespaced(after.client.clone(), NS)
         .get("gpu-quota")
         .await
         .expect("quota");
     let status = quota.status.unwrap_or_default();
     assert_eq!(status.summary, "gpu: 2/2", "{status:?}");
+}
+
+/// Every pair comes back as it was after a Velero-style restore, servers first.
+#[tokio::test]
+async fn a_velero_style_restore_brings_every_pair_back_as_it_was() {
+    restore_brings_every_pair_back(Restore::Velero, Order::ServersFirst, gated()).await;
+}
+
+/// And after `kubectl get -o yaml` created again with `kubectl create`, claims first.
+#[tokio::test]
+async fn a_kubectl_restore_claims_first_brings_every_pair_back() {
+    restore_brings_every_pair_back(Restore::Kubectl, Order::ClaimsFirst, gated()).await;
+}
+
+/// And with the servers' refs stripped to names, without release gates.
+#[tokio::test]
+async fn a_restore_with_refs_by_name_and_no_gates_brings_every_pair_back() {
+    let options = Options {
+        release_gates: Vec::new(),
+        ..options(4)
+    };
+    restore_brings_every_pair_back(Restore::RefsByName, Order::ServersFirst, options).await;
+}
+
+/// A claim re-created by hand after a restore that does not name its server never
+/// inherits it: the server is released through its gate (the data on it is the old
+/// claim's), and the claim binds as a new claim, to another server.
+#[tokio::test]
+async fn a_claim_re_created_without_its_server_never_inherits_it() {
+    let mut before = Env::new().await;
+    let pairs = a_bound_fleet(&mut before).await;
+    let mut backup = back_up(&before).await;
+    before.stop().await;
+    let a = backup
+        .claims
+        .iter_mut()
+        .find(|c| c.name_any() == "a")
+        .unwrap();
+    *a = of_gpu(claim("a"));
+    let after = restored(&backup, Restore::Velero, Order::ServersFirst, gated()).await;
+    let old = &pairs[&(NS.to_string(), "a".to_string())];
+    after
+        .wait_server_phase(old, ServerPhase::Cleaning, "Cleaning")
+        .await;
+    let a = after
+        .wait_claim_phase("a", ClaimPhase::Bound, "Bound")
+        .await;
+    assert_ne!(server_ref(&a), Some(old.as_str()), "a never inherits {old}");
 }
 
 /// A tenant that deletes a bound claim and re-creates it under the same name, naming the
