@@ -15,13 +15,17 @@
 //!   order, wins no server, and a server whose controller-made ref holds it is rolled
 //!   back. So it holds no server while it backs off, whichever write was refused.
 //! - its next try rewrites its status first (a pick, a summary), and with it the mark.
+//!
+//! A server's write can be refused too (its annotations at the size limit): until the
+//! server changes, a pick passes it over and a claim naming it says so
+//! ([`RefusingServers`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::api::LeanClaim;
+use crate::api::{LeanClaim, LeanServer};
 
 use super::meta::{self, ClaimKey};
 use super::status::find_bound;
@@ -29,6 +33,10 @@ use super::status::find_bound;
 /// The `Bound` condition reason, and the Warning event's, of a claim whose write was
 /// refused and that backs off.
 pub const WRITE_REFUSED: &str = "WriteRefused";
+
+/// The `Bound` condition reason, and the Warning event's, of a claim naming a server
+/// whose last write the API server refused ([`RefusingServers`]).
+pub const SERVER_WRITE_REFUSED: &str = "ServerWriteRefused";
 
 /// The first back-off after a refusal.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -166,6 +174,65 @@ impl RefusedWrites {
 
     pub fn iter(&self) -> impl Iterator<Item = (&ClaimKey, &Refusal)> {
         self.by_claim.iter()
+    }
+}
+
+/// The servers whose last write by the server controller the API server refused (an
+/// annotation or object size limit, an admission webhook), each until it changes: an
+/// admin's fix is a new resourceVersion. A claim naming such a server is told so, and a
+/// pick passes it over (docs/binding.md, "Refused writes").
+#[derive(Clone, Debug, Default)]
+pub struct RefusingServers {
+    by_name: BTreeMap<String, ServerRefusal>,
+}
+
+#[derive(Clone, Debug)]
+struct ServerRefusal {
+    /// The version of the server the refused write was made from.
+    version: Option<String>,
+    /// The API server's answer.
+    message: String,
+    /// When the server is tried again even if nothing changed (a webhook that refused
+    /// for a while).
+    until: Timestamp,
+}
+
+/// How long a server whose write was refused is passed over if it does not change.
+pub const SERVER_REFUSAL_HOLD: Duration = Duration::from_secs(60);
+
+impl RefusingServers {
+    /// A write made from `server` as it was was refused at `now` with `message`.
+    pub fn refused(&mut self, server: &LeanServer, message: &str, now: Timestamp) {
+        let hold = SignedDuration::try_from(SERVER_REFUSAL_HOLD).unwrap_or(SignedDuration::ZERO);
+        let refusal = ServerRefusal {
+            version: server.meta().resource_version.clone(),
+            message: message.to_string(),
+            until: now.saturating_add(hold).unwrap_or(now),
+        };
+        self.by_name.insert(meta::name(server).to_string(), refusal);
+    }
+
+    /// The server changed (`None`: gone); true if that ends its refusal.
+    pub fn observe(&mut self, name: &str, server: Option<&LeanServer>) -> bool {
+        let Some(r) = self.by_name.get(name) else {
+            return false;
+        };
+        let changed = server.is_none_or(|s| s.meta().resource_version != r.version);
+        if changed {
+            self.by_name.remove(name);
+        }
+        changed
+    }
+
+    /// What the API server said when it refused the server's last write, if it did and
+    /// the hold has not ended at `now`.
+    pub fn message(&self, name: &str, now: Timestamp) -> Option<&str> {
+        let r = self.by_name.get(name).filter(|r| now < r.until)?;
+        Some(r.message.as_str())
+    }
+
+    pub fn contains(&self, name: &str, now: Timestamp) -> bool {
+        self.message(name, now).is_some()
     }
 }
 

@@ -27,10 +27,10 @@ use crate::api::names::ANNOTATION_BOUND_CLASS;
 use crate::api::{LeanClaim, LeanServer, QuotaCharge, ServerClaimRef, ServerClass, ServerQuota};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
-use super::backoff::RefusedWrites;
+use super::backoff::{RefusedWrites, RefusingServers};
 use super::claim_decision::{
-    ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, pass_over, restoring,
-    standing_bind,
+    ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, decide_refusing,
+    pass_over, restoring, standing_bind,
 };
 use super::claim_plan::{ClaimPlan, plan_claim};
 use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
@@ -39,8 +39,9 @@ use super::eligibility::{RefMatch, ref_match};
 use super::evidence::pair_agrees;
 use super::gates::{self, BoundClass, ClassGatesRule, cleaning_took};
 use super::in_flight::InFlight;
+use super::index::is_free;
 use super::meta::{self, ClaimKey, is_controller_chosen};
-use super::placement::{PickInputs, Placement, first_named, first_stray};
+use super::placement::{PickInputs, Placement, first_named, first_stray, first_waiting_for};
 use super::quota::{self, Charge, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck};
 use super::server_decision::{ServerDecision, decide_server};
 use super::server_plan::{ServerPlan, plan_server};
@@ -205,6 +206,8 @@ pub struct Binder {
     in_flight: InFlight,
     summaries: SummaryClock,
     refused: RefusedWrites,
+    /// Servers whose last write was refused, until they change ([`RefusingServers`]).
+    refusing: RefusingServers,
     /// The classes and namespaces' labels ([`super::classes`]). The claim catalog holds
     /// each claim as its class makes it ([`ClassCatalog::resolve`]); `raw` keeps the
     /// claims as they are where that differs, to resolve them again when a class or a
@@ -242,6 +245,7 @@ impl Binder {
             in_flight: InFlight::default(),
             summaries,
             refused: RefusedWrites::default(),
+            refusing: RefusingServers::default(),
             classes: ClassCatalog::default(),
             raw: HashMap::new(),
             raw_servers: HashMap::new(),
@@ -623,15 +627,52 @@ impl Binder {
         }
         self.assumed.observe_server(name, new.as_deref());
         self.sync_in_flight(&[name], &[]);
+        let fixed = self.refusing.observe(name, new.as_deref());
         let in_flight = self.assumed.len();
         let (servers, claims) = (&self.servers, &self.claims);
-        (self.rules.triggers.server_changed)(
+        let mut wake = (self.rules.triggers.server_changed)(
             old.as_deref(),
             new.as_deref(),
             servers,
             claims,
             in_flight,
-        )
+        );
+        if fixed {
+            // Free for picks again, and no longer what the claims naming it wait for.
+            wake.extend(self.server_refusal_changed(name));
+        }
+        wake
+    }
+
+    /// The API server's answer to a server's last write, while it refuses them.
+    fn refusal_of(&self, now: Timestamp) -> impl Fn(&str) -> Option<String> + '_ {
+        move |server| self.refusing.message(server, now).map(str::to_string)
+    }
+
+    /// The server controller's write made from `server` was refused with `message`:
+    /// picks pass the server over, and the claims naming it are told, until it changes.
+    pub fn server_write_refused(
+        &mut self,
+        server: &LeanServer,
+        message: &str,
+        now: Timestamp,
+    ) -> Wake {
+        self.refusing.refused(server, message, now);
+        self.server_refusal_changed(meta::name(server))
+    }
+
+    /// What a server's refusal starting or ending wakes: the claims naming it, and the
+    /// waiting claims, whose picks and summaries count it.
+    fn server_refusal_changed(&self, name: &str) -> Wake {
+        let mut wake = Wake::default();
+        let naming = self.claims.claims_naming(name);
+        wake.claims.extend(naming.into_iter().map(claim_key));
+        if let Some(server) = self.servers.server(name).filter(|s| is_free(s)) {
+            let per_shape = self.servers.free_index().len() + self.assumed.len() + 1;
+            let first = first_waiting_for(server, per_shape, self.claims.waiting());
+            wake.claims.extend(first);
+        }
+        wake
     }
 
     /// A claim changed (`None`: deleted).
@@ -869,6 +910,7 @@ impl Binder {
             && standing_bind(claim, &self.servers).is_none()
             && let Some(decision) = decide_class(claim, class)
                 .or_else(|| decide_quota(claim, quota, restoring(claim, &self.servers)))
+                .or_else(|| decide_refusing(claim, &self.servers, &self.refusal_of(now)))
         {
             return decision;
         }
@@ -890,9 +932,12 @@ impl Binder {
                 self.has_turn_among(rival, server, now, &first, self)
             })
         };
-        let skip = pass_over(claim, &self.servers, claims, &chosen_for_others, &turn);
+        let passed_over = pass_over(claim, &self.servers, claims, &chosen_for_others, &turn);
+        let refuses = |server: &str| self.refusing.contains(server, now);
+        let skip = |server: &str| refuses(server) || passed_over(server);
         let pick = PickInputs {
             skip: &skip,
+            refuses: &refuses,
             waiting,
             assumed: &self.assumed,
             held_back: &held_back,
@@ -958,9 +1003,11 @@ impl Binder {
         if first_key.as_ref() != Some(&key) {
             return false;
         }
-        let chosen_for_others = |s: &str| picks.chosen_for_other(s, &key);
+        let refuses = |s: &str| claim_side.refusing.contains(s, now);
+        let skip = |s: &str| refuses(s) || picks.chosen_for_other(s, &key);
         let pick = PickInputs {
-            skip: &chosen_for_others,
+            skip: &skip,
+            refuses: &refuses,
             waiting,
             assumed: picks,
             held_back: &held_back,

@@ -141,6 +141,13 @@ pub enum ClaimDecision {
         server: String,
         holder: ServerClaimRef,
     },
+    /// The controller-chosen server refuses the server controller's writes
+    /// ([`decide_refusing`]): withdraw, Warning `ServerWriteRefused`; picks pass it over.
+    WithdrawRefusingServer { server: String, message: String },
+    /// The user-chosen server refuses the server controller's writes: Pending
+    /// `ServerWriteRefused`, Warning of that reason, quoting the API server; the claim
+    /// keeps its ref and binds once an admin fixes the server.
+    ServerRefusesWrites { server: String, message: String },
     /// The user-chosen server serves another claim: Pending, Warning `FailedBinding`
     /// with reason `ServerAlreadyClaimed`.
     ServerAlreadyClaimed {
@@ -229,6 +236,8 @@ impl ClaimDecision {
             | GiveBackServer { server, .. }
             | CompleteBind { server, .. }
             | WithdrawTakenServer { server, .. }
+            | WithdrawRefusingServer { server, .. }
+            | ServerRefusesWrites { server, .. }
             | ServerAlreadyClaimed { server, .. }
             | RestoreAwaitingQuota { server, .. } => Some(server),
             BoundServerRefCleared
@@ -425,6 +434,28 @@ pub fn decide_quota(
     }
 }
 
+/// The row of a claim naming a server whose last write the API server refused
+/// (`refusing`: its message, until the server changes), which holds no bind of it: the
+/// server controller cannot complete a bind there, so the claim is told why, and a
+/// controller-chosen ref is withdrawn. Checked on the unbound path after the quota row.
+pub fn decide_refusing(
+    claim: &LeanClaim,
+    servers: &(impl ServerView + ?Sized),
+    refusing: &dyn Fn(&str) -> Option<String>,
+) -> Option<ClaimDecision> {
+    let named = claim.spec.server_ref.as_ref()?;
+    let message = refusing(&named.name)?;
+    let server = named.name.clone();
+    let holds = servers
+        .server(&server)
+        .is_some_and(|s| ref_match(s, claim) == RefMatch::SameUid);
+    match (holds, is_controller_chosen(claim)) {
+        (true, _) => None,
+        (false, true) => Some(ClaimDecision::WithdrawRefusingServer { server, message }),
+        (false, false) => Some(ClaimDecision::ServerRefusesWrites { server, message }),
+    }
+}
+
 /// The bound path, as the PV controller's `syncBoundClaim`. `bind-completed` is a
 /// tenant-writable hint, so it counts only with evidence of a bind to the server it names
 /// (`evidence`): that server's ref carrying the claim's uid, or the claim's status
@@ -499,6 +530,7 @@ fn unavailability(
 ) -> Unavailability {
     let state = PickState {
         skip: pick.skip,
+        refuses: pick.refuses,
         waits_turn,
     };
     Unavailability::of(claim, servers.all(), state)
@@ -634,6 +666,7 @@ fn wait_for_named_server(
     }
     let state = PickState {
         skip: &|_| false,
+        refuses: &|_| false,
         waits_turn: true,
     };
     let why = Unavailability::of(claim, [s], state).with_ahead(ahead);

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{BoundServerRef, ClaimPhase, LeanClaim, ServerClaimStatus, ServerRef};
 
-use super::backoff::{Refusal, WRITE_REFUSED, backs_off};
+use super::backoff::{Refusal, SERVER_WRITE_REFUSED, WRITE_REFUSED, backs_off};
 use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
 use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use super::meta::{self, is_controller_chosen};
@@ -97,18 +97,15 @@ fn plan_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> ClaimPla
 /// The unbound path's arms of [`plan_row`], in the table's order.
 fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
+    // Pending with a Warning, the decision's words in both.
+    let warn = |reasons| pending_with_warning(claim, reasons, decision.describe(), now);
     match decision {
         GiveBackServer {
             server,
             server_uid,
             refusal,
         } => give_back(claim, &bound_to(server, server_uid), refusal, now),
-        WriteRefused { .. } => pending_with_warning(
-            claim,
-            (WRITE_REFUSED, WRITE_REFUSED),
-            decision.describe(),
-            now,
-        ),
+        WriteRefused { .. } => warn((WRITE_REFUSED, WRITE_REFUSED)),
         AssignDefaultClass { class } => {
             let mut object = claim.clone();
             object.spec.server_class_name = Some(class.clone());
@@ -121,16 +118,10 @@ fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> 
         ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
         QuotaExceeded { .. } => class_problem(claim, QUOTA_EXCEEDED, decision.describe(), now),
         // The server stays reserved for the claim: nothing is withdrawn.
-        RestoreAwaitingQuota { .. } => {
-            let reasons = (QUOTA_EXCEEDED, QUOTA_EXCEEDED);
-            pending_with_warning(claim, reasons, decision.describe(), now)
-        }
+        RestoreAwaitingQuota { .. } => warn((QUOTA_EXCEEDED, QUOTA_EXCEEDED)),
         // Transient (the count follows at once): the claim keeps any ref it has, and the
         // server side binds nothing of it until the quota charges it.
-        QuotaNotCounted { .. } => {
-            let reasons = (QUOTA_NOT_COUNTED, QUOTA_NOT_COUNTED);
-            pending_with_warning(claim, reasons, decision.describe(), now)
-        }
+        QuotaNotCounted { .. } => warn((QUOTA_NOT_COUNTED, QUOTA_NOT_COUNTED)),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)
@@ -142,33 +133,27 @@ fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> 
         | WithdrawIneligibleServer { .. }
         | WithdrawOutOfTurn { .. }
         | WithdrawTakenServer { .. } => withdraw(claim, decision.describe(), now),
-        ServerNotFound { .. } => pending_with_warning(
-            claim,
-            ("ServerNotFound", "FailedBinding"),
-            decision.describe(),
-            now,
-        ),
+        WithdrawRefusingServer { .. } => {
+            let note = decision.describe();
+            let mut plan = withdraw(claim, note.clone(), now);
+            if plan.event.is_some() {
+                plan.event = Some(BindingEvent::warning(SERVER_WRITE_REFUSED, "Binding", note));
+            }
+            plan
+        }
+        ServerRefusesWrites { .. } => warn((SERVER_WRITE_REFUSED, SERVER_WRITE_REFUSED)),
+        ServerNotFound { .. } => warn(("ServerNotFound", "FailedBinding")),
         WaitForServer { .. } | WaitForUid { .. } | ResumePick { .. } => {
             waiting_for_server(claim, decision.describe(), now)
         }
-        ServerMismatch { .. } => pending_with_warning(
-            claim,
-            ("ServerMismatch", "ServerMismatch"),
-            decision.describe(),
-            now,
-        ),
+        ServerMismatch { .. } => warn(("ServerMismatch", "ServerMismatch")),
         CompleteBind { server, server_uid } => complete_bind(
             claim,
             &bound_to(server, server_uid),
             decision.describe(),
             now,
         ),
-        ServerAlreadyClaimed { .. } => pending_with_warning(
-            claim,
-            ("ServerAlreadyClaimed", "FailedBinding"),
-            decision.describe(),
-            now,
-        ),
+        ServerAlreadyClaimed { .. } => warn(("ServerAlreadyClaimed", "FailedBinding")),
         bound => unreachable!("{} is on the bound path: plan_row plans it", bound.name()),
     }
 }

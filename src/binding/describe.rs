@@ -56,6 +56,8 @@ impl ClaimDecision {
             WaitForUid { .. } => "WaitForUid",
             CompleteBind { .. } => "CompleteBind",
             WithdrawTakenServer { .. } => "WithdrawTakenServer",
+            WithdrawRefusingServer { .. } => "WithdrawRefusingServer",
+            ServerRefusesWrites { .. } => "ServerRefusesWrites",
             ServerAlreadyClaimed { .. } => "ServerAlreadyClaimed",
         }
     }
@@ -131,6 +133,8 @@ impl ClaimDecision {
                 format!("server {server} cannot serve this claim: {why}")
             }
             CompleteBind { server, .. } => bound_message(server, false, false),
+            WithdrawRefusingServer { server, message } => refusing(server, message, true),
+            ServerRefusesWrites { server, message } => refusing(server, message, false),
             WithdrawTakenServer { server, holder } => {
                 withdrawal(server, &format!("was taken by {}", describe_ref(holder)))
             }
@@ -139,6 +143,18 @@ impl ClaimDecision {
                 describe_ref(holder)
             ),
         }
+    }
+}
+
+/// A claim naming a server whose writes the API server refuses (`message`): a
+/// controller-chosen one is withdrawn, a user-chosen one waits for an admin's fix.
+fn refusing(server: &str, message: &str, controller_chosen: bool) -> String {
+    let refuses = format!("refuses the server controller's writes ({message})");
+    match controller_chosen {
+        true => withdrawal(server, &refuses),
+        false => format!(
+            "server {server} named by serverRef {refuses}: the claim binds once an admin fixes the server"
+        ),
     }
 }
 

@@ -657,6 +657,9 @@ pub struct PickInputs<'a> {
     /// Servers the pick passes over (`pass_over`: chosen for another claim, or named by a
     /// claim that would win them).
     pub skip: &'a dyn Fn(&str) -> bool,
+    /// Servers whose last write the API server refused ([`super::backoff::RefusingServers`]):
+    /// `skip` passes them over too; this says why in a waiting claim's summary.
+    pub refuses: &'a dyn Fn(&str) -> bool,
     /// The claim cache's waiting and serving claims.
     pub waiting: &'a WaitingClaims,
     /// Picks this controller made whose writes the caches may not show yet.

@@ -29,6 +29,8 @@ pub enum Hindrance {
     /// It could, but every maximum matching keeps it for claims ahead of this one in the
     /// fair order.
     KeptForOthers,
+    /// It could, but the API server refused the server controller's last write of it.
+    RefusesWrites,
 }
 
 impl fmt::Display for Hindrance {
@@ -36,6 +38,10 @@ impl fmt::Display for Hindrance {
         match self {
             Self::Ineligible(why) => why.fmt(f),
             Self::SpokenFor => write!(f, "another claim is being bound to the server"),
+            Self::RefusesWrites => write!(
+                f,
+                "the API server refuses the server controller's writes of the server"
+            ),
             Self::KeptForOthers => write!(
                 f,
                 "the server is kept for claims ahead of this one (served oldest first, namespaces in turn)"
@@ -49,6 +55,8 @@ impl fmt::Display for Hindrance {
 pub struct PickState<'a> {
     /// Servers the pick passes over (`pass_over`).
     pub skip: &'a dyn Fn(&str) -> bool,
+    /// Servers whose last write was refused (`skip` holds them too).
+    pub refuses: &'a dyn Fn(&str) -> bool,
     /// The claim waits its turn: the servers it could take are kept for claims ahead.
     pub waits_turn: bool,
 }
@@ -57,6 +65,9 @@ pub struct PickState<'a> {
 pub fn hindrance(server: &LeanServer, claim: &LeanClaim, pick: PickState<'_>) -> Option<Hindrance> {
     if let Err(why) = eligibility(server, claim) {
         return Some(Hindrance::Ineligible(why));
+    }
+    if (pick.refuses)(meta::name(server)) {
+        return Some(Hindrance::RefusesWrites);
     }
     if (pick.skip)(meta::name(server)) {
         return Some(Hindrance::SpokenFor);
@@ -73,6 +84,7 @@ pub enum Cause {
     Held,
     SpokenFor,
     KeptForOthers,
+    RefusesWrites,
     Selector,
     OutsideClass,
     SetAside,
@@ -99,6 +111,7 @@ impl Cause {
             },
             Hindrance::SpokenFor => Self::SpokenFor,
             Hindrance::KeptForOthers => Self::KeptForOthers,
+            Hindrance::RefusesWrites => Self::RefusesWrites,
         }
     }
 
@@ -108,7 +121,7 @@ impl Cause {
         match self {
             Self::KeptForOthers => 0,
             Self::SpokenFor => 1,
-            Self::Held => 2,
+            Self::Held | Self::RefusesWrites => 2,
             Self::Cleaning => 3,
             Self::Released => 4,
             Self::Unclaimable => 5,
@@ -129,6 +142,8 @@ impl Cause {
             Self::SpokenFor => "are being bound to other claims",
             Self::KeptForOthers if one => "is kept for claims ahead of it",
             Self::KeptForOthers => "are kept for claims ahead of it",
+            Self::RefusesWrites if one => "refuses the controller's writes (an admin must fix it)",
+            Self::RefusesWrites => "refuse the controller's writes (an admin must fix them)",
             Self::Selector if one => "does not match the selector",
             Self::Selector => "do not match the selector",
             Self::OutsideClass if one => "is not of its class",

@@ -9,7 +9,7 @@ use kube::runtime::controller::Action;
 use tracing::instrument;
 
 use super::context::Context;
-use super::error::{Error, Result, requeue_after};
+use super::error::{Error, Result, api_message, requeue_after};
 use super::informer::Current;
 use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
@@ -213,14 +213,4 @@ fn report_object_write(
     };
     ctx.caches.claim_object_written(work, claim, outcome);
     backs_off
-}
-
-/// What the API server said (its Status message), or what failed on the way.
-fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if !status.message.is_empty() => {
-            format!("{} ({})", status.message, status.code)
-        }
-        other => other.to_string(),
-    }
 }

@@ -39,6 +39,21 @@ impl Error {
         }
     }
 
+    /// What the API server said when it refused a write for what the object is, not for
+    /// how busy it is or what it knows of the writer: 400, 403, 413 or 422 (a size limit,
+    /// validation, an admission webhook). Retrying the same write cannot succeed until
+    /// the object changes. `None` for a conflict, a throttle, a server error or a lost
+    /// answer.
+    pub fn refusal(&self) -> Option<String> {
+        let Error::Api { source, .. } = self else {
+            return None;
+        };
+        let kube::Error::Api(status) = source else {
+            return None;
+        };
+        matches!(status.code, 400 | 403 | 413 | 422).then(|| api_message(source))
+    }
+
     /// Classifies a failed write: 409 Conflict is the optimistic lock at work.
     pub(crate) fn from_write(
         verb: &'static str,
@@ -84,3 +99,13 @@ pub(crate) fn is_conflict(e: &kube::Error) -> bool {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the API server said (its Status message), or what failed on the way.
+pub(crate) fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!("{} ({})", status.message, status.code)
+        }
+        other => other.to_string(),
+    }
+}

@@ -151,6 +151,13 @@ impl Caches {
         self.wake(binder, wake);
     }
 
+    /// Reports a server write the API server refused to the binder.
+    pub fn server_write_refused(&self, server: &LeanServer, message: &str) {
+        let mut binder = self.binder.write();
+        let wake = binder.server_write_refused(server, message, Timestamp::now());
+        self.wake(binder, wake);
+    }
+
     /// Reports a claim's status write to the binder.
     pub fn claim_status_written(&self, work: &ClaimWork) {
         if !work.reports_status_write() {

@@ -94,14 +94,16 @@ async fn execute(server: &LeanServer, work: &ServerWork, ctx: &Context) -> Resul
     let api = Api::<LeanServer>::all(ctx.client.clone());
     let mut latest = None;
     if let Some(object) = &plan.object {
-        let written = patch(ctx, KIND, &api, server, object, Part::Object).await?;
+        let written = patch(ctx, KIND, &api, server, object, Part::Object).await;
+        let written = report_refusal(server, written, ctx)?;
         latest = Some(written.applied_to(object));
     }
     if let Some(status) = &plan.status {
         let read = latest.unwrap_or_else(|| server.clone());
         let mut object = read.clone();
         object.status = Some(server_status_after(status, server, &read));
-        patch(ctx, KIND, &api, &read, &object, Part::Status).await?;
+        let written = patch(ctx, KIND, &api, &read, &object, Part::Status).await;
+        report_refusal(&read, written, ctx)?;
     }
     if let Some(event) = &plan.event {
         let claim = claim_of(server, &work.decision).map(|r| ClaimKey::of_ref(r).to_string());
@@ -120,4 +122,17 @@ async fn execute(server: &LeanServer, work: &ServerWork, ctx: &Context) -> Resul
         ctx.metrics.cleaned(took.as_secs_f64());
     }
     Ok(())
+}
+
+/// Tells the binder of a write made from `server` that the API server refused for what
+/// the server is (docs/binding.md, "Refused writes"): picks pass it over and the claims
+/// naming it say so, until it changes.
+fn report_refusal<T>(server: &LeanServer, written: Result<T>, ctx: &Context) -> Result<T> {
+    if let Err(error) = &written
+        && let Some(message) = error.refusal()
+    {
+        tracing::warn!(%message, "server write refused; claims naming it are told");
+        ctx.caches.server_write_refused(server, &message);
+    }
+    written
 }

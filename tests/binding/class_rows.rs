@@ -57,6 +57,7 @@ fn the_summary_says_outside_the_class_and_set_aside() {
         .collect();
     let pick = PickState {
         skip: &|_| false,
+        refuses: &|_| false,
         waits_turn: false,
     };
     let (of_gpu, _) = catalog.resolve(&claim(Some("gpu"), Some(("rack", "r2"))));

@@ -28,6 +28,7 @@ static NO_ASSUMED: std::sync::LazyLock<AssumedChoices> =
 pub fn alone<'a>(skip: &'a dyn Fn(&str) -> bool) -> PickInputs<'a> {
     PickInputs {
         skip,
+        refuses: &|_| false,
         waiting: &NO_WAITING,
         assumed: &NO_ASSUMED,
         held_back: &[],

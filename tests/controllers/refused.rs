@@ -2,9 +2,11 @@
 //! backs off, says so on itself, and holds nobody back.
 
 use k8s_openapi::api::events::v1::Event as EventV1;
-use kube::api::{Api, ListParams, PostParams};
-use server_binder::api::{ClaimPhase, ServerClaim, ServerClaimSpec};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use server_binder::api::{ClaimPhase, Server, ServerClaim, ServerClaimSpec};
 
+use crate::controllers::stage::*;
 use crate::controllers::support::*;
 
 /// The API server's limit on all of an object's annotations together.
@@ -144,4 +146,53 @@ async fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
     assert!(gave_back, "a Warning WriteRefused says aaa gave s1 back");
     let (servers, claims) = env.all().await;
     assert_invariants(&servers, &claims);
+}
+
+/// A server whose annotations leave `room` bytes under the limit.
+fn server_short_of_the_limit(name: &str, room: usize) -> Server {
+    let key = "example.com/blob";
+    let mut s = server(name);
+    let value = "x".repeat(ANNOTATIONS_LIMIT - key.len() - room);
+    s.metadata.annotations = Some([(key.to_string(), value)].into());
+    s
+}
+
+/// A server whose annotations are at the size limit refuses the server controller's
+/// writes (422). A user's claim naming it says so (Pending `ServerWriteRefused`, a
+/// Warning quoting the API server) and keeps its ref; a claim the controller picks for
+/// passes it over; once an admin trims the server, the claim naming it binds.
+#[tokio::test]
+async fn a_server_whose_writes_are_refused_is_told_on_the_claim_and_passed_over() {
+    let mut env = Env::new().await;
+    env.put_server(server_short_of_the_limit("s0", 8)).await;
+    env.put_server(server("s1")).await;
+    env.start(4).await;
+    env.put_claim(claim("named").names("s0")).await;
+    let waiting = env
+        .wait_claim_phase("named", ClaimPhase::Pending, "ServerWriteRefused")
+        .await;
+    let message = bound_message(&waiting);
+    assert!(
+        message.contains("server s0") && message.contains("(422)"),
+        "{message}"
+    );
+    assert!(message.len() < 2048, "bounded: {} bytes", message.len());
+    let note = env
+        .wait_event("ServerClaim", "named", "Warning", "ServerWriteRefused")
+        .await;
+    assert!(note.contains("s0"), "{note}");
+    assert_eq!(
+        waiting.spec.server_ref.map(|r| r.name).as_deref(),
+        Some("s0")
+    );
+
+    env.put_claim(claim("any")).await;
+    wait_bound(&env, "any", "s1").await;
+
+    let trim = json!({"metadata": {"annotations": {"example.com/blob": null}}});
+    env.servers()
+        .patch("s0", &PatchParams::default(), &Patch::Merge(trim))
+        .await
+        .expect("s0 trimmed");
+    wait_bound(&env, "named", "s0").await;
 }

@@ -478,13 +478,15 @@ pub async fn explain_json(env: &Env, name: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
-/// Creates `claim` in `namespace`; returns that namespace's claims.
+/// Creates `claim` in `namespace` (as a new object: what the API server assigns left
+/// out); returns that namespace's claims.
 pub async fn create_claim_in(
     env: &Env,
     namespace: &str,
-    mut claim: ServerClaim,
+    claim: ServerClaim,
 ) -> kube::Api<ServerClaim> {
     let api: kube::Api<ServerClaim> = kube::Api::namespaced(env.client.clone(), namespace);
+    let mut claim = super::stage::as_new(claim);
     claim.metadata.namespace = Some(namespace.into());
     api.create(&kube::api::PostParams::default(), &claim)
         .await

@@ -215,8 +215,11 @@ fn verdicts(
     let now = Timestamp::now();
     let turn = |rival: &LeanClaim, server: &str| binder.has_turn(rival, server, now);
     let skip = pass_over(claim, servers, claims, &nobody, &turn);
+    // A server's refused writes are the running controller's memory, not the objects':
+    // the claim's own status says so when it names one.
     let state = PickState {
         skip: &skip,
+        refuses: &nobody,
         waits_turn: matches!(decision, ClaimDecision::WaitForTurn { .. }),
     };
     // The summary the condition carries: a claim waiting its turn also names the claims
