@@ -502,14 +502,18 @@ impl State {
         }
         // The claim as the server controller decided on it: a version it once had, or
         // (a decision after a live read, as a restore's is) the one the read returned.
-        let live = self.truth.claims.values();
+        let live_claim = self
+            .truth
+            .claims
+            .values()
+            .find(|c| meta::uid(*c) == Some(&gained));
         let seen = self
             .server_ctl
             .binder
             .claims()
             .iter()
             .find(|c| meta::uid(*c) == Some(&gained))
-            .or_else(|| live.into_iter().find(|c| meta::uid(*c) == Some(&gained)));
+            .or(live_claim);
         // Judged as the binder views the server: with its classes' labels. A ref passed
         // within its namespace and name (a restore) is the controller-written record
         // that the name held the server: it may keep it unless the server is being
@@ -522,8 +526,11 @@ impl State {
             let named = c.spec.server_ref.as_ref().map(|r| r.name.as_str());
             named == Some(name.as_str())
         };
+        // A restore is decided after a live read: the claim as it lives when the write
+        // lands names the server back, or the one the decision saw did.
+        let live_names_back = live_claim.is_some_and(names_back);
         let entitled = |c: &LeanClaim| match kept {
-            true if names_back(c) => evidence::can_restore(base),
+            true if names_back(c) || live_names_back => evidence::can_restore(base),
             true => Err(Ineligible::ClaimedByOther(
                 base.spec.server_claim_ref.clone().unwrap_or_default(),
             )),
@@ -3193,28 +3200,17 @@ pub fn quota_freed_by_delete() -> Scenario {
 /// binds while `a` holds the quota (invariant 7), never loses s0 (no release: s0 would
 /// then be Released), and binds s0 once `a` is deleted.
 pub fn restored_past_the_quota() -> Scenario {
-    let s0 = server("s0").claimed_for("x", "uid-x-old");
-    let x = gpu(claim("x")
+    let (mut servers, mut claims) = a_holds_s1_b_waits();
+    servers[1] = server("s0").claimed_for("x", "uid-x-old");
+    claims[1] = gpu(claim("x")
         .chose("s0")
         .bind_completed()
         .uid("uid-x")
         .created(2));
     Scenario {
         name: "restored-past-the-quota",
-        servers: vec![
-            s0,
-            server("s1")
-                .claimed_for("a", "uid-a")
-                .phase(ServerPhase::Bound),
-        ],
-        claims: vec![
-            gpu(claim("a")
-                .chose("s1")
-                .bind_completed()
-                .phase(ClaimPhase::Bound)
-                .created(1)),
-            x,
-        ],
+        servers,
+        claims,
         user_ops: vec![UserOp::DeleteClaim("a")],
         max_lag: 2,
         classes: vec![gpu_class()],
