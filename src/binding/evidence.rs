@@ -14,6 +14,7 @@
 use crate::api::{BoundServerRef, LeanClaim, LeanServer};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match, server_is_claimable};
+use super::gates;
 use super::meta;
 
 /// The server object the claim's status records it as bound to, if any.
@@ -59,7 +60,8 @@ pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
 /// `serverRef` names the server. Such a server belongs to the claim now living under the
 /// name, as a reservation by name would (docs/binding.md, "Restore"): its namespace held
 /// it ([`can_restore`]), and its quota still applies. A claim that does not name the
-/// server, or whose status records a bind (a restore drops status), never inherits it.
+/// server, whose status records a bind (a restore drops status), or of another class
+/// than the bind's ([`class_agrees`]), never inherits it.
 pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
     let names_server = claim
         .spec
@@ -68,7 +70,27 @@ pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
         .is_some_and(|r| r.name == meta::name(server));
     // A claim whose status records a bind is no restored claim: its server holding
     // another uid of its name is misbound, and it goes Lost.
-    names_server && bound_record(claim).is_none() && ref_match(server, claim) == RefMatch::OtherUid
+    names_server
+        && bound_record(claim).is_none()
+        && ref_match(server, claim) == RefMatch::OtherUid
+        && class_agrees(server, claim)
+}
+
+/// Whether `claim` is of the class the server's bind was recorded under
+/// ([`gates::bound_class`]; no record: a bind of no class). A restore brings the claim
+/// back as it was, class and all (a bound claim's class cannot change); a claim
+/// re-created under another class would make the release wait for that class's gates,
+/// not the ones the data on the server was left under.
+fn class_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
+    let class = claim
+        .spec
+        .server_class_name
+        .as_deref()
+        .filter(|c| !c.is_empty());
+    match gates::bound_class(server) {
+        Some(record) => class == Some(record.class.as_str()),
+        None => class.is_none(),
+    }
 }
 
 /// Whether a claim whose pair agrees with `server` across a restore ([`pair_agrees`])

@@ -3195,13 +3195,21 @@ pub fn quota_freed_by_delete() -> Scenario {
 }
 
 /// A restore (or a tenant's delete and re-create) under a full quota: `a` holds s1 and
-/// the quota's one gpu server; s0's ref names `x` with the uid of a gone incarnation,
-/// and the `x` now living (class gpu) names s0 back with copied annotations. `x` never
+/// the quota's one gpu server; s0's ref names `x` with the uid of a gone incarnation
+/// (bound under class gpu, as s0's record says), and the `x` now living (class gpu)
+/// names s0 back with copied annotations. `x` never
 /// binds while `a` holds the quota (invariant 7), never loses s0 (no release: s0 would
 /// then be Released), and binds s0 once `a` is deleted.
 pub fn restored_past_the_quota() -> Scenario {
     let (mut servers, mut claims) = a_holds_s1_b_waits();
-    servers[1] = server("s0").claimed_for("x", "uid-x-old");
+    let mut s0 = server("s0").claimed_for("x", "uid-x-old");
+    let record = gates::BoundClass {
+        class: GPU.into(),
+        release_gates: None,
+    };
+    s0.annotations_mut()
+        .insert(ANNOTATION_BOUND_CLASS.into(), record.annotation());
+    servers[1] = s0;
     claims[1] = gpu(claim("x")
         .chose("s0")
         .bind_completed()

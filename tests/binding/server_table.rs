@@ -786,3 +786,53 @@ fn deletion_wins_over_cleaning_and_a_reservation_waits_for_it() {
     let p = plan(&reserved, &d);
     assert!(p.object.is_none(), "the reservation stays");
 }
+
+/// When a server's ref names a gone incarnation of a claim's name, the claim now living
+/// under the name has it back only as the pair it was (docs/binding.md, "Restore"):
+/// naming the server, with no other bind recorded, of the class the bind was recorded
+/// under (no record: of no class).
+#[test]
+fn a_pair_agrees_across_a_restore_only_as_it_was() {
+    let of_class = |class: Option<&str>| {
+        let mut c = claim("x").names("s0").uid("uid-x");
+        c.spec.server_class_name = class.map(str::to_string);
+        c
+    };
+    let recorded = |class: Option<&str>| {
+        let mut s = server("s0").claimed_for("x", "uid-x-old");
+        if let Some(class) = class {
+            let record = gates::BoundClass {
+                class: class.into(),
+                release_gates: None,
+            };
+            s.annotations_mut()
+                .insert(ANNOTATION_BOUND_CLASS.into(), record.annotation());
+        }
+        s
+    };
+    let cases = [
+        (None, None, true),
+        (Some("gpu"), Some("gpu"), true),
+        (None, Some("gpu"), false),
+        (Some("gpu"), None, false),
+        (Some("gpu"), Some("cpu"), false),
+    ];
+    for (bound_under, now, agrees) in cases {
+        let (s, c) = (recorded(bound_under), of_class(now));
+        assert_eq!(
+            evidence::pair_agrees(&s, &c),
+            agrees,
+            "bound under {bound_under:?}, now {now:?}"
+        );
+    }
+    let other_name = claim("x").uid("uid-x");
+    assert!(
+        !evidence::pair_agrees(&recorded(None), &other_name),
+        "names nothing"
+    );
+    let same_uid = of_class(None).uid("uid-x-old");
+    assert!(
+        !evidence::pair_agrees(&recorded(None), &same_uid),
+        "that is a bind"
+    );
+}

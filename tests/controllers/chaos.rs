@@ -38,7 +38,7 @@ use server_binder::api::names::{
 use server_binder::api::*;
 use server_binder::binding::quota::QUOTA_EXCEEDED;
 use server_binder::binding::{
-    RefMatch, eligibility, evidence, gates, is_controller_chosen, ref_match, ref_uid,
+    RefMatch, eligibility, gates, is_controller_chosen, ref_match, ref_uid,
 };
 
 use super::stage::{ClaimExt, ServerExt, as_new, claim, server, server_phase_reason};
@@ -1305,17 +1305,6 @@ fn server_problems(servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
         }
     }
     p
-}
-
-/// Whether `server`'s ref names a gone incarnation of a live claim's name that names the
-/// server back (a restore, or a claim deleted and re-created so), and that claim waits
-/// for its quota: the server stays reserved for it (docs/binding.md, "Restore").
-fn restore_awaits_quota(server: &Server, claims: &[ServerClaim]) -> bool {
-    let lean = LeanServer::from(server.clone());
-    claims.iter().any(|c| {
-        evidence::pair_agrees(&lean, &c.clone().into())
-            && bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED)
-    })
 }
 
 // ---- What a failure shows ----

@@ -256,17 +256,34 @@ async fn a_claim_re_created_without_its_server_never_inherits_it() {
     assert_ne!(server_ref(&a), Some(old.as_str()), "a never inherits {old}");
 }
 
-/// A tenant that deletes a bound claim and re-creates it under the same name, naming the
-/// server and now of a class under a full quota (the shape of a restore, made by hand),
-/// gets no place past the quota: the claim waits `QuotaExceeded` keeping its `serverRef`,
-/// the server stays reserved for it (neither released nor cleaned), and the pair
-/// completes once the quota has room.
+/// With the controllers down, as a restore or a quick script would: `name` deleted and
+/// created again naming its server, with its annotations copied, of `class`.
+async fn re_create(env: &mut Env, name: &str, class: Option<&str>) {
+    env.stop().await;
+    let held = env.claim(name).await.expect("the claim");
+    env.delete_claim(name).await;
+    let mut again = claim(name);
+    again.spec.server_class_name = class.map(str::to_string);
+    again.spec.server_ref = held.spec.server_ref.clone();
+    again.metadata.annotations = held.metadata.annotations.clone();
+    let again = env.put_claim(again).await;
+    assert_ne!(ResourceExt::uid(&again), ResourceExt::uid(&held));
+}
+
+fn summary(q: ServerQuota) -> String {
+    q.status.unwrap_or_default().summary
+}
+
+/// A tenant that deletes a bound claim of no class and creates it again, of a class,
+/// naming the server, does not get it back: the pair does not agree (the bind was of no
+/// class), the server is released through its gate (the data on it was left under no
+/// class), and the new claim is a new claim of its class, under its quota.
 #[tokio::test]
-async fn a_claim_re_created_naming_its_server_waits_for_its_quota_keeping_the_server() {
+async fn a_claim_re_created_under_another_class_never_inherits_its_server() {
     let mut env = Env::new().await;
     env.put_server(server("s0")).await;
     env.start_with(gated()).await;
-    let x = env.create_claim("x").await;
+    env.create_claim("x").await;
     wait_bound(&env, "x", "s0").await;
     create_gpu_class(&env).await;
     create_quota(&env, 2).await;
@@ -277,16 +294,52 @@ async fn a_claim_re_created_naming_its_server_waits_for_its_quota_keeping_the_se
     env.put_claim(of_gpu(claim("b"))).await;
     all_bound(&env, 3).await;
 
-    // With the controllers down, as a restore or a quick script would: x deleted and
-    // created again, of class gpu, with its serverRef and annotations copied.
-    env.stop().await;
-    let held = env.claim("x").await.expect("x");
-    env.delete_claim("x").await;
-    let mut again = of_gpu(claim("x"));
-    again.spec.server_ref = held.spec.server_ref.clone();
-    again.metadata.annotations = held.metadata.annotations.clone();
-    let again = env.put_claim(again).await;
-    assert_ne!(ResourceExt::uid(&again), ResourceExt::uid(&x));
+    re_create(&mut env, "x", Some("gpu")).await;
+    env.start_with(gated()).await;
+    env.wait_server_phase("s0", ServerPhase::Cleaning, "Cleaning")
+        .await;
+    let x = env
+        .wait_claim_phase("x", ClaimPhase::Pending, "QuotaExceeded")
+        .await;
+    assert_eq!(server_ref(&x), None, "{x:?}");
+    let quota = Api::<ServerQuota>::namespaced(env.client.clone(), NS);
+    let status = summary(quota.get("gpu-quota").await.expect("quota"));
+    assert_eq!(status, "gpu: 2/2");
+}
+
+/// A pair brought back (a restore, or the claim deleted and created again as it was)
+/// that its quota has no room for (lowered meanwhile) gets no place past it: the claim
+/// waits `QuotaExceeded` keeping its `serverRef`, the server stays reserved for it
+/// (neither released nor cleaned), and the pair completes once the quota has room.
+#[tokio::test]
+async fn a_pair_brought_back_over_its_quota_waits_keeping_the_server() {
+    let mut env = Env::new().await;
+    create_gpu_class(&env).await;
+    create_quota(&env, 2).await;
+    for name in ["s0", "s1"] {
+        env.put_server(server(name)).await;
+    }
+    env.start_with(gated()).await;
+    env.put_claim(of_gpu(claim("a"))).await;
+    all_bound(&env, 1).await;
+    env.put_claim(of_gpu(claim("x"))).await;
+    let pairs = all_bound(&env, 2).await;
+    let held = pairs[&(NS.to_string(), "x".to_string())].clone();
+
+    re_create(&mut env, "x", Some("gpu")).await;
+    let quota = Api::<ServerQuota>::namespaced(env.client.clone(), NS);
+    let set_hard = |hard: i64| {
+        let quota = quota.clone();
+        async move {
+            let mut q = quota.get("gpu-quota").await.expect("quota");
+            q.spec.hard.insert("gpu".into(), hard);
+            quota
+                .replace("gpu-quota", &PostParams::default(), &q)
+                .await
+                .expect("quota edited");
+        }
+    };
+    set_hard(1).await;
     env.start_with(gated()).await;
 
     let waiting = env
@@ -294,35 +347,32 @@ async fn a_claim_re_created_naming_its_server_waits_for_its_quota_keeping_the_se
         .await;
     let message = bound_message(&waiting);
     assert!(
-        message.contains("server s0") && message.contains("kept for it"),
+        message.contains(&format!("server {held}")) && message.contains("kept for it"),
         "{message}"
     );
     assert_eq!(
         server_ref(&waiting),
-        Some("s0"),
-        "the claim keeps its serverRef"
+        Some(held.as_str()),
+        "it keeps its serverRef"
     );
-    let quota = Api::<ServerQuota>::namespaced(env.client.clone(), NS);
-    let summary = |q: ServerQuota| q.status.unwrap_or_default().summary;
+    let server = env.server(&held).await.expect("the server");
+    let kept = server
+        .spec
+        .server_claim_ref
+        .as_ref()
+        .map(|r| r.name.as_str());
+    assert_eq!(kept, Some("x"), "{held} stays reserved for x: {server:?}");
+    assert!(!server_is(&server, ServerPhase::Released, "Released"));
+    assert_eq!(
+        summary(quota.get("gpu-quota").await.expect("quota")),
+        "gpu: 1/1"
+    );
+
+    set_hard(2).await;
+    wait_bound(&env, "x", &held).await;
+    all_bound(&env, 2).await;
     assert_eq!(
         summary(quota.get("gpu-quota").await.expect("quota")),
         "gpu: 2/2"
-    );
-    let s0 = env.server("s0").await.expect("s0");
-    let kept = s0.spec.server_claim_ref.as_ref().map(|r| r.name.as_str());
-    assert_eq!(kept, Some("x"), "s0 stays reserved for x: {s0:?}");
-    assert!(!server_is(&s0, ServerPhase::Released, "Released"));
-
-    let mut raised = quota.get("gpu-quota").await.expect("quota");
-    raised.spec.hard.insert("gpu".into(), 3);
-    quota
-        .replace("gpu-quota", &PostParams::default(), &raised)
-        .await
-        .expect("quota raised");
-    wait_bound(&env, "x", "s0").await;
-    all_bound(&env, 3).await;
-    assert_eq!(
-        summary(quota.get("gpu-quota").await.expect("quota")),
-        "gpu: 3/3"
     );
 }

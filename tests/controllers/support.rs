@@ -10,8 +10,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use server_binder::api::{ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase};
+use server_binder::api::{ClaimPhase, LeanServer, ReclaimPolicy, Server, ServerClaim, ServerPhase};
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher, RequestRecord};
+use server_binder::binding::evidence;
+use server_binder::binding::quota::QUOTA_EXCEEDED;
 use server_binder::controllers::Options;
 use server_binder::runtime::client::USER_AGENT_VALUE;
 use server_binder::runtime::leader::LeaderElection;
@@ -312,6 +314,17 @@ pub fn bound_reason(c: &ServerClaim) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
+/// Whether `server`'s ref names a gone incarnation of a live claim's name that names the
+/// server back (a restore, or a claim deleted and re-created so), and that claim waits
+/// for its quota: the server stays reserved for it (docs/binding.md, "Restore").
+pub fn restore_awaits_quota(server: &Server, claims: &[ServerClaim]) -> bool {
+    let lean = LeanServer::from(server.clone());
+    claims.iter().any(|c| {
+        evidence::pair_agrees(&lean, &c.clone().into())
+            && bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED)
+    })
+}
+
 /// The message of the claim's `Bound` condition ("" without one).
 pub fn bound_message(c: &ServerClaim) -> String {
     let status = c.status.as_ref();
@@ -364,7 +377,7 @@ pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
         // A Retain server keeps its ref to the gone claim until an admin clears it.
         let retained = s.spec.reclaim_policy == ReclaimPolicy::Retain
             && s.status.as_ref().and_then(|st| st.phase) == Some(ServerPhase::Released);
-        if retained {
+        if retained || restore_awaits_quota(s, claims) {
             continue;
         }
         if s.annotations().contains_key(ANNOTATION_BOUND_BY_CONTROLLER) {
