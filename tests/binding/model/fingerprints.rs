@@ -1,0 +1,541 @@
+//! What distinguishes two states of the model check, with resourceVersions renamed by
+//! rank (only their equality matters, and every new one is fresh).
+//!
+//! Every struct that feeds a fingerprint is destructured in full, without `..`: a field
+//! added to a state, a controller, an object or a status is a compile error here until
+//! someone decides whether it tells states apart, instead of two states silently merging.
+//! A field bound to `_` was decided not to.
+
+use super::*;
+
+pub(super) fn fingerprint(state: &State) -> u64 {
+    let State {
+        truth,
+        claim_ctl,
+        server_ctl,
+        // Fixed for a whole exploration.
+        refuses: _,
+        backoff_ends,
+        crashes,
+        faults,
+        resyncs,
+        next_user_op,
+        // Fixed for a whole exploration.
+        protocol: _,
+        default_gates,
+        tenant_budget,
+        cleaners,
+        dirty,
+        held,
+        user_claim_refs,
+        entitlement,
+        over_at_creation,
+        bound_class_gates,
+    } = state;
+    // Versions are renamed by rank, so the counter behind them does not count.
+    let Truth {
+        servers,
+        claims,
+        quotas,
+        // Fixed for a whole exploration.
+        classes: _,
+        next_rv: _,
+    } = truth;
+    let ranks = Ranks::of(state);
+    let mut h = FxHasher::default();
+    claims.len().hash(&mut h);
+    for c in claims.values() {
+        claim_fp(c, &ranks, &mut h);
+    }
+    servers.len().hash(&mut h);
+    for s in servers.values() {
+        server_fp(s, &ranks, &mut h);
+    }
+    quotas.len().hash(&mut h);
+    for q in quotas.values() {
+        quota_fp(q, &ranks, &mut h);
+    }
+    for ctl in [claim_ctl, server_ctl] {
+        ctl_fp(ctl, &ranks, &mut h);
+    }
+    ((*crashes, *faults, *resyncs), *next_user_op, *tenant_budget).hash(&mut h);
+    backoff_ends.hash(&mut h);
+    (default_gates, cleaners, dirty, held, user_claim_refs).hash(&mut h);
+    entitlement.is_some().hash(&mut h);
+    (over_at_creation, bound_class_gates).hash(&mut h);
+    h.finish()
+}
+
+/// A resourceVersion is only ever compared with other copies of the same object, so each
+/// object's versions are renamed by their rank among that object's copies in the state.
+pub(super) struct Ranks<'a> {
+    versions: HashMap<(bool, &'a str), BTreeSet<u64>>,
+    /// The quotas' versions, by quota name.
+    quota_versions: HashMap<&'a str, BTreeSet<u64>>,
+    /// Release gates apply in this world, even to servers that name none (the default
+    /// gates): generations and the cleaners' conditions tell states apart.
+    gated: bool,
+}
+
+impl<'a> Ranks<'a> {
+    pub(super) fn of(state: &'a State) -> Self {
+        let mut versions: HashMap<(bool, &str), BTreeSet<u64>> = HashMap::default();
+        for c in state_claims(state) {
+            if let Some(rv) = parse_rv(&c.meta().resource_version) {
+                versions
+                    .entry((true, meta::name(c)))
+                    .or_default()
+                    .insert(rv);
+            }
+        }
+        for s in state_servers(state) {
+            if let Some(rv) = parse_rv(&s.meta().resource_version) {
+                versions
+                    .entry((false, meta::name(s)))
+                    .or_default()
+                    .insert(rv);
+            }
+        }
+        let mut quota_versions: HashMap<&str, BTreeSet<u64>> = HashMap::default();
+        for q in state_quotas(state) {
+            if let Some(rv) = parse_rv(&q.metadata.resource_version) {
+                quota_versions.entry(meta::name(q)).or_default().insert(rv);
+            }
+        }
+        let gated = !state.default_gates.is_empty() || !state.cleaners.is_empty();
+        Self {
+            versions,
+            quota_versions,
+            gated,
+        }
+    }
+
+    pub(super) fn quota_rank(&self, name: &str, rv: &Option<String>) -> Option<usize> {
+        let rv = parse_rv(rv)?;
+        let set = self.quota_versions.get(name)?;
+        set.iter().position(|v| *v == rv)
+    }
+
+    pub(super) fn rank(&self, is_claim: bool, name: &str, rv: &Option<String>) -> Option<usize> {
+        let rv = parse_rv(rv)?;
+        self.versions
+            .get(&(is_claim, name))
+            .and_then(|set| set.iter().position(|v| *v == rv))
+    }
+}
+
+pub(super) fn parse_rv(rv: &Option<String>) -> Option<u64> {
+    rv.as_deref().and_then(|r| r.parse::<u64>().ok())
+}
+
+/// One controller: its caches, its undelivered events, what it woke, its assumed choices
+/// and the plan it is carrying out.
+pub(super) fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
+    let Ctl {
+        binder,
+        claim_events,
+        server_events,
+        quota_events,
+        woken,
+        in_flight,
+        recount_due,
+        recounts,
+    } = ctl;
+    // The binder's rules and configuration are fixed per controller for a run, but for
+    // the release gates, which the state holds; its summary clock never lets a refresh
+    // through (STATUS_INTERVAL), so it tells no states apart.
+    let (claims, servers, assumed) = (binder.claims(), binder.servers(), binder.assumed());
+    claims.len().hash(h);
+    for c in claims.iter() {
+        claim_fp(c, ranks, h);
+    }
+    servers.len().hash(h);
+    for s in servers.iter() {
+        server_fp(s, ranks, h);
+    }
+    claim_events.len().hash(h);
+    for (n, c) in claim_events {
+        n.hash(h);
+        match c {
+            Some(c) => claim_fp(c, ranks, h),
+            None => 0u8.hash(h),
+        }
+    }
+    server_events.len().hash(h);
+    for (n, s) in server_events {
+        n.hash(h);
+        match s {
+            Some(s) => server_fp(s, ranks, h),
+            None => 0u8.hash(h),
+        }
+    }
+    quota_events.len().hash(h);
+    for (n, q) in quota_events {
+        n.hash(h);
+        match q {
+            Some(q) => quota_fp(q, ranks, h),
+            None => 0u8.hash(h),
+        }
+    }
+    // The claims hashed above are as their class and quotas make them in the binder;
+    // each is the claim as it is with a selector added at most, so they tell the claims
+    // as they are apart too. The classes are fixed for a run.
+    binder.quotas().iter().count().hash(h);
+    for q in binder.quotas().iter() {
+        quota_fp(q, ranks, h);
+    }
+    recount_due.hash(h);
+    recounts.len().hash(h);
+    for q in recounts {
+        quota_fp(q, ranks, h);
+    }
+    woken.hash(h);
+    // A refusal's count and time only set the back-off's length, which the model
+    // abstracts (its end is a step); whether it is running tells states apart.
+    for (key, refusal) in binder.refused().iter() {
+        let Refusal {
+            uid,
+            count: _,
+            until,
+            write,
+            completing,
+            message,
+        } = refusal;
+        (key, uid, *until > now().0, write, completing, message).hash(h);
+    }
+    for (server, a) in assumed.iter() {
+        let Assumption {
+            claim,
+            based_on,
+            written,
+            seen,
+        } = a;
+        server.hash(h);
+        claim.hash(h);
+        ranks.rank(true, &claim.name, based_on).hash(h);
+        ranks.rank(true, &claim.name, written).hash(h);
+        seen.hash(h);
+    }
+    in_flight_fp(in_flight.as_ref(), ranks, h);
+}
+
+/// The rest of a plan: the object read, the object and status still to write, and the
+/// server a pick assumed.
+pub(super) fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut FxHasher) {
+    match in_flight {
+        None => 0u8.hash(h),
+        Some(InFlight::Claim {
+            base,
+            object,
+            status,
+            assumed,
+            // What it decided is in `object` and `status`, and its pick in `assumed`.
+            work: _,
+            charges,
+        }) => {
+            1u8.hash(h);
+            assumed.hash(h);
+            charges.len().hash(h);
+            for q in charges {
+                quota_fp(q, ranks, h);
+            }
+            claim_fp(base, ranks, h);
+            if let Some(o) = object {
+                claim_fp(o, ranks, h);
+            }
+            status
+                .as_deref()
+                .map(|status| {
+                    let ServerClaimStatus {
+                        phase,
+                        conditions,
+                        bound_time,
+                        bound_server_ref,
+                        given_back_server_ref,
+                    } = status;
+                    (
+                        *phase,
+                        bound_time.is_some(),
+                        (bound_server_ref, given_back_server_ref),
+                        conditions_fp(conditions),
+                    )
+                })
+                .hash(h);
+        }
+        Some(InFlight::LeanServer {
+            base,
+            object,
+            status,
+        }) => {
+            2u8.hash(h);
+            server_fp(base, ranks, h);
+            if let Some(o) = object {
+                server_fp(o, ranks, h);
+            }
+            status
+                .as_ref()
+                .map(|status| {
+                    let ServerStatus {
+                        phase,
+                        claim,
+                        observed_generation,
+                        conditions,
+                    } = status;
+                    (phase, claim, observed_generation, conditions_fp(conditions))
+                })
+                .hash(h);
+        }
+    }
+}
+
+/// What of a claim the decisions read. Its status is kept as the decisions see it: the
+/// phase, whether `boundTime` is set, and the `Bound` condition's reason and message.
+pub(super) fn claim_fp(c: &LeanClaim, ranks: &Ranks, h: &mut FxHasher) {
+    // The lean object's labels and annotations are apart from its metadata.
+    let (metadata, _labels, annotations, spec, status) = c.parts();
+    let ObjectMeta {
+        name,
+        uid,
+        resource_version,
+        annotations: _,
+        // Claims carry no finalizer of ours and are deleted at once, so they are never
+        // seen deleting.
+        deletion_timestamp: _,
+        deletion_grace_period_seconds: _,
+        finalizers: _,
+        // Set once per incarnation by the scenario; the uid tells incarnations apart.
+        creation_timestamp: _,
+        // Its value follows the spec's history; what the decisions read is whether the
+        // `Bound` condition was written for it (`bound_fp`).
+        generation,
+        // The decisions read no labels, owners or bookkeeping of a claim.
+        labels: _,
+        generate_name: _,
+        managed_fields: _,
+        namespace: _,
+        owner_references: _,
+        self_link: _,
+    } = metadata;
+    let name = name.as_deref().unwrap_or("");
+    name.hash(h);
+    uid.as_deref().hash(h);
+    ranks.rank(true, name, resource_version).hash(h);
+    annotations.hash(h);
+    let ServerClaimSpec {
+        server_ref,
+        server_selector,
+        tolerations,
+        server_class_name,
+    } = spec;
+    (server_ref, server_selector, tolerations, server_class_name).hash(h);
+    let (phase, bound_time, record, bound) = match status {
+        None => (None, false, None, None),
+        Some(ServerClaimStatus {
+            phase,
+            conditions,
+            bound_time,
+            bound_server_ref,
+            given_back_server_ref,
+        }) => (
+            *phase,
+            bound_time.is_some(),
+            Some((bound_server_ref.as_ref(), given_back_server_ref.as_ref())),
+            bound_fp(conditions, *generation),
+        ),
+    };
+    phase.hash(h);
+    bound_time.hash(h);
+    record.hash(h);
+    bound.hash(h);
+}
+
+/// What of a server the decisions read.
+pub(super) fn server_fp(s: &LeanServer, ranks: &Ranks, h: &mut FxHasher) {
+    let (metadata, labels, annotations, spec, status) = s.parts();
+    let ObjectMeta {
+        name,
+        resource_version,
+        annotations: _,
+        finalizers,
+        deletion_timestamp,
+        labels: _,
+        // One incarnation per server name in every scenario.
+        uid: _,
+        creation_timestamp: _,
+        // Follows the spec's history (see `claim_fp`).
+        generation,
+        deletion_grace_period_seconds: _,
+        generate_name: _,
+        managed_fields: _,
+        namespace: _,
+        owner_references: _,
+        self_link: _,
+    } = metadata;
+    let name = name.as_deref().unwrap_or("");
+    name.hash(h);
+    ranks.rank(false, name, resource_version).hash(h);
+    annotations.hash(h);
+    finalizers.hash(h);
+    deletion_timestamp.is_some().hash(h);
+    let ServerSpec {
+        server_claim_ref,
+        unclaimable,
+        taints,
+        reclaim_policy,
+        release_gates,
+    } = spec;
+    (server_claim_ref, *unclaimable, taints, release_gates).hash(h);
+    reclaim_policy.hash(h);
+    labels.hash(h);
+    let (phase, claim, bound) = match status {
+        None => (None, None, (false, None)),
+        Some(ServerStatus {
+            phase,
+            claim,
+            conditions,
+            observed_generation,
+        }) => (
+            *phase,
+            claim.as_deref(),
+            (
+                *observed_generation == *generation,
+                bound_fp(conditions, *generation),
+            ),
+        ),
+    };
+    phase.hash(h);
+    claim.hash(h);
+    bound.hash(h);
+    let gated = release_gates.as_ref().is_some_and(|g| !g.is_empty())
+        || gates::is_cleaning(s)
+        || ranks.gated;
+    if gated {
+        // With release gates, generations are compared with the `cleaning`
+        // annotation's, so their values tell states apart, and so do the cleaner's
+        // conditions.
+        generation.hash(h);
+        let others = status.iter().flat_map(|s| &s.conditions);
+        conditions_fp(
+            &others
+                .filter(|c| c.type_ != "Bound")
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+        .hash(h);
+    }
+}
+
+/// The `Bound` condition as the decisions read it: its reason and message, and whether
+/// it was written for the object's current `generation` (the status rules compare the
+/// two, never their values).
+pub(super) fn bound_fp(
+    conditions: &[Condition],
+    generation: Option<i64>,
+) -> Option<(&String, &String, bool)> {
+    let Condition {
+        reason,
+        message,
+        // Follow from the phase and the generation; the model's clock never moves.
+        type_: _,
+        status: _,
+        observed_generation,
+        last_transition_time: _,
+    } = find_bound(conditions)?;
+    Some((reason, message, *observed_generation == generation))
+}
+
+/// What of a plan's conditions a later write depends on (the transition time is the
+/// model's constant `now`).
+pub(super) fn conditions_fp(
+    conditions: &[Condition],
+) -> Vec<(&str, &str, &str, &str, Option<i64>)> {
+    conditions
+        .iter()
+        .map(|c| {
+            let Condition {
+                type_,
+                status,
+                reason,
+                message,
+                observed_generation,
+                last_transition_time: _,
+            } = c;
+            (
+                type_.as_str(),
+                status.as_str(),
+                reason.as_str(),
+                message.as_str(),
+                *observed_generation,
+            )
+        })
+        .collect()
+}
+
+/// What of a quota the decisions and the recount read: its limits and its charges (its
+/// `used` and summary follow from them, but are hashed all the same).
+pub(super) fn quota_fp(q: &ServerQuota, ranks: &Ranks, h: &mut FxHasher) {
+    let ServerQuota {
+        metadata,
+        spec: ServerQuotaSpec { hard },
+        status,
+    } = q;
+    let name = meta::name(q);
+    name.hash(h);
+    ranks.quota_rank(name, &metadata.resource_version).hash(h);
+    hard.hash(h);
+    metadata.generation.hash(h);
+    if let Some(ServerQuotaStatus {
+        observed_generation,
+        used,
+        charged,
+        summary,
+    }) = status
+    {
+        observed_generation.hash(h);
+        used.hash(h);
+        summary.hash(h);
+        for QuotaCharge { class, claim, uid } in charged {
+            (class, claim, uid).hash(h);
+        }
+    }
+}
+
+/// Every copy of a quota the state holds.
+pub(super) fn state_quotas(state: &State) -> Vec<&ServerQuota> {
+    let mut out: Vec<&ServerQuota> = state.truth.quotas.values().collect();
+    for ctl in [&state.claim_ctl, &state.server_ctl] {
+        out.extend(ctl.binder.quotas().iter().map(|q| &**q));
+        out.extend(ctl.quota_events.iter().filter_map(|(_, q)| q.as_ref()));
+        out.extend(ctl.recounts.iter());
+        if let Some(InFlight::Claim { charges, .. }) = &ctl.in_flight {
+            out.extend(charges.iter());
+        }
+    }
+    out
+}
+
+pub(super) fn state_claims(state: &State) -> Vec<&LeanClaim> {
+    let mut out: Vec<&LeanClaim> = state.truth.claims.values().collect();
+    for ctl in [&state.claim_ctl, &state.server_ctl] {
+        out.extend(ctl.binder.claims().iter());
+        out.extend(ctl.claim_events.iter().filter_map(|(_, c)| c.as_ref()));
+        if let Some(InFlight::Claim { base, object, .. }) = &ctl.in_flight {
+            out.push(base);
+            out.extend(object.iter());
+        }
+    }
+    out
+}
+
+pub(super) fn state_servers(state: &State) -> Vec<&LeanServer> {
+    let mut out: Vec<&LeanServer> = state.truth.servers.values().collect();
+    for ctl in [&state.claim_ctl, &state.server_ctl] {
+        out.extend(ctl.binder.servers().iter());
+        out.extend(ctl.server_events.iter().filter_map(|(_, s)| s.as_ref()));
+        if let Some(InFlight::LeanServer { base, object, .. }) = &ctl.in_flight {
+            out.push(base);
+            out.extend(object.iter());
+        }
+    }
+    out
+}
