@@ -47,7 +47,79 @@ fn a_quota_freed_by_a_delete_holds_in_every_interleaving() {
     assert_holds(quota_freed_by_delete());
 }
 
-pub(super) fn assert_holds(scenario: Scenario) {
+#[test]
+fn gate_config_changes_hold_in_every_interleaving() {
+    assert_holds(gate_config_changes());
+}
+
+#[test]
+fn a_late_pass_holds_in_every_interleaving() {
+    assert_holds(late_pass());
+}
+
+#[test]
+fn tenant_forgery_holds_in_every_interleaving() {
+    assert_holds(tenant_forgery());
+}
+
+#[test]
+fn a_lost_claim_re_pointed_holds_in_every_interleaving() {
+    assert_holds(lost_and_re_pointed());
+}
+
+#[test]
+fn contention_holds_in_every_interleaving() {
+    assert_holds(contention());
+}
+
+#[test]
+fn reservation_and_recreate_holds_in_every_interleaving() {
+    assert_holds(reservation_and_recreate());
+}
+
+#[test]
+fn lost_ref_and_release_holds_in_every_interleaving() {
+    assert_holds(lost_ref_and_release());
+}
+
+#[test]
+fn eligibility_churn_holds_in_every_interleaving() {
+    assert_holds(eligibility_churn());
+}
+
+#[test]
+fn a_failed_pick_holds_in_every_interleaving() {
+    assert_holds(failed_pick());
+}
+
+#[test]
+fn a_claim_whose_writes_are_refused_holds_nobody_back() {
+    assert_holds(refused_pick());
+}
+
+#[test]
+fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
+    assert_holds(refused_completion());
+}
+
+#[test]
+fn a_freed_server_that_wakes_the_first_claims_holds_in_every_interleaving() {
+    assert_holds(freed_server_wakes_the_first());
+}
+
+#[test]
+fn orphan_and_cordon_holds_in_every_interleaving() {
+    assert_holds(orphan_and_cordon());
+}
+
+#[test]
+fn empty_uid_and_copies_hold_in_every_interleaving() {
+    assert_holds(empty_uid_and_copies());
+}
+
+/// Explores every interleaving of `scenario` with the real protocol, and fails on the
+/// first violation (its trace in the message) or if no run converges.
+fn assert_holds(scenario: Scenario) {
     let started = std::time::Instant::now();
     let report = explore(&scenario, Protocol::real());
     println!(

@@ -70,7 +70,6 @@ mod mutants;
 mod steps;
 mod worlds;
 
-use checks::*;
 use fingerprints::*;
 use invariants::*;
 use steps::*;

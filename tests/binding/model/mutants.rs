@@ -21,26 +21,6 @@ pub(super) fn skips_release_gates(
     }
 }
 
-#[test]
-fn gate_config_changes_hold_in_every_interleaving() {
-    assert_holds(gate_config_changes());
-}
-
-#[test]
-fn a_late_pass_holds_in_every_interleaving() {
-    assert_holds(late_pass());
-}
-
-#[test]
-fn tenant_forgery_holds_in_every_interleaving() {
-    assert_holds(tenant_forgery());
-}
-
-#[test]
-fn a_lost_claim_re_pointed_holds_in_every_interleaving() {
-    assert_holds(lost_and_re_pointed());
-}
-
 /// The server side's winner rule before issue 20: any `bind-completed` claim naming a
 /// free server takes it back, eligible or not (`can_take_back` trusted the annotation).
 pub(super) fn trusts_bind_completed(
@@ -134,56 +114,6 @@ pub(super) fn gates_from_the_flag(
         *recorded = now.join(",");
     }
     decide_server(&seen, claims, liveness, gates, turn, admit)
-}
-
-#[test]
-fn contention_holds_in_every_interleaving() {
-    assert_holds(contention());
-}
-
-#[test]
-fn reservation_and_recreate_holds_in_every_interleaving() {
-    assert_holds(reservation_and_recreate());
-}
-
-#[test]
-fn lost_ref_and_release_holds_in_every_interleaving() {
-    assert_holds(lost_ref_and_release());
-}
-
-#[test]
-fn eligibility_churn_holds_in_every_interleaving() {
-    assert_holds(eligibility_churn());
-}
-
-#[test]
-fn a_failed_pick_holds_in_every_interleaving() {
-    assert_holds(failed_pick());
-}
-
-#[test]
-fn a_claim_whose_writes_are_refused_holds_nobody_back() {
-    assert_holds(refused_pick());
-}
-
-#[test]
-fn a_claim_whose_completing_write_is_refused_gives_its_server_back() {
-    assert_holds(refused_completion());
-}
-
-#[test]
-fn a_freed_server_that_wakes_the_first_claims_holds_in_every_interleaving() {
-    assert_holds(freed_server_wakes_the_first());
-}
-
-#[test]
-fn orphan_and_cordon_holds_in_every_interleaving() {
-    assert_holds(orphan_and_cordon());
-}
-
-#[test]
-fn empty_uid_and_copies_hold_in_every_interleaving() {
-    assert_holds(empty_uid_and_copies());
 }
 
 /// A server controller without the winner rule's priorities: it hands a server to the
