@@ -242,6 +242,37 @@ mod tests {
     use crate::api::ServerClaimSpec;
     use kube::api::ObjectMeta;
 
+    fn server(version: &str) -> LeanServer {
+        LeanServer::from(crate::api::Server {
+            metadata: ObjectMeta {
+                name: Some("s0".into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            spec: Default::default(),
+            status: None,
+        })
+    }
+
+    #[test]
+    fn a_refusing_server_is_held_until_it_changes_or_the_hold_ends() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut r = RefusingServers::default();
+        r.refused(&server("7"), "too long (422)", t0);
+        assert_eq!(r.message("s0", t0), Some("too long (422)"));
+        assert!(!r.observe("s0", Some(&server("7"))), "the same version");
+        assert!(r.contains("s0", t0 + SignedDuration::from_secs(59)));
+        assert!(
+            !r.contains("s0", t0 + SignedDuration::from_secs(60)),
+            "the hold ended"
+        );
+        assert!(r.observe("s0", Some(&server("8"))), "an admin's fix");
+        assert!(!r.contains("s0", t0));
+        r.refused(&server("8"), "denied (403)", t0);
+        assert!(r.observe("s0", None), "gone");
+        assert!(!r.contains("s0", t0));
+    }
+
     fn claim(uid: &str) -> LeanClaim {
         LeanClaim::from(crate::api::ServerClaim {
             metadata: ObjectMeta {
