@@ -1,8 +1,8 @@
 //! The `metal.binder.dev/v1alpha1` API: `Server` and `ServerClass` (cluster-scoped),
 //! `ServerClaim` and `ServerQuota` (namespaced), and the CRDs generated from them.
 
+mod cached;
 mod claim;
-mod lean;
 pub mod names;
 mod schema;
 mod selector;
@@ -10,11 +10,11 @@ mod server;
 mod server_class;
 mod server_quota;
 
+pub use cached::{CachedClaim, CachedObject, CachedServer, Labels, Parts, Projected, Trimmed};
 pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
     Toleration, TolerationOperator,
 };
-pub use lean::{Labels, Lean, LeanClaim, LeanObject, LeanServer, Parts, Projected};
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,

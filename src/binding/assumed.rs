@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 
 use super::meta::{self, ClaimKey};
 
@@ -42,16 +42,16 @@ pub struct Assumption {
 
 /// Whether a claim watch event ends the assumption on `server` (`claim` is the claim as
 /// the event shows it). Swappable so the model check can run older rules as mutants.
-pub type EndRule = fn(&mut Assumption, &str, &LeanClaim) -> bool;
+pub type EndRule = fn(&mut Assumption, &str, &CachedClaim) -> bool;
 
 /// The rule: a version of the claim other than the one the pick was decided on that does
 /// not name the server. See the module docs for why neither order of event and response
 /// matters.
-pub fn ends_on_claim_event(a: &mut Assumption, server: &str, claim: &LeanClaim) -> bool {
+pub fn ends_on_claim_event(a: &mut Assumption, server: &str, claim: &CachedClaim) -> bool {
     claim.meta().resource_version != a.based_on && !names(claim, server)
 }
 
-fn names(claim: &LeanClaim, server: &str) -> bool {
+fn names(claim: &CachedClaim, server: &str) -> bool {
     claim
         .spec
         .server_ref
@@ -171,7 +171,7 @@ impl AssumedChoices {
 
     /// A server watch event (`None`: deleted). A server that shows a ref, or is gone, is
     /// no longer anyone's to pick, so nobody needs waking.
-    pub fn observe_server(&mut self, name: &str, server: Option<&LeanServer>) {
+    pub fn observe_server(&mut self, name: &str, server: Option<&CachedServer>) {
         if server.is_none_or(|s| s.spec.server_claim_ref.is_some()) {
             self.end(name);
         }
@@ -183,7 +183,7 @@ impl AssumedChoices {
         &mut self,
         rule: EndRule,
         key: &ClaimKey,
-        claim: Option<&LeanClaim>,
+        claim: Option<&CachedClaim>,
     ) -> Option<String> {
         let server = self.by_claim.get(key)?.clone();
         let a = self.by_server.get_mut(&server)?;
@@ -195,7 +195,7 @@ impl AssumedChoices {
     }
 
     /// [`AssumedChoices::observe_claim_with`] the project's rule.
-    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&LeanClaim>) -> Option<String> {
+    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&CachedClaim>) -> Option<String> {
         self.observe_claim_with(ends_on_claim_event, key, claim)
     }
 
@@ -203,7 +203,7 @@ impl AssumedChoices {
     pub fn relisted_claims(
         &mut self,
         rule: EndRule,
-        latest: &dyn Fn(&ClaimKey) -> Option<LeanClaim>,
+        latest: &dyn Fn(&ClaimKey) -> Option<CachedClaim>,
     ) -> Vec<String> {
         let keys: Vec<ClaimKey> = self.by_claim.keys().cloned().collect();
         keys.iter()
@@ -212,7 +212,7 @@ impl AssumedChoices {
     }
 
     /// After a relist of servers: assumptions on servers that are gone or taken end.
-    pub fn relisted_servers(&mut self, latest: &dyn Fn(&str) -> Option<LeanServer>) {
+    pub fn relisted_servers(&mut self, latest: &dyn Fn(&str) -> Option<CachedServer>) {
         let names: Vec<String> = self.by_server.keys().cloned().collect();
         for name in names {
             self.observe_server(&name, latest(&name).as_ref());
@@ -229,7 +229,7 @@ impl AssumedChoices {
 }
 
 /// The key of a claim object.
-pub fn claim_key(claim: &LeanClaim) -> ClaimKey {
+pub fn claim_key(claim: &CachedClaim) -> ClaimKey {
     ClaimKey::of(meta::namespace(claim), meta::name(claim))
 }
 
@@ -239,8 +239,8 @@ mod tests {
     use crate::api::{ServerClaimRef, ServerClaimSpec, ServerRef, ServerSpec};
     use kube::api::ObjectMeta;
 
-    fn claim(server: Option<&str>, rv: &str) -> LeanClaim {
-        LeanClaim::from(crate::api::ServerClaim {
+    fn claim(server: Option<&str>, rv: &str) -> CachedClaim {
+        CachedClaim::from(crate::api::ServerClaim {
             metadata: ObjectMeta {
                 namespace: Some("ns".into()),
                 name: Some("c1".into()),
@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn the_server_side_taking_the_server_or_a_deleted_claim_ends_it() {
         let mut a = picked();
-        let mut server = LeanServer::new("s1", ServerSpec::default());
+        let mut server = CachedServer::new("s1", ServerSpec::default());
         server.spec.server_claim_ref = Some(ServerClaimRef {
             namespace: "ns".into(),
             name: "c1".into(),

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 
 use super::meta::{self, ClaimKey};
 use super::status::find_bound;
@@ -55,7 +55,7 @@ pub fn backoff_after(count: u32) -> Duration {
 /// Whether the claim's status marks it as backing off after a refused write (and it
 /// records no bind: a bound claim never backs off). Only controllers write status, so a
 /// tenant can neither set nor clear the mark.
-pub fn backs_off(claim: &LeanClaim) -> bool {
+pub fn backs_off(claim: &CachedClaim) -> bool {
     let Some(status) = claim.status.as_ref() else {
         return false;
     };
@@ -108,7 +108,7 @@ impl RefusedWrites {
     /// refused at `now` with `message`.
     pub fn refused(
         &mut self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         (write, completing): (&'static str, bool),
         message: &str,
         now: Timestamp,
@@ -153,7 +153,7 @@ impl RefusedWrites {
 
     /// A claim watch event (`None`: deleted): a claim gone, re-created, or bound starts
     /// afresh.
-    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&LeanClaim>) {
+    pub fn observe_claim(&mut self, key: &ClaimKey, claim: Option<&CachedClaim>) {
         let Some(r) = self.by_claim.get(key) else {
             return;
         };
@@ -202,7 +202,7 @@ pub const SERVER_REFUSAL_HOLD: Duration = Duration::from_secs(60);
 
 impl RefusingServers {
     /// A write made from `server` as it was was refused at `now` with `message`.
-    pub fn refused(&mut self, server: &LeanServer, message: &str, now: Timestamp) {
+    pub fn refused(&mut self, server: &CachedServer, message: &str, now: Timestamp) {
         let hold = SignedDuration::try_from(SERVER_REFUSAL_HOLD).unwrap_or(SignedDuration::ZERO);
         let refusal = ServerRefusal {
             version: server.meta().resource_version.clone(),
@@ -213,7 +213,7 @@ impl RefusingServers {
     }
 
     /// The server changed (`None`: gone); true if that ends its refusal.
-    pub fn observe(&mut self, name: &str, server: Option<&LeanServer>) -> bool {
+    pub fn observe(&mut self, name: &str, server: Option<&CachedServer>) -> bool {
         let Some(r) = self.by_name.get(name) else {
             return false;
         };
@@ -242,8 +242,8 @@ mod tests {
     use crate::api::ServerClaimSpec;
     use kube::api::ObjectMeta;
 
-    fn server(version: &str) -> LeanServer {
-        LeanServer::from(crate::api::Server {
+    fn server(version: &str) -> CachedServer {
+        CachedServer::from(crate::api::Server {
             metadata: ObjectMeta {
                 name: Some("s0".into()),
                 resource_version: Some(version.into()),
@@ -273,8 +273,8 @@ mod tests {
         assert!(!r.contains("s0", t0));
     }
 
-    fn claim(uid: &str) -> LeanClaim {
-        LeanClaim::from(crate::api::ServerClaim {
+    fn claim(uid: &str) -> CachedClaim {
+        CachedClaim::from(crate::api::ServerClaim {
             metadata: ObjectMeta {
                 namespace: Some("ns".into()),
                 name: Some("c".into()),

@@ -24,7 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::names::ANNOTATION_BOUND_CLASS;
-use crate::api::{LeanClaim, LeanServer, QuotaCharge, ServerClaimRef, ServerClass, ServerQuota};
+use crate::api::{
+    CachedClaim, CachedServer, QuotaCharge, ServerClaimRef, ServerClass, ServerQuota,
+};
 
 use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
 use super::backoff::{RefusedWrites, RefusingServers};
@@ -58,12 +60,13 @@ use super::winner::{Admit, Turn, pick_or_turn, turn_on};
 type FirstNamed = RefCell<HashMap<(String, bool), Option<ClaimKey>>>;
 
 /// The claim controller's decision function (swappable for the model check's mutants).
-pub type ClaimDecider = fn(&LeanClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
+pub type ClaimDecider =
+    fn(&CachedClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
 /// The server controller's decision function; the slice is the default release gates,
 /// then whether a claim naming the server has its turn, and whether its quotas charge
 /// it.
 pub type ServerDecider =
-    fn(&LeanServer, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
+    fn(&CachedServer, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
 
 /// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
 #[derive(Clone, Copy)]
@@ -213,8 +216,8 @@ pub struct Binder {
     /// claims as they are where that differs, to resolve them again when a class or a
     /// namespace changes.
     classes: ClassCatalog,
-    raw: HashMap<ClaimKey, Arc<LeanClaim>>,
-    raw_servers: HashMap<String, Arc<LeanServer>>,
+    raw: HashMap<ClaimKey, Arc<CachedClaim>>,
+    raw_servers: HashMap<String, Arc<CachedServer>>,
     /// The quotas ([`super::quota`]): a claim a full quota does not charge is held as
     /// taking no server, like a claim whose class is missing.
     quotas: QuotaCatalog,
@@ -224,7 +227,7 @@ pub struct Binder {
 #[derive(Clone, Copy, Debug)]
 pub enum ObjectWrite<'a> {
     /// Written; the claim as the API server returned it.
-    Written(&'a LeanClaim),
+    Written(&'a CachedClaim),
     /// The resourceVersion precondition failed: the claim changed, decide again.
     Conflict,
     /// Refused or failed, with the API server's message (or the transport's). A lost
@@ -257,8 +260,8 @@ impl Binder {
     pub fn listed(
         rules: Rules,
         config: BinderConfig,
-        servers: impl IntoIterator<Item = impl Into<Arc<LeanServer>>>,
-        claims: impl IntoIterator<Item = impl Into<Arc<LeanClaim>>>,
+        servers: impl IntoIterator<Item = impl Into<Arc<CachedServer>>>,
+        claims: impl IntoIterator<Item = impl Into<Arc<CachedClaim>>>,
         now: Timestamp,
     ) -> Self {
         let mut binder = Self::new(rules, config, now);
@@ -300,7 +303,7 @@ impl Binder {
 
     /// How `claim` stands with its namespace's quotas: by its class, if its class
     /// applies ([`QuotaCatalog::check`]).
-    pub fn quota_check(&self, claim: &LeanClaim) -> QuotaCheck {
+    pub fn quota_check(&self, claim: &CachedClaim) -> QuotaCheck {
         self.quota_check_of(claim, &self.classes.check(claim))
     }
 
@@ -322,7 +325,7 @@ impl Binder {
 
     /// A claim the default class applies to counts in that class's quotas before its
     /// name is written: the server side must not bind it uncharged meanwhile.
-    fn quota_check_of(&self, claim: &LeanClaim, class: &ClassCheck) -> QuotaCheck {
+    fn quota_check_of(&self, claim: &CachedClaim, class: &ClassCheck) -> QuotaCheck {
         match class {
             ClassCheck::Of(name) | ClassCheck::Default(name) => {
                 self.quotas.check(claim, Some(name))
@@ -421,7 +424,7 @@ impl Binder {
     /// Each claim of `namespace` (every claim: `None`), as it is, with how it stands
     /// with the quotas.
     fn quota_checks(&self, namespace: Option<&str>) -> BTreeMap<ClaimKey, QuotaCheck> {
-        let claims: Box<dyn Iterator<Item = &LeanClaim>> = match namespace {
+        let claims: Box<dyn Iterator<Item = &CachedClaim>> = match namespace {
             Some(namespace) => Box::new(self.claims.in_namespace(namespace).map(|c| &**c)),
             None => Box::new(self.claims.iter()),
         };
@@ -436,13 +439,13 @@ impl Binder {
 
     /// The server as it is (not as the classes' view labels it): what a driver hands
     /// [`Binder::reconcile_server`], as the binary hands it the watch's object.
-    pub fn server_as_is(&self, name: &str) -> Option<&LeanServer> {
+    pub fn server_as_is(&self, name: &str) -> Option<&CachedServer> {
         let raw = self.raw_servers.get(name).map(|s| &**s);
         raw.or_else(|| self.servers.server(name))
     }
 
     /// The claim as it is (not as its class and quotas make it).
-    fn raw_claim(&self, key: &ClaimKey) -> Option<Arc<LeanClaim>> {
+    fn raw_claim(&self, key: &ClaimKey) -> Option<Arc<CachedClaim>> {
         let cached = self.claims.shared(&key.namespace, &key.name)?;
         Some(self.raw.get(key).unwrap_or(cached).clone())
     }
@@ -497,7 +500,7 @@ impl Binder {
     /// any claim's servers, so a change counts as a relist (no claim changes when no
     /// class is involved, and then nobody is woken).
     fn resolve_all(&mut self) -> Wake {
-        let servers: Vec<Arc<LeanServer>> = self
+        let servers: Vec<Arc<CachedServer>> = self
             .servers
             .iter_shared()
             .map(|s| self.raw_servers.get(meta::name(&**s)).unwrap_or(s).clone())
@@ -511,7 +514,7 @@ impl Binder {
                 self.servers.upsert(view);
             }
         }
-        let all: Vec<Arc<LeanClaim>> = self
+        let all: Vec<Arc<CachedClaim>> = self
             .claims
             .iter_shared()
             .map(|c| self.raw.get(&claim_key(c)).unwrap_or(c).clone())
@@ -535,7 +538,7 @@ impl Binder {
 
     /// The server as the classes make it ([`ClassCatalog::resolve_server`]), remembering
     /// the server as it is if that differs.
-    fn resolved_server(&mut self, server: Arc<LeanServer>) -> Arc<LeanServer> {
+    fn resolved_server(&mut self, server: Arc<CachedServer>) -> Arc<CachedServer> {
         let name = meta::name(&*server).to_string();
         match self.classes.resolve_server(&server) {
             Some(view) => {
@@ -551,7 +554,7 @@ impl Binder {
 
     /// The claim as its class and quotas make it, remembering the claim as it is if that
     /// differs.
-    fn resolved(&mut self, key: &ClaimKey, claim: Arc<LeanClaim>) -> Arc<LeanClaim> {
+    fn resolved(&mut self, key: &ClaimKey, claim: Arc<CachedClaim>) -> Arc<CachedClaim> {
         let (effective, class) = self.classes.resolve(&claim);
         let effective = match self.over_quota(&claim, &class) {
             true => Arc::new(without_servers(&effective)),
@@ -566,7 +569,7 @@ impl Binder {
 
     /// Whether an unbound `claim` is over quota: it takes no server, and no place in
     /// the matching, until a charge frees (a bound claim keeps its server and counts).
-    fn over_quota(&self, claim: &LeanClaim, class: &ClassCheck) -> bool {
+    fn over_quota(&self, claim: &CachedClaim, class: &ClassCheck) -> bool {
         !meta::is_bind_completed(claim) && self.quota_check_of(claim, class).holds_back()
     }
 
@@ -599,13 +602,13 @@ impl Binder {
     }
 
     /// A server changed (`None`: deleted).
-    pub fn apply_server(&mut self, name: &str, new: Option<Arc<LeanServer>>) -> Wake {
+    pub fn apply_server(&mut self, name: &str, new: Option<Arc<CachedServer>>) -> Wake {
         self.change_server(name, new, None)
     }
 
     /// A server was deleted; `last` is its final state, which counts as what it was if
     /// the catalog never held it.
-    pub fn apply_server_deleted(&mut self, last: Arc<LeanServer>) -> Wake {
+    pub fn apply_server_deleted(&mut self, last: Arc<CachedServer>) -> Wake {
         let name = meta::name(&*last).to_string();
         self.change_server(&name, None, Some(last))
     }
@@ -613,8 +616,8 @@ impl Binder {
     fn change_server(
         &mut self,
         name: &str,
-        new: Option<Arc<LeanServer>>,
-        last: Option<Arc<LeanServer>>,
+        new: Option<Arc<CachedServer>>,
+        last: Option<Arc<CachedServer>>,
     ) -> Wake {
         let old = self.servers.shared(name).cloned().or(last);
         let new = new.map(|s| self.resolved_server(s));
@@ -653,7 +656,7 @@ impl Binder {
     /// picks pass the server over, and the claims naming it are told, until it changes.
     pub fn server_write_refused(
         &mut self,
-        server: &LeanServer,
+        server: &CachedServer,
         message: &str,
         now: Timestamp,
     ) -> Wake {
@@ -676,13 +679,13 @@ impl Binder {
     }
 
     /// A claim changed (`None`: deleted).
-    pub fn apply_claim(&mut self, key: &ClaimKey, new: Option<Arc<LeanClaim>>) -> Wake {
+    pub fn apply_claim(&mut self, key: &ClaimKey, new: Option<Arc<CachedClaim>>) -> Wake {
         self.change_claim(key, new, None)
     }
 
     /// A claim was deleted; `last` is its final state, which counts as what it was if
     /// the catalog never held it.
-    pub fn apply_claim_deleted(&mut self, last: Arc<LeanClaim>) -> Wake {
+    pub fn apply_claim_deleted(&mut self, last: Arc<CachedClaim>) -> Wake {
         let key = claim_key(&last);
         self.change_claim(&key, None, Some(last))
     }
@@ -692,8 +695,8 @@ impl Binder {
     fn change_claim(
         &mut self,
         key: &ClaimKey,
-        new: Option<Arc<LeanClaim>>,
-        last: Option<Arc<LeanClaim>>,
+        new: Option<Arc<CachedClaim>>,
+        last: Option<Arc<CachedClaim>>,
     ) -> Wake {
         let old = self
             .claims
@@ -743,9 +746,10 @@ impl Binder {
     }
 
     /// The servers were listed anew: every object may have changed.
-    pub fn relist_servers(&mut self, all: Vec<Arc<LeanServer>>) -> Wake {
+    pub fn relist_servers(&mut self, all: Vec<Arc<CachedServer>>) -> Wake {
         self.raw_servers.clear();
-        let all: Vec<Arc<LeanServer>> = all.into_iter().map(|s| self.resolved_server(s)).collect();
+        let all: Vec<Arc<CachedServer>> =
+            all.into_iter().map(|s| self.resolved_server(s)).collect();
         self.servers.replace_all(all);
         let servers = &self.servers;
         self.assumed
@@ -755,9 +759,9 @@ impl Binder {
     }
 
     /// The claims were listed anew.
-    pub fn relist_claims(&mut self, all: Vec<Arc<LeanClaim>>) -> Wake {
+    pub fn relist_claims(&mut self, all: Vec<Arc<CachedClaim>>) -> Wake {
         self.raw.clear();
-        let all: Vec<Arc<LeanClaim>> = all
+        let all: Vec<Arc<CachedClaim>> = all
             .into_iter()
             .map(|c| self.resolved(&claim_key(&c), c))
             .collect();
@@ -802,8 +806,8 @@ impl Binder {
     /// inside: the API server says NotFound).
     pub fn reconcile_claim(
         &mut self,
-        claim: &LeanClaim,
-        live: Option<(&str, Option<&LeanServer>)>,
+        claim: &CachedClaim,
+        live: Option<(&str, Option<&CachedServer>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -815,7 +819,7 @@ impl Binder {
     /// Starts carrying out a step [`Binder::plan_claim`] planned for `claim`: a step that
     /// picks a server starts its assumption (docs/binding.md, "The assumed-choice cache"),
     /// decided on the claim at its current resourceVersion.
-    pub fn start(&mut self, claim: &LeanClaim, step: &ClaimStep) {
+    pub fn start(&mut self, claim: &CachedClaim, step: &ClaimStep) {
         if let ClaimStep::Act(work) = step
             && let Some(server) = &work.picked
         {
@@ -828,8 +832,8 @@ impl Binder {
     /// [`Binder::reconcile_claim`] without starting an assumption: what it would do.
     pub fn plan_claim(
         &self,
-        claim: &LeanClaim,
-        live: Option<(&str, Option<&LeanServer>)>,
+        claim: &CachedClaim,
+        live: Option<(&str, Option<&CachedServer>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -898,9 +902,9 @@ impl Binder {
 
     fn decide_claim(
         &self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         (class, quota): (&ClassCheck, &QuotaCheck),
-        live: Option<(&str, Option<&LeanServer>)>,
+        live: Option<(&str, Option<&CachedServer>)>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimDecision {
@@ -927,7 +931,7 @@ impl Binder {
         };
         let chosen_for_others = |server: &str| self.assumed.chosen_for_other(server, &key);
         let first = FirstNamed::default();
-        let turn = |rival: &LeanClaim, server: &str| {
+        let turn = |rival: &CachedClaim, server: &str| {
             pick_or_turn(server, rival, &self.assumed, || {
                 self.has_turn_among(rival, server, now, &first, self)
             })
@@ -961,7 +965,7 @@ impl Binder {
 
     /// Whether the fair order lets `claim`, which names `server`, take it now
     /// ([`turn_on`]), as this binder sees the claims and its picks in flight.
-    pub fn has_turn(&self, claim: &LeanClaim, server: &str, now: Timestamp) -> bool {
+    pub fn has_turn(&self, claim: &CachedClaim, server: &str, now: Timestamp) -> bool {
         self.has_turn_among(claim, server, now, &FirstNamed::default(), self)
     }
 
@@ -973,7 +977,7 @@ impl Binder {
     /// apart), found once per server in `first`.
     fn has_turn_among(
         &self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         server: &str,
         now: Timestamp,
         first: &FirstNamed,
@@ -1028,7 +1032,7 @@ impl Binder {
     pub fn claim_object_written(
         &mut self,
         work: &ClaimWork,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         written: ObjectWrite<'_>,
         now: Timestamp,
     ) -> Wake {
@@ -1070,8 +1074,8 @@ impl Binder {
     /// named, as read.
     pub fn reconcile_server(
         &self,
-        server: &LeanServer,
-        live: Option<(&ServerClaimRef, Option<&LeanClaim>)>,
+        server: &CachedServer,
+        live: Option<(&ServerClaimRef, Option<&CachedClaim>)>,
         now: Timestamp,
     ) -> ServerStep {
         self.reconcile_server_beside(self, server, live, now)
@@ -1084,21 +1088,21 @@ impl Binder {
     pub fn reconcile_server_beside(
         &self,
         claim_side: &Binder,
-        server: &LeanServer,
-        live: Option<(&ServerClaimRef, Option<&LeanClaim>)>,
+        server: &CachedServer,
+        live: Option<(&ServerClaimRef, Option<&CachedClaim>)>,
         now: Timestamp,
     ) -> ServerStep {
         let decide = self.rules.server;
         let gates = &self.release_gates(server);
         let first = FirstNamed::default();
         let name = meta::name(server);
-        let in_turn = |claim: &LeanClaim| {
+        let in_turn = |claim: &CachedClaim| {
             pick_or_turn(name, claim, &claim_side.assumed, || {
                 self.has_turn_among(claim, name, now, &first, claim_side)
             })
         };
         let turn: Turn<'_> = &in_turn;
-        let charged = |claim: &LeanClaim| self.quota_check(claim).admits();
+        let charged = |claim: &CachedClaim| self.quota_check(claim).admits();
         let admit: Admit<'_> = &charged;
         let original = server;
         let view = self.classes.resolve_server(server);
@@ -1137,7 +1141,7 @@ impl Binder {
     /// and those of the class its claim bound under as the server records it (for a
     /// server bound without a record, the classes that take it in now), else the
     /// controller's default.
-    pub fn release_gates(&self, server: &LeanServer) -> Vec<String> {
+    pub fn release_gates(&self, server: &CachedServer) -> Vec<String> {
         let now = self.classes.release_gates_of(server);
         let class = (self.rules.class_gates)(server, now);
         gates::release_gates(server, class.as_deref(), &self.config.release_gates)
@@ -1182,8 +1186,8 @@ impl Binder {
     /// the model check, `explain`): the step after any read it asks for.
     pub fn plan_claim_reading(
         &self,
-        claim: &LeanClaim,
-        read: impl Fn(&str) -> Option<LeanServer>,
+        claim: &CachedClaim,
+        read: impl Fn(&str) -> Option<CachedServer>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -1199,8 +1203,8 @@ impl Binder {
     /// [`Binder::reconcile_claim`] with a live read that answers at once.
     pub fn reconcile_claim_reading(
         &mut self,
-        claim: &LeanClaim,
-        read: impl Fn(&str) -> Option<LeanServer>,
+        claim: &CachedClaim,
+        read: impl Fn(&str) -> Option<CachedServer>,
         sight: Sight,
         now: Timestamp,
     ) -> ClaimStep {
@@ -1212,8 +1216,8 @@ impl Binder {
     /// [`Binder::reconcile_server`] with a live read that answers at once.
     pub fn reconcile_server_reading(
         &self,
-        server: &LeanServer,
-        read: impl Fn(&ServerClaimRef) -> Option<LeanClaim>,
+        server: &CachedServer,
+        read: impl Fn(&ServerClaimRef) -> Option<CachedClaim>,
         now: Timestamp,
     ) -> ServerStep {
         self.reconcile_server_reading_beside(self, server, read, now)
@@ -1223,8 +1227,8 @@ impl Binder {
     pub fn reconcile_server_reading_beside(
         &self,
         claim_side: &Binder,
-        server: &LeanServer,
-        read: impl Fn(&ServerClaimRef) -> Option<LeanClaim>,
+        server: &CachedServer,
+        read: impl Fn(&ServerClaimRef) -> Option<CachedClaim>,
         now: Timestamp,
     ) -> ServerStep {
         match self.reconcile_server_beside(claim_side, server, None, now) {
@@ -1255,7 +1259,7 @@ fn remaining(until: Timestamp, now: Timestamp) -> Option<Duration> {
 }
 
 /// Seconds from the claim's creation until `now`.
-fn seconds_since_created(claim: &LeanClaim, now: Timestamp) -> Option<f64> {
+fn seconds_since_created(claim: &CachedClaim, now: Timestamp) -> Option<f64> {
     let created = claim.meta().creation_timestamp.as_ref()?.0;
     let elapsed = Duration::try_from(now.duration_since(created)).ok()?;
     Some(elapsed.as_secs_f64())

@@ -2,7 +2,7 @@
 //! table in docs/binding.md. Pure: the caller supplies the claim, a view of the servers and
 //! what it has chosen for other claims; the result says what to do, not how to do it.
 
-use crate::api::{LeanClaim, LeanServer, ServerClaimRef, ServerPhase};
+use crate::api::{CachedClaim, CachedServer, ServerClaimRef, ServerPhase};
 
 use super::assumed::claim_key;
 use super::backoff::Refusal;
@@ -288,14 +288,14 @@ pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
 /// claim naming a server has its turn, [`super::winner::turn_on`]). The result is the
 /// `chosen_for_others` argument of [`decide_claim`].
 pub fn pass_over<'a>(
-    claim: &'a LeanClaim,
+    claim: &'a CachedClaim,
     servers: &'a (impl ServerView + ?Sized),
     claims: &'a (impl ClaimView + ?Sized),
     chosen_for_others: &'a dyn Fn(&str) -> bool,
-    turn: &'a dyn Fn(&LeanClaim, &str) -> bool,
+    turn: &'a dyn Fn(&CachedClaim, &str) -> bool,
 ) -> impl Fn(&str) -> bool + 'a {
     move |name| {
-        let in_turn = |rival: &LeanClaim| turn(rival, name);
+        let in_turn = |rival: &CachedClaim| turn(rival, name);
         chosen_for_others(name)
             || servers
                 .server(name)
@@ -307,7 +307,7 @@ pub fn pass_over<'a>(
 /// the servers it passes over ([`pass_over`]), the other waiting claims, and the picks
 /// still in flight (the assumed-choice cache).
 pub fn decide_claim(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -327,7 +327,7 @@ pub fn decide_claim(
 /// it) changes nothing of it.
 #[derive(Clone, Copy, Debug)]
 pub struct StandingBind<'s> {
-    pub server: &'s LeanServer,
+    pub server: &'s CachedServer,
     /// Whether the claim's `serverRef` names the server (else it is empty).
     pub named: bool,
 }
@@ -337,14 +337,15 @@ pub struct StandingBind<'s> {
 /// that its status records. Such a claim completes the bind again before any other row
 /// (back-off, class, quota): the bind is real, so nothing may withdraw or give it back.
 pub fn standing_bind<'s>(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &'s (impl ServerView + ?Sized),
 ) -> Option<StandingBind<'s>> {
     if meta::is_bind_completed(claim) {
         return None;
     }
-    let stands =
-        |s: &&'s LeanServer| ref_match(s, claim) == RefMatch::SameUid && records_bind_to(claim, s);
+    let stands = |s: &&'s CachedServer| {
+        ref_match(s, claim) == RefMatch::SameUid && records_bind_to(claim, s)
+    };
     if let Some(r) = &claim.spec.server_ref {
         let server = servers.server(&r.name).filter(stands)?;
         return Some(StandingBind {
@@ -367,9 +368,9 @@ pub fn standing_bind<'s>(
 /// ([`pair_agrees`]) and the server may be restored ([`can_restore`]), not released. The
 /// quota charges such a claim before the server controller completes the pair.
 pub fn restoring<'s>(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &'s (impl ServerView + ?Sized),
-) -> Option<&'s LeanServer> {
+) -> Option<&'s CachedServer> {
     let named = claim.spec.server_ref.as_ref()?;
     servers
         .server(&named.name)
@@ -378,7 +379,7 @@ pub fn restoring<'s>(
 
 /// The row of a standing bind: write `bind-completed` back (`CompleteBind`, which keeps
 /// the recorded `boundTime`), or first the `serverRef` back when it is empty.
-fn restore_standing_bind(claim: &LeanClaim, bind: StandingBind<'_>) -> ClaimDecision {
+fn restore_standing_bind(claim: &CachedClaim, bind: StandingBind<'_>) -> ClaimDecision {
     let server = meta::name(bind.server).to_string();
     debug_assert!(!meta::is_bind_completed(claim));
     if !bind.named {
@@ -395,7 +396,7 @@ fn restore_standing_bind(claim: &LeanClaim, bind: StandingBind<'_>) -> ClaimDeci
 /// a class gets the default one written, and a claim whose class is missing or does not
 /// let its namespace in says so. A bound claim keeps its server whatever its class says
 /// now, as it keeps it through a relabel.
-pub fn decide_class(claim: &LeanClaim, check: &ClassCheck) -> Option<ClaimDecision> {
+pub fn decide_class(claim: &CachedClaim, check: &ClassCheck) -> Option<ClaimDecision> {
     if meta::is_bind_completed(claim) {
         return None;
     }
@@ -414,9 +415,9 @@ pub fn decide_class(claim: &LeanClaim, check: &ClassCheck) -> Option<ClaimDecisi
 /// now, and counts in it. A claim `restoring` its server across a restore is no bound
 /// claim, whatever annotations it carries: it waits for room keeping the server.
 pub fn decide_quota(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     check: &QuotaCheck,
-    restoring: Option<&LeanServer>,
+    restoring: Option<&CachedServer>,
 ) -> Option<ClaimDecision> {
     match (check, restoring) {
         (QuotaCheck::Exceeded(full), Some(server)) => Some(ClaimDecision::RestoreAwaitingQuota {
@@ -439,7 +440,7 @@ pub fn decide_quota(
 /// server controller cannot complete a bind there, so the claim is told why, and a
 /// controller-chosen ref is withdrawn. Checked on the unbound path after the quota row.
 pub fn decide_refusing(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     refusing: &dyn Fn(&str) -> Option<String>,
 ) -> Option<ClaimDecision> {
@@ -464,7 +465,7 @@ pub fn decide_refusing(
 /// path, where eligibility applies. `status.boundTime` (a bind's status was written)
 /// tells a `Lost` claim from a copy where no server is named.
 fn decide_bound(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     liveness: Liveness,
 ) -> ClaimDecision {
@@ -523,7 +524,7 @@ fn decide_bound(
 
 /// Why no server can take `claim` now, every server counted once.
 fn unavailability(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
     waits_turn: bool,
@@ -538,7 +539,7 @@ fn unavailability(
 
 /// The unbound path, as the PV controller's `syncUnboundClaim`.
 fn decide_unbound(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
@@ -587,8 +588,8 @@ fn decide_unbound(
 /// The unbound rows of a claim whose `serverRef` names `s`, which the cache shows: by how
 /// the server's ref relates to the claim.
 fn decide_named(
-    claim: &LeanClaim,
-    s: &LeanServer,
+    claim: &CachedClaim,
+    s: &CachedServer,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
@@ -643,8 +644,8 @@ fn decide_named(
 /// this controller did not write: out of its turn it is withdrawn, as the controller's
 /// to withdraw, and the claim queues again ("Whose pick is it").
 fn wait_for_named_server(
-    claim: &LeanClaim,
-    s: &LeanServer,
+    claim: &CachedClaim,
+    s: &CachedServer,
     servers: &(impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
 ) -> ClaimDecision {
@@ -678,14 +679,14 @@ fn wait_for_named_server(
 /// as given back yet: the one it names, or (a give-back whose status write failed) the
 /// lowest-named one reserved for it.
 fn held_after_refused_completion<'s>(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &'s (impl ServerView + ?Sized),
     refusal: &Refusal,
-) -> Option<&'s LeanServer> {
+) -> Option<&'s CachedServer> {
     if !refusal.completing {
         return None;
     }
-    let holds = |s: &&LeanServer| ref_match(s, claim) == RefMatch::SameUid;
+    let holds = |s: &&CachedServer| ref_match(s, claim) == RefMatch::SameUid;
     match &claim.spec.server_ref {
         // Named again after an earlier give-back: a new bind, whatever the record says.
         Some(r) => servers.server(&r.name).filter(holds),
@@ -697,12 +698,12 @@ fn held_after_refused_completion<'s>(
     }
 }
 
-fn is_released(server: &LeanServer) -> bool {
+fn is_released(server: &CachedServer) -> bool {
     server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
 }
 
 /// The lowest-named server whose ref carries this claim's uid, if any.
-fn holding_server(claim: &LeanClaim, servers: &(impl ServerView + ?Sized)) -> Option<String> {
+fn holding_server(claim: &CachedClaim, servers: &(impl ServerView + ?Sized)) -> Option<String> {
     servers
         .reserved_for(meta::namespace(claim), meta::name(claim))
         .into_iter()
@@ -715,7 +716,7 @@ fn holding_server(claim: &LeanClaim, servers: &(impl ServerView + ?Sized)) -> Op
 /// that is eligible for it: a user's reservation, or the server side of a bind whose claim
 /// write was lost in a crash.
 fn adoptable_reservation(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
 ) -> Option<String> {
     servers

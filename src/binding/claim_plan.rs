@@ -6,7 +6,7 @@ use super::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
-use crate::api::{BoundServerRef, ClaimPhase, LeanClaim, ServerClaimStatus, ServerRef};
+use crate::api::{BoundServerRef, CachedClaim, ClaimPhase, ServerClaimStatus, ServerRef};
 
 use super::backoff::{Refusal, SERVER_WRITE_REFUSED, WRITE_REFUSED, backs_off};
 use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
@@ -20,7 +20,7 @@ use super::why::Unavailability;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClaimPlan {
     /// The claim's new metadata and spec (written to the main resource), if they change.
-    pub object: Option<LeanClaim>,
+    pub object: Option<CachedClaim>,
     /// The claim's new status (written to `/status` after `object`), if it changes.
     pub status: Option<ServerClaimStatus>,
     /// Recorded on the claim once the writes succeed.
@@ -33,7 +33,7 @@ pub struct ClaimPlan {
 
 impl ClaimPlan {
     /// A plan that writes `object` and nothing else.
-    fn write(object: LeanClaim) -> Self {
+    fn write(object: CachedClaim) -> Self {
         Self {
             object: Some(object),
             ..Self::default()
@@ -48,19 +48,17 @@ impl ClaimPlan {
 
 /// The plan for `decision` on `claim`, at time `now`; its event names the server the
 /// decision is about as `related`.
-pub fn plan_claim(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
+pub fn plan_claim(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     let mut plan = plan_row(claim, decision, now);
     if let Some(event) = &mut plan.event {
-        event.related = decision
-            .server()
-            .map(|s| Related::LeanServer(s.to_string()));
+        event.related = decision.server().map(|s| Related::Server(s.to_string()));
     }
     plan
 }
 
 /// One arm per decision, in the order of docs/binding.md's claim table: the bound path
 /// here, the unbound path in [`plan_unbound_row`].
-fn plan_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
+fn plan_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
     match decision {
         RestoreServerRef { server } => restore_server_ref(claim, server, decision.describe()),
@@ -95,7 +93,7 @@ fn plan_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> ClaimPla
 }
 
 /// The unbound path's arms of [`plan_row`], in the table's order.
-fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
+fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -> ClaimPlan {
     use ClaimDecision::*;
     // Pending with a Warning, the decision's words in both.
     let warn = |reasons| pending_with_warning(claim, reasons, decision.describe(), now);
@@ -160,7 +158,7 @@ fn plan_unbound_row(claim: &LeanClaim, decision: &ClaimDecision, now: &Time) -> 
 
 /// Drops a `bind-completed` with no bind behind it for the server the claim names (a
 /// copy, a forgery, a bind that ended), and tells the tenant why (`note`).
-fn drop_bind_completed(claim: &LeanClaim, note: String) -> ClaimPlan {
+fn drop_bind_completed(claim: &CachedClaim, note: String) -> ClaimPlan {
     ClaimPlan {
         event: Some(BindingEvent::warning(
             "BindCompletedDropped",
@@ -174,7 +172,7 @@ fn drop_bind_completed(claim: &LeanClaim, note: String) -> ClaimPlan {
 /// Lost: a bound claim whose `serverRef` was cleared while no server holds it. The ref
 /// `pre-bound` marked is gone too, so the annotation goes: a ref the tenant writes next
 /// is its own.
-fn server_ref_cleared(claim: &LeanClaim, what: String, now: &Time) -> ClaimPlan {
+fn server_ref_cleared(claim: &CachedClaim, what: String, now: &Time) -> ClaimPlan {
     let mut plan = lost(claim, LostReason::ServerRefCleared, what, now);
     if is_controller_chosen(claim) {
         plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
@@ -184,7 +182,7 @@ fn server_ref_cleared(claim: &LeanClaim, what: String, now: &Time) -> ClaimPlan 
 
 /// Writes `serverRef` back on a bound claim whose ref was cleared while a server still
 /// holds its uid (a bound claim never moves); the Warning's `note` says so.
-fn restore_server_ref(claim: &LeanClaim, server: &str, note: String) -> ClaimPlan {
+fn restore_server_ref(claim: &CachedClaim, server: &str, note: String) -> ClaimPlan {
     let mut object = claim.clone();
     object.spec.server_ref = Some(ServerRef {
         name: server.to_string(),
@@ -202,7 +200,7 @@ fn restore_server_ref(claim: &LeanClaim, server: &str, note: String) -> ClaimPla
 /// and a Pending written now would be overwritten by Bound at once, one write per bind
 /// for nothing. A claim that shows an earlier status (it waited for a match, or lost its
 /// server) is told what it waits for now (`message`).
-fn waiting_for_server(claim: &LeanClaim, message: String, now: &Time) -> ClaimPlan {
+fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().is_none_or(|s| s.phase.is_none()) {
         return ClaimPlan::default();
     }
@@ -215,7 +213,7 @@ fn waiting_for_server(claim: &LeanClaim, message: String, now: &Time) -> ClaimPl
 /// Pending with `reason` and a Warning of that reason; a controller-chosen `serverRef`
 /// goes in the same step (the class leaves the claim no server to take).
 fn class_problem(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     reason: &'static str,
     message: String,
     now: &Time,
@@ -232,7 +230,7 @@ fn class_problem(
 
 /// Pending `WaitingForTurn` with a Normal event of that reason, saying why server by
 /// server (the servers it could take "are kept for claims ahead of it").
-fn wait_for_turn(claim: &LeanClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
+fn wait_for_turn(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
         pending(claim, WAITING_FOR_TURN, message.clone(), now),
@@ -244,7 +242,7 @@ fn wait_for_turn(claim: &LeanClaim, why: &Unavailability, now: &Time) -> ClaimPl
 /// A claim that waits in the queue names no server: a `pre-bound` left on it (a user
 /// cleared a controller-chosen serverRef, or wrote the annotation alone) is dropped, or
 /// a serverRef the user writes next would look controller-chosen.
-fn without_stale_pre_bound(claim: &LeanClaim, mut plan: ClaimPlan) -> ClaimPlan {
+fn without_stale_pre_bound(claim: &CachedClaim, mut plan: ClaimPlan) -> ClaimPlan {
     if claim.spec.server_ref.is_none() && is_controller_chosen(claim) {
         plan.object = Some(without_annotation(claim, ANNOTATION_PRE_BOUND));
     }
@@ -252,7 +250,7 @@ fn without_stale_pre_bound(claim: &LeanClaim, mut plan: ClaimPlan) -> ClaimPlan 
 }
 
 /// Pending `NoMatchingServer` with a Normal `FailedBinding`, saying why server by server.
-fn no_matching_server(claim: &LeanClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
+fn no_matching_server(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
         pending(claim, NO_MATCHING_SERVER, message.clone(), now),
@@ -262,7 +260,7 @@ fn no_matching_server(claim: &LeanClaim, why: &Unavailability, now: &Time) -> Cl
 }
 
 /// Phase Lost with a condition and a Warning event saying `what` happened.
-fn lost(claim: &LeanClaim, reason: LostReason, what: String, now: &Time) -> ClaimPlan {
+fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> ClaimPlan {
     let (condition_reason, event_reason) = match reason {
         LostReason::ServerRefCleared => ("ServerRefCleared", "ClaimLost"),
         LostReason::ServerMissing => ("ServerMissing", "ClaimLost"),
@@ -286,7 +284,7 @@ fn lost(claim: &LeanClaim, reason: LostReason, what: String, now: &Time) -> Clai
 /// Pending with the condition reason `reasons.0` and a Warning `reasons.1` with the same
 /// message.
 fn pending_with_warning(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     (condition_reason, event_reason): (&'static str, &'static str),
     message: String,
     now: &Time,
@@ -299,7 +297,7 @@ fn pending_with_warning(
 
 /// Phase Pending with a false `Bound` condition, or `None` if unchanged.
 fn pending(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     reason: &'static str,
     message: String,
     now: &Time,
@@ -312,7 +310,7 @@ fn pending(
     claim_status(claim, ClaimPhase::Pending, condition, now)
 }
 
-fn without_annotation(claim: &LeanClaim, key: &str) -> LeanClaim {
+fn without_annotation(claim: &CachedClaim, key: &str) -> CachedClaim {
     let mut object = claim.clone();
     meta::remove_annotation(&mut object, key);
     object
@@ -354,7 +352,7 @@ fn bound_to(name: &str, uid: &str) -> BoundServerRef {
 /// The status of a claim whose server holds its uid, on the bound path; its condition's
 /// `message` says so, with the `notes`.
 fn bound_confirmed(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     record: &BoundServerRef,
     notes: BoundNotes,
     message: String,
@@ -405,7 +403,7 @@ fn bound_confirmed(
 /// boundTime and counts a repair, not a second bind. Any other claim is bound anew; its
 /// condition's `message` says so.
 fn complete_bind(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     record: &BoundServerRef,
     message: String,
     now: &Time,
@@ -449,7 +447,7 @@ fn complete_bind(
 /// was bound to (it may get that very server back, and no other); a Pending one holds
 /// no server, so its status records none.
 fn claim_status(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     phase: ClaimPhase,
     condition: BoundCondition,
     now: &Time,
@@ -465,7 +463,7 @@ fn claim_status(
 /// The claim's Bound status recording `record` as the server it is bound to, or `None`
 /// if unchanged.
 fn bound_status(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     record: &BoundServerRef,
     condition: BoundCondition,
     now: &Time,
@@ -474,7 +472,7 @@ fn bound_status(
 }
 
 fn status_with(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     phase: ClaimPhase,
     record: Option<&BoundServerRef>,
     condition: BoundCondition,
@@ -512,7 +510,7 @@ fn status_with(
 /// Sets `serverRef` to `server` by the controller (with `pre-bound`). A claim whose
 /// status says it backs off after a refused write is tried again now: its status says it
 /// waits for the server instead, or the server controller would not bind it.
-fn choose(claim: &LeanClaim, server: &str, now: &Time) -> ClaimPlan {
+fn choose(claim: &CachedClaim, server: &str, now: &Time) -> ClaimPlan {
     let mut object = claim.clone();
     object.spec.server_ref = Some(ServerRef {
         name: server.to_string(),
@@ -536,7 +534,7 @@ fn choose(claim: &LeanClaim, server: &str, now: &Time) -> ClaimPlan {
 /// first gets a `Pending` status: admission refuses removing `serverRef` from a `Bound`
 /// claim, so the withdraw itself waits for the next pass. `note` says why, in the event
 /// or in that status.
-fn withdraw(claim: &LeanClaim, note: String, now: &Time) -> ClaimPlan {
+fn withdraw(claim: &CachedClaim, note: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
         let condition = BoundCondition {
             bound: false,
@@ -564,7 +562,7 @@ fn withdraw(claim: &LeanClaim, note: String, now: &Time) -> ClaimPlan {
 /// back (the server controller frees it; the claim does not adopt it again). The
 /// condition says what the refusal says, so the back-off's next rows write nothing.
 fn give_back(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     server: &BoundServerRef,
     refusal: &Refusal,
     now: &Time,

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use crate::api::names::ANNOTATION_DEFAULT_CLASS;
 use crate::api::{
-    LeanClaim, LeanServer, SelectorOperator, SelectorRequirement, ServerClass, ServerClassStatus,
-    ServerPhase, ServerSelector,
+    CachedClaim, CachedServer, SelectorOperator, SelectorRequirement, ServerClass,
+    ServerClassStatus, ServerPhase, ServerSelector,
 };
 
 use super::meta;
@@ -128,7 +128,7 @@ impl ClassCatalog {
     /// (`None`: no such class, so the controller's default applies). A claim binds only
     /// within its class, so the gates of the class of any claim released from the server
     /// are among them.
-    pub fn release_gates_of(&self, server: &LeanServer) -> Option<Vec<String>> {
+    pub fn release_gates_of(&self, server: &CachedServer) -> Option<Vec<String>> {
         let mut gates: Option<Vec<String>> = None;
         for class in self.classes.values() {
             let member = class.spec.server_selector.as_ref();
@@ -146,7 +146,7 @@ impl ClassCatalog {
     }
 
     /// The classes that take `server` in, by name.
-    fn classes_of<'a>(&'a self, server: &'a LeanServer) -> impl Iterator<Item = &'a str> + 'a {
+    fn classes_of<'a>(&'a self, server: &'a CachedServer) -> impl Iterator<Item = &'a str> + 'a {
         self.classes.iter().filter_map(|(name, c)| {
             let selector = c.spec.server_selector.as_ref();
             let member = selector.is_none_or(|s| selector_matches(s, meta::labels(server)));
@@ -157,7 +157,7 @@ impl ClassCatalog {
     /// The server as the decisions read it: labelled [`CLASSED_KEY`] while some class
     /// takes it in, and [`member_key`] for each such class (`None`: as it is). Its
     /// writes never start from this copy.
-    pub fn resolve_server(&self, server: &LeanServer) -> Option<LeanServer> {
+    pub fn resolve_server(&self, server: &CachedServer) -> Option<CachedServer> {
         let mut members = self.classes_of(server).peekable();
         members.peek()?;
         let mut view = server.clone();
@@ -170,7 +170,7 @@ impl ClassCatalog {
     }
 
     /// How `claim` stands with the classes.
-    pub fn check(&self, claim: &LeanClaim) -> ClassCheck {
+    pub fn check(&self, claim: &CachedClaim) -> ClassCheck {
         if self.classes.is_empty() && claim.spec.server_class_name.is_none() {
             return ClassCheck::NoClass;
         }
@@ -208,7 +208,7 @@ impl ClassCatalog {
     /// applies; otherwise with its selector narrowed to the class's servers (none at all
     /// when the class is missing or does not let its namespace in) and the class's
     /// tolerations added to its own.
-    pub fn resolve(&self, claim: &Arc<LeanClaim>) -> (Arc<LeanClaim>, ClassCheck) {
+    pub fn resolve(&self, claim: &Arc<CachedClaim>) -> (Arc<CachedClaim>, ClassCheck) {
         let check = self.check(claim);
         match self.narrowed(claim, &check) {
             Some(effective) => (Arc::new(effective), check),
@@ -217,7 +217,7 @@ impl ClassCatalog {
     }
 
     /// [`ClassCatalog::resolve`] for a claim that is not shared.
-    pub fn resolve_ref<'c>(&self, claim: &'c LeanClaim) -> (Cow<'c, LeanClaim>, ClassCheck) {
+    pub fn resolve_ref<'c>(&self, claim: &'c CachedClaim) -> (Cow<'c, CachedClaim>, ClassCheck) {
         let check = self.check(claim);
         match self.narrowed(claim, &check) {
             Some(effective) => (Cow::Owned(effective), check),
@@ -226,7 +226,7 @@ impl ClassCatalog {
     }
 
     /// The claim as its class makes it (`None`: no class applies and none exists).
-    fn narrowed(&self, claim: &LeanClaim, check: &ClassCheck) -> Option<LeanClaim> {
+    fn narrowed(&self, claim: &CachedClaim, check: &ClassCheck) -> Option<CachedClaim> {
         let class = match check {
             ClassCheck::NoClass if self.classes.is_empty() => return None,
             // No class of its own: only servers no class takes in.
@@ -274,7 +274,7 @@ impl ClassCatalog {
 /// being deleted) as unclaimable; the rest available.
 pub fn capacity<'s>(
     class: &ServerClass,
-    servers: impl Iterator<Item = &'s LeanServer>,
+    servers: impl Iterator<Item = &'s CachedServer>,
 ) -> ServerClassStatus {
     let mut status = ServerClassStatus::default();
     let members = servers.filter(|s| {
@@ -297,7 +297,7 @@ pub fn capacity<'s>(
 
 /// `claim` with its selector narrowed to no server at all: how the decisions read a
 /// claim that may take none now (over quota, [`super::quota`]).
-pub fn without_servers(claim: &LeanClaim) -> LeanClaim {
+pub fn without_servers(claim: &CachedClaim) -> CachedClaim {
     let mut shut = claim.clone();
     let spec = &mut shut.spec;
     spec.server_selector = Some(narrow(spec.server_selector.take(), no_server()));
@@ -336,7 +336,7 @@ fn narrow(mine: Option<ServerSelector>, class: ServerSelector) -> ServerSelector
 /// over to `claim` as it is: only what the claim controller writes to a claim object
 /// (`serverRef`, `serverClassName`, its two annotations), never the class's selector or
 /// tolerations.
-pub fn rebase(planned: &LeanClaim, claim: &LeanClaim) -> LeanClaim {
+pub fn rebase(planned: &CachedClaim, claim: &CachedClaim) -> CachedClaim {
     use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
     let mut object = claim.clone();
     object.spec.server_ref = planned.spec.server_ref.clone();
@@ -389,8 +389,8 @@ mod tests {
         c
     }
 
-    fn claim(ns: &str, class: Option<&str>) -> Arc<LeanClaim> {
-        let mut c = LeanClaim::new(
+    fn claim(ns: &str, class: Option<&str>) -> Arc<CachedClaim> {
+        let mut c = CachedClaim::new(
             "c",
             ServerClaimSpec {
                 server_class_name: class.map(str::to_string),
@@ -430,7 +430,7 @@ mod tests {
         let s = effective.spec.server_selector.as_ref().unwrap();
         // Matched against servers as the classes make them (their view-only labels).
         let seen = |pairs: &[(&str, &str)]| {
-            let mut server = LeanServer::new("s", Default::default());
+            let mut server = CachedServer::new("s", Default::default());
             *server.labels_mut() = labels(pairs).into_iter().collect();
             let view = catalog.resolve_server(&server).unwrap_or(server);
             view.labels().clone()
@@ -490,7 +490,7 @@ mod tests {
     fn capacity_counts_each_server_of_the_class_once() {
         use crate::api::{ServerSpec, ServerStatus};
         let server = |name: &str, kind: &str, phase: Option<ServerPhase>, cordoned: bool| {
-            let mut s = LeanServer::new(
+            let mut s = CachedServer::new(
                 name,
                 ServerSpec {
                     unclaimable: cordoned,
@@ -540,7 +540,7 @@ mod tests {
             gated("big", &[("size", "big")], &["x.io/wipe"]),
             class("cpu", &[("kind", "cpu")], false, 0),
         ]);
-        let mut server = LeanServer::new("s", ServerSpec::default());
+        let mut server = CachedServer::new("s", ServerSpec::default());
         *server.labels_mut() = labels(&[("kind", "gpu"), ("size", "big")])
             .into_iter()
             .collect();
@@ -561,7 +561,7 @@ mod tests {
         use crate::api::ServerSpec;
         let catalog = catalog(vec![class("gpu", &[("kind", "gpu")], false, 0)]);
         let server = |kind: &str| {
-            let mut s = LeanServer::new("s", ServerSpec::default());
+            let mut s = CachedServer::new("s", ServerSpec::default());
             *s.labels_mut() = labels(&[("kind", kind)]).into_iter().collect();
             catalog.resolve_server(&s).unwrap_or(s)
         };

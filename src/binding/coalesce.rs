@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::api::{ClaimPhase, LeanClaim, ServerClaimStatus};
+use crate::api::{CachedClaim, ClaimPhase, ServerClaimStatus};
 
 use super::claim_decision::SUMMARY_REASONS;
 use super::claim_plan::ClaimPlan;
@@ -29,7 +29,7 @@ pub fn shows_summary(status: Option<&ServerClaimStatus>) -> bool {
 /// write and nothing else, from a summary to a summary. Such a write may wait
 /// ([`summary_write_delay`]); the model check treats it as waiting for longer than it
 /// runs.
-pub fn is_summary_refresh(claim: &LeanClaim, plan: &ClaimPlan) -> bool {
+pub fn is_summary_refresh(claim: &CachedClaim, plan: &ClaimPlan) -> bool {
     plan.object.is_none()
         && plan.confirm_server.is_none()
         && shows_summary(plan.status.as_ref())

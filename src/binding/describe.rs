@@ -6,7 +6,7 @@
 use crate::api::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES,
 };
-use crate::api::{LeanServer, ReclaimPolicy, ServerClaimRef};
+use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef};
 
 use super::claim_decision::ClaimDecision;
 use super::eligibility::describe_ref;
@@ -220,7 +220,7 @@ impl ServerDecision {
     /// its plan writes about the change, or else of its event, or else what the
     /// controller does. The claim it names is the server's ref unless the decision
     /// carries one.
-    pub fn describe(&self, server: &LeanServer) -> String {
+    pub fn describe(&self, server: &CachedServer) -> String {
         use ServerDecision::*;
         let held = || holder(server);
         match self {
@@ -291,16 +291,16 @@ impl ServerDecision {
 pub(super) const AVAILABLE: &str = "free for any claim that can use it";
 
 /// The ref `server` holds, or an empty one (a decision that names it implies one).
-fn held_ref(server: &LeanServer) -> ServerClaimRef {
+fn held_ref(server: &CachedServer) -> ServerClaimRef {
     server.spec.server_claim_ref.clone().unwrap_or_default()
 }
 
 /// The claim the server's ref names, without a uid (a reservation has none).
-fn holder(server: &LeanServer) -> ClaimKey {
+fn holder(server: &CachedServer) -> ClaimKey {
     ClaimKey::of_ref(&held_ref(server))
 }
 
-fn released(server: &LeanServer, policy: ReclaimPolicy) -> String {
+fn released(server: &CachedServer, policy: ReclaimPolicy) -> String {
     let holder = describe_ref(&held_ref(server));
     match policy {
         ReclaimPolicy::Recycle => {
@@ -312,7 +312,7 @@ fn released(server: &LeanServer, policy: ReclaimPolicy) -> String {
     }
 }
 
-fn rolled_back(server: &LeanServer, cause: &RollBackCause) -> String {
+fn rolled_back(server: &CachedServer, cause: &RollBackCause) -> String {
     let holder = describe_ref(&held_ref(server));
     match cause {
         RollBackCause::NamesAnother(other) => {

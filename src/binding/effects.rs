@@ -35,7 +35,7 @@ pub enum Related {
     /// A claim, with the uid when the ref has one.
     Claim(ServerClaimRef),
     /// A server, by name.
-    LeanServer(String),
+    Server(String),
 }
 
 impl BindingEvent {

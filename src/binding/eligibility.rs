@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::api::{Labels, LeanClaim, LeanServer, ServerClaimRef, ServerPhase, ServerSelector};
+use crate::api::{CachedClaim, CachedServer, Labels, ServerClaimRef, ServerPhase, ServerSelector};
 
 use super::class_labels::{CLASSED_KEY, is_view_only};
 use super::gates::is_cleaning;
@@ -100,7 +100,7 @@ pub enum RefMatch {
 }
 
 /// How `server.spec.serverClaimRef` relates to `claim`.
-pub fn ref_match(server: &LeanServer, claim: &LeanClaim) -> RefMatch {
+pub fn ref_match(server: &CachedServer, claim: &CachedClaim) -> RefMatch {
     let Some(r) = &server.spec.server_claim_ref else {
         return RefMatch::Empty;
     };
@@ -117,18 +117,18 @@ pub fn ref_match(server: &LeanServer, claim: &LeanClaim) -> RefMatch {
 /// The claim-independent half of eligibility: could this server serve *some* new claim?
 /// The free-server index holds exactly the servers for which this is true and that carry
 /// no `serverClaimRef` ([`not_free`]).
-pub fn server_is_claimable(server: &LeanServer) -> Result<(), Ineligible> {
+pub fn server_is_claimable(server: &CachedServer) -> Result<(), Ineligible> {
     claim_independent(server).next().map_or(Ok(()), Err)
 }
 
 /// A claim-independent check of eligibility: whether it applies to a server, and the
 /// reason it gives then.
-type Check = (fn(&LeanServer) -> bool, Ineligible);
+type Check = (fn(&CachedServer) -> bool, Ineligible);
 
 /// The claim-independent reasons of eligibility, in its order. A check runs only once
 /// every earlier one found nothing: a decision asks for the first reason alone, of every
 /// server for every waiting claim.
-fn claim_independent(server: &LeanServer) -> impl Iterator<Item = Ineligible> + '_ {
+fn claim_independent(server: &CachedServer) -> impl Iterator<Item = Ineligible> + '_ {
     let checks: [Check; 4] = [
         (meta::is_deleting, Ineligible::Deleting),
         (|s| s.spec.unclaimable, Ineligible::Unclaimable),
@@ -139,7 +139,7 @@ fn claim_independent(server: &LeanServer) -> impl Iterator<Item = Ineligible> + 
     checks.into_iter().filter(applies).map(|(_, why)| why)
 }
 
-fn is_released(server: &LeanServer) -> bool {
+fn is_released(server: &CachedServer) -> bool {
     server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
 }
 
@@ -175,7 +175,7 @@ impl fmt::Display for NotFree<'_> {
 /// index ([`super::is_free`]) and eligibility ([`server_is_claimable`]) apply this rule;
 /// `explain server` lists it. Lazy, like [`server_is_claimable`]: a caller asking only
 /// whether there is a reason pays for the first.
-pub fn not_free(server: &LeanServer) -> impl Iterator<Item = NotFree<'_>> {
+pub fn not_free(server: &CachedServer) -> impl Iterator<Item = NotFree<'_>> {
     let held = server.spec.server_claim_ref.iter().map(NotFree::Held);
     claim_independent(server)
         .map(NotFree::Ineligible)
@@ -185,7 +185,7 @@ pub fn not_free(server: &LeanServer) -> impl Iterator<Item = NotFree<'_>> {
 /// Which part of a claim's selector `labels` fail, the classes' first (a class narrows
 /// the claim by view-only requirements, [`is_view_only`]): a server outside the claim's
 /// class is that, whatever the tenant selects.
-fn selector_failure(selector: &ServerSelector, claim: &LeanClaim, labels: &Labels) -> Ineligible {
+fn selector_failure(selector: &ServerSelector, claim: &CachedClaim, labels: &Labels) -> Ineligible {
     let by_class = selector
         .match_expressions
         .iter()
@@ -203,7 +203,7 @@ fn selector_failure(selector: &ServerSelector, claim: &LeanClaim, labels: &Label
 /// Whether `server` can serve `claim`: not being deleted, not unclaimable, every taint
 /// tolerated, the claim's selector matching (also when the claim names the server by ref),
 /// `serverClaimRef` empty or naming this claim (uid empty or equal), and not `Released`.
-pub fn eligibility(server: &LeanServer, claim: &LeanClaim) -> Result<(), Ineligible> {
+pub fn eligibility(server: &CachedServer, claim: &CachedClaim) -> Result<(), Ineligible> {
     server_is_claimable(server)?;
     if let Some(taint) = first_untolerated(&server.spec.taints, &claim.spec.tolerations) {
         return Err(Ineligible::UntoleratedTaint {

@@ -11,19 +11,19 @@
 //! an existing binding stays when the server is cordoned, tainted or relabelled, but no
 //! annotation makes one.
 
-use crate::api::{BoundServerRef, LeanClaim, LeanServer};
+use crate::api::{BoundServerRef, CachedClaim, CachedServer};
 
 use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match, server_is_claimable};
 use super::gates;
 use super::meta;
 
 /// The server object the claim's status records it as bound to, if any.
-pub fn bound_record(claim: &LeanClaim) -> Option<&BoundServerRef> {
+pub fn bound_record(claim: &CachedClaim) -> Option<&BoundServerRef> {
     claim.status.as_ref()?.bound_server_ref.as_ref()
 }
 
 /// The record a Bound status of `claim` on `server` carries.
-pub fn record_of(server: &LeanServer) -> BoundServerRef {
+pub fn record_of(server: &CachedServer) -> BoundServerRef {
     BoundServerRef {
         name: meta::name(server).to_string(),
         uid: meta::uid(server).unwrap_or_default().to_string(),
@@ -32,7 +32,7 @@ pub fn record_of(server: &LeanServer) -> BoundServerRef {
 
 /// Whether the claim's status records a bind to this very server object (its name and
 /// its uid: a server re-created under the same name is another server).
-pub fn records_bind_to(claim: &LeanClaim, server: &LeanServer) -> bool {
+pub fn records_bind_to(claim: &CachedClaim, server: &CachedServer) -> bool {
     bound_record(claim).is_some_and(|r| *r == record_of(server))
 }
 
@@ -40,7 +40,7 @@ pub fn records_bind_to(claim: &LeanClaim, server: &LeanServer) -> bool {
 /// refused (`status.givenBackServerRef`, controller-written): while the server's ref
 /// still carries the claim's uid, the server controller frees it and the claim does not
 /// adopt it (a reservation by name that the freeing leaves behind is adopted anew).
-pub fn gave_back(claim: &LeanClaim, server: &LeanServer) -> bool {
+pub fn gave_back(claim: &CachedClaim, server: &CachedServer) -> bool {
     let given_back = claim
         .status
         .as_ref()
@@ -50,7 +50,7 @@ pub fn gave_back(claim: &LeanClaim, server: &LeanServer) -> bool {
 
 /// Whether the claim's status records a bind to a server of this name (for a server
 /// that is gone, whose uid nobody can compare).
-pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
+pub fn records_bind_named(claim: &CachedClaim, server: &str) -> bool {
     bound_record(claim).is_some_and(|r| r.name == server)
 }
 
@@ -62,7 +62,7 @@ pub fn records_bind_named(claim: &LeanClaim, server: &str) -> bool {
 /// it ([`can_restore`]), and its quota still applies. A claim that does not name the
 /// server, whose status records a bind (a restore drops status), or of another class
 /// than the bind's ([`class_agrees`]), never inherits it.
-pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
+pub fn pair_agrees(server: &CachedServer, claim: &CachedClaim) -> bool {
     let names_server = claim
         .spec
         .server_ref
@@ -81,7 +81,7 @@ pub fn pair_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
 /// back as it was, class and all (a bound claim's class cannot change); a claim
 /// re-created under another class would make the release wait for that class's gates,
 /// not the ones the data on the server was left under.
-fn class_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
+fn class_agrees(server: &CachedServer, claim: &CachedClaim) -> bool {
     let class = claim
         .spec
         .server_class_name
@@ -98,7 +98,7 @@ fn class_agrees(server: &LeanServer, claim: &LeanClaim) -> bool {
 /// evidence that the claim's namespace and name held it, so, as a bind with evidence
 /// ([`can_take_back`]), it keeps it through a cordon, a taint, a relabel or a class that
 /// no longer takes it in; not a server being deleted, released or cleaned.
-pub fn can_restore(server: &LeanServer) -> Result<(), Ineligible> {
+pub fn can_restore(server: &CachedServer) -> Result<(), Ineligible> {
     match server_is_claimable(server) {
         Err(Ineligible::Unclaimable) | Ok(()) => Ok(()),
         Err(why) => Err(why),
@@ -109,7 +109,7 @@ pub fn can_restore(server: &LeanServer) -> Result<(), Ineligible> {
 /// evidence of a bind to this server it keeps it whatever happened to the server since
 /// (cordon, taint, relabel: an existing binding stays), unless the server is being
 /// deleted, was released, or is being cleaned; without, the server must be eligible.
-pub fn can_take_back(server: &LeanServer, claim: &LeanClaim) -> Result<(), Ineligible> {
+pub fn can_take_back(server: &CachedServer, claim: &CachedClaim) -> Result<(), Ineligible> {
     if !records_bind_to(claim, server) {
         return eligibility(server, claim);
     }

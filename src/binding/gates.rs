@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::LeanServer;
+use crate::api::CachedServer;
 use crate::api::names::{
     ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, CONDITION_CLEANING,
 };
@@ -30,7 +30,7 @@ use super::status::OWN_CONDITIONS;
 /// `--release-gates`. An empty list (`[]`) names none on purpose: it adds no gate, and
 /// keeps the default away.
 pub fn release_gates(
-    server: &LeanServer,
+    server: &CachedServer,
     class: Option<&[String]>,
     default: &[String],
 ) -> Vec<String> {
@@ -69,20 +69,20 @@ impl BoundClass {
 /// The class record on `server`, if it has one that parses. A record that does not
 /// parse (a hand edit) is no record: the release falls back to the classes that take
 /// the server in now ([`class_gates`]).
-pub fn bound_class(server: &LeanServer) -> Option<BoundClass> {
+pub fn bound_class(server: &CachedServer) -> Option<BoundClass> {
     let raw = server.annotations().get(ANNOTATION_BOUND_CLASS)?;
     serde_json::from_str(raw).ok()
 }
 
 /// [`class_gates`], or a model check's mutant.
-pub type ClassGatesRule = fn(&LeanServer, Option<Vec<String>>) -> Option<Vec<String>>;
+pub type ClassGatesRule = fn(&CachedServer, Option<Vec<String>>) -> Option<Vec<String>>;
 
 /// The class gates a release of `server` waits for: those its record names (the class
 /// its claim bound under, as it was then), or, for a server bound without a record (by
 /// a version before the record, or a claim without a class), `now`: the gates of the
 /// classes that take it in now (`ClassCatalog::release_gates_of`). `None`: no class
 /// names any.
-pub fn class_gates(server: &LeanServer, now: Option<Vec<String>>) -> Option<Vec<String>> {
+pub fn class_gates(server: &CachedServer, now: Option<Vec<String>>) -> Option<Vec<String>> {
     match bound_class(server) {
         Some(record) => record.release_gates,
         None => now,
@@ -103,7 +103,7 @@ pub struct ReleaseRecord<'a> {
 }
 
 /// The release `server` is being cleaned after, if it is.
-pub fn release_record(server: &LeanServer) -> Option<ReleaseRecord<'_>> {
+pub fn release_record(server: &CachedServer) -> Option<ReleaseRecord<'_>> {
     let annotations = server.annotations();
     let raw = annotations.get(ANNOTATION_CLEANING)?.as_str();
     let release = raw.trim().parse().ok().filter(|id: &i64| *id >= 1);
@@ -121,13 +121,13 @@ pub fn release_record(server: &LeanServer) -> Option<ReleaseRecord<'_>> {
 }
 
 /// Whether `server` is being cleaned (not claimable until its gates pass).
-pub fn is_cleaning(server: &LeanServer) -> bool {
+pub fn is_cleaning(server: &CachedServer) -> bool {
     release_record(server).is_some()
 }
 
 /// How long the server's cleaning took, by `now`: since its `Cleaning` condition turned
 /// True (for the cleaning duration metric, when the cleaning ends).
-pub fn cleaning_took(server: &LeanServer, now: Timestamp) -> Option<Duration> {
+pub fn cleaning_took(server: &CachedServer, now: Timestamp) -> Option<Duration> {
     let began = server
         .status
         .as_ref()?
@@ -141,7 +141,7 @@ pub fn cleaning_took(server: &LeanServer, now: Timestamp) -> Option<Duration> {
 
 /// The id a release written over `server` as read gets: the generation the write
 /// produces (it changes the spec, so the API server adds one).
-pub fn release_generation(server: &LeanServer) -> i64 {
+pub fn release_generation(server: &CachedServer) -> i64 {
     server.meta().generation.unwrap_or(0) + 1
 }
 
@@ -154,7 +154,7 @@ pub fn gates_annotation(gates: &[String]) -> String {
 /// `spec.releaseGates` since (an admin asking for more). Removing a gate from the spec
 /// does not drop it from a cleaning in progress, and the controller's default gates are
 /// never read here: they were recorded at the release.
-pub fn gates_in_force<'a>(server: &'a LeanServer, record: &ReleaseRecord<'a>) -> Vec<&'a str> {
+pub fn gates_in_force<'a>(server: &'a CachedServer, record: &ReleaseRecord<'a>) -> Vec<&'a str> {
     let mut gates: Vec<&str> = record.gates.clone().unwrap_or_default();
     for gate in server.spec.release_gates.iter().flatten() {
         if !gates.contains(&gate.name.as_str()) {
@@ -168,13 +168,13 @@ pub fn gates_in_force<'a>(server: &'a LeanServer, record: &ReleaseRecord<'a>) ->
 /// "True" with `observedGeneration` equal to the release's id. A condition the
 /// controllers write never counts, whatever a gate is called: else a gate named
 /// `Cleaning` would pass itself.
-pub fn passed(server: &LeanServer, gate: &str, release: i64) -> bool {
+pub fn passed(server: &CachedServer, gate: &str, release: i64) -> bool {
     !OWN_CONDITIONS.contains(&gate)
         && gate_conditions(server, gate).any(|c| c.observed_generation == Some(release))
 }
 
 fn gate_conditions<'a>(
-    server: &'a LeanServer,
+    server: &'a CachedServer,
     gate: &'a str,
 ) -> impl Iterator<Item = &'a Condition> {
     let conditions = server.status.iter().flat_map(|s| s.conditions.iter());
@@ -184,7 +184,7 @@ fn gate_conditions<'a>(
 /// The gates of this cleaning not passed yet (empty: clean), and what a cleaner must
 /// hear about each.
 pub fn pending_gates(
-    server: &LeanServer,
+    server: &CachedServer,
     record: &ReleaseRecord<'_>,
     release: i64,
 ) -> Vec<Pending> {
@@ -198,7 +198,7 @@ pub fn pending_gates(
         .collect()
 }
 
-fn pending_note(server: &LeanServer, gate: &str, release: i64) -> Option<PendingNote> {
+fn pending_note(server: &CachedServer, gate: &str, release: i64) -> Option<PendingNote> {
     if OWN_CONDITIONS.contains(&gate) {
         return Some(PendingNote::ControllerCondition);
     }
@@ -324,8 +324,8 @@ mod tests {
         gates: Option<&[&str]>,
         record: Option<(&str, &str)>,
         passes: &[(&str, i64)],
-    ) -> LeanServer {
-        let mut s = LeanServer::new("s1", ServerSpec::default());
+    ) -> CachedServer {
+        let mut s = CachedServer::new("s1", ServerSpec::default());
         s.spec.release_gates = gates.map(|g| {
             g.iter()
                 .map(|n| ReleaseGate {
@@ -351,7 +351,7 @@ mod tests {
         s
     }
 
-    fn pending(s: &LeanServer) -> Vec<String> {
+    fn pending(s: &CachedServer) -> Vec<String> {
         let record = release_record(s).expect("cleaning");
         let release = record.release.expect("a usable release");
         pending_gates(s, &record, release)

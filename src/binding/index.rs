@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::api::{Labels, LeanClaim, LeanServer, ServerSelector, Taint};
+use crate::api::{CachedClaim, CachedServer, Labels, ServerSelector, Taint};
 
 use super::eligibility::not_free;
 use super::meta;
@@ -29,7 +29,7 @@ use super::selector::{first_untolerated, selector_matches};
 
 /// Whether a server belongs in the index: claimable by some new claim and not reserved
 /// or bound (no `serverClaimRef`), by [`not_free`]'s rule.
-pub fn is_free(server: &LeanServer) -> bool {
+pub fn is_free(server: &CachedServer) -> bool {
     not_free(server).next().is_none()
 }
 
@@ -49,7 +49,7 @@ pub(super) struct Class {
 }
 
 impl Class {
-    fn of(server: &LeanServer, keys: &BTreeSet<String>) -> Self {
+    fn of(server: &CachedServer, keys: &BTreeSet<String>) -> Self {
         let mut taints = server.spec.taints.clone();
         taints.sort();
         taints.dedup();
@@ -141,7 +141,7 @@ impl FreeServerIndex {
     }
 
     /// Records the server's current state: indexed if free, dropped otherwise.
-    pub fn upsert(&mut self, server: &LeanServer) {
+    pub fn upsert(&mut self, server: &CachedServer) {
         let name = meta::name(server);
         if !is_free(server) {
             self.remove(name);
@@ -229,7 +229,7 @@ impl FreeServerIndex {
     pub fn track_keys<'k, 's>(
         &mut self,
         keys: impl IntoIterator<Item = &'k str>,
-        servers: impl IntoIterator<Item = &'s LeanServer>,
+        servers: impl IntoIterator<Item = &'s CachedServer>,
     ) {
         let before = self.keys.len();
         self.keys.extend(keys.into_iter().map(str::to_string));
@@ -311,7 +311,7 @@ impl FreeServerIndex {
     /// a key the index does not track.
     pub fn pick<'a>(
         &'a self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         skip: &dyn Fn(&str) -> bool,
         labels_of: &dyn Fn(&str) -> Option<&'a Labels>,
     ) -> Option<&'a str> {

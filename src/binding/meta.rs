@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kube::Resource;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, ANNOTATION_YES};
-use crate::api::{Labels, LeanClaim, LeanObject, Parts, Projected, ServerClaimRef};
+use crate::api::{CachedClaim, CachedObject, Labels, Parts, Projected, ServerClaimRef};
 
 /// A claim's namespace and name: how the binding core keys claims. One key is held by
 /// a dozen maps per claim (the catalog, the waiting claims' queues and counts, the picks
@@ -69,7 +69,7 @@ pub fn uid<K: Resource>(obj: &K) -> Option<&str> {
     obj.meta().uid.as_deref()
 }
 
-pub fn labels<K: Parts>(obj: &LeanObject<K>) -> &Labels {
+pub fn labels<K: Parts>(obj: &CachedObject<K>) -> &Labels {
     obj.labels()
 }
 
@@ -78,7 +78,7 @@ pub fn is_deleting<K: Resource>(obj: &K) -> bool {
 }
 
 /// Whether the annotation is present with the value `yes`.
-pub fn has_annotation<K: Parts>(obj: &LeanObject<K>, key: &str) -> bool {
+pub fn has_annotation<K: Parts>(obj: &CachedObject<K>, key: &str) -> bool {
     obj.annotations()
         .get(key)
         .is_some_and(|v| v == ANNOTATION_YES)
@@ -86,19 +86,19 @@ pub fn has_annotation<K: Parts>(obj: &LeanObject<K>, key: &str) -> bool {
 
 /// Sets the annotation to `yes`. Only one the cache keeps: a plan writing one it drops
 /// would find it missing on every read, and write it again.
-pub fn set_annotation<K: Projected>(obj: &mut LeanObject<K>, key: &str) {
+pub fn set_annotation<K: Projected>(obj: &mut CachedObject<K>, key: &str) {
     debug_assert!(K::ANNOTATIONS.contains(&key), "{key} is not cached");
     obj.annotations_mut()
         .insert(key.to_string(), ANNOTATION_YES.to_string());
 }
 
 /// Sets an annotation of ours to a value of its own (a record, not a flag).
-pub fn set_annotation_to<K: Projected>(obj: &mut LeanObject<K>, key: &str, value: String) {
+pub fn set_annotation_to<K: Projected>(obj: &mut CachedObject<K>, key: &str, value: String) {
     debug_assert!(K::ANNOTATIONS.contains(&key), "{key} is not cached");
     obj.annotations_mut().insert(key.to_string(), value);
 }
 
-pub fn remove_annotation<K: Parts>(obj: &mut LeanObject<K>, key: &str) {
+pub fn remove_annotation<K: Parts>(obj: &mut CachedObject<K>, key: &str) {
     obj.annotations_mut().remove(key);
 }
 
@@ -125,17 +125,17 @@ pub fn remove_finalizer<K: Resource>(obj: &mut K, finalizer: &str) {
 }
 
 /// Whether a claim is on the bound path (both sides agreed once).
-pub fn is_bind_completed<K: Parts>(obj: &LeanObject<K>) -> bool {
+pub fn is_bind_completed<K: Parts>(obj: &CachedObject<K>) -> bool {
     has_annotation(obj, ANNOTATION_BIND_COMPLETED)
 }
 
 /// Whether the claim controller (not a user) chose the claim's `serverRef`.
-pub fn is_controller_chosen(claim: &LeanClaim) -> bool {
+pub fn is_controller_chosen(claim: &CachedClaim) -> bool {
     has_annotation(claim, ANNOTATION_PRE_BOUND)
 }
 
 /// The reference that binds a server to this claim object.
-pub fn claim_ref_of(claim: &LeanClaim) -> ServerClaimRef {
+pub fn claim_ref_of(claim: &CachedClaim) -> ServerClaimRef {
     ServerClaimRef {
         namespace: namespace(claim).to_string(),
         name: name(claim).to_string(),

@@ -24,7 +24,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 
 use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
@@ -44,7 +44,7 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    fn of(claim: &LeanClaim) -> Self {
+    fn of(claim: &CachedClaim) -> Self {
         Self::keyed(
             claim,
             ClaimKey::of(meta::namespace(claim), meta::name(claim)),
@@ -52,7 +52,7 @@ impl Waiter {
     }
 
     /// The waiter of `claim`, whose key the caller holds already (shared, not built).
-    fn keyed(claim: &LeanClaim, key: ClaimKey) -> Self {
+    fn keyed(claim: &CachedClaim, key: ClaimKey) -> Self {
         Self {
             created: claim.meta().creation_timestamp.as_ref().map(|t| t.0),
             key,
@@ -63,7 +63,7 @@ impl Waiter {
 /// Whether a claim waits for a pick: no `serverRef`, not on the bound path, not being
 /// deleted (the claim controller leaves a deleting claim alone), not backing off after a
 /// refused write (its status says so: it is ahead of nobody until it tries again).
-pub fn is_waiting(claim: &LeanClaim) -> bool {
+pub fn is_waiting(claim: &CachedClaim) -> bool {
     claim.spec.server_ref.is_none()
         && !meta::is_bind_completed(claim)
         && !meta::is_deleting(claim)
@@ -351,7 +351,7 @@ pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
 impl WaitingClaims {
     /// Records the claim's current state (`None`: deleted; its bind, if any, still counts
     /// for its namespace's turns).
-    pub fn put(&mut self, key: &ClaimKey, claim: Option<&LeanClaim>) {
+    pub fn put(&mut self, key: &ClaimKey, claim: Option<&CachedClaim>) {
         let Some(claim) = claim else {
             self.served_at.remove(key);
             self.forget_known(key);
@@ -397,7 +397,7 @@ impl WaitingClaims {
     /// The claim's shape, as the known shapes share it. An update that keeps the claim's
     /// shape (most do: a write of its ref, annotations or status) keeps its shared copy,
     /// uncopied: the shape stays known (no recount of the contest) and keeps its fit row.
-    fn known_shape(&mut self, key: &ClaimKey, claim: &LeanClaim) -> Arc<ClaimShape> {
+    fn known_shape(&mut self, key: &ClaimKey, claim: &CachedClaim) -> Arc<ClaimShape> {
         if let Some(known) = self.known_of.get(key)
             && known.is_of(claim)
         {
@@ -410,7 +410,7 @@ impl WaitingClaims {
     /// Files when the claim was created and when it was bound, for the fair order's
     /// turns. Each is set once in a claim's life: an update that changes neither (all but
     /// one or two per claim) leaves the ordered sets alone.
-    fn date(&mut self, key: &ClaimKey, claim: &LeanClaim) {
+    fn date(&mut self, key: &ClaimKey, claim: &CachedClaim) {
         let created = claim.meta().creation_timestamp.as_ref().map(|t| t.0);
         if self.created_at.get(key).copied() != created {
             self.forget_created(key);
@@ -648,7 +648,7 @@ impl Contest {
 
 /// When the claim was bound, for the turns of the fair order: from its status only,
 /// which tenants cannot write (an annotation they could strip to look less served).
-fn bound_time(claim: &LeanClaim) -> Option<Timestamp> {
+fn bound_time(claim: &CachedClaim) -> Option<Timestamp> {
     claim.status.as_ref()?.bound_time.as_ref().map(|t| t.0)
 }
 
@@ -701,9 +701,9 @@ pub enum Placement<'a> {
 /// (for whether the claim naming it could take it); `adopting` are the waiting claims
 /// that a server reserved for them by name fits: they adopt it, not a free one.
 pub fn place<'a>(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     index: &'a FreeServerIndex,
-    server_of: &dyn Fn(&str) -> Option<&'a LeanServer>,
+    server_of: &dyn Fn(&str) -> Option<&'a CachedServer>,
     adopting: &[&ClaimKey],
     inputs: &PickInputs<'_>,
 ) -> Placement<'a> {
@@ -734,10 +734,10 @@ pub fn place<'a>(
 /// (it may withdraw and take another server, or may need this one). `NoMatch` when the
 /// server is not free, or the claim's selector and tolerations do not fit it.
 pub fn place_named<'a>(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     server: &str,
     index: &'a FreeServerIndex,
-    server_of: &dyn Fn(&str) -> Option<&'a LeanServer>,
+    server_of: &dyn Fn(&str) -> Option<&'a CachedServer>,
     adopting: &[&ClaimKey],
     inputs: &PickInputs<'_>,
 ) -> Placement<'a> {
@@ -747,7 +747,7 @@ pub fn place_named<'a>(
     }
     serve(
         claim,
-        Asks::LeanServer(server),
+        Asks::Server(server),
         index,
         server_of,
         adopting,
@@ -757,16 +757,16 @@ pub fn place_named<'a>(
 
 /// Where a claim asking for `mine` goes: the matching and the fair order of [`place`].
 fn serve<'a>(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     mine: Asks<'_>,
     index: &'a FreeServerIndex,
-    server_of: &dyn Fn(&str) -> Option<&'a LeanServer>,
+    server_of: &dyn Fn(&str) -> Option<&'a CachedServer>,
     adopting: &[&ClaimKey],
     inputs: &PickInputs<'_>,
 ) -> Placement<'a> {
     let me = Waiter::of(claim);
     let named = match mine {
-        Asks::LeanServer(server) => Some(server),
+        Asks::Server(server) => Some(server),
         Asks::Shape(_) => None,
     };
     let busy = Busy::of(&me.key, named, index, server_of, adopting, inputs);
@@ -986,7 +986,7 @@ impl<'p> Busy<'p> {
         me: &'p ClaimKey,
         mine: Option<&'p str>,
         index: &FreeServerIndex,
-        server_of: &dyn Fn(&str) -> Option<&'a LeanServer>,
+        server_of: &dyn Fn(&str) -> Option<&'a CachedServer>,
         adopting: &[&'p ClaimKey],
         inputs: &PickInputs<'p>,
     ) -> Self {
@@ -1098,7 +1098,7 @@ enum Asks<'w> {
     /// Any free server its shape fits: the waiting claims of one shape.
     Shape(&'w ClaimShape),
     /// This free server alone: the claims naming it.
-    LeanServer(&'w str),
+    Server(&'w str),
 }
 
 /// The claims queued under a node, for the fair order.
@@ -1288,7 +1288,7 @@ impl<'i, 'w> Network<'i, 'w> {
     ) -> Vec<(usize, &'i str)> {
         let mine_known = match mine {
             Asks::Shape(shape) => inputs.waiting.knows(shape),
-            Asks::LeanServer(_) => false,
+            Asks::Server(_) => false,
         };
         let mut usable: Vec<(bool, usize, &'i str, usize)> = self
             .edges
@@ -1301,7 +1301,7 @@ impl<'i, 'w> Network<'i, 'w> {
                         self.first_free(members, id, inputs)?,
                         inputs.waiting.contest(mine_known, class),
                     ),
-                    Asks::LeanServer(_) => (members.first_not(&|_| false)?, 0),
+                    Asks::Server(_) => (members.first_not(&|_| false)?, 0),
                 };
                 Some((!class.taints.is_empty(), contest, name, j))
             })
@@ -1532,13 +1532,13 @@ impl<'i, 'w> Outward<'i, 'w> {
                 let (asks, demand, queue, shared) = self.shape_node(shared, members);
                 (asks, demand + 1, queue, shared)
             }
-            Asks::LeanServer(name) => {
+            Asks::Server(name) => {
                 let Some((server, namers)) = self.busy.named.get_key_value(name) else {
                     return alone;
                 };
                 self.shape_seen.insert(ClaimNode::Named(server));
                 let demand = namers.len() as i64 + 1;
-                (Asks::LeanServer(server), demand, Queue::Named(namers), None)
+                (Asks::Server(server), demand, Queue::Named(namers), None)
             }
         }
     }
@@ -1564,7 +1564,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         let mut slots = std::mem::take(&mut self.slots);
         slots.clear();
         match self.shapes[i] {
-            (Asks::LeanServer(name), ..) => {
+            (Asks::Server(name), ..) => {
                 let id = self.index.class_id_of(name);
                 let named = id.filter(|_| self.busy.named.contains_key(name));
                 let single = named.and_then(|id| self.meet(id, Some(name), rows));
@@ -1657,7 +1657,7 @@ impl<'i, 'w> Outward<'i, 'w> {
             && !namers.is_empty()
         {
             let demand = namers.len() as i64;
-            let node = (Asks::LeanServer(server), demand, Queue::Named(namers), None);
+            let node = (Asks::Server(server), demand, Queue::Named(namers), None);
             self.shapes.push(node);
         }
         if std::mem::replace(&mut self.slot_met[id], true) {
@@ -1713,7 +1713,7 @@ fn waiting_shapes<'w>(
     let mut shapes = vec![(mine, 1, Queue::Picker, None)];
     let mine_shared = match mine {
         Asks::Shape(m) => waiting.waiting_as(m).map(|(k, _)| k),
-        Asks::LeanServer(_) => None,
+        Asks::Server(_) => None,
     };
     for (shape, members) in waiting.by_shape.values() {
         let gone = not_waiting.get(&Arc::as_ptr(shape)).copied().unwrap_or(0);
@@ -1736,8 +1736,8 @@ fn waiting_shapes<'w>(
     }
     for (server, namers) in &busy.named {
         let demand = namers.len() as i64;
-        let node = (Asks::LeanServer(server), demand, Queue::Named(namers), None);
-        if matches!(mine, Asks::LeanServer(m) if m == *server) {
+        let node = (Asks::Server(server), demand, Queue::Named(namers), None);
+        if matches!(mine, Asks::Server(m) if m == *server) {
             shapes[0] = (node.0, demand + 1, node.2, None);
         } else if demand > 0 {
             shapes.push(node);
@@ -1804,13 +1804,13 @@ fn fits_of(
         .enumerate()
         .filter_map(|(i, s)| match s.0 {
             Asks::Shape(shape) => Some((i, (shape, s.3))),
-            Asks::LeanServer(_) => None,
+            Asks::Server(_) => None,
         })
         .collect();
     let mut fits: Vec<Vec<usize>> = shapes
         .iter()
         .map(|s| match s.0 {
-            Asks::LeanServer(name) => one_server(classes, name),
+            Asks::Server(name) => one_server(classes, name),
             Asks::Shape(_) => Vec::new(),
         })
         .collect();
@@ -1880,7 +1880,7 @@ fn component(fits: &[Vec<usize>], classes: usize) -> Component {
 /// Waking only these, not every waiting claim, keeps a freed server from queueing a
 /// reconcile of every claim of a flood ahead of the one whose turn it is.
 pub fn first_waiting_for(
-    server: &LeanServer,
+    server: &CachedServer,
     per_shape: usize,
     waiting: &WaitingClaims,
 ) -> Vec<ClaimKey> {
@@ -1912,7 +1912,7 @@ pub fn first_waiting_for(
 /// every claim ahead of it, ahead). Asking only this one keeps a tenant's thousand claims
 /// naming one server from costing a thousand matchings per decision.
 pub fn first_named<'k>(
-    server: &LeanServer,
+    server: &CachedServer,
     keys: impl Iterator<Item = &'k ClaimKey>,
     held_back: &[ClaimKey],
     waiting: &WaitingClaims,
@@ -1929,7 +1929,7 @@ pub fn first_named<'k>(
 /// another replica, or written by hand), the first in the fair order, as
 /// [`first_named`] finds it among users' claims: the only one of them asked its turn.
 pub fn first_stray(
-    server: &LeanServer,
+    server: &CachedServer,
     held_back: &[ClaimKey],
     waiting: &WaitingClaims,
     held: &dyn Fn(&ClaimKey) -> bool,
@@ -1944,7 +1944,7 @@ pub fn first_stray(
 /// Of `claims`, those that fit `server` (as `place_named` counts them), the first in the
 /// fair order among every waiting claim.
 fn first_fitting<'w>(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: impl Iterator<Item = (&'w ClaimShape, &'w Waiter)>,
     waiting: &'w WaitingClaims,
 ) -> Option<ClaimKey> {

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::api::{LeanClaim, QuotaCharge, ServerQuota, ServerQuotaStatus};
+use crate::api::{CachedClaim, QuotaCharge, ServerQuota, ServerQuotaStatus};
 
 use super::meta;
 
@@ -227,7 +227,7 @@ impl QuotaCatalog {
 
     /// How `claim`, of `class` (`None`: no class applies), stands with its namespace's
     /// quotas: the first full quota (by name) that does not charge it makes it wait.
-    pub fn check(&self, claim: &LeanClaim, class: Option<&str>) -> QuotaCheck {
+    pub fn check(&self, claim: &CachedClaim, class: Option<&str>) -> QuotaCheck {
         let (Some(class), Some(quotas)) = (class, self.by_namespace.get(meta::namespace(claim)))
         else {
             return QuotaCheck::Unlimited;
@@ -271,7 +271,7 @@ impl QuotaCatalog {
 
     /// The quotas of `Room` with `claim` charged for `class`, each to be written with the
     /// resourceVersion it was read at ([`charge`]).
-    pub fn charges_for(&self, claim: &LeanClaim, class: &str, quotas: &[String]) -> Vec<Charge> {
+    pub fn charges_for(&self, claim: &CachedClaim, class: &str, quotas: &[String]) -> Vec<Charge> {
         let namespace = meta::namespace(claim);
         quotas
             .iter()
@@ -308,7 +308,7 @@ pub fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
 /// resourceVersion as a precondition (`None`: it charges the claim already, or has no
 /// room). Two writers that read the same version cannot both write: the second gets a
 /// conflict and decides again on the quota as the first left it.
-pub fn charge(quota: &ServerQuota, claim: &LeanClaim, class: &str) -> Option<ServerQuota> {
+pub fn charge(quota: &ServerQuota, claim: &CachedClaim, class: &str) -> Option<ServerQuota> {
     let uid = meta::uid(claim)?;
     let hard = limit(quota, class)?;
     let all = charges(quota);
@@ -476,8 +476,8 @@ mod tests {
         q
     }
 
-    fn claim(uid: &str) -> LeanClaim {
-        let mut c = LeanClaim::new(&format!("c-{uid}"), Default::default());
+    fn claim(uid: &str) -> CachedClaim {
+        let mut c = CachedClaim::new(&format!("c-{uid}"), Default::default());
         c.meta_mut().namespace = Some("team-a".into());
         c.meta_mut().uid = Some(uid.into());
         c

@@ -3,7 +3,7 @@
 
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
-use crate::api::{LeanClaim, LeanServer, ReclaimPolicy, ServerClaimRef};
+use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef};
 
 use super::eligibility::{Ineligible, ref_uid};
 use super::evidence::{can_restore, can_take_back, gave_back, pair_agrees, records_bind_to};
@@ -104,7 +104,7 @@ pub enum RollBackCause {
 /// the free server take it now ([`super::winner::turn_on`]); `admit` whether a claim's
 /// quotas charge it, short of which it takes no server ([`Admit`]).
 pub fn decide_server(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &(impl ClaimView + ?Sized),
     liveness: Liveness,
     gates_now: &[String],
@@ -180,7 +180,7 @@ pub fn decide_server(
 
 /// The release of a server whose claim is gone: through cleaning when it has release
 /// gates and is recycled.
-fn release(server: &LeanServer, gates_now: &[String]) -> ServerDecision {
+fn release(server: &CachedServer, gates_now: &[String]) -> ServerDecision {
     let policy = server.spec.reclaim_policy;
     if policy == ReclaimPolicy::Recycle && !gates_now.is_empty() {
         let gates = gates_now.to_vec();
@@ -192,7 +192,7 @@ fn release(server: &LeanServer, gates_now: &[String]) -> ServerDecision {
 /// The rows of a server being cleaned: repair a record no cleaner can match, else wait
 /// for the gates in force, else clean. The gates of a release now are read only to
 /// repair a record that lacks its gates; a cleaning with a record never reads them.
-fn decide_cleaning(server: &LeanServer, gates_now: &[String]) -> ServerDecision {
+fn decide_cleaning(server: &CachedServer, gates_now: &[String]) -> ServerDecision {
     let record = release_record(server).expect("a server being cleaned");
     let gates = || -> Vec<String> {
         let recorded = record.gates.clone();
@@ -231,7 +231,7 @@ fn decide_cleaning(server: &LeanServer, gates_now: &[String]) -> ServerDecision 
 /// it (`FillUid`, the claim's uid into the ref); charged not yet, it waits
 /// (`ReservedAwaitingQuota`). `None`: no such claim, or one it cannot serve: released.
 fn restored(
-    server: &LeanServer,
+    server: &CachedServer,
     r: &ServerClaimRef,
     claims: &(impl ClaimView + ?Sized),
     admit: Admit<'_>,
@@ -250,7 +250,7 @@ fn restored(
 
 /// The rows for a reservation by name (a ref without a uid).
 fn decide_reserved(
-    server: &LeanServer,
+    server: &CachedServer,
     r: &ServerClaimRef,
     claims: &(impl ClaimView + ?Sized),
     admit: Admit<'_>,
@@ -282,7 +282,7 @@ fn decide_reserved(
 /// the server, or its status records the bind and it will restore its cleared
 /// `serverRef`. A claim that names nothing without such a record never adopts a deleting
 /// server (it is not eligible), so it does not block the deletion.
-fn holds_server(server: &LeanServer, claim: &LeanClaim) -> bool {
+fn holds_server(server: &CachedServer, claim: &CachedClaim) -> bool {
     match &claim.spec.server_ref {
         Some(r) => r.name == meta::name(server),
         None => records_bind_to(claim, server),
@@ -290,6 +290,6 @@ fn holds_server(server: &LeanServer, claim: &LeanClaim) -> bool {
 }
 
 /// Whether the server carries the protection finalizer.
-pub fn has_protection(server: &LeanServer) -> bool {
+pub fn has_protection(server: &CachedServer) -> bool {
     meta::has_finalizer(server, FINALIZER_SERVER_PROTECTION)
 }

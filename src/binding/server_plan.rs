@@ -6,7 +6,7 @@ use crate::api::names::{
     ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING,
     ANNOTATION_CLEANING_GATES, CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
 };
-use crate::api::{LeanServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
+use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
 
 use super::describe::{AVAILABLE, waiting_for_gates};
 use super::effects::{BindingEvent, Outcome, Related, RepairCase};
@@ -20,7 +20,7 @@ use super::status::{BoundCondition, with_bound, with_condition};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServerPlan {
     /// The server's new metadata and spec (main resource), if they change.
-    pub object: Option<LeanServer>,
+    pub object: Option<CachedServer>,
     /// The server's new status (`/status`, after `object`), if it changes.
     pub status: Option<ServerStatus>,
     pub event: Option<BindingEvent>,
@@ -36,13 +36,13 @@ impl ServerPlan {
 }
 
 /// Whether a user (not the server controller) wrote the server's `serverClaimRef`.
-pub fn is_user_made_ref(server: &LeanServer) -> bool {
+pub fn is_user_made_ref(server: &CachedServer) -> bool {
     !meta::has_annotation(server, ANNOTATION_BOUND_BY_CONTROLLER)
 }
 
 /// The plan for `decision` on `server`, at time `now`; its event names the claim the
 /// decision is about as `related`.
-pub fn plan_server(server: &LeanServer, decision: &ServerDecision, now: &Time) -> ServerPlan {
+pub fn plan_server(server: &CachedServer, decision: &ServerDecision, now: &Time) -> ServerPlan {
     let mut plan = plan_row(server, decision, now);
     if let Some(event) = &mut plan.event {
         event.related = claim_of(server, decision).cloned().map(Related::Claim);
@@ -53,7 +53,7 @@ pub fn plan_server(server: &LeanServer, decision: &ServerDecision, now: &Time) -
 /// The claim a server decision is about: the one it binds or fills in, the one blocking
 /// a deletion, else the one the server's ref names (the claim it releases or rolls back).
 pub fn claim_of<'a>(
-    server: &'a LeanServer,
+    server: &'a CachedServer,
     decision: &'a ServerDecision,
 ) -> Option<&'a ServerClaimRef> {
     use ServerDecision::*;
@@ -66,7 +66,7 @@ pub fn claim_of<'a>(
 }
 
 /// One arm per decision, in the order of docs/binding.md's server table.
-fn plan_row(server: &LeanServer, decision: &ServerDecision, now: &Time) -> ServerPlan {
+fn plan_row(server: &CachedServer, decision: &ServerDecision, now: &Time) -> ServerPlan {
     use ServerDecision::*;
     let note = || decision.describe(server);
     match decision {
@@ -124,13 +124,13 @@ fn plan_row(server: &LeanServer, decision: &ServerDecision, now: &Time) -> Serve
 }
 
 /// The ref `server` holds, or an empty one (a decision that reads it implies one).
-fn holder(server: &LeanServer) -> ServerClaimRef {
+fn holder(server: &CachedServer) -> ServerClaimRef {
     server.spec.server_claim_ref.clone().unwrap_or_default()
 }
 
 /// Phase Bound to the claim the server holds (the condition's `message` says so), and
 /// the protection finalizer if it is missing.
-fn bound(server: &LeanServer, reason: &'static str, message: String, now: &Time) -> ServerPlan {
+fn bound(server: &CachedServer, reason: &'static str, message: String, now: &Time) -> ServerPlan {
     let holder = holder(server);
     let condition = BoundCondition {
         bound: true,
@@ -153,7 +153,7 @@ fn bound(server: &LeanServer, reason: &'static str, message: String, now: &Time)
 
 /// Undoes a server side whose claim will never complete it: the server is free again,
 /// and its event's `note` says why.
-fn roll_back(server: &LeanServer, note: String, now: &Time) -> ServerPlan {
+fn roll_back(server: &CachedServer, note: String, now: &Time) -> ServerPlan {
     let object = unbind(server);
     ServerPlan {
         status: after_unbind(&object, now),
@@ -166,7 +166,7 @@ fn roll_back(server: &LeanServer, note: String, now: &Time) -> ServerPlan {
 
 /// A server being deleted while a live claim holds it: it stays, and says why
 /// (`message`).
-fn deletion_blocked(server: &LeanServer, message: String, now: &Time) -> ServerPlan {
+fn deletion_blocked(server: &CachedServer, message: String, now: &Time) -> ServerPlan {
     let condition = BoundCondition {
         bound: true,
         reason: "DeletionBlocked",
@@ -187,7 +187,7 @@ fn deletion_blocked(server: &LeanServer, message: String, now: &Time) -> ServerP
 /// `bound-by-controller` when the controller, not a user, chose the claim), then Bound;
 /// its event's `note` says so.
 fn claim_for(
-    server: &LeanServer,
+    server: &CachedServer,
     claim: &ServerClaimRef,
     by_controller: bool,
     note: String,
@@ -219,7 +219,7 @@ fn claim_for(
 }
 
 /// Releases a server whose bound claim is gone; its event's `note` says so.
-fn release(server: &LeanServer, policy: ReclaimPolicy, note: String, now: &Time) -> ServerPlan {
+fn release(server: &CachedServer, policy: ReclaimPolicy, note: String, now: &Time) -> ServerPlan {
     let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
     let (object, status) = match policy {
         ReclaimPolicy::Recycle => {
@@ -261,7 +261,7 @@ fn release(server: &LeanServer, policy: ReclaimPolicy, note: String, now: &Time)
 /// The server without its binding: a controller-made ref is cleared with its annotation;
 /// a user-made ref keeps the name (the user's reservation) and loses the uid. The
 /// finalizer goes, since no live claim holds the server any more.
-fn unbind(server: &LeanServer) -> LeanServer {
+fn unbind(server: &CachedServer) -> CachedServer {
     let mut object = server.clone();
     if is_user_made_ref(server) {
         if let Some(r) = object.spec.server_claim_ref.as_mut() {
@@ -279,7 +279,7 @@ fn unbind(server: &LeanServer) -> LeanServer {
 
 /// The status of a server that no claim holds: Available, and reserved if a user's
 /// reservation by name remains.
-fn after_unbind(server: &LeanServer, now: &Time) -> Option<ServerStatus> {
+fn after_unbind(server: &CachedServer, now: &Time) -> Option<ServerStatus> {
     match &server.spec.server_claim_ref {
         None => available(server, now),
         Some(r) => server_status(
@@ -296,7 +296,7 @@ fn after_unbind(server: &LeanServer, now: &Time) -> Option<ServerStatus> {
     }
 }
 
-fn available(server: &LeanServer, now: &Time) -> Option<ServerStatus> {
+fn available(server: &CachedServer, now: &Time) -> Option<ServerStatus> {
     server_status(
         server,
         ServerPhase::Available,
@@ -311,7 +311,7 @@ fn available(server: &LeanServer, now: &Time) -> Option<ServerStatus> {
 }
 
 /// The server with `edit` applied, or `None` if that changes nothing.
-fn changed(server: &LeanServer, edit: impl FnOnce(&mut LeanServer)) -> Option<LeanServer> {
+fn changed(server: &CachedServer, edit: impl FnOnce(&mut CachedServer)) -> Option<CachedServer> {
     let mut object = server.clone();
     edit(&mut object);
     (object != *server).then_some(object)
@@ -320,7 +320,7 @@ fn changed(server: &LeanServer, edit: impl FnOnce(&mut LeanServer)) -> Option<Le
 /// The server's status with `phase`, the claim it shows and the `Bound` condition, or
 /// `None` if unchanged.
 fn server_status(
-    server: &LeanServer,
+    server: &CachedServer,
     phase: ServerPhase,
     claim: Option<&ServerClaimRef>,
     condition: BoundCondition,
@@ -350,7 +350,7 @@ fn server_status(
 /// release's id (the generation this write produces) and the gates in force recorded
 /// (docs/binding.md, "Release gates"). Its event's `note` says so.
 fn release_to_cleaning(
-    server: &LeanServer,
+    server: &CachedServer,
     gates: &[String],
     note: String,
     now: &Time,
@@ -368,7 +368,7 @@ fn release_to_cleaning(
 }
 
 /// `server` with the record of a cleaning: the release's id and the gates in force.
-fn with_record(server: &LeanServer, release: i64, gates: &[String]) -> LeanServer {
+fn with_record(server: &CachedServer, release: i64, gates: &[String]) -> CachedServer {
     let mut object = server.clone();
     let annotations = object.annotations_mut();
     annotations.insert(ANNOTATION_CLEANING.into(), release.to_string());
@@ -380,7 +380,7 @@ fn with_record(server: &LeanServer, release: i64, gates: &[String]) -> LeanServe
 /// the Cleaning status; a Warning's `note` says what was wrong and what a cleaner copies
 /// now.
 fn repair_cleaning_record(
-    server: &LeanServer,
+    server: &CachedServer,
     release: i64,
     gates: &[String],
     note: String,
@@ -404,7 +404,7 @@ fn repair_cleaning_record(
 /// the gates still to pass and the release a pass must name, or `None` if the status
 /// says that already.
 fn cleaning_status(
-    server: &LeanServer,
+    server: &CachedServer,
     release: i64,
     pending: &[Pending],
     now: &Time,
@@ -428,7 +428,7 @@ fn cleaning_status(
 /// Every gate passed: the record of the cleaning goes (the server is claimable again),
 /// then phase Available (or reserved) with the `Cleaning` condition False; the event's
 /// `note` says so.
-fn cleaned(server: &LeanServer, note: String, now: &Time) -> ServerPlan {
+fn cleaned(server: &CachedServer, note: String, now: &Time) -> ServerPlan {
     let mut object = server.clone();
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING);
     meta::remove_annotation(&mut object, ANNOTATION_CLEANING_GATES);
@@ -449,7 +449,7 @@ fn cleaned(server: &LeanServer, note: String, now: &Time) -> ServerPlan {
 /// `status` (or the server's current status, when `status` changes nothing) with the
 /// `Cleaning` condition set, or `status` if that condition says so already.
 fn with_cleaning_condition(
-    server: &LeanServer,
+    server: &CachedServer,
     status: Option<ServerStatus>,
     condition: &BoundCondition,
     now: &Time,

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::api::{LeanClaim, LeanServer, ServerSelector, Toleration};
+use crate::api::{CachedClaim, CachedServer, ServerSelector, Toleration};
 
 use super::eligibility::server_is_claimable;
 use super::index::Class;
@@ -20,7 +20,7 @@ pub struct ClaimShape {
 }
 
 impl ClaimShape {
-    pub fn of(claim: &LeanClaim) -> Self {
+    pub fn of(claim: &CachedClaim) -> Self {
         Self {
             selector: claim.spec.server_selector.clone(),
             tolerations: claim.spec.tolerations.clone(),
@@ -28,12 +28,12 @@ impl ClaimShape {
     }
 
     /// Whether `claim` asks for this shape: [`Self::of`] without the copy.
-    pub fn is_of(&self, claim: &LeanClaim) -> bool {
+    pub fn is_of(&self, claim: &CachedClaim) -> bool {
         self.selector == claim.spec.server_selector && self.tolerations == claim.spec.tolerations
     }
 
     /// Whether this server, claimable, can serve claims of this shape (its full labels).
-    pub(super) fn fits_server(&self, server: &LeanServer) -> bool {
+    pub(super) fn fits_server(&self, server: &CachedServer) -> bool {
         server_is_claimable(server).is_ok()
             && first_untolerated(&server.spec.taints, &self.tolerations).is_none()
             && self

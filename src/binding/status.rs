@@ -5,13 +5,15 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::names::{CONDITION_BOUND, CONDITION_CLEANING};
-use crate::api::{ClaimPhase, LeanClaim, LeanServer, ServerClaimStatus, ServerPhase, ServerStatus};
+use crate::api::{
+    CachedClaim, CachedServer, ClaimPhase, ServerClaimStatus, ServerPhase, ServerStatus,
+};
 
 use super::bounded::condition_message;
 
 /// The claim's phase; a claim without one has not been seen by the claim controller
 /// yet, and is not bound: `Pending`.
-pub fn claim_phase(claim: &LeanClaim) -> ClaimPhase {
+pub fn claim_phase(claim: &CachedClaim) -> ClaimPhase {
     claim
         .status
         .as_ref()
@@ -20,7 +22,7 @@ pub fn claim_phase(claim: &LeanClaim) -> ClaimPhase {
 }
 
 /// The server's phase; a server without one has never been bound: `Available`.
-pub fn server_phase(server: &LeanServer) -> ServerPhase {
+pub fn server_phase(server: &CachedServer) -> ServerPhase {
     server
         .status
         .as_ref()
@@ -116,8 +118,8 @@ fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
 /// The status a server plan writes once its object write turned `read` into `written`.
 pub fn server_status_after(
     status: &ServerStatus,
-    read: &LeanServer,
-    written: &LeanServer,
+    read: &CachedServer,
+    written: &CachedServer,
 ) -> ServerStatus {
     let (from, to) = (read.meta().generation, written.meta().generation);
     let mut status = status.clone();
@@ -131,8 +133,8 @@ pub fn server_status_after(
 /// The status a claim plan writes once its object write turned `read` into `written`.
 pub fn claim_status_after(
     status: &ServerClaimStatus,
-    read: &LeanClaim,
-    written: &LeanClaim,
+    read: &CachedClaim,
+    written: &CachedClaim,
 ) -> ServerClaimStatus {
     let mut status = status.clone();
     let (from, to) = (read.meta().generation, written.meta().generation);

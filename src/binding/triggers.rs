@@ -22,7 +22,7 @@
 use std::collections::BTreeSet;
 
 use crate::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 
 use super::assumed::claim_key;
 use super::evidence::can_take_back;
@@ -79,10 +79,15 @@ impl Wake {
 /// The wake-up rules, swappable so the model check can drop one as a mutant.
 #[derive(Clone, Copy)]
 pub struct Triggers {
-    pub server_changed:
-        fn(Option<&LeanServer>, Option<&LeanServer>, &ServerCatalog, &ClaimCatalog, usize) -> Wake,
+    pub server_changed: fn(
+        Option<&CachedServer>,
+        Option<&CachedServer>,
+        &ServerCatalog,
+        &ClaimCatalog,
+        usize,
+    ) -> Wake,
     pub claim_changed:
-        fn(Option<&LeanClaim>, Option<&LeanClaim>, &ServerCatalog, &ClaimCatalog) -> Wake,
+        fn(Option<&CachedClaim>, Option<&CachedClaim>, &ServerCatalog, &ClaimCatalog) -> Wake,
     pub assumption_ended: fn(&str, &ServerCatalog, &ClaimCatalog) -> Wake,
 }
 
@@ -99,8 +104,8 @@ impl Triggers {
 /// A server changed from `old` to `new` (`None`: absent); `servers` and `claims` are the
 /// caches after it, `in_flight` the picks whose writes the caches may not show yet.
 pub fn on_server_change(
-    old: Option<&LeanServer>,
-    new: Option<&LeanServer>,
+    old: Option<&CachedServer>,
+    new: Option<&CachedServer>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
     in_flight: usize,
@@ -135,8 +140,8 @@ pub fn on_server_change(
 
 /// A claim changed from `old` to `new`; `servers` and `claims` are the caches after it.
 pub fn on_claim_change(
-    old: Option<&LeanClaim>,
-    new: Option<&LeanClaim>,
+    old: Option<&CachedClaim>,
+    new: Option<&CachedClaim>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
@@ -159,7 +164,7 @@ pub fn on_claim_change(
         let s = servers.server(&o.spec.server_ref.as_ref()?.name)?;
         // As `outranked_on` counts a rival: one that names the server and may take it.
         let contends =
-            |c: &LeanClaim| c.spec.server_ref == o.spec.server_ref && can_take_back(s, c).is_ok();
+            |c: &CachedClaim| c.spec.server_ref == o.spec.server_ref && can_take_back(s, c).is_ok();
         (is_free(s) && contends(o) && !new.is_some_and(contends)).then_some(())
     });
     if stopped_contending.is_some() {
@@ -177,11 +182,11 @@ pub fn on_claim_change(
 /// shape): the matching may now give the others what it kept for it. A claim that took a
 /// free server (a pick) frees nothing, and wakes nobody.
 fn left_without_a_server(
-    old: Option<&LeanClaim>,
-    new: Option<&LeanClaim>,
+    old: Option<&CachedClaim>,
+    new: Option<&CachedClaim>,
     servers: &ServerCatalog,
 ) -> bool {
-    let waiting_shape = |c: &LeanClaim| is_waiting(c).then(|| ClaimShape::of(c));
+    let waiting_shape = |c: &CachedClaim| is_waiting(c).then(|| ClaimShape::of(c));
     let Some(shape) = old.and_then(waiting_shape) else {
         return false;
     };
@@ -195,7 +200,7 @@ fn left_without_a_server(
     // controller's hand (the server side's write can reach the cache first). A server
     // reserved for it by an admin was never free: adopting it leaves the free servers to
     // the others.
-    let records_it = |s: &LeanServer| {
+    let records_it = |s: &CachedServer| {
         let by_controller = meta::has_annotation(s, ANNOTATION_BOUND_BY_CONTROLLER);
         by_controller
             && s.spec

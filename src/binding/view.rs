@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 
 use super::few::Few;
 use super::index::{FreeServerIndex, selector_keys};
@@ -27,29 +27,29 @@ pub enum Liveness {
 /// What the claim controller may know about servers.
 pub trait ServerView {
     /// The server of this name, if the view has it.
-    fn server(&self, name: &str) -> Option<&LeanServer>;
+    fn server(&self, name: &str) -> Option<&CachedServer>;
     /// Servers whose `serverClaimRef` names this claim's namespace and name (any uid).
-    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&LeanServer>;
+    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&CachedServer>;
     /// Where `claim` goes among the free servers ([`place`]).
-    fn place(&self, claim: &LeanClaim, inputs: &PickInputs<'_>) -> Placement<'_>;
+    fn place(&self, claim: &CachedClaim, inputs: &PickInputs<'_>) -> Placement<'_>;
     /// Whether the fair order lets `claim`, which names `server`, take it now
     /// ([`place_named`]).
     fn place_named(
         &self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         server: &str,
         inputs: &PickInputs<'_>,
     ) -> Placement<'_>;
     /// Every server the view holds (for why a claim waits: [`super::why`]).
-    fn all(&self) -> Box<dyn Iterator<Item = &LeanServer> + '_>;
+    fn all(&self) -> Box<dyn Iterator<Item = &CachedServer> + '_>;
 }
 
 /// What the server controller may know about claims.
 pub trait ClaimView {
     /// The claim of this namespace and name, if the view has it.
-    fn claim(&self, namespace: &str, name: &str) -> Option<&LeanClaim>;
+    fn claim(&self, namespace: &str, name: &str) -> Option<&CachedClaim>;
     /// Claims whose `spec.serverRef` names this server.
-    fn claims_naming(&self, server: &str) -> Vec<&LeanClaim>;
+    fn claims_naming(&self, server: &str) -> Vec<&CachedClaim>;
 }
 
 fn claim_key(namespace: &str, name: &str) -> ClaimKey {
@@ -59,7 +59,7 @@ fn claim_key(namespace: &str, name: &str) -> ClaimKey {
 /// Every server, indexed for the claim controller's questions.
 #[derive(Clone, Debug, Default)]
 pub struct ServerCatalog {
-    servers: BTreeMap<String, Arc<LeanServer>>,
+    servers: BTreeMap<String, Arc<CachedServer>>,
     free: FreeServerIndex,
     reserved: HashMap<ClaimKey, Few<String>>,
     /// Claims a server's ref names without a uid (reservations by name), with how many
@@ -73,7 +73,7 @@ impl ServerCatalog {
     }
 
     /// Builds a catalog from a list (a relist, or a test's world).
-    pub fn from_servers(servers: impl IntoIterator<Item = impl Into<Arc<LeanServer>>>) -> Self {
+    pub fn from_servers(servers: impl IntoIterator<Item = impl Into<Arc<CachedServer>>>) -> Self {
         let mut catalog = Self::new();
         for server in servers {
             catalog.upsert(server);
@@ -82,7 +82,7 @@ impl ServerCatalog {
     }
 
     /// Replaces every server (a relist), keeping the label keys the index tracks.
-    pub fn replace_all(&mut self, servers: impl IntoIterator<Item = impl Into<Arc<LeanServer>>>) {
+    pub fn replace_all(&mut self, servers: impl IntoIterator<Item = impl Into<Arc<CachedServer>>>) {
         let mut fresh = Self {
             free: self.free.emptied(),
             ..Self::default()
@@ -94,7 +94,7 @@ impl ServerCatalog {
     }
 
     /// Records a server's latest state (a watch ADDED or MODIFIED event).
-    pub fn upsert(&mut self, server: impl Into<Arc<LeanServer>>) {
+    pub fn upsert(&mut self, server: impl Into<Arc<CachedServer>>) {
         let server = server.into();
         let name = meta::name(&*server).to_string();
         self.forget_reservation(&name);
@@ -141,7 +141,7 @@ impl ServerCatalog {
 
     /// Whether the free-server index already tracks every label key `claim`'s selector
     /// reads (so [`ServerCatalog::track_selectors`] would change nothing).
-    pub fn tracks_selector_of(&self, claim: &LeanClaim) -> bool {
+    pub fn tracks_selector_of(&self, claim: &CachedClaim) -> bool {
         claim
             .spec
             .server_selector
@@ -151,7 +151,7 @@ impl ServerCatalog {
 
     /// Has the free-server index split its classes by every label key these claims'
     /// selectors read, so their picks take the fast path (see [`FreeServerIndex`]).
-    pub fn track_selectors<'a>(&mut self, claims: impl IntoIterator<Item = &'a LeanClaim>) {
+    pub fn track_selectors<'a>(&mut self, claims: impl IntoIterator<Item = &'a CachedClaim>) {
         let keys: Vec<&str> = claims
             .into_iter()
             .filter_map(|c| c.spec.server_selector.as_ref())
@@ -162,7 +162,7 @@ impl ServerCatalog {
     }
 
     /// This catalog, tracking the selector keys of `claims` (for worlds built by hand).
-    pub fn tracking<'a>(mut self, claims: impl IntoIterator<Item = &'a LeanClaim>) -> Self {
+    pub fn tracking<'a>(mut self, claims: impl IntoIterator<Item = &'a CachedClaim>) -> Self {
         self.track_selectors(claims);
         self
     }
@@ -174,7 +174,7 @@ impl ServerCatalog {
         let adopts = |key: &ClaimKey| {
             let shape = waiting.shape_of(key);
             let reserved = self.reserved_for(&key.namespace, &key.name).into_iter();
-            let by_name = |s: &&LeanServer| {
+            let by_name = |s: &&CachedServer| {
                 s.spec
                     .server_claim_ref
                     .as_ref()
@@ -189,17 +189,17 @@ impl ServerCatalog {
         &self.free
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &LeanServer> {
+    pub fn iter(&self) -> impl Iterator<Item = &CachedServer> {
         self.servers.values().map(Arc::as_ref)
     }
 
     /// The server of this name as shared with the watch cache.
     /// Every server as shared with the watch cache.
-    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<LeanServer>> + '_ {
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<CachedServer>> + '_ {
         self.servers.values()
     }
 
-    pub fn shared(&self, name: &str) -> Option<&Arc<LeanServer>> {
+    pub fn shared(&self, name: &str) -> Option<&Arc<CachedServer>> {
         self.servers.get(name)
     }
 
@@ -224,11 +224,11 @@ impl ServerCatalog {
 }
 
 impl ServerView for ServerCatalog {
-    fn server(&self, name: &str) -> Option<&LeanServer> {
+    fn server(&self, name: &str) -> Option<&CachedServer> {
         self.servers.get(name).map(Arc::as_ref)
     }
 
-    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&LeanServer> {
+    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&CachedServer> {
         self.reserved
             .get(&claim_key(namespace, name))
             .into_iter()
@@ -237,7 +237,7 @@ impl ServerView for ServerCatalog {
             .collect()
     }
 
-    fn place(&self, claim: &LeanClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
+    fn place(&self, claim: &CachedClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
         let adopting = self.adopting(inputs.waiting);
         let server_of = |name: &str| self.server(name);
         place(claim, &self.free, &server_of, &adopting, inputs)
@@ -245,7 +245,7 @@ impl ServerView for ServerCatalog {
 
     fn place_named(
         &self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         server: &str,
         inputs: &PickInputs<'_>,
     ) -> Placement<'_> {
@@ -254,7 +254,7 @@ impl ServerView for ServerCatalog {
         place_named(claim, server, &self.free, &server_of, &adopting, inputs)
     }
 
-    fn all(&self) -> Box<dyn Iterator<Item = &LeanServer> + '_> {
+    fn all(&self) -> Box<dyn Iterator<Item = &CachedServer> + '_> {
         Box::new(self.iter())
     }
 }
@@ -262,7 +262,7 @@ impl ServerView for ServerCatalog {
 /// Every claim, indexed for the server controller's questions.
 #[derive(Clone, Debug, Default)]
 pub struct ClaimCatalog {
-    claims: BTreeMap<ClaimKey, Arc<LeanClaim>>,
+    claims: BTreeMap<ClaimKey, Arc<CachedClaim>>,
     naming: HashMap<String, Few<ClaimKey>>,
     waiting: WaitingClaims,
 }
@@ -272,7 +272,7 @@ impl ClaimCatalog {
         Self::default()
     }
 
-    pub fn from_claims(claims: impl IntoIterator<Item = impl Into<Arc<LeanClaim>>>) -> Self {
+    pub fn from_claims(claims: impl IntoIterator<Item = impl Into<Arc<CachedClaim>>>) -> Self {
         let mut catalog = Self::new();
         for claim in claims {
             catalog.upsert(claim);
@@ -281,7 +281,7 @@ impl ClaimCatalog {
     }
 
     /// Records a claim's latest state (a watch ADDED or MODIFIED event).
-    pub fn upsert(&mut self, claim: impl Into<Arc<LeanClaim>>) {
+    pub fn upsert(&mut self, claim: impl Into<Arc<CachedClaim>>) {
         let claim = claim.into();
         let key = claim_key(meta::namespace(&*claim), meta::name(&*claim));
         self.forget_naming(&key);
@@ -317,17 +317,17 @@ impl ClaimCatalog {
         }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &LeanClaim> {
+    pub fn iter(&self) -> impl Iterator<Item = &CachedClaim> {
         self.claims.values().map(Arc::as_ref)
     }
 
     /// Every claim as shared with the watch cache.
-    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<LeanClaim>> {
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<CachedClaim>> {
         self.claims.values()
     }
 
     /// The claim as shared with the watch cache.
-    pub fn shared(&self, namespace: &str, name: &str) -> Option<&Arc<LeanClaim>> {
+    pub fn shared(&self, namespace: &str, name: &str) -> Option<&Arc<CachedClaim>> {
         self.claims.get(&claim_key(namespace, name))
     }
 
@@ -349,7 +349,7 @@ impl ClaimCatalog {
     pub fn in_namespace<'a>(
         &'a self,
         namespace: &'a str,
-    ) -> impl Iterator<Item = &'a Arc<LeanClaim>> + 'a {
+    ) -> impl Iterator<Item = &'a Arc<CachedClaim>> + 'a {
         self.claims
             .range(claim_key(namespace, "")..)
             .take_while(move |(k, _)| k.namespace == namespace)
@@ -357,7 +357,7 @@ impl ClaimCatalog {
     }
 
     /// Claims that wait for a server to pick: no `serverRef`, not on the bound path.
-    pub fn pending(&self) -> impl Iterator<Item = &LeanClaim> {
+    pub fn pending(&self) -> impl Iterator<Item = &CachedClaim> {
         self.claims
             .values()
             .map(Arc::as_ref)
@@ -379,13 +379,13 @@ impl ClaimCatalog {
 }
 
 impl ClaimView for ClaimCatalog {
-    fn claim(&self, namespace: &str, name: &str) -> Option<&LeanClaim> {
+    fn claim(&self, namespace: &str, name: &str) -> Option<&CachedClaim> {
         self.claims
             .get(&claim_key(namespace, name))
             .map(Arc::as_ref)
     }
 
-    fn claims_naming(&self, server: &str) -> Vec<&LeanClaim> {
+    fn claims_naming(&self, server: &str) -> Vec<&CachedClaim> {
         self.naming
             .get(server)
             .into_iter()
@@ -400,11 +400,11 @@ impl ClaimView for ClaimCatalog {
 pub struct WithLiveServer<'a, V: ?Sized> {
     pub base: &'a V,
     pub name: &'a str,
-    pub live: Option<&'a LeanServer>,
+    pub live: Option<&'a CachedServer>,
 }
 
 impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
-    fn server(&self, name: &str) -> Option<&LeanServer> {
+    fn server(&self, name: &str) -> Option<&CachedServer> {
         if name == self.name {
             self.live
         } else {
@@ -412,8 +412,8 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
         }
     }
 
-    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&LeanServer> {
-        let mut servers: Vec<&LeanServer> = self
+    fn reserved_for(&self, namespace: &str, name: &str) -> Vec<&CachedServer> {
+        let mut servers: Vec<&CachedServer> = self
             .base
             .reserved_for(namespace, name)
             .into_iter()
@@ -431,7 +431,7 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
         servers
     }
 
-    fn place(&self, claim: &LeanClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
+    fn place(&self, claim: &CachedClaim, inputs: &PickInputs<'_>) -> Placement<'_> {
         // The live server is never a candidate here: overlays are only used to confirm
         // that a named server is gone, never to pick one.
         let skip = |n: &str| n == self.name || (inputs.skip)(n);
@@ -444,7 +444,7 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
 
     fn place_named(
         &self,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         server: &str,
         inputs: &PickInputs<'_>,
     ) -> Placement<'_> {
@@ -455,7 +455,7 @@ impl<V: ServerView + ?Sized> ServerView for WithLiveServer<'_, V> {
         self.base.place_named(claim, server, inputs)
     }
 
-    fn all(&self) -> Box<dyn Iterator<Item = &LeanServer> + '_> {
+    fn all(&self) -> Box<dyn Iterator<Item = &CachedServer> + '_> {
         let others = self.base.all().filter(|s| meta::name(*s) != self.name);
         Box::new(others.chain(self.live))
     }
@@ -466,11 +466,11 @@ pub struct WithLiveClaim<'a, V: ?Sized> {
     pub base: &'a V,
     pub namespace: &'a str,
     pub name: &'a str,
-    pub live: Option<&'a LeanClaim>,
+    pub live: Option<&'a CachedClaim>,
 }
 
 impl<V: ClaimView + ?Sized> ClaimView for WithLiveClaim<'_, V> {
-    fn claim(&self, namespace: &str, name: &str) -> Option<&LeanClaim> {
+    fn claim(&self, namespace: &str, name: &str) -> Option<&CachedClaim> {
         if namespace == self.namespace && name == self.name {
             self.live
         } else {
@@ -478,10 +478,10 @@ impl<V: ClaimView + ?Sized> ClaimView for WithLiveClaim<'_, V> {
         }
     }
 
-    fn claims_naming(&self, server: &str) -> Vec<&LeanClaim> {
+    fn claims_naming(&self, server: &str) -> Vec<&CachedClaim> {
         let is_overlaid =
-            |c: &LeanClaim| meta::namespace(c) == self.namespace && meta::name(c) == self.name;
-        let mut claims: Vec<&LeanClaim> = self
+            |c: &CachedClaim| meta::namespace(c) == self.namespace && meta::name(c) == self.name;
+        let mut claims: Vec<&CachedClaim> = self
             .base
             .claims_naming(server)
             .into_iter()

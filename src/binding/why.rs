@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::api::{LeanClaim, LeanServer, SelectorOperator, ServerSelector};
+use crate::api::{CachedClaim, CachedServer, SelectorOperator, ServerSelector};
 
 use super::bounded::{LIST_MAX, listed};
 use super::class_labels::own_part;
@@ -62,7 +62,11 @@ pub struct PickState<'a> {
 }
 
 /// Whether `server` can take `claim` now, and if not, the first reason why.
-pub fn hindrance(server: &LeanServer, claim: &LeanClaim, pick: PickState<'_>) -> Option<Hindrance> {
+pub fn hindrance(
+    server: &CachedServer,
+    claim: &CachedClaim,
+    pick: PickState<'_>,
+) -> Option<Hindrance> {
     if let Err(why) = eligibility(server, claim) {
         return Some(Hindrance::Ineligible(why));
     }
@@ -189,8 +193,8 @@ const TAINTS_NAMED: usize = 3;
 impl Unavailability {
     /// Counts `servers` for `claim`.
     pub fn of<'s>(
-        claim: &LeanClaim,
-        servers: impl IntoIterator<Item = &'s LeanServer>,
+        claim: &CachedClaim,
+        servers: impl IntoIterator<Item = &'s CachedServer>,
         pick: PickState<'_>,
     ) -> Self {
         let mut out = Self {

@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::{LeanClaim, LeanServer, ServerClaimRef};
+use crate::api::{CachedClaim, CachedServer, ServerClaimRef};
 
 use super::assumed::{AssumedChoices, claim_key};
 use super::evidence::{can_take_back, records_bind_to};
@@ -25,12 +25,12 @@ use super::view::{ClaimView, ServerView};
 
 /// Whether a claim naming a server, with no bind to it recorded, may take it now (the
 /// binder answers it with [`pick_or_turn`]).
-pub type Turn<'a> = &'a dyn Fn(&LeanClaim) -> bool;
+pub type Turn<'a> = &'a dyn Fn(&CachedClaim) -> bool;
 
 /// Whether the server controller may bind a claim as far as its namespace's quotas go:
 /// none limits its class, or each that does charges it (docs/binding.md, "Server
 /// quotas"; the binder answers it with [`super::quota::QuotaCheck::admits`]).
-pub type Admit<'a> = &'a dyn Fn(&LeanClaim) -> bool;
+pub type Admit<'a> = &'a dyn Fn(&CachedClaim) -> bool;
 
 /// Whether `claim`, which names the free `server`, may take it now, short of a recorded
 /// bind: it is this controller's pick in flight (`picks` holds it: a pick is made in its
@@ -40,7 +40,7 @@ pub type Admit<'a> = &'a dyn Fn(&LeanClaim) -> bool;
 /// (docs/binding.md, "Whose pick is it").
 pub fn pick_or_turn(
     server: &str,
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     picks: &AssumedChoices,
     turn: impl FnOnce() -> bool,
 ) -> bool {
@@ -49,7 +49,7 @@ pub fn pick_or_turn(
 
 /// Whether `claim`'s ref to `server` is this controller's pick in flight: controller-
 /// chosen, and held by its assumed choices.
-pub fn is_picked(server: &str, claim: &LeanClaim, picks: &AssumedChoices) -> bool {
+pub fn is_picked(server: &str, claim: &CachedClaim, picks: &AssumedChoices) -> bool {
     is_controller_chosen(claim) && picks.holds(server, &claim_key(claim))
 }
 
@@ -58,7 +58,7 @@ pub fn is_picked(server: &str, claim: &LeanClaim, picks: &AssumedChoices) -> boo
 /// when they need it ([`super::placement::place_named`]).
 pub fn turn_on<'s>(
     server: &str,
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &'s (impl ServerView + ?Sized),
     pick: &PickInputs<'_>,
 ) -> Placement<'s> {
@@ -68,7 +68,7 @@ pub fn turn_on<'s>(
 /// Whether a claim naming `server` may win it now: its status records a bind to it; or
 /// `turn` says so ([`pick_or_turn`]: this controller's pick, or a user's claim in its
 /// turn).
-fn in_turn(server: &LeanServer, claim: &LeanClaim, turn: Turn<'_>) -> bool {
+fn in_turn(server: &CachedServer, claim: &CachedClaim, turn: Turn<'_>) -> bool {
     records_bind_to(claim, server) || turn(claim)
 }
 
@@ -79,7 +79,7 @@ fn in_turn(server: &LeanServer, claim: &LeanClaim, turn: Turn<'_>) -> bool {
 /// and this restores it), then user-chosen, then controller-chosen, then the oldest,
 /// then by namespace/name.
 pub(super) fn winner(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &(impl ClaimView + ?Sized),
     turn: Turn<'_>,
     admit: Admit<'_>,
@@ -97,7 +97,7 @@ pub(super) fn winner(
 /// controller-chosen or not.
 type Rank = (Reverse<bool>, bool, Option<Time>, String, String);
 
-fn rank(server: &LeanServer, claim: &LeanClaim, controller_chosen: bool) -> Rank {
+fn rank(server: &CachedServer, claim: &CachedClaim, controller_chosen: bool) -> Rank {
     (
         Reverse(records_bind_to(claim, server)),
         controller_chosen,
@@ -113,8 +113,8 @@ fn rank(server: &LeanServer, claim: &LeanClaim, controller_chosen: bool) -> Rank
 /// controller passes it over. A claim naming it out of its turn wins nothing: the claims
 /// ahead of it may take the server.
 pub fn outranked_on(
-    server: &LeanServer,
-    claim: &LeanClaim,
+    server: &CachedServer,
+    claim: &CachedClaim,
     claims: &(impl ClaimView + ?Sized),
     turn: Turn<'_>,
 ) -> bool {

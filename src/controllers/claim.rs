@@ -14,7 +14,7 @@ use super::informer::Current;
 use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, patch, record};
-use crate::api::{LeanClaim, LeanServer, ServerQuota};
+use crate::api::{CachedClaim, CachedServer, ServerQuota};
 use crate::binding::quota::QUOTA_EXCEEDED;
 use crate::binding::{
     ClaimDecision, ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, find_bound,
@@ -24,7 +24,7 @@ use crate::binding::{
 const KIND: ControllerKind = ControllerKind::Claim;
 
 #[instrument(name = "reconcile_claim", skip_all, fields(claim = %claim_key(&claim)))]
-pub async fn reconcile(claim: Arc<LeanClaim>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile(claim: Arc<CachedClaim>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let result = reconcile_claim(&claim, &ctx).await;
     ctx.metrics
@@ -33,11 +33,11 @@ pub async fn reconcile(claim: Arc<LeanClaim>, ctx: Arc<Context>) -> Result<Actio
 }
 
 #[instrument(name = "reconcile_claim", skip_all, fields(claim = %claim_key(&claim)))]
-pub fn error_policy(claim: Arc<LeanClaim>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context>) -> Action {
     requeue_after(KIND, error, &ctx.metrics)
 }
 
-async fn reconcile_claim(claim: &LeanClaim, ctx: &Context) -> Result<Action> {
+async fn reconcile_claim(claim: &CachedClaim, ctx: &Context) -> Result<Action> {
     let latest = match ctx.caches.current(&ctx.caches.claim_store, claim) {
         Current::Latest(latest) => latest,
         Current::Gone => return Ok(Action::await_change()),
@@ -50,7 +50,7 @@ async fn reconcile_claim(claim: &LeanClaim, ctx: &Context) -> Result<Action> {
     let claim = &*latest;
     let mut step = decide(claim, ctx, None);
     if let ClaimStep::ReadServer(server) = &step {
-        let api = Api::<LeanServer>::all(ctx.client.clone());
+        let api = Api::<CachedServer>::all(ctx.client.clone());
         let live = api.get_opt(server).await.map_err(|source| Error::Api {
             verb: "get",
             resource: "servers",
@@ -100,9 +100,9 @@ async fn reconcile_claim(claim: &LeanClaim, ctx: &Context) -> Result<Action> {
 /// by what a live GET said. A pick is assumed under the binder's lock, so a reconcile
 /// running at once cannot pick the same server.
 fn decide(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     ctx: &Context,
-    live: Option<(&str, Option<&LeanServer>)>,
+    live: Option<(&str, Option<&CachedServer>)>,
 ) -> ClaimStep {
     ctx.caches.reconcile_claim(claim, live)
 }
@@ -137,9 +137,9 @@ enum Carried {
 /// Writes the plan (object, then status), each write a patch from the claim as read
 /// (the status write: as the object write left it) and its result reported to the
 /// binder, then records its event and counts its outcome.
-async fn execute(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) -> Result<Carried> {
+async fn execute(claim: &CachedClaim, work: &ClaimWork, ctx: &Context) -> Result<Carried> {
     let plan = &work.plan;
-    let api = Api::<LeanClaim>::namespaced(ctx.client.clone(), meta::namespace(claim));
+    let api = Api::<CachedClaim>::namespaced(ctx.client.clone(), meta::namespace(claim));
     let mut latest = None;
     if let Some(object) = &plan.object {
         let written = patch(ctx, KIND, &api, claim, object, Part::Object).await;
@@ -173,7 +173,7 @@ async fn execute(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) -> Result<C
 }
 
 /// Counts a claim a full quota turned away, once per time it goes `QuotaExceeded`.
-fn count_quota_refusal(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) {
+fn count_quota_refusal(claim: &CachedClaim, work: &ClaimWork, ctx: &Context) {
     let (ClaimDecision::QuotaExceeded { full } | ClaimDecision::RestoreAwaitingQuota { full, .. }) =
         &work.decision
     else {
@@ -191,9 +191,9 @@ fn count_quota_refusal(claim: &LeanClaim, work: &ClaimWork, ctx: &Context) {
 /// backs off (docs/binding.md, "Refused writes"): counted, logged, and said on the claim
 /// by its next reconcile.
 fn report_object_write(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     work: &ClaimWork,
-    written: &Result<LeanClaim>,
+    written: &Result<CachedClaim>,
     ctx: &Context,
 ) -> bool {
     let refusal;

@@ -26,7 +26,9 @@ use tokio::sync::watch;
 
 use super::own_writes::OwnWrites;
 
-use crate::api::{Lean, LeanClaim, LeanObject, LeanServer, Projected, ServerClass, ServerQuota};
+use crate::api::{
+    CachedClaim, CachedObject, CachedServer, Projected, ServerClass, ServerQuota, Trimmed,
+};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, ResyncCursor, Rules, Sight,
     Wake, claim_key,
@@ -45,16 +47,16 @@ type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
 /// never while the binder's lock is held.
 pub struct Caches {
     binder: RwLock<Binder>,
-    pub server_store: Store<LeanServer>,
-    pub claim_store: Store<LeanClaim>,
+    pub server_store: Store<CachedServer>,
+    pub claim_store: Store<CachedClaim>,
     /// Whether servers, claims, classes, namespaces and quotas have each been listed
     /// into the binder once.
     synced: [watch::Sender<bool>; 5],
     /// Rung when the quotas' recount ([`super::quota`]) has work ([`wants_recount`]): a
     /// claim deleted (a charge may free), a relist, a quota not counted yet.
     pub recount_wanted: tokio::sync::Notify,
-    claim_triggers: TriggerSlot<LeanClaim>,
-    server_triggers: TriggerSlot<LeanServer>,
+    claim_triggers: TriggerSlot<CachedClaim>,
+    server_triggers: TriggerSlot<CachedServer>,
     /// Writes of this process the watches have not delivered yet (locked alone).
     own_writes: Mutex<OwnWrites>,
     /// Reconciles begun ([`Caches::reconciles_begun`]).
@@ -73,8 +75,8 @@ pub enum Current<K> {
 
 /// The writer halves, consumed by [`Caches::run`].
 pub struct CacheWriters {
-    servers: Writer<LeanServer>,
-    claims: Writer<LeanClaim>,
+    servers: Writer<CachedServer>,
+    claims: Writer<CachedClaim>,
     classes: Writer<ServerClass>,
     namespaces: Writer<Namespace>,
     quotas: Writer<ServerQuota>,
@@ -123,8 +125,8 @@ impl Caches {
     /// any other reconcile can pick the same server, and wakes whom starting it wakes.
     pub fn reconcile_claim(
         &self,
-        claim: &LeanClaim,
-        live: Option<(&str, Option<&LeanServer>)>,
+        claim: &CachedClaim,
+        live: Option<(&str, Option<&CachedServer>)>,
     ) -> ClaimStep {
         let mut binder = self.binder.write();
         let step = binder.reconcile_claim(claim, live, Sight::All, Timestamp::now());
@@ -140,7 +142,7 @@ impl Caches {
     pub fn claim_object_written(
         &self,
         work: &ClaimWork,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         written: ObjectWrite<'_>,
     ) {
         if !work.reports_object_write(&written) {
@@ -152,7 +154,7 @@ impl Caches {
     }
 
     /// Reports a server write the API server refused to the binder.
-    pub fn server_write_refused(&self, server: &LeanServer, message: &str) {
+    pub fn server_write_refused(&self, server: &CachedServer, message: &str) {
         let mut binder = self.binder.write();
         let wake = binder.server_write_refused(server, message, Timestamp::now());
         self.wake(binder, wake);
@@ -233,12 +235,12 @@ impl Caches {
     /// Routes claim-controller triggers to `tx`. Every claim is woken by the start
     /// ([`Caches::start_step`]), which must come after: an event in between is then
     /// queued twice, never lost.
-    pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<LeanClaim>>) {
+    pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<CachedClaim>>) {
         *self.claim_triggers.lock() = Some(tx);
     }
 
     /// Routes server-controller triggers to `tx` (see `attach_claim_controller`).
-    pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<LeanServer>>) {
+    pub fn attach_server_controller(&self, tx: UnboundedSender<ObjectRef<CachedServer>>) {
         *self.server_triggers.lock() = Some(tx);
     }
 
@@ -322,7 +324,7 @@ enum Kind {
 }
 
 /// Feeds one kind's watch into its store and the binder, then wakes the controllers.
-/// The objects are read lean ([`Lean`]: what no decision reads is skipped while
+/// The objects are read lean ([`Trimmed`]: what no decision reads is skipped while
 /// parsing). The binder holds the store's copy of each object (one copy per object,
 /// shared).
 async fn watch<K>(client: kube::Client, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
@@ -369,14 +371,14 @@ where
     }
 }
 
-/// How a kind is read off the wire: servers and claims as the [`LeanObject`]s the binder
-/// caches, the other kinds whole but [`Lean`].
+/// How a kind is read off the wire: servers and claims as the [`CachedObject`]s the binder
+/// caches, the other kinds whole but [`Trimmed`].
 trait Read: Sized {
     type Wire: kube::Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug + Send + 'static;
     fn from_wire(wire: Self::Wire) -> Self;
 }
 
-impl<K: Projected> Read for LeanObject<K>
+impl<K: Projected> Read for CachedObject<K>
 where
     Self: kube::Resource<DynamicType = ()> + Clone + Debug + Send + 'static,
 {
@@ -389,8 +391,8 @@ where
 macro_rules! read_whole {
     ($($kind:ty),*) => {$(
         impl Read for $kind {
-            type Wire = Lean<$kind>;
-            fn from_wire(wire: Lean<$kind>) -> Self {
+            type Wire = Trimmed<$kind>;
+            fn from_wire(wire: Trimmed<$kind>) -> Self {
                 wire.0
             }
         }
@@ -435,28 +437,28 @@ trait Applies<K> {
     }
 }
 
-impl Applies<LeanServer> for Binder {
-    fn apply(&mut self, obj: Arc<LeanServer>) -> Wake {
+impl Applies<CachedServer> for Binder {
+    fn apply(&mut self, obj: Arc<CachedServer>) -> Wake {
         let name = crate::binding::meta::name(&*obj).to_string();
         self.apply_server(&name, Some(obj))
     }
-    fn apply_deleted(&mut self, last: Arc<LeanServer>) -> Wake {
+    fn apply_deleted(&mut self, last: Arc<CachedServer>) -> Wake {
         self.apply_server_deleted(last)
     }
-    fn relist(&mut self, all: Vec<Arc<LeanServer>>) -> Wake {
+    fn relist(&mut self, all: Vec<Arc<CachedServer>>) -> Wake {
         self.relist_servers(all)
     }
 }
 
-impl Applies<LeanClaim> for Binder {
-    fn apply(&mut self, obj: Arc<LeanClaim>) -> Wake {
+impl Applies<CachedClaim> for Binder {
+    fn apply(&mut self, obj: Arc<CachedClaim>) -> Wake {
         let key = claim_key(&obj);
         self.apply_claim(&key, Some(obj))
     }
-    fn apply_deleted(&mut self, last: Arc<LeanClaim>) -> Wake {
+    fn apply_deleted(&mut self, last: Arc<CachedClaim>) -> Wake {
         self.apply_claim_deleted(last)
     }
-    fn relist(&mut self, all: Vec<Arc<LeanClaim>>) -> Wake {
+    fn relist(&mut self, all: Vec<Arc<CachedClaim>>) -> Wake {
         self.relist_claims(all)
     }
 }

@@ -26,7 +26,7 @@ use crate::binding::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ControllerKind {
     Claim,
-    LeanServer,
+    Server,
     /// The classes' status counts ([`super::class_status`]).
     Class,
     /// The quotas' charges: the claim controller's, and the recount's
@@ -38,7 +38,7 @@ impl ControllerKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ControllerKind::Claim => "claim",
-            ControllerKind::LeanServer => "server",
+            ControllerKind::Server => "server",
             ControllerKind::Class => "class",
             ControllerKind::Quota => "quota",
         }
@@ -47,7 +47,7 @@ impl ControllerKind {
     pub fn resource(self) -> &'static str {
         match self {
             ControllerKind::Claim => "serverclaims",
-            ControllerKind::LeanServer => "servers",
+            ControllerKind::Server => "servers",
             ControllerKind::Class => "serverclasses",
             ControllerKind::Quota => "serverquotas",
         }
@@ -226,7 +226,7 @@ impl Metrics {
     /// Zero series for the known label values, so rate() and alerts see them from the
     /// first scrape rather than from the first occurrence.
     fn zero_known_series(&self) {
-        for kind in [ControllerKind::Claim, ControllerKind::LeanServer] {
+        for kind in [ControllerKind::Claim, ControllerKind::Server] {
             self.reconcile_errors
                 .with_label_values(&[kind.as_str(), "api"]);
             for result in [WriteResult::Ok, WriteResult::Conflict, WriteResult::Error] {
@@ -250,7 +250,7 @@ impl Metrics {
         for case in RepairCase::ALL {
             let kind = match case.repairer() {
                 Repairer::ClaimController => ControllerKind::Claim,
-                Repairer::ServerController => ControllerKind::LeanServer,
+                Repairer::ServerController => ControllerKind::Server,
             };
             self.repairs
                 .with_label_values(&[kind.as_str(), case.as_str()]);

@@ -30,7 +30,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 
 pub use context::Context;
 pub use error::Error;
@@ -99,7 +99,7 @@ async fn run_controllers(
 
     // The watches belong to the informer; every trigger arrives through `reconcile_on`.
     let claims = Controller::for_stream(
-        stream::pending::<Result<LeanClaim, watcher::Error>>(),
+        stream::pending::<Result<CachedClaim, watcher::Error>>(),
         ctx.caches.claim_store.clone(),
     )
     .reconcile_on(claim_rx)
@@ -108,7 +108,7 @@ async fn run_controllers(
     .run(claim::reconcile, claim::error_policy, ctx.clone())
     .for_each(|result| async move { log_run_result("claim", result) });
     let servers = Controller::for_stream(
-        stream::pending::<Result<LeanServer, watcher::Error>>(),
+        stream::pending::<Result<CachedServer, watcher::Error>>(),
         ctx.caches.server_store.clone(),
     )
     .reconcile_on(server_rx)

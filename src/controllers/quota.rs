@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{LeanClaim, QuotaCharge, ServerQuota};
+use crate::api::{CachedClaim, QuotaCharge, ServerQuota};
 use crate::binding::meta;
 use crate::binding::quota::{Holder, recount, unconfirmed};
 
@@ -83,7 +83,7 @@ async fn recount_all(ctx: &Context) -> Option<Duration> {
 /// changed anything. A read that fails leaves the quota for the next round.
 async fn recount_one(ctx: &Context, seen: Seen) -> Result<()> {
     let namespace = meta::namespace(&seen.quota).to_string();
-    let claims = Api::<LeanClaim>::namespaced(ctx.client.clone(), &namespace);
+    let claims = Api::<CachedClaim>::namespaced(ctx.client.clone(), &namespace);
     let mut gone = HashSet::new();
     for charge in &seen.unread {
         let live = claims

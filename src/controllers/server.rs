@@ -9,7 +9,7 @@ use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::instrument;
 
-use crate::api::{LeanClaim, LeanServer, ServerClaimRef};
+use crate::api::{CachedClaim, CachedServer, ServerClaimRef};
 use crate::binding::{ClaimKey, ServerStep, ServerWork, claim_of, meta, server_status_after};
 
 use super::context::Context;
@@ -19,10 +19,10 @@ use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, patch, record};
 
-const KIND: ControllerKind = ControllerKind::LeanServer;
+const KIND: ControllerKind = ControllerKind::Server;
 
 #[instrument(name = "reconcile_server", skip_all, fields(server = meta::name(&*server)))]
-pub async fn reconcile(server: Arc<LeanServer>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile(server: Arc<CachedServer>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let result = reconcile_server(&server, &ctx).await;
     ctx.metrics
@@ -31,11 +31,11 @@ pub async fn reconcile(server: Arc<LeanServer>, ctx: Arc<Context>) -> Result<Act
 }
 
 #[instrument(name = "reconcile_server", skip_all, fields(server = meta::name(&*server)))]
-pub fn error_policy(server: Arc<LeanServer>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(server: Arc<CachedServer>, error: &Error, ctx: Arc<Context>) -> Action {
     requeue_after(KIND, error, &ctx.metrics)
 }
 
-async fn reconcile_server(server: &LeanServer, ctx: &Context) -> Result<Action> {
+async fn reconcile_server(server: &CachedServer, ctx: &Context) -> Result<Action> {
     let latest = match ctx.caches.current(&ctx.caches.server_store, server) {
         Current::Latest(latest) => latest,
         Current::Gone => return Ok(Action::await_change()),
@@ -48,7 +48,7 @@ async fn reconcile_server(server: &LeanServer, ctx: &Context) -> Result<Action> 
     let server = &*latest;
     let mut step = decide(server, ctx, None);
     if let ServerStep::ReadClaim(claim) = &step {
-        let api = Api::<LeanClaim>::namespaced(ctx.client.clone(), &claim.namespace);
+        let api = Api::<CachedClaim>::namespaced(ctx.client.clone(), &claim.namespace);
         let live = api
             .get_opt(&claim.name)
             .await
@@ -77,9 +77,9 @@ async fn reconcile_server(server: &LeanServer, ctx: &Context) -> Result<Action> 
 /// One binder step on the claim cache, or with one claim replaced by what a live GET
 /// said.
 fn decide(
-    server: &LeanServer,
+    server: &CachedServer,
     ctx: &Context,
-    live: Option<(&ServerClaimRef, Option<&LeanClaim>)>,
+    live: Option<(&ServerClaimRef, Option<&CachedClaim>)>,
 ) -> ServerStep {
     ctx.caches
         .read()
@@ -89,9 +89,9 @@ fn decide(
 /// Writes the plan (object, then status), each write a patch from the server as read
 /// (the status write: as the object write left it), then records its event and counts
 /// its outcome.
-async fn execute(server: &LeanServer, work: &ServerWork, ctx: &Context) -> Result<()> {
+async fn execute(server: &CachedServer, work: &ServerWork, ctx: &Context) -> Result<()> {
     let plan = &work.plan;
-    let api = Api::<LeanServer>::all(ctx.client.clone());
+    let api = Api::<CachedServer>::all(ctx.client.clone());
     let mut latest = None;
     if let Some(object) = &plan.object {
         let written = patch(ctx, KIND, &api, server, object, Part::Object).await;
@@ -127,7 +127,7 @@ async fn execute(server: &LeanServer, work: &ServerWork, ctx: &Context) -> Resul
 /// Tells the binder of a write made from `server` that the API server refused for what
 /// the server is (docs/binding.md, "Refused writes"): picks pass it over and the claims
 /// naming it say so, until it changes.
-fn report_refusal<T>(server: &LeanServer, written: Result<T>, ctx: &Context) -> Result<T> {
+fn report_refusal<T>(server: &CachedServer, written: Result<T>, ctx: &Context) -> Result<T> {
     if let Err(error) = &written
         && let Some(message) = error.refusal()
     {

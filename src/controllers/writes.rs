@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
-use crate::api::{LeanClaim, LeanServer};
+use crate::api::{CachedClaim, CachedServer};
 use crate::binding::{BindingEvent, EventKind, Related, ref_uid};
 
 use super::context::Context;
@@ -191,16 +191,16 @@ where
 fn related_ref(related: &Related) -> ObjectReference {
     match related {
         Related::Claim(r) => ObjectReference {
-            api_version: Some(LeanClaim::api_version(&()).into()),
-            kind: Some(LeanClaim::kind(&()).into()),
+            api_version: Some(CachedClaim::api_version(&()).into()),
+            kind: Some(CachedClaim::kind(&()).into()),
             namespace: Some(r.namespace.clone()),
             name: Some(r.name.clone()),
             uid: ref_uid(r).map(str::to_string),
             ..ObjectReference::default()
         },
-        Related::LeanServer(name) => ObjectReference {
-            api_version: Some(LeanServer::api_version(&()).into()),
-            kind: Some(LeanServer::kind(&()).into()),
+        Related::Server(name) => ObjectReference {
+            api_version: Some(CachedServer::api_version(&()).into()),
+            kind: Some(CachedServer::kind(&()).into()),
             name: Some(name.clone()),
             ..ObjectReference::default()
         },
@@ -212,8 +212,8 @@ mod tests {
     use super::*;
     use crate::api::{ServerPhase, ServerSpec, ServerStatus};
 
-    fn read() -> LeanServer {
-        let mut s = LeanServer::new("s1", ServerSpec::default());
+    fn read() -> CachedServer {
+        let mut s = CachedServer::new("s1", ServerSpec::default());
         s.meta_mut().resource_version = Some("7".into());
         *s.labels_mut() = [("rack".to_string(), "r1".to_string())]
             .into_iter()

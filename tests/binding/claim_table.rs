@@ -7,7 +7,7 @@ use server_binder::binding::*;
 
 use crate::binding::support::*;
 
-fn plan(claim: &LeanClaim, decision: &ClaimDecision) -> ClaimPlan {
+fn plan(claim: &CachedClaim, decision: &ClaimDecision) -> ClaimPlan {
     plan_claim(claim, decision, &now())
 }
 
@@ -224,7 +224,7 @@ fn unbound_skips_servers_already_chosen_for_other_claims() {
 
 /// The pick passes over a server that another claim naming it would win: the picker
 /// (controller-chosen once it picks) would only have to withdraw.
-fn pick_with_rivals(c: &LeanClaim, rivals: Vec<LeanClaim>) -> ClaimDecision {
+fn pick_with_rivals(c: &CachedClaim, rivals: Vec<CachedClaim>) -> ClaimDecision {
     let world = servers(vec![server("a"), server("b").unclaimable(), server("c")]);
     let others = claims(rivals);
     let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
@@ -781,7 +781,7 @@ fn unbound_pick_leaves_a_selective_claim_its_only_server() {
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s1") });
 }
 
-fn in_namespace(mut c: LeanClaim, namespace: &str) -> LeanClaim {
+fn in_namespace(mut c: CachedClaim, namespace: &str) -> CachedClaim {
     c.meta_mut().namespace = Some(namespace.into());
     c
 }
@@ -793,7 +793,7 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
     let a1 = in_namespace(claim("a1").created(1), "team-a");
     let a2 = in_namespace(claim("a2").created(2), "team-a");
     let b1 = in_namespace(claim("b1").created(3), "team-b");
-    let decide = |c: &LeanClaim, world: &ServerCatalog, waiting: &ClaimCatalog| {
+    let decide = |c: &CachedClaim, world: &ServerCatalog, waiting: &ClaimCatalog| {
         let pick = PickInputs {
             waiting: waiting.waiting(),
             ..alone(&|_| false)
@@ -834,7 +834,7 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
 /// A claim waiting its turn behind many names the first three ahead, then a count.
 #[test]
 fn a_claim_waiting_its_turn_names_the_first_claims_ahead_then_a_count() {
-    let all: Vec<LeanClaim> = (1..=6)
+    let all: Vec<CachedClaim> = (1..=6)
         .map(|i| in_namespace(claim(&format!("c{i}")).created(i), "team-a"))
         .collect();
     let world = servers(vec![server("s1")]);
@@ -866,8 +866,8 @@ fn waits_turn(d: &ClaimDecision) -> String {
 fn a_users_claim_naming_a_server_waits_its_turn() {
     let a = in_namespace(claim("a").created(1), "team-a");
     let b = in_namespace(claim("b").names("s1").created(2), "team-b");
-    let decide = |c: &LeanClaim, world: &ServerCatalog, cache: &ClaimCatalog| {
-        let turn = |rival: &LeanClaim, server: &str| {
+    let decide = |c: &CachedClaim, world: &ServerCatalog, cache: &ClaimCatalog| {
+        let turn = |rival: &CachedClaim, server: &str| {
             let pick = PickInputs {
                 waiting: cache.waiting(),
                 ..alone(&|_| false)
@@ -920,7 +920,7 @@ fn a_users_claim_naming_a_server_waits_its_turn() {
 #[test]
 fn only_the_first_of_many_claims_naming_a_server_has_its_turn() {
     let a = claim("a").created(1);
-    let namers: Vec<LeanClaim> = (0..50)
+    let namers: Vec<CachedClaim> = (0..50)
         .map(|i| {
             in_namespace(
                 claim(&format!("n{i:02}")).names("s1").created(2 + i),

@@ -23,13 +23,13 @@ fn selector(pairs: &[(&str, &str)]) -> ServerSelector {
     }
 }
 
-fn claim(class: Option<&str>, selects: Option<(&str, &str)>) -> Arc<LeanClaim> {
+fn claim(class: Option<&str>, selects: Option<(&str, &str)>) -> Arc<CachedClaim> {
     let spec = ServerClaimSpec {
         server_class_name: class.map(str::to_string),
         server_selector: selects.map(|pair| selector(&[pair])),
         ..ServerClaimSpec::default()
     };
-    let mut c = LeanClaim::new("c", spec);
+    let mut c = CachedClaim::new("c", spec);
     c.meta_mut().namespace = Some("team-a".into());
     Arc::new(c)
 }
@@ -45,10 +45,10 @@ fn the_summary_says_outside_the_class_and_set_aside() {
     );
     let mut catalog = ClassCatalog::default();
     catalog.replace_classes([Arc::new(gpu)]);
-    let servers: Vec<LeanServer> = [("g1", "gpu"), ("c1", "cpu"), ("c2", "cpu")]
+    let servers: Vec<CachedServer> = [("g1", "gpu"), ("c1", "cpu"), ("c2", "cpu")]
         .iter()
         .map(|(name, kind)| {
-            let mut server = LeanServer::new(name, ServerSpec::default());
+            let mut server = CachedServer::new(name, ServerSpec::default());
             *server.labels_mut() = labels(&[("kind", kind), ("rack", "r1")])
                 .into_iter()
                 .collect();

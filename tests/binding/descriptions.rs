@@ -31,7 +31,7 @@ fn server_messages(plan: &ServerPlan) -> Vec<String> {
 
 /// One claim decision per variant but the two that wait (their condition carries the
 /// summary), on a claim where its plan writes what it writes.
-fn claim_examples() -> Vec<(LeanClaim, ClaimDecision)> {
+fn claim_examples() -> Vec<(CachedClaim, ClaimDecision)> {
     use ClaimDecision::*;
     let s1 = || s("s1");
     let other = || holder("other", Some("uid-other"));
@@ -128,7 +128,7 @@ fn a_claim_plan_says_what_its_decision_describes() {
 }
 
 /// One server decision per variant, on a server where its plan writes what it writes.
-fn server_examples() -> Vec<(LeanServer, ServerDecision)> {
+fn server_examples() -> Vec<(CachedServer, ServerDecision)> {
     use ServerDecision::*;
     let c = || holder("c", Some("uid-c"));
     let bound = || server("s1").claimed_for("c", "uid-c");

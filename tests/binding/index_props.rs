@@ -13,11 +13,11 @@ use crate::binding::support::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Upsert(Box<LeanServer>),
+    Upsert(Box<CachedServer>),
     Remove(String),
 }
 
-fn arb_server() -> impl Strategy<Value = LeanServer> {
+fn arb_server() -> impl Strategy<Value = CachedServer> {
     (
         0..10u8,
         prop::sample::select(vec!["r1", "r2", "r3"]),
@@ -64,7 +64,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn arb_claim() -> impl Strategy<Value = LeanClaim> {
+fn arb_claim() -> impl Strategy<Value = CachedClaim> {
     (
         prop::option::of(prop::sample::select(vec!["r1", "r2", "r3"])),
         prop::option::of(prop::collection::vec(
@@ -108,8 +108,8 @@ fn arb_claim() -> impl Strategy<Value = LeanClaim> {
 
 /// The specification: every eligible, unreferenced, unskipped server, best first.
 fn brute_force<'a>(
-    all: &'a BTreeMap<String, LeanServer>,
-    claim: &LeanClaim,
+    all: &'a BTreeMap<String, CachedServer>,
+    claim: &CachedClaim,
     skip: &dyn Fn(&str) -> bool,
 ) -> Option<&'a str> {
     all.values()
@@ -210,7 +210,7 @@ fn a_new_selector_key_regroups_the_free_servers() {
     assert_eq!(catalog.free_index().class_count(), 2);
     assert_eq!(pick_alone(&catalog, &medium, &|_| false), Some("b"));
     // A relist keeps the keys the claims taught the index.
-    let all: Vec<LeanServer> = catalog.iter().cloned().collect();
+    let all: Vec<CachedServer> = catalog.iter().cloned().collect();
     catalog.replace_all(all);
     assert!(catalog.tracks_selector_of(&medium));
     assert_eq!(catalog.free_index().class_count(), 2);

@@ -14,8 +14,8 @@ use server_binder::binding::{ClaimCatalog, Placement, ServerCatalog, ServerView}
 
 use super::support::among;
 
-fn on_rack(name: &str, rack: &str) -> LeanServer {
-    let mut server = LeanServer::new(name, ServerSpec::default());
+fn on_rack(name: &str, rack: &str) -> CachedServer {
+    let mut server = CachedServer::new(name, ServerSpec::default());
     *server.labels_mut() = BTreeMap::from([("rack".into(), rack.into())])
         .into_iter()
         .collect();
@@ -33,12 +33,12 @@ fn racks(values: &[&str]) -> ServerSelector {
     }
 }
 
-fn claim(namespace: &str, name: &str, selector: Option<ServerSelector>, at: i64) -> LeanClaim {
+fn claim(namespace: &str, name: &str, selector: Option<ServerSelector>, at: i64) -> CachedClaim {
     let spec = ServerClaimSpec {
         server_selector: selector,
         ..ServerClaimSpec::default()
     };
-    let mut claim = LeanClaim::new(name, spec);
+    let mut claim = CachedClaim::new(name, spec);
     claim.meta_mut().namespace = Some(namespace.into());
     let created = Timestamp::from_second(1_700_000_000 + at).expect("a timestamp");
     claim.meta_mut().creation_timestamp = Some(Time(created));
@@ -47,7 +47,7 @@ fn claim(namespace: &str, name: &str, selector: Option<ServerSelector>, at: i64)
 
 /// A claim bound to a server that is not free: its shape is known (it weighs the
 /// classes it fits as contested), and it waits for nothing.
-fn bound(name: &str, selector: ServerSelector) -> LeanClaim {
+fn bound(name: &str, selector: ServerSelector) -> CachedClaim {
     let mut claim = claim("t2", name, Some(selector), 0);
     claim.spec.server_ref = Some(ServerRef {
         name: format!("taken-{name}"),
@@ -62,7 +62,7 @@ fn bound(name: &str, selector: ServerSelector) -> LeanClaim {
     claim
 }
 
-fn place(servers: &ServerCatalog, claims: &ClaimCatalog, claim: &LeanClaim) -> String {
+fn place(servers: &ServerCatalog, claims: &ClaimCatalog, claim: &CachedClaim) -> String {
     match servers.place(claim, &among(claims.waiting())) {
         Placement::Pick(name) => name.to_string(),
         other => panic!("{claim:?} is not served: {other:?}"),
@@ -80,7 +80,7 @@ fn a_shape_that_begins_waiting_after_a_pick_is_in_the_next_pick() {
         bound("z2", racks(&["r2", "r3"])),
     ];
     let servers = [on_rack("s-a", "r1"), on_rack("s-b", "r2")];
-    let everyone: Vec<&LeanClaim> = known.iter().chain([&early, &late]).collect();
+    let everyone: Vec<&CachedClaim> = known.iter().chain([&early, &late]).collect();
     let servers = ServerCatalog::from_servers(servers).tracking(everyone);
     let mut claims = ClaimCatalog::from_claims(known.iter().cloned().chain([early.clone()]));
     assert_eq!(

@@ -15,7 +15,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use server_binder::api::{LeanClaim, LeanServer};
+use server_binder::api::{CachedClaim, CachedServer};
 use server_binder::binding::{ClaimCatalog, Placement, ServerCatalog, ServerView, WaitingClaims};
 use server_binder::runtime::bench::bind::fleet::{self, Mix};
 
@@ -23,19 +23,19 @@ use super::support::among;
 
 /// The many-selectors fleet of `n` servers and `n` claims, the claims created a
 /// millisecond apart over 100 namespaces.
-fn fleet_of(n: usize) -> (Vec<LeanClaim>, ServerCatalog, ClaimCatalog) {
+fn fleet_of(n: usize) -> (Vec<CachedClaim>, ServerCatalog, ClaimCatalog) {
     let namespaces = 100;
     let start = Timestamp::from_second(1_700_000_000).unwrap();
     let claims: Vec<_> = (0..n)
         .map(|j| {
             let c = fleet::claim(j, Mix::ManySelectors, fleet::namespace_name(j % namespaces));
-            let mut c = LeanClaim::from(c);
+            let mut c = CachedClaim::from(c);
             let at = start + SignedDuration::from_millis(j as i64);
             c.meta_mut().creation_timestamp = Some(Time(at));
             c
         })
         .collect();
-    let servers = (0..n).map(|i| LeanServer::from(fleet::server(i, Mix::ManySelectors)));
+    let servers = (0..n).map(|i| CachedServer::from(fleet::server(i, Mix::ManySelectors)));
     let servers = ServerCatalog::from_servers(servers).tracking(&claims);
     let waiting = ClaimCatalog::from_claims(claims.iter().cloned());
     (claims, servers, waiting)
@@ -43,7 +43,7 @@ fn fleet_of(n: usize) -> (Vec<LeanClaim>, ServerCatalog, ClaimCatalog) {
 
 /// Where `claim` goes: the server it picks, or how many claims are ahead of it (`None`:
 /// no server fits).
-fn placed(servers: &ServerCatalog, claim: &LeanClaim, waiting: &WaitingClaims) -> Placed {
+fn placed(servers: &ServerCatalog, claim: &CachedClaim, waiting: &WaitingClaims) -> Placed {
     match servers.place(claim, &among(waiting)) {
         Placement::Pick(name) => Ok(name.to_string()),
         Placement::WaitForTurn(ahead) => Err(Some(ahead.total)),
@@ -54,7 +54,12 @@ fn placed(servers: &ServerCatalog, claim: &LeanClaim, waiting: &WaitingClaims) -
 type Placed = Result<String, Option<usize>>;
 
 /// Takes a pick: its server leaves the free servers and its claim the waiting claims.
-fn take(servers: &mut ServerCatalog, waiting: &mut ClaimCatalog, claim: &LeanClaim, server: &str) {
+fn take(
+    servers: &mut ServerCatalog,
+    waiting: &mut ClaimCatalog,
+    claim: &CachedClaim,
+    server: &str,
+) {
     servers.remove(server);
     let ns = claim.meta().namespace.as_deref().unwrap();
     waiting.remove(ns, claim.meta().name.as_deref().unwrap());

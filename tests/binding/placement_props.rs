@@ -17,7 +17,7 @@ use crate::binding::world::{Truth, apply_claim_plan, fresh_binder, reconcile_ser
 
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
 
-fn arb_server(n: usize) -> impl Strategy<Value = LeanServer> {
+fn arb_server(n: usize) -> impl Strategy<Value = CachedServer> {
     (
         prop::collection::vec(prop::option::of(prop::sample::select(vec!["a", "b"])), 4),
         prop::collection::vec(prop::bool::weighted(0.25), 2),
@@ -59,7 +59,7 @@ fn arb_requirement() -> impl Strategy<Value = SelectorRequirement> {
         })
 }
 
-fn arb_claim(n: usize) -> impl Strategy<Value = LeanClaim> {
+fn arb_claim(n: usize) -> impl Strategy<Value = CachedClaim> {
     (
         prop::collection::vec(arb_requirement(), 0..=2),
         prop::collection::vec(prop::bool::weighted(0.3), 2),
@@ -86,8 +86,8 @@ fn arb_claim(n: usize) -> impl Strategy<Value = LeanClaim> {
 /// claim), by index.
 #[derive(Clone, Debug)]
 struct Fleet {
-    servers: Vec<LeanServer>,
-    claims: Vec<LeanClaim>,
+    servers: Vec<CachedServer>,
+    claims: Vec<CachedClaim>,
 }
 
 fn arb_fleet() -> impl Strategy<Value = Fleet> {
@@ -238,7 +238,7 @@ fn maximum_matching(edges: &[Vec<usize>], servers: usize) -> usize {
         .count()
 }
 
-fn is_bound(claim: &LeanClaim) -> bool {
+fn is_bound(claim: &CachedClaim) -> bool {
     claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
 }
 
@@ -293,7 +293,7 @@ fn check_invariants(fleet: &Fleet, truth: &Truth) -> Result<(), TestCaseError> {
 /// and the maximum matching of them to the free servers their fixed neighbours (user
 /// refs, reservations) did not take.
 fn expected(fleet: &Fleet, truth: &Truth) -> (BTreeSet<String>, usize) {
-    let adopts = |c: &LeanClaim| {
+    let adopts = |c: &CachedClaim| {
         fleet.servers.iter().any(|s| {
             s.spec
                 .server_claim_ref
@@ -302,17 +302,17 @@ fn expected(fleet: &Fleet, truth: &Truth) -> (BTreeSet<String>, usize) {
                 && eligibility(s, c).is_ok()
         })
     };
-    let waiting: Vec<&LeanClaim> = fleet
+    let waiting: Vec<&CachedClaim> = fleet
         .claims
         .iter()
         .filter(|c| c.spec.server_ref.is_none() && !adopts(c))
         .collect();
     let names: BTreeSet<String> = waiting.iter().map(|c| meta::name(*c).to_string()).collect();
-    let taken_by_fixed = |s: &LeanServer| {
+    let taken_by_fixed = |s: &CachedServer| {
         let r = truth.server(meta::name(s)).spec.server_claim_ref.as_ref();
         r.is_some_and(|r| !names.contains(&r.name))
     };
-    let pool: Vec<&LeanServer> = fleet
+    let pool: Vec<&CachedServer> = fleet
         .servers
         .iter()
         .filter(|s| is_free(s) && !taken_by_fixed(s))

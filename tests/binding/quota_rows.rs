@@ -50,20 +50,20 @@ fn with_quota_counted(
         .listed_with_quotas([q])
 }
 
-fn gpu(claim: LeanClaim) -> LeanClaim {
+fn gpu(claim: CachedClaim) -> CachedClaim {
     let mut claim = claim;
     claim.spec.server_class_name = Some("gpu".into());
     claim
 }
 
-fn step(binder: &Binder, claim: &LeanClaim) -> ClaimWork {
+fn step(binder: &Binder, claim: &CachedClaim) -> ClaimWork {
     match binder.plan_claim_reading(claim, |_| None, Sight::All, now().0) {
         ClaimStep::Act(work) => *work,
         other => panic!("expected writes, got {other:?}"),
     }
 }
 
-fn server_decision(binder: &Binder, server: &LeanServer) -> ServerDecision {
+fn server_decision(binder: &Binder, server: &CachedServer) -> ServerDecision {
     match binder.reconcile_server_reading(server, |_| None, now().0) {
         ServerStep::Act(work) => work.decision,
         other => panic!("expected a decision, got {other:?}"),

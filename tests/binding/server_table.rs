@@ -7,7 +7,7 @@ use server_binder::binding::*;
 
 use crate::binding::support::*;
 
-fn plan(server: &LeanServer, decision: &ServerDecision) -> ServerPlan {
+fn plan(server: &CachedServer, decision: &ServerDecision) -> ServerPlan {
     plan_server(server, decision, &now())
 }
 
@@ -15,7 +15,7 @@ fn phase(plan: &ServerPlan) -> Option<ServerPhase> {
     plan.status.as_ref().and_then(|s| s.phase)
 }
 
-fn written(plan: &ServerPlan) -> &LeanServer {
+fn written(plan: &ServerPlan) -> &CachedServer {
     plan.object.as_ref().expect("an object write")
 }
 
@@ -92,7 +92,7 @@ fn winner_prefers_user_chosen_over_controller_chosen() {
 /// The server decision when no claim exists, with these default release gates.
 /// The decision with no claim in the cache and `default` for `--release-gates`, the gates
 /// passed as the binder computes them ([`gates::release_gates`], no class).
-fn decide_alone(server: &LeanServer, liveness: Liveness, default: &[String]) -> ServerDecision {
+fn decide_alone(server: &CachedServer, liveness: Liveness, default: &[String]) -> ServerDecision {
     let gates = gates::release_gates(server, None, default);
     decide_server(server, &claims(vec![]), liveness, &gates, IN_TURN, ADMITTED)
 }
@@ -104,7 +104,7 @@ fn decide_alone(server: &LeanServer, liveness: Liveness, default: &[String]) -> 
 fn winner_is_only_among_claims_in_their_turn() {
     let srv = server("s1");
     let picks_only: Turn<'_> = &|c| is_controller_chosen(c);
-    let decide = |world: Vec<LeanClaim>| {
+    let decide = |world: Vec<CachedClaim>| {
         decide_server(
             &srv,
             &claims(world),

@@ -7,15 +7,15 @@ use server_binder::binding::*;
 // The one fixture builder (shared with tests/controllers), its objects as the binder
 // caches them, and the namespace.
 pub use crate::common::fixtures::{
-    ClaimExt, ServerExt, lean_claim as claim, lean_server as server, now, t,
+    ClaimExt, ServerExt, cached_claim as claim, cached_server as server, now, t,
 };
 pub use crate::common::names::NS;
 
-pub fn servers(list: Vec<LeanServer>) -> ServerCatalog {
+pub fn servers(list: Vec<CachedServer>) -> ServerCatalog {
     ServerCatalog::from_servers(list)
 }
 
-pub fn claims(list: Vec<LeanClaim>) -> ClaimCatalog {
+pub fn claims(list: Vec<CachedClaim>) -> ClaimCatalog {
     ClaimCatalog::from_claims(list)
 }
 
@@ -49,7 +49,7 @@ pub fn among(waiting: &WaitingClaims) -> PickInputs<'_> {
 /// The server a lone claim would pick.
 pub fn pick_alone<'a>(
     servers: &'a ServerCatalog,
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     skip: &dyn Fn(&str) -> bool,
 ) -> Option<&'a str> {
     match servers.place(claim, &alone(skip)) {
@@ -59,14 +59,14 @@ pub fn pick_alone<'a>(
 }
 
 /// The claim controller's decision with an empty assumed cache, on the cache.
-pub fn decide_c(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision {
+pub fn decide_c(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     decide_claim(claim, &servers, &alone(&|_| false), Liveness::Cached)
 }
 
 /// The claim controller's decision on the cache when the claim's `serverRef` is its own
 /// pick in flight (its assumed choices hold it).
-pub fn decide_c_picked(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision {
+pub fn decide_c_picked(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     let mut assumed = AssumedChoices::new();
     let server = &claim
@@ -85,7 +85,7 @@ pub fn decide_c_picked(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision
 
 /// A binder that listed these objects, with a summary interval that never holds a test
 /// back.
-pub fn listed(servers: Vec<LeanServer>, claims: Vec<LeanClaim>) -> Binder {
+pub fn listed(servers: Vec<CachedServer>, claims: Vec<CachedClaim>) -> Binder {
     let config = BinderConfig {
         status_interval: std::time::Duration::from_secs(10),
         release_gates: vec![],
@@ -94,7 +94,7 @@ pub fn listed(servers: Vec<LeanServer>, claims: Vec<LeanClaim>) -> Binder {
 }
 
 /// The same after a live read confirmed what the view says.
-pub fn decide_c_live(claim: &LeanClaim, world: &[LeanServer]) -> ClaimDecision {
+pub fn decide_c_live(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     decide_claim(claim, &servers, &alone(&|_| false), Liveness::Confirmed)
 }
@@ -109,7 +109,7 @@ pub const ADMITTED: Admit<'static> = &|_| true;
 
 /// The server controller's decision, on the cache, with the gates a release of the
 /// server records (its own; no class, no default), as the binder passes them.
-pub fn decide_s(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision {
+pub fn decide_s(server: &CachedServer, world: &[CachedClaim]) -> ServerDecision {
     decide_server(
         server,
         &claims(world.to_vec()),
@@ -120,7 +120,7 @@ pub fn decide_s(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision {
     )
 }
 
-pub fn decide_s_live(server: &LeanServer, world: &[LeanClaim]) -> ServerDecision {
+pub fn decide_s_live(server: &CachedServer, world: &[CachedClaim]) -> ServerDecision {
     decide_server(
         server,
         &claims(world.to_vec()),
@@ -143,14 +143,14 @@ pub fn s(name: &str) -> String {
     name.to_string()
 }
 
-pub fn annotation<K: Parts>(obj: &LeanObject<K>, key: &str) -> Option<String> {
+pub fn annotation<K: Parts>(obj: &CachedObject<K>, key: &str) -> Option<String> {
     obj.annotations().get(key).cloned()
 }
 
 /// The mutant of the placement's properties: the reference's pick, claim by claim,
 /// lowest name first, seeing no other waiting claim.
 pub fn lowest_name_first(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,

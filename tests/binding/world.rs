@@ -19,8 +19,8 @@ pub struct Conflict;
 /// The stored objects. Claims live in one namespace, keyed by name; so do quotas.
 #[derive(Clone, Debug, Default)]
 pub struct Truth {
-    pub servers: BTreeMap<String, LeanServer>,
-    pub claims: BTreeMap<String, LeanClaim>,
+    pub servers: BTreeMap<String, CachedServer>,
+    pub claims: BTreeMap<String, CachedClaim>,
     pub quotas: BTreeMap<String, ServerQuota>,
     /// The classes, fixed for a run (nobody writes them).
     pub classes: Vec<ServerClass>,
@@ -33,7 +33,7 @@ fn rv_of<K: Resource>(obj: &K) -> Option<&str> {
 }
 
 impl Truth {
-    pub fn new(servers: Vec<LeanServer>, claims: Vec<LeanClaim>) -> Self {
+    pub fn new(servers: Vec<CachedServer>, claims: Vec<CachedClaim>) -> Self {
         let mut truth = Self::default();
         for s in servers {
             truth.put_server(s);
@@ -50,12 +50,12 @@ impl Truth {
     }
 
     /// Stores a claim as a user would create or overwrite it (no precondition).
-    pub fn put_claim(&mut self, mut claim: LeanClaim) {
+    pub fn put_claim(&mut self, mut claim: CachedClaim) {
         claim.meta_mut().resource_version = Some(self.bump());
         self.claims.insert(meta::name(&claim).to_string(), claim);
     }
 
-    pub fn put_server(&mut self, mut server: LeanServer) {
+    pub fn put_server(&mut self, mut server: CachedServer) {
         server.meta_mut().resource_version = Some(self.bump());
         self.servers.insert(meta::name(&server).to_string(), server);
     }
@@ -87,7 +87,7 @@ impl Truth {
 
     /// Replaces a claim's metadata and spec, keeping its stored status (like the API server
     /// for a CRD with the status subresource). `based_on` carries the precondition.
-    pub fn write_claim(&mut self, based_on: &LeanClaim) -> Result<LeanClaim, Conflict> {
+    pub fn write_claim(&mut self, based_on: &CachedClaim) -> Result<CachedClaim, Conflict> {
         let name = meta::name(based_on).to_string();
         let stored = self.claims.get(&name).ok_or(Conflict)?;
         if rv_of(stored) != rv_of(based_on) {
@@ -105,9 +105,9 @@ impl Truth {
 
     pub fn write_claim_status(
         &mut self,
-        based_on: &LeanClaim,
+        based_on: &CachedClaim,
         status: &ServerClaimStatus,
-    ) -> Result<LeanClaim, Conflict> {
+    ) -> Result<CachedClaim, Conflict> {
         let name = meta::name(based_on).to_string();
         let rv = self.bump();
         let stored = self.claims.get_mut(&name).ok_or(Conflict)?;
@@ -121,7 +121,10 @@ impl Truth {
 
     /// Like [`Truth::write_claim`] for servers; a deleting server whose last finalizer goes
     /// is removed, as the API server does.
-    pub fn write_server(&mut self, based_on: &LeanServer) -> Result<Option<LeanServer>, Conflict> {
+    pub fn write_server(
+        &mut self,
+        based_on: &CachedServer,
+    ) -> Result<Option<CachedServer>, Conflict> {
         let name = meta::name(based_on).to_string();
         let stored = self.servers.get(&name).ok_or(Conflict)?;
         if rv_of(stored) != rv_of(based_on) {
@@ -145,9 +148,9 @@ impl Truth {
 
     pub fn write_server_status(
         &mut self,
-        based_on: &LeanServer,
+        based_on: &CachedServer,
         status: &ServerStatus,
-    ) -> Result<LeanServer, Conflict> {
+    ) -> Result<CachedServer, Conflict> {
         let name = meta::name(based_on).to_string();
         let rv = self.bump();
         let stored = self.servers.get_mut(&name).ok_or(Conflict)?;
@@ -183,13 +186,13 @@ impl Truth {
         self.put_server(next);
     }
 
-    pub fn claim(&self, name: &str) -> &LeanClaim {
+    pub fn claim(&self, name: &str) -> &CachedClaim {
         self.claims
             .get(name)
             .unwrap_or_else(|| panic!("claim {name} exists"))
     }
 
-    pub fn server(&self, name: &str) -> &LeanServer {
+    pub fn server(&self, name: &str) -> &CachedServer {
         self.servers
             .get(name)
             .unwrap_or_else(|| panic!("server {name} exists"))
@@ -200,7 +203,7 @@ impl Truth {
 pub fn apply_claim_plan(
     truth: &mut Truth,
     plan: &ClaimPlan,
-    read: &LeanClaim,
+    read: &CachedClaim,
 ) -> Result<(), Conflict> {
     let mut base = read.clone();
     if let Some(object) = &plan.object {
@@ -215,7 +218,7 @@ pub fn apply_claim_plan(
 pub fn apply_server_plan(
     truth: &mut Truth,
     plan: &ServerPlan,
-    read: &LeanServer,
+    read: &CachedServer,
 ) -> Result<(), Conflict> {
     let mut base = read.clone();
     if let Some(object) = &plan.object {

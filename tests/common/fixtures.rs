@@ -4,8 +4,8 @@
 //! the API).
 //!
 //! [`server`] and [`claim`] build the objects as stored (uid, generation,
-//! resourceVersion, creation time); [`lean_server`] and [`lean_claim`] build the same as
-//! the binder caches them ([`LeanServer`], [`LeanClaim`]), for the pure tests. The
+//! resourceVersion, creation time); [`cached_server`] and [`cached_claim`] build the same as
+//! the binder caches them ([`CachedServer`], [`CachedClaim`]), for the pure tests. The
 //! builders, for both, speak one vocabulary, after docs/binding.md's wording:
 //!
 //! | builder | on | means |
@@ -444,18 +444,18 @@ fn bound_condition(reason: &str, status: bool) -> Condition {
 }
 
 /// [`server`] as the binder caches it.
-pub fn lean_server(name: &str) -> LeanServer {
+pub fn cached_server(name: &str) -> CachedServer {
     server(name).into()
 }
 
 /// [`claim`] as the binder caches it.
-pub fn lean_claim(name: &str) -> LeanClaim {
+pub fn cached_claim(name: &str) -> CachedClaim {
     claim(name).into()
 }
 
 /// Each builder of a cached object is its stored object's, applied to the object as
 /// stored: one vocabulary, one meaning.
-macro_rules! lean_builders {
+macro_rules! cached_builders {
     ($trait:ident for $lean:ty: $($method:ident($($arg:ident: $ty:ty),*);)*) => {
         impl $trait for $lean {
             $(fn $method(self, $($arg: $ty),*) -> Self {
@@ -465,7 +465,7 @@ macro_rules! lean_builders {
     };
 }
 
-lean_builders!(ServerExt for LeanServer:
+cached_builders!(ServerExt for CachedServer:
     labelled(pairs: &[(&str, &str)]);
     taint(key: &str);
     unclaimable();
@@ -487,7 +487,7 @@ lean_builders!(ServerExt for LeanServer:
     bound_to_deleted(claim: &str);
 );
 
-lean_builders!(ClaimExt for LeanClaim:
+cached_builders!(ClaimExt for CachedClaim:
     uid(uid: &str);
     created(seconds: i64);
     selects(pairs: &[(&str, &str)]);

@@ -783,7 +783,7 @@ impl World {
     /// Passes every gate the server waits for, for its current release; the release,
     /// if the write went through.
     async fn pass_gates(&mut self, mut s: Server) -> Option<i64> {
-        let lean = LeanServer::from(s.clone());
+        let lean = CachedServer::from(s.clone());
         let record = gates::release_record(&lean)?;
         let release = record.release?;
         let waits: Vec<String> = gates::gates_in_force(&lean, &record)
@@ -979,7 +979,10 @@ fn gpu_toleration() -> Toleration {
 /// class's toleration; a claim naming no class takes only servers no class takes in.
 fn eligible(s: &Server, c: &ServerClaim) -> bool {
     let in_class = s.labels().get(POOL).is_some_and(|p| p == CLASS);
-    let (s, c) = (&LeanServer::from(s.clone()), &LeanClaim::from(c.clone()));
+    let (s, c) = (
+        &CachedServer::from(s.clone()),
+        &CachedClaim::from(c.clone()),
+    );
     match c.spec.server_class_name.as_deref() {
         None => !in_class && eligibility(s, c).is_ok(),
         Some(CLASS) => {
@@ -1224,7 +1227,7 @@ fn claim_problems(
                     ));
                 }
                 let agrees = by_name.get(&sname).is_some_and(|s| {
-                    ref_match(&LeanServer::from((*s).clone()), &c.clone().into())
+                    ref_match(&CachedServer::from((*s).clone()), &c.clone().into())
                         == RefMatch::SameUid
                 });
                 if !agrees || !c.annotations().contains_key(ANNOTATION_BIND_COMPLETED) {

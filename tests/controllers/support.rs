@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use server_binder::api::{ClaimPhase, LeanServer, ReclaimPolicy, Server, ServerClaim, ServerPhase};
+use server_binder::api::{
+    CachedServer, ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase,
+};
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher, RequestRecord};
 use server_binder::binding::evidence;
 use server_binder::binding::quota::QUOTA_EXCEEDED;
@@ -318,7 +320,7 @@ pub fn bound_reason(c: &ServerClaim) -> Option<String> {
 /// server back (a restore, or a claim deleted and re-created so), and that claim waits
 /// for its quota: the server stays reserved for it (docs/binding.md, "Restore").
 pub fn restore_awaits_quota(server: &Server, claims: &[ServerClaim]) -> bool {
-    let lean = LeanServer::from(server.clone());
+    let lean = CachedServer::from(server.clone());
     claims.iter().any(|c| {
         evidence::pair_agrees(&lean, &c.clone().into())
             && bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED)

@@ -53,7 +53,7 @@ fn at(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).expect("a small timestamp"))
 }
 
-fn claim(namespace: &str, name: &str, s: &State) -> LeanClaim {
+fn claim(namespace: &str, name: &str, s: &State) -> CachedClaim {
     let mut annotations = BTreeMap::new();
     for (set, key) in [
         (s.pre_bound, ANNOTATION_PRE_BOUND),
@@ -73,7 +73,7 @@ fn claim(namespace: &str, name: &str, s: &State) -> LeanClaim {
         value: None,
         effect: None,
     });
-    LeanClaim::from(crate::api::ServerClaim {
+    CachedClaim::from(crate::api::ServerClaim {
         metadata: ObjectMeta {
             namespace: Some(namespace.into()),
             name: Some(name.into()),

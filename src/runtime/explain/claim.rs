@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::error::ExplainError;
 use super::world::World;
-use crate::api::LeanClaim;
+use crate::api::CachedClaim;
 use crate::binding::backoff::{WRITE_REFUSED, backs_off};
 use crate::binding::classes::ClassCheck;
 use crate::binding::quota;
@@ -129,7 +129,7 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
 /// The claim controller's decision on what was read: what was listed is what exists,
 /// so a server missing from the list is confirmed missing. `None`: it decides nothing
 /// (the claim is being deleted).
-fn decide(claim: &LeanClaim, binder: &Binder) -> Option<ClaimDecision> {
+fn decide(claim: &CachedClaim, binder: &Binder) -> Option<ClaimDecision> {
     match binder.plan_claim_reading(claim, |_| None, Sight::All, Timestamp::now()) {
         ClaimStep::Act(work) => Some(work.decision),
         ClaimStep::Wait { decision, .. } => Some(*decision),
@@ -138,7 +138,7 @@ fn decide(claim: &LeanClaim, binder: &Binder) -> Option<ClaimDecision> {
 }
 
 /// The claim's class in words: which, and whether it can serve the claim.
-fn class_of(claim: &LeanClaim, binder: &Binder) -> Option<String> {
+fn class_of(claim: &CachedClaim, binder: &Binder) -> Option<String> {
     let check = binder.classes().check(claim);
     let class = check.class()?;
     Some(match check {
@@ -156,7 +156,7 @@ fn class_of(claim: &LeanClaim, binder: &Binder) -> Option<String> {
 
 /// The quotas of the claim's namespace that limit its class, in words: which, how
 /// full, and whether they charge the claim.
-fn quotas_of(claim: &LeanClaim, binder: &Binder) -> Vec<String> {
+fn quotas_of(claim: &CachedClaim, binder: &Binder) -> Vec<String> {
     let ClassCheck::Of(class) = binder.classes().check(claim) else {
         return Vec::new();
     };
@@ -180,7 +180,7 @@ fn quotas_of(claim: &LeanClaim, binder: &Binder) -> Vec<String> {
         .collect()
 }
 
-fn chosen_by(claim: &LeanClaim) -> &'static str {
+fn chosen_by(claim: &CachedClaim) -> &'static str {
     match (
         &claim.spec.server_ref,
         crate::binding::is_controller_chosen(claim),
@@ -193,7 +193,7 @@ fn chosen_by(claim: &LeanClaim) -> &'static str {
 
 /// The summary and every server's verdict, usable first, then closest to serving.
 fn verdicts(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     binder: &Binder,
     decision: &ClaimDecision,
 ) -> (String, Vec<Verdict>) {
@@ -213,7 +213,7 @@ fn verdicts(
     let (servers, claims) = (binder.servers(), binder.claims());
     let nobody = |_: &str| false;
     let now = Timestamp::now();
-    let turn = |rival: &LeanClaim, server: &str| binder.has_turn(rival, server, now);
+    let turn = |rival: &CachedClaim, server: &str| binder.has_turn(rival, server, now);
     let skip = pass_over(claim, servers, claims, &nobody, &turn);
     // A server's refused writes are the running controller's memory, not the objects':
     // the claim's own status says so when it names one.
@@ -256,7 +256,7 @@ fn verdicts(
 /// controller's condition or event uses. A claim whose status says it backs off after a
 /// refused write is not tried again before its back-off ends (the controller's memory,
 /// which explain cannot read): the row says so, then what its next try does.
-fn row(claim: &LeanClaim, decision: &ClaimDecision) -> String {
+fn row(claim: &CachedClaim, decision: &ClaimDecision) -> String {
     let next = format!(
         "{} (docs/binding.md, claim table: ClaimDecision::{})",
         decision.describe(),

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::error::ExplainError;
 use super::world::World;
-use crate::api::{LeanServer, ServerClaimRef};
+use crate::api::{CachedServer, ServerClaimRef};
 use crate::binding::{
     Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, is_controller_chosen,
     meta, not_free, ref_uid,
@@ -99,7 +99,7 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
 /// The server controller's decision on what was read, with the release gates `explain`
 /// was given for a server naming none (the operator's `--release-gates` cannot be read
 /// from the cluster).
-fn decide(server: &LeanServer, binder: &Binder) -> ServerDecision {
+fn decide(server: &CachedServer, binder: &Binder) -> ServerDecision {
     let claims = binder.claims();
     let read = |r: &ServerClaimRef| claims.claim(&r.namespace, &r.name).cloned();
     match binder.reconcile_server_reading(server, read, Timestamp::now()) {
@@ -111,7 +111,7 @@ fn decide(server: &LeanServer, binder: &Binder) -> ServerDecision {
 /// Every reason no new claim may take the server, by the rule the free-server index
 /// applies ([`not_free`]); then its taints, which no rule counts against it but which
 /// narrow the claims it suits. The gates a cleaning waits for are the decision's row.
-fn not_available(server: &LeanServer) -> Vec<String> {
+fn not_available(server: &CachedServer) -> Vec<String> {
     let mut out: Vec<String> = not_free(server).map(|why| why.to_string()).collect();
     if !server.spec.taints.is_empty() {
         let keys: Vec<&str> = server.spec.taints.iter().map(|t| t.key.as_str()).collect();
@@ -125,7 +125,7 @@ fn not_available(server: &LeanServer) -> Vec<String> {
 
 /// The decision's row of docs/binding.md's server table, in the words the server
 /// controller's condition or event uses.
-fn row(decision: &ServerDecision, server: &LeanServer) -> String {
+fn row(decision: &ServerDecision, server: &CachedServer) -> String {
     format!(
         "{} (docs/binding.md, server table: ServerDecision::{})",
         decision.describe(server),

@@ -8,14 +8,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::api::{LeanClaim, LeanServer, ServerClass, ServerQuota};
+use crate::api::{CachedClaim, CachedServer, ServerClass, ServerQuota};
 use crate::binding::{Binder, BinderConfig, Rules};
 use k8s_openapi::jiff::Timestamp;
 
 /// What explain read: every server, and the claims it may list.
 pub(crate) struct World {
-    pub servers: Vec<LeanServer>,
-    pub claims: Vec<LeanClaim>,
+    pub servers: Vec<CachedServer>,
+    pub claims: Vec<CachedClaim>,
     /// Listing claims in every namespace was forbidden: only the claim's namespace was
     /// read, so the fair order's view is partial.
     pub partial: bool,
@@ -51,8 +51,8 @@ impl World {
         namespace: Option<&str>,
         release_gates: &[String],
     ) -> Result<Self, ExplainError> {
-        let servers = list(Api::<LeanServer>::all(client.clone())).await?;
-        let (claims, partial) = match list(Api::<LeanClaim>::all(client.clone())).await {
+        let servers = list(Api::<CachedServer>::all(client.clone())).await?;
+        let (claims, partial) = match list(Api::<CachedClaim>::all(client.clone())).await {
             Ok(claims) => (claims, false),
             Err(ExplainError::Cluster(_)) if namespace.is_some() => {
                 let ns = namespace.unwrap_or_default();

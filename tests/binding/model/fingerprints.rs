@@ -262,7 +262,7 @@ pub(super) fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut 
                 })
                 .hash(h);
         }
-        Some(InFlight::LeanServer {
+        Some(InFlight::CachedServer {
             base,
             object,
             status,
@@ -290,7 +290,7 @@ pub(super) fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut 
 
 /// What of a claim the decisions read. Its status is kept as the decisions see it: the
 /// phase, whether `boundTime` is set, and the `Bound` condition's reason and message.
-pub(super) fn claim_fp(c: &LeanClaim, ranks: &Ranks, h: &mut FxHasher) {
+pub(super) fn claim_fp(c: &CachedClaim, ranks: &Ranks, h: &mut FxHasher) {
     // The lean object's labels and annotations are apart from its metadata.
     let (metadata, _labels, annotations, spec, status) = c.parts();
     let ObjectMeta {
@@ -350,7 +350,7 @@ pub(super) fn claim_fp(c: &LeanClaim, ranks: &Ranks, h: &mut FxHasher) {
 }
 
 /// What of a server the decisions read.
-pub(super) fn server_fp(s: &LeanServer, ranks: &Ranks, h: &mut FxHasher) {
+pub(super) fn server_fp(s: &CachedServer, ranks: &Ranks, h: &mut FxHasher) {
     let (metadata, labels, annotations, spec, status) = s.parts();
     let ObjectMeta {
         name,
@@ -514,8 +514,8 @@ pub(super) fn state_quotas(state: &State) -> Vec<&ServerQuota> {
     out
 }
 
-pub(super) fn state_claims(state: &State) -> Vec<&LeanClaim> {
-    let mut out: Vec<&LeanClaim> = state.truth.claims.values().collect();
+pub(super) fn state_claims(state: &State) -> Vec<&CachedClaim> {
+    let mut out: Vec<&CachedClaim> = state.truth.claims.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
         out.extend(ctl.binder.claims().iter());
         out.extend(ctl.claim_events.iter().filter_map(|(_, c)| c.as_ref()));
@@ -527,12 +527,12 @@ pub(super) fn state_claims(state: &State) -> Vec<&LeanClaim> {
     out
 }
 
-pub(super) fn state_servers(state: &State) -> Vec<&LeanServer> {
-    let mut out: Vec<&LeanServer> = state.truth.servers.values().collect();
+pub(super) fn state_servers(state: &State) -> Vec<&CachedServer> {
+    let mut out: Vec<&CachedServer> = state.truth.servers.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
         out.extend(ctl.binder.servers().iter());
         out.extend(ctl.server_events.iter().filter_map(|(_, s)| s.as_ref()));
-        if let Some(InFlight::LeanServer { base, object, .. }) = &ctl.in_flight {
+        if let Some(InFlight::CachedServer { base, object, .. }) = &ctl.in_flight {
             out.push(base);
             out.extend(object.iter());
         }

@@ -25,11 +25,11 @@ impl UserRefs {
     }
 }
 
-pub(super) fn phase_of(claim: &LeanClaim) -> Option<ClaimPhase> {
+pub(super) fn phase_of(claim: &CachedClaim) -> Option<ClaimPhase> {
     claim.status.as_ref().and_then(|s| s.phase)
 }
 
-pub(super) fn server_ref_name(claim: &LeanClaim) -> Option<&str> {
+pub(super) fn server_ref_name(claim: &CachedClaim) -> Option<&str> {
     claim.spec.server_ref.as_ref().map(|r| r.name.as_str())
 }
 
@@ -127,7 +127,7 @@ pub(super) fn check_always(state: &State, user: &UserRefs) -> Result<(), String>
 
 /// A claim's class, if it is one the world has (`ClassCheck::Of`: only then does a quota
 /// count it).
-pub(super) fn class_of<'c>(truth: &Truth, claim: &'c LeanClaim) -> Option<&'c str> {
+pub(super) fn class_of<'c>(truth: &Truth, claim: &'c CachedClaim) -> Option<&'c str> {
     let name = claim.spec.server_class_name.as_deref()?;
     truth
         .classes
@@ -137,7 +137,7 @@ pub(super) fn class_of<'c>(truth: &Truth, claim: &'c LeanClaim) -> Option<&'c st
 }
 
 /// Whether a server's ref carries the claim's name and uid: the claim holds it.
-pub(super) fn holds_a_server(truth: &Truth, claim: &LeanClaim) -> bool {
+pub(super) fn holds_a_server(truth: &Truth, claim: &CachedClaim) -> bool {
     truth.servers.values().any(|s| {
         s.spec.server_claim_ref.as_ref().is_some_and(|r| {
             r.name == meta::name(claim) && ref_uid(r).is_some() && ref_uid(r) == meta::uid(claim)
@@ -185,7 +185,7 @@ pub(super) fn check_quota(
 /// Whether a full quota holds `claim` back, rightly: a quota of its namespace limits its
 /// class, does not charge it, and charges as many live claims as it allows (a charge of
 /// a gone claim does not count: the recount must drop it).
-pub(super) fn held_by_quota(truth: &Truth, claim: &LeanClaim) -> bool {
+pub(super) fn held_by_quota(truth: &Truth, claim: &CachedClaim) -> bool {
     let Some(class) = class_of(truth, claim) else {
         return false;
     };
@@ -316,7 +316,7 @@ pub(super) fn check_bound(truth: &Truth, scenario: &Scenario) -> Result<(), Stri
 
 /// Invariant 2 (and phase consistency) on the stored objects.
 pub(super) fn check_converged(truth: &Truth, never_bind: &[&str]) -> Result<(), String> {
-    let holds = |server: &LeanServer, claim: &LeanClaim| {
+    let holds = |server: &CachedServer, claim: &CachedClaim| {
         server
             .spec
             .server_claim_ref

@@ -124,7 +124,7 @@ pub enum ServerEdit {
 #[derive(Clone, Debug)]
 pub enum UserOp {
     DeleteClaim(&'static str),
-    CreateClaim(Box<LeanClaim>),
+    CreateClaim(Box<CachedClaim>),
     EditServer(&'static str, ServerEdit),
     /// Adds `matchLabels: {key: value}` to a claim that has no selector.
     AddSelector(&'static str, &'static str, &'static str),
@@ -180,8 +180,8 @@ pub struct Tenant {
 #[derive(Clone, Default)]
 pub struct Scenario {
     pub name: &'static str,
-    pub servers: Vec<LeanServer>,
-    pub claims: Vec<LeanClaim>,
+    pub servers: Vec<CachedServer>,
+    pub claims: Vec<CachedClaim>,
     pub user_ops: Vec<UserOp>,
     pub crashes: u8,
     pub faults: u8,
@@ -213,7 +213,7 @@ pub struct Scenario {
 }
 
 /// Whether admission refuses a claim write from `old` to `new`.
-pub type Refuser = fn(&LeanClaim, &LeanClaim) -> bool;
+pub type Refuser = fn(&CachedClaim, &CachedClaim) -> bool;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Who {
@@ -224,8 +224,8 @@ enum Who {
 #[derive(Clone, Debug)]
 enum InFlight {
     Claim {
-        base: LeanClaim,
-        object: Option<LeanClaim>,
+        base: CachedClaim,
+        object: Option<CachedClaim>,
         status: Option<Box<ServerClaimStatus>>,
         /// The server this plan's pick assumed, until its object write's result.
         assumed: Option<String>,
@@ -235,9 +235,9 @@ enum InFlight {
         /// quotas"), each at the quota's resourceVersion the decision read.
         charges: Vec<ServerQuota>,
     },
-    LeanServer {
-        base: LeanServer,
-        object: Option<LeanServer>,
+    CachedServer {
+        base: CachedServer,
+        object: Option<CachedServer>,
         status: Option<ServerStatus>,
     },
 }
@@ -246,14 +246,14 @@ impl InFlight {
     fn name(&self) -> String {
         match self {
             InFlight::Claim { base, .. } => meta::name(base).to_string(),
-            InFlight::LeanServer { base, .. } => meta::name(base).to_string(),
+            InFlight::CachedServer { base, .. } => meta::name(base).to_string(),
         }
     }
 }
 
 /// The claim of this name in the binder's cache. Claim names are unique across the
 /// namespaces of a world, so the model keys claims by name.
-fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b LeanClaim> {
+fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b CachedClaim> {
     binder.claims().iter().find(|c| meta::name(*c) == name)
 }
 
@@ -261,13 +261,13 @@ fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b LeanClaim> {
 /// binary's watch store holds it, not as its class and quotas make it in the binder's
 /// cache (a decision's writes go onto the claim as it is). The claim controller's own
 /// kind is kept current, so that is the stored claim.
-fn claim_as_is<'s>(state: &'s State, name: &str) -> Option<&'s LeanClaim> {
+fn claim_as_is<'s>(state: &'s State, name: &str) -> Option<&'s CachedClaim> {
     state.truth.claims.get(name)
 }
 
 /// The key of the claim of this name: its namespace from the object, or (deleted) from
 /// the cache.
-fn claim_key_in(binder: &Binder, name: &str, new: Option<&LeanClaim>) -> ClaimKey {
+fn claim_key_in(binder: &Binder, name: &str, new: Option<&CachedClaim>) -> ClaimKey {
     let known = new.or_else(|| claim_named(binder, name));
     let namespace = known.map_or(NS, |c| meta::namespace(c));
     ClaimKey::of(namespace, name)
@@ -279,8 +279,8 @@ fn claim_key_in(binder: &Binder, name: &str, new: Option<&LeanClaim>) -> ClaimKe
 #[derive(Clone, Debug)]
 struct Ctl {
     binder: Binder,
-    claim_events: VecDeque<(String, Option<LeanClaim>)>,
-    server_events: VecDeque<(String, Option<LeanServer>)>,
+    claim_events: VecDeque<(String, Option<CachedClaim>)>,
+    server_events: VecDeque<(String, Option<CachedServer>)>,
     /// Quota events: both controllers see quotas through a watch, with lag (the claim
     /// controller's charges and the recounts write them).
     quota_events: VecDeque<(String, Option<ServerQuota>)>,
@@ -339,7 +339,7 @@ impl Ctl {
 
     /// A claim changed in this controller's cache (its own write, a user's, or a watch
     /// event delivered): the binder applies it and says what to wake.
-    fn see_claim(&mut self, who: Who, name: &str, new: Option<LeanClaim>) {
+    fn see_claim(&mut self, who: Who, name: &str, new: Option<CachedClaim>) {
         let key = claim_key_in(&self.binder, name, new.as_ref());
         // A claim gone rings the recount (`recount_wanted` in the binary).
         self.recount_due |= new.is_none() && !self.binder.quotas().is_empty();
@@ -358,7 +358,7 @@ impl Ctl {
         self.wake(who, wake);
     }
 
-    fn see_server(&mut self, who: Who, name: &str, new: Option<LeanServer>) {
+    fn see_server(&mut self, who: Who, name: &str, new: Option<CachedServer>) {
         let wake = self.binder.apply_server(name, new.map(Arc::new));
         self.wake(who, wake);
     }
@@ -367,7 +367,7 @@ impl Ctl {
     fn claim_object_written(
         &mut self,
         work: &ClaimWork,
-        claim: &LeanClaim,
+        claim: &CachedClaim,
         written: ObjectWrite<'_>,
     ) {
         let wake = self
@@ -474,9 +474,9 @@ impl State {
     /// holds: the server controller's own kind is current): a release leaves the gates
     /// in force dirty (invariant 5), and a ref gaining a claim's uid must be a server
     /// that claim may have (invariant 6).
-    fn judge_server_write(&mut self, base: &LeanServer, obj: &LeanServer) {
+    fn judge_server_write(&mut self, base: &CachedServer, obj: &CachedServer) {
         let name = meta::name(base).to_string();
-        let uid_of = |s: &LeanServer| {
+        let uid_of = |s: &CachedServer| {
             s.spec
                 .server_claim_ref
                 .as_ref()
@@ -487,7 +487,7 @@ impl State {
         // A ref passed from a gone incarnation of a claim's name to the one living under
         // it now (a restore, docs/binding.md "Restore") stays with its namespace: the data
         // on the server is that namespace's, so nothing is left dirty.
-        let names = |s: &LeanServer| {
+        let names = |s: &CachedServer| {
             let r = s.spec.server_claim_ref.as_ref();
             r.map(|r| (r.namespace.clone(), r.name.clone()))
         };
@@ -540,14 +540,14 @@ impl State {
         let judged = view.as_ref().unwrap_or(base);
         // Only by the pair: a claim living under the name that does not name the server
         // back never inherits it.
-        let names_back = |c: &LeanClaim| {
+        let names_back = |c: &CachedClaim| {
             let named = c.spec.server_ref.as_ref().map(|r| r.name.as_str());
             named == Some(name.as_str())
         };
         // A restore is decided after a live read: the claim as it lives when the write
         // lands names the server back, or the one the decision saw did.
         let live_names_back = live_claim.is_some_and(names_back);
-        let entitled = |c: &LeanClaim| match kept {
+        let entitled = |c: &CachedClaim| match kept {
             true if names_back(c) || live_names_back => evidence::can_restore(base),
             true => Err(Ineligible::ClaimedByOther(
                 base.spec.server_claim_ref.clone().unwrap_or_default(),

@@ -6,7 +6,7 @@ use super::*;
 /// The server side that releases a gated server straight to Available, as before
 /// release gates.
 pub(super) fn skips_release_gates(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -24,7 +24,7 @@ pub(super) fn skips_release_gates(
 /// The server side's winner rule before issue 20: any `bind-completed` claim naming a
 /// free server takes it back, eligible or not (`can_take_back` trusted the annotation).
 pub(super) fn trusts_bind_completed(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -59,7 +59,7 @@ pub(super) fn trusts_bind_completed(
 /// gate named `Cleaning` passes itself). The server is seen with such a gate renamed,
 /// and the controllers' condition copied under the new name.
 pub(super) fn gate_passes_itself(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -101,7 +101,7 @@ pub(super) fn gate_passes_itself(
 /// Release gates before issue 20: every reconcile of a cleaning server reads the gates
 /// from the spec or the controller's flag now, not from what the release recorded.
 pub(super) fn gates_from_the_flag(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -119,7 +119,7 @@ pub(super) fn gates_from_the_flag(
 /// A server controller without the winner rule's priorities: it hands a server to the
 /// alphabetically first claim naming it, bound or not.
 pub(super) fn without_winner_priority(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -143,7 +143,7 @@ pub(super) fn without_winner_priority(
 
 /// A claim controller that never withdraws a server it chose when another claim took it.
 pub(super) fn without_withdraw(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -181,8 +181,8 @@ pub(super) fn without_assumption_end_wakeup(_: &str, _: &ServerCatalog, _: &Clai
 /// (it stops being ahead of them). With [`decides_with_no_one_held_back`], a refused
 /// claim keeps its place.
 pub(super) fn refusal_wakes_nobody(
-    old: Option<&LeanClaim>,
-    new: Option<&LeanClaim>,
+    old: Option<&CachedClaim>,
+    new: Option<&CachedClaim>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
@@ -197,7 +197,7 @@ pub(super) fn refusal_wakes_nobody(
 /// The server side without "a server its claim gave back is rolled back": it waits for
 /// the claim to adopt it, which the claim never does.
 pub(super) fn keeps_a_given_back_server(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -212,7 +212,7 @@ pub(super) fn keeps_a_given_back_server(
 /// The fair order without namespaces' service: each namespace's queue alone, so the
 /// oldest claim goes first however often its namespace was just served.
 pub(super) fn ignores_namespace_turns(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -228,7 +228,7 @@ pub(super) fn ignores_namespace_turns(
 /// The server side before turns: a user's claim naming a free server wins it whatever
 /// the claims ahead of it need.
 pub(super) fn name_jumps_the_queue(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -241,21 +241,21 @@ pub(super) fn name_jumps_the_queue(
 /// The server decision before "Whose pick is it": any `pre-bound` ref is taken as a pick
 /// made in its turn, whoever wrote it.
 pub(super) fn trusts_pre_bound(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
 ) -> ServerDecision {
-    let trusting = |c: &LeanClaim| is_controller_chosen(c) || turn(c);
+    let trusting = |c: &CachedClaim| is_controller_chosen(c) || turn(c);
     decide_server(server, claims, liveness, gates, &trusting, admit)
 }
 
 /// The server decision, but waiting for an adoption where it would roll back for a
 /// `cause` that `which` picks (the mutants of the rollback rows).
 pub(super) fn waits_instead_of_rolling_back(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -275,8 +275,8 @@ pub(super) fn waits_instead_of_rolling_back(
 /// without a server (a back-off begins, it is deleted) wakes no free server a user's
 /// claim names, only the servers the claim itself names or that name it.
 pub(super) fn leaving_claim_wakes_no_named_server(
-    old: Option<&LeanClaim>,
-    new: Option<&LeanClaim>,
+    old: Option<&CachedClaim>,
+    new: Option<&CachedClaim>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
@@ -300,8 +300,8 @@ pub(super) fn leaving_claim_wakes_no_named_server(
 }
 
 pub(super) fn freed_server_wakes_nobody(
-    old: Option<&LeanServer>,
-    new: Option<&LeanServer>,
+    old: Option<&CachedServer>,
+    new: Option<&CachedServer>,
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
     _: usize,
@@ -321,7 +321,7 @@ pub(super) fn freed_server_wakes_nobody(
 /// The claim decision without the binder's memory of the claims backing off: until the
 /// refused claim's status says so, it is still ahead of the others.
 pub(super) fn decides_with_no_one_held_back(
-    claim: &LeanClaim,
+    claim: &CachedClaim,
     servers: &dyn ServerView,
     pick: &PickInputs<'_>,
     liveness: Liveness,
@@ -336,7 +336,7 @@ pub(super) fn decides_with_no_one_held_back(
 /// The assumed-choice rule before issue 10: an assumption is "seen" only by the one event
 /// whose resourceVersion equals the write response's, and ends only once seen. If the
 /// event comes before the response, it never ends.
-pub(super) fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &LeanClaim) -> bool {
+pub(super) fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &CachedClaim) -> bool {
     if a.written.is_some() && a.written == claim.meta().resource_version {
         a.seen = true;
     }
@@ -350,7 +350,7 @@ pub(super) fn old_assumption_rule(a: &mut Assumption, server: &str, claim: &Lean
 
 /// A server controller that takes `uid: ""` for a uid (of a claim that is gone).
 pub(super) fn empty_uid_is_a_uid(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -369,7 +369,7 @@ pub(super) fn empty_uid_is_a_uid(
 /// The server side before issue 10: it waits for a claim that names nothing to adopt the
 /// server, even when the claim cannot (the server was cordoned, tainted or relabelled).
 pub(super) fn waits_for_any_adoption(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -383,7 +383,7 @@ pub(super) fn waits_for_any_adoption(
 
 /// The server side before quotas: it binds a claim whether or not a quota charges it.
 pub(super) fn ignores_the_charge(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
@@ -396,7 +396,7 @@ pub(super) fn ignores_the_charge(
 /// A restore without the pair: the claim now living under the name a server's ref
 /// names inherits the server whether or not it names it back.
 pub(super) fn inherits_by_name(
-    server: &LeanServer,
+    server: &CachedServer,
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],

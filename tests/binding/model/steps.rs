@@ -243,7 +243,7 @@ impl State {
 /// the plan is abandoned.
 pub(super) fn fail_claim_write(
     next: &mut State,
-    base: LeanClaim,
+    base: CachedClaim,
     (assumed, work): (Option<String>, Arc<ClaimWork>),
     failed: Option<ObjectWrite<'_>>,
 ) {
@@ -310,7 +310,7 @@ pub(super) fn nothing_to_do(state: &State, who: Who, name: &str) -> (String, Sta
 /// server (the real claim cache lags a little, and another process's claims more).
 /// Hiding them never makes a claim wait, so the blind branch adds no waiting the real
 /// cache would not later wake.
-pub(super) fn claim_steps(state: &State, claim: &LeanClaim) -> Vec<(ClaimStep, Sight)> {
+pub(super) fn claim_steps(state: &State, claim: &CachedClaim) -> Vec<(ClaimStep, Sight)> {
     let binder = &state.claim_ctl.binder;
     let read = |server: &str| state.truth.servers.get(server).cloned();
     let mut out: Vec<(ClaimStep, Sight)> = Vec::new();
@@ -391,7 +391,7 @@ pub(super) fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)
 
 /// The server controller's step for a server it caches, through its binder, beside the
 /// claim controller's picks in flight: in the binary both controllers share one binder.
-pub(super) fn server_work(state: &State, server: &LeanServer) -> ServerWork {
+pub(super) fn server_work(state: &State, server: &CachedServer) -> ServerWork {
     let binder = &state.server_ctl.binder;
     let claim_side = &state.claim_ctl.binder;
     let read = |r: &ServerClaimRef| state.truth.claims.get(&r.name).cloned();
@@ -451,7 +451,7 @@ pub(super) fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)
     }
     let mut next = state.clone();
     next.server_ctl.woken.remove(name);
-    next.server_ctl.in_flight = Some(InFlight::LeanServer {
+    next.server_ctl.in_flight = Some(InFlight::CachedServer {
         base: server.clone(),
         object: plan.object,
         status: plan.status,
@@ -518,7 +518,7 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             };
             charge_write(next, quota, rest)
         }
-        InFlight::LeanServer {
+        InFlight::CachedServer {
             base,
             object,
             status,
@@ -532,7 +532,7 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                     .truth
                     .write_server(&obj)
                     .map(|written| match (written, status) {
-                        (Some(written), Some(status)) => Some(InFlight::LeanServer {
+                        (Some(written), Some(status)) => Some(InFlight::CachedServer {
                             status: Some(server_status_after(&status, &base, &written)),
                             base: written,
                             object: None,
@@ -552,7 +552,7 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                     vec![(format!("writes server {name}"), next)]
                 }
                 Err(Conflict) => {
-                    next.server_ctl.in_flight = Some(InFlight::LeanServer {
+                    next.server_ctl.in_flight = Some(InFlight::CachedServer {
                         base,
                         object: None,
                         status: None,
@@ -602,8 +602,8 @@ pub(super) fn charge_write(
 /// its object write's result) and the binder's step.
 pub(super) fn claim_write(
     mut next: State,
-    base: LeanClaim,
-    object: Option<LeanClaim>,
+    base: CachedClaim,
+    object: Option<CachedClaim>,
     status: Option<ServerClaimStatus>,
     pick: (Option<String>, Arc<ClaimWork>),
 ) -> Vec<(String, State)> {

@@ -330,7 +330,7 @@ pub fn freed_server_wakes_the_first() -> Scenario {
 }
 
 /// A claim whose status shows it waiting, with the summary the claim controller writes.
-pub(super) fn showing_a_summary(claim: LeanClaim) -> LeanClaim {
+pub(super) fn showing_a_summary(claim: CachedClaim) -> CachedClaim {
     let mut claim = claim.phase(ClaimPhase::Pending);
     let status = claim.status.get_or_insert_with(Default::default);
     status.conditions = vec![Condition {
@@ -430,7 +430,7 @@ pub fn release_gates() -> Scenario {
 pub(super) const WIPE: &str = "x.io/wipe";
 
 /// `s1` bound to `a`, with these release gates of its own (none: the spec names none).
-pub(super) fn a_on_s1(gates: &[&str]) -> LeanServer {
+pub(super) fn a_on_s1(gates: &[&str]) -> CachedServer {
     let s1 = server("s1")
         .claimed_for("a", "uid-a")
         .phase(ServerPhase::Bound);
@@ -442,7 +442,7 @@ pub(super) fn a_on_s1(gates: &[&str]) -> LeanServer {
 }
 
 /// `a` bound to `s1`, and `b`, newer, waiting for a server.
-pub(super) fn a_bound_and_b_waiting() -> Vec<LeanClaim> {
+pub(super) fn a_bound_and_b_waiting() -> Vec<CachedClaim> {
     vec![
         claim("a")
             .chose("s1")
@@ -606,7 +606,7 @@ pub(super) fn gpu_class() -> ServerClass {
 }
 
 /// A claim of class gpu.
-pub(super) fn gpu(mut claim: LeanClaim) -> LeanClaim {
+pub(super) fn gpu(mut claim: CachedClaim) -> CachedClaim {
     claim.spec.server_class_name = Some(GPU.into());
     claim
 }
@@ -751,7 +751,7 @@ pub fn restored_then_re_created() -> Scenario {
 }
 
 /// team-a's `a` holds s1, `b` waits beside the free s2, both of class gpu; no quota yet.
-pub(super) fn a_holds_s1_b_waits() -> (Vec<LeanServer>, Vec<LeanClaim>) {
+pub(super) fn a_holds_s1_b_waits() -> (Vec<CachedServer>, Vec<CachedClaim>) {
     let servers = vec![
         server("s1")
             .claimed_for("a", "uid-a")

@@ -9,12 +9,12 @@
 //! reads only the version of its answers), so what the cache lacks is never sent, and
 //! never erased.
 //!
-//! Servers and claims, of which a fleet has thousands, are cached as [`LeanObject`]s: a
+//! Servers and claims, of which a fleet has thousands, are cached as [`CachedObject`]s: a
 //! projection of what the decisions read ([`Projected`]: a server's labels, and the
 //! protocol's annotations of each kind), with labels and annotations in sorted vectors
 //! rather than B-trees (a `BTreeMap` is a node of 544 bytes however few entries it
 //! holds: two of them were a third of a cached object, docs/performance.md, item 18 of
-//! "Placement at a flat cost"). The other kinds are few and read whole ([`Lean`]).
+//! "Placement at a flat cost"). The other kinds are few and read whole ([`Trimmed`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -36,12 +36,12 @@ use super::{
     ServerClassStatus, ServerQuota, ServerQuotaSpec, ServerQuotaStatus, ServerSpec, ServerStatus,
 };
 
-/// Labels or annotations as a [`LeanObject`] holds them: sorted by key, in one vector.
+/// Labels or annotations as a [`CachedObject`] holds them: sorted by key, in one vector.
 pub type Labels = LiteMap<String, String>;
 
 /// A `K` read lean; `.0` is the object.
 #[derive(Clone, Debug)]
-pub struct Lean<K>(pub K);
+pub struct Trimmed<K>(pub K);
 
 /// A kind made of metadata, spec and status, as every kind the controllers read is.
 pub trait Parts: Sized {
@@ -87,18 +87,18 @@ parts! {
     Namespace => Option<NamespaceSpec>, NamespaceStatus;
 }
 
-impl<'de, K: Parts> Deserialize<'de> for Lean<K> {
+impl<'de, K: Parts> Deserialize<'de> for Trimmed<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::<K::Spec, K::Status, BTreeMap<String, String>>::deserialize(deserializer)?;
         let (metadata, labels, annotations) = wire.metadata.split();
         let mut metadata = metadata;
         metadata.labels = labels;
         metadata.annotations = annotations;
-        Ok(Lean(K::from_parts(metadata, wire.spec, wire.status)))
+        Ok(Trimmed(K::from_parts(metadata, wire.spec, wire.status)))
     }
 }
 
-/// What the decisions read of a kind the binder caches as [`LeanObject`]s, beside its
+/// What the decisions read of a kind the binder caches as [`CachedObject`]s, beside its
 /// spec, status and metadata: whether its labels, and which annotations. The cache keeps
 /// nothing else, so what a tenant puts on its claims beyond that (labels, annotations,
 /// this project's domain included) costs the operator no memory, and is never written.
@@ -137,12 +137,12 @@ impl Projected for ServerClaim {
 /// version) holds what the decisions read: name, namespace, uid, version, generation,
 /// creation and deletion times, finalizers. It never holds owners, a generated-name
 /// prefix or a grace period, and never labels or annotations: those are
-/// [`LeanObject::labels`] and [`LeanObject::annotations`], sorted vectors, and only
+/// [`CachedObject::labels`] and [`CachedObject::annotations`], sorted vectors, and only
 /// those [`Projected`] names. The metadata is private so that no decision reads the
 /// empty maps there: the methods of this type, which shadow `ResourceExt`'s, are the
 /// only way to them.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LeanObject<K: Parts> {
+pub struct CachedObject<K: Parts> {
     metadata: ObjectMeta,
     labels: Labels,
     annotations: Labels,
@@ -151,11 +151,11 @@ pub struct LeanObject<K: Parts> {
 }
 
 /// A [`Server`] as the binder caches it.
-pub type LeanServer = LeanObject<Server>;
+pub type CachedServer = CachedObject<Server>;
 /// A [`ServerClaim`] as the binder caches it.
-pub type LeanClaim = LeanObject<ServerClaim>;
+pub type CachedClaim = CachedObject<ServerClaim>;
 
-impl<K: Parts> LeanObject<K> {
+impl<K: Parts> CachedObject<K> {
     /// An object of this name with `spec` and nothing else, as kube-derive's `new`.
     pub fn new(name: &str, spec: K::Spec) -> Self {
         let metadata = ObjectMeta {
@@ -248,7 +248,7 @@ fn to_map(labels: &Labels) -> Option<BTreeMap<String, String>> {
     (!labels.is_empty()).then(|| labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
 }
 
-impl<K: Projected> Parts for LeanObject<K> {
+impl<K: Projected> Parts for CachedObject<K> {
     type Spec = K::Spec;
     type Status = K::Status;
 
@@ -295,14 +295,14 @@ impl<K: Projected> Parts for LeanObject<K> {
     }
 }
 
-impl<K: Projected + Resource> From<K> for LeanObject<K> {
+impl<K: Projected + Resource> From<K> for CachedObject<K> {
     fn from(full: K) -> Self {
         let (metadata, spec, status) = full.into_parts();
         Self::from_parts(metadata, spec, status)
     }
 }
 
-impl<'de, K: Projected> Deserialize<'de> for LeanObject<K> {
+impl<'de, K: Projected> Deserialize<'de> for CachedObject<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::<K::Spec, K::Status, Labels>::deserialize(deserializer)?;
         let (metadata, labels, annotations) = wire.metadata.split();
@@ -318,7 +318,7 @@ impl<'de, K: Projected> Deserialize<'de> for LeanObject<K> {
     }
 }
 
-impl<K: Parts + Resource<DynamicType = ()>> Resource for LeanObject<K> {
+impl<K: Parts + Resource<DynamicType = ()>> Resource for CachedObject<K> {
     type DynamicType = ();
     type Scope = K::Scope;
 
@@ -349,7 +349,7 @@ impl<K: Parts + Resource<DynamicType = ()>> Resource for LeanObject<K> {
     deserialize = "S: DeserializeOwned + Default, T: DeserializeOwned, M: DeserializeOwned + FromIterator<(String, String)>"
 ))]
 struct Wire<S, T, M> {
-    metadata: LeanMeta<M>,
+    metadata: CachedMeta<M>,
     #[serde(default)]
     spec: S,
     status: Option<T>,
@@ -360,7 +360,7 @@ struct Wire<S, T, M> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[serde(bound(deserialize = "M: DeserializeOwned + FromIterator<(String, String)>"))]
-struct LeanMeta<M> {
+struct CachedMeta<M> {
     #[serde(default, deserialize_with = "our_annotations")]
     annotations: Option<M>,
     creation_timestamp: Option<Time>,
@@ -378,7 +378,7 @@ struct LeanMeta<M> {
     uid: Option<String>,
 }
 
-impl<M> LeanMeta<M> {
+impl<M> CachedMeta<M> {
     /// The metadata without labels and annotations, then those.
     fn split(self) -> (ObjectMeta, Option<M>, Option<M>) {
         let metadata = ObjectMeta {
@@ -444,7 +444,7 @@ fn is_ours(key: &str) -> bool {
         .is_some_and(|(prefix, _)| in_our_domain(prefix))
 }
 
-impl<K: Resource> Resource for Lean<K> {
+impl<K: Resource> Resource for Trimmed<K> {
     type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
@@ -506,7 +506,7 @@ mod tests {
 
     #[test]
     fn a_lean_object_is_the_full_one_without_managed_fields_and_foreign_annotations() {
-        let lean: Lean<Server> = serde_json::from_value(on_the_wire()).unwrap();
+        let lean: Trimmed<Server> = serde_json::from_value(on_the_wire()).unwrap();
         let mut full: Server = serde_json::from_value(on_the_wire()).unwrap();
         full.metadata.managed_fields = None;
         full.metadata
@@ -523,8 +523,8 @@ mod tests {
 
     #[test]
     fn a_cached_server_is_the_lean_one_with_its_labels_and_annotations_apart() {
-        let cached: LeanServer = serde_json::from_value(on_the_wire()).unwrap();
-        let Lean(lean) = serde_json::from_value::<Lean<Server>>(on_the_wire()).unwrap();
+        let cached: CachedServer = serde_json::from_value(on_the_wire()).unwrap();
+        let Trimmed(lean) = serde_json::from_value::<Trimmed<Server>>(on_the_wire()).unwrap();
         assert_eq!(cached.meta().labels, None, "never in the metadata");
         assert_eq!(cached.meta().annotations, None, "never in the metadata");
         assert_eq!(cached.labels().get("rack").map(String::as_str), Some("r1"));
@@ -539,12 +539,12 @@ mod tests {
         lean.metadata.owner_references = None;
         lean.metadata.generate_name = None;
         assert_eq!(cached.to_full(), lean, "nothing else is lost");
-        assert_eq!(LeanServer::from(lean), cached, "as a watch reads it");
+        assert_eq!(CachedServer::from(lean), cached, "as a watch reads it");
     }
 
     #[test]
     fn a_cached_objects_metadata_json_holds_its_labels_and_annotations_as_maps() {
-        let cached: LeanServer = serde_json::from_value(on_the_wire()).unwrap();
+        let cached: CachedServer = serde_json::from_value(on_the_wire()).unwrap();
         let json = cached.metadata_json().unwrap();
         assert_eq!(json["labels"], json!({"rack": "r1"}));
         assert_eq!(
@@ -582,7 +582,7 @@ mod tests {
 
     #[test]
     fn a_cached_claim_keeps_no_labels_and_only_the_annotations_a_decision_reads() {
-        let cached: LeanClaim = serde_json::from_value(tenant_claim()).unwrap();
+        let cached: CachedClaim = serde_json::from_value(tenant_claim()).unwrap();
         assert!(
             cached.labels().is_empty(),
             "no decision reads a claim's labels"
@@ -594,8 +594,8 @@ mod tests {
             .collect();
         assert_eq!(kept, ["metal.binder.dev/pre-bound"]);
         let full: ServerClaim = serde_json::from_value(tenant_claim()).unwrap();
-        assert_eq!(LeanClaim::from(full), cached, "as a watch reads it");
-        let server: LeanServer = serde_json::from_value(on_the_wire()).unwrap();
+        assert_eq!(CachedClaim::from(full), cached, "as a watch reads it");
+        let server: CachedServer = serde_json::from_value(on_the_wire()).unwrap();
         assert_eq!(server.labels().len(), 1, "a server's labels are read");
     }
 
@@ -614,7 +614,7 @@ mod tests {
         let annotations: serde_json::Map<String, serde_json::Value> =
             keys.iter().map(|k| (k.to_string(), json!("v"))).collect();
         let wire = json!({"metadata": {"name": "c", "annotations": annotations}, "spec": {}});
-        let claim: Lean<ServerClaim> = serde_json::from_value(wire).unwrap();
+        let claim: Trimmed<ServerClaim> = serde_json::from_value(wire).unwrap();
         let kept: Vec<&str> = claim
             .0
             .metadata
@@ -629,10 +629,10 @@ mod tests {
     #[test]
     fn absent_parts_read_as_absent() {
         let bare = json!({"metadata": {"name": "s1", "annotations": null}, "spec": {}});
-        let lean: Lean<Server> = serde_json::from_value(bare).unwrap();
+        let lean: Trimmed<Server> = serde_json::from_value(bare).unwrap();
         assert_eq!(lean.0.metadata.annotations, None);
         assert_eq!(lean.0.status, None);
-        let ns: Lean<Namespace> =
+        let ns: Trimmed<Namespace> =
             serde_json::from_value(json!({"metadata": {"name": "t", "labels": {"a": "b"}}}))
                 .unwrap();
         assert_eq!(
