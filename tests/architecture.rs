@@ -786,7 +786,10 @@ fn no_files_import_each_other_in_a_circle() {
     // plain import, one through a re-export in a mod.rs, one through a child module
     // named in an attribute.
     for (from, to) in [
-        ("src/binding/claim_decision.rs", "src/binding/view.rs"),
+        (
+            "src/binding/protocol/claim_decision.rs",
+            "src/binding/world/view.rs",
+        ),
         ("src/runtime/explain/claim.rs", "src/binding/meta.rs"),
         (
             "src/runtime/bench/mod.rs",

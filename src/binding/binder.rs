@@ -28,31 +28,37 @@ use crate::api::{
     CachedClaim, CachedServer, QuotaCharge, ServerClaimRef, ServerClass, ServerQuota,
 };
 
-use super::assumed::{AssumedChoices, EndRule, claim_key, ends_on_claim_event};
-use super::backoff::{RefusedWrites, RefusingServers};
-use super::claim_decision::{
+use crate::binding::claim_side::assumed::{
+    AssumedChoices, EndRule, claim_key, ends_on_claim_event,
+};
+use crate::binding::claim_side::backoff::{RefusedWrites, RefusingServers};
+use crate::binding::claim_side::summaries::SummaryClock;
+use crate::binding::in_flight::InFlight;
+use crate::binding::index::is_free;
+use crate::binding::meta::{self, ClaimKey, is_controller_chosen};
+use crate::binding::placement::{
+    PickInputs, Placement, first_named, first_stray, first_waiting_for,
+};
+use crate::binding::protocol::claim_decision::{
     ClaimDecision, assumption_for, decide_claim, decide_class, decide_quota, decide_refusing,
     pass_over, restoring, standing_bind,
 };
-use super::claim_plan::{ClaimPlan, plan_claim};
-use super::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
-use super::coalesce::is_summary_refresh;
-use super::eligibility::{RefMatch, ref_match};
-use super::evidence::pair_agrees;
-use super::gates::{self, BoundClass, ClassGatesRule, cleaning_took};
-use super::in_flight::InFlight;
-use super::index::is_free;
-use super::meta::{self, ClaimKey, is_controller_chosen};
-use super::placement::{PickInputs, Placement, first_named, first_stray, first_waiting_for};
-use super::quota::{self, Charge, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck};
-use super::server_decision::{ServerDecision, decide_server};
-use super::server_plan::{ServerPlan, plan_server};
-use super::summaries::SummaryClock;
-use super::triggers::{Triggers, Wake};
-use super::view::{
+use crate::binding::protocol::claim_plan::{ClaimPlan, plan_claim};
+use crate::binding::protocol::coalesce::is_summary_refresh;
+use crate::binding::protocol::server_decision::{ServerDecision, decide_server};
+use crate::binding::protocol::server_plan::{ServerPlan, plan_server};
+use crate::binding::protocol::winner::{Admit, Turn, pick_or_turn, turn_on};
+use crate::binding::state::eligibility::{RefMatch, ref_match};
+use crate::binding::state::evidence::pair_agrees;
+use crate::binding::state::gates::{self, BoundClass, ClassGatesRule, cleaning_took};
+use crate::binding::wakeups::{Triggers, Wake};
+use crate::binding::world::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
+use crate::binding::world::quota::{
+    self, Charge, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck,
+};
+use crate::binding::world::view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
-use super::winner::{Admit, Turn, pick_or_turn, turn_on};
 
 /// Per server and pool (users' claims, or controller-chosen ones this controller's picks
 /// do not hold), the claim naming it that is first in the fair order ([`first_named`],
@@ -211,14 +217,14 @@ pub struct Binder {
     refused: RefusedWrites,
     /// Servers whose last write was refused, until they change ([`RefusingServers`]).
     refusing: RefusingServers,
-    /// The classes and namespaces' labels ([`super::classes`]). The claim catalog holds
+    /// The classes and namespaces' labels ([`crate::binding::world::classes`]). The claim catalog holds
     /// each claim as its class makes it ([`ClassCatalog::resolve`]); `raw` keeps the
     /// claims as they are where that differs, to resolve them again when a class or a
     /// namespace changes.
     classes: ClassCatalog,
     raw: HashMap<ClaimKey, Arc<CachedClaim>>,
     raw_servers: HashMap<String, Arc<CachedServer>>,
-    /// The quotas ([`super::quota`]): a claim a full quota does not charge is held as
+    /// The quotas ([`crate::binding::world::quota`]): a claim a full quota does not charge is held as
     /// taking no server, like a claim whose class is missing.
     quotas: QuotaCatalog,
 }
@@ -384,7 +390,7 @@ impl Binder {
     }
 
     /// The claims of `namespace` that hold a server (a server's ref carries their uid),
-    /// with their class: a quota's recount counts them ([`super::quota::recount`]).
+    /// with their class: a quota's recount counts them ([`crate::binding::world::quota::recount`]).
     pub fn quota_holders(&self, namespace: &str) -> Vec<Holder> {
         self.claims
             .in_namespace(namespace)
@@ -531,7 +537,7 @@ impl Binder {
         }
         self.recount_in_flight();
         match changed {
-            true => super::triggers::on_relist(&self.servers, &self.claims),
+            true => crate::binding::wakeups::on_relist(&self.servers, &self.claims),
             false => Wake::default(),
         }
     }
@@ -735,14 +741,14 @@ impl Binder {
         wake
     }
 
-    /// One step of the controllers' start ([`super::triggers::on_start_step`]).
+    /// One step of the controllers' start ([`crate::binding::wakeups::on_start_step`]).
     pub fn start_step(&self, cursor: &mut super::ResyncCursor, share: usize) -> Option<Wake> {
-        super::triggers::on_start_step(&self.servers, &self.claims, cursor, share)
+        crate::binding::wakeups::on_start_step(&self.servers, &self.claims, cursor, share)
     }
 
-    /// One tick of the periodic resync ([`super::triggers::on_resync_tick`]).
+    /// One tick of the periodic resync ([`crate::binding::wakeups::on_resync_tick`]).
     pub fn resync_tick(&self, cursor: &mut super::ResyncCursor, ticks: u32) -> Wake {
-        super::triggers::on_resync_tick(&self.servers, &self.claims, cursor, ticks)
+        crate::binding::wakeups::on_resync_tick(&self.servers, &self.claims, cursor, ticks)
     }
 
     /// The servers were listed anew: every object may have changed.
@@ -755,7 +761,7 @@ impl Binder {
         self.assumed
             .relisted_servers(&|name| servers.server(name).cloned());
         self.recount_in_flight();
-        super::triggers::on_relist(&self.servers, &self.claims)
+        crate::binding::wakeups::on_relist(&self.servers, &self.claims)
     }
 
     /// The claims were listed anew.
@@ -773,7 +779,7 @@ impl Binder {
             .assumed
             .relisted_claims(rule, &|k| claims.claim(&k.namespace, &k.name).cloned());
         self.recount_in_flight();
-        let mut wake = super::triggers::on_relist(&self.servers, &self.claims);
+        let mut wake = crate::binding::wakeups::on_relist(&self.servers, &self.claims);
         for server in ended {
             wake.extend(self.assumption_ended(&server));
         }

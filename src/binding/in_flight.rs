@@ -14,10 +14,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::assumed::AssumedChoices;
-use super::index::{ClassId, FreeServerIndex};
-use super::meta::ClaimKey;
-use super::shape::{ClaimShape, FastMap, address};
+use crate::binding::claim_side::assumed::AssumedChoices;
+use crate::binding::index::{ClassId, FreeServerIndex};
+use crate::binding::meta::ClaimKey;
+use crate::binding::shape::{ClaimShape, FastMap, address};
 
 /// The shape a claim waits under, as the waiting claims share it (`None`: not waiting).
 pub type ShapeOf<'a> = &'a dyn Fn(&ClaimKey) -> Option<&'a Arc<ClaimShape>>;

@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::api::{CachedClaim, CachedServer, Labels, ServerSelector, Taint};
 
-use super::eligibility::not_free;
-use super::meta;
-use super::selector::{first_untolerated, selector_matches};
+use crate::binding::meta;
+use crate::binding::selector::{first_untolerated, selector_matches};
+use crate::binding::state::eligibility::not_free;
 
 /// Whether a server belongs in the index: claimable by some new claim and not reserved
 /// or bound (no `serverClaimRef`), by [`not_free`]'s rule.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::api::SelectorOperator;
 
-use super::shape::{ClaimShape, FastMap, address};
+use crate::binding::shape::{ClaimShape, FastMap, address};
 
 /// The (key, value) pairs one requirement of the shape's selector pins a server to (a
 /// `matchLabels` entry, or an `In`'s values): a server fits only if it has one of them.

@@ -26,15 +26,15 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{CachedClaim, CachedServer};
 
-use super::assumed::AssumedChoices;
-use super::backoff::{Refusal, backs_off};
-use super::flow::MaxFlow;
-use super::in_flight::InFlight;
-use super::index::{Class, ClassId, FreeServerIndex};
-use super::meta::{self, ClaimKey, is_controller_chosen};
-use super::pins::{ShapesByPin, pins};
-pub use super::shape::ClaimShape;
-use super::shape::{FastMap, FastSet, address};
+use crate::binding::claim_side::assumed::AssumedChoices;
+use crate::binding::claim_side::backoff::{Refusal, backs_off};
+use crate::binding::flow::MaxFlow;
+use crate::binding::in_flight::InFlight;
+use crate::binding::index::{Class, ClassId, FreeServerIndex};
+use crate::binding::meta::{self, ClaimKey, is_controller_chosen};
+use crate::binding::pins::{ShapesByPin, pins};
+pub use crate::binding::shape::ClaimShape;
+use crate::binding::shape::{FastMap, FastSet, address};
 
 /// A waiting claim as the fair order sees it: oldest first, then by name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -657,7 +657,7 @@ pub struct PickInputs<'a> {
     /// Servers the pick passes over (`pass_over`: chosen for another claim, or named by a
     /// claim that would win them).
     pub skip: &'a dyn Fn(&str) -> bool,
-    /// Servers whose last write the API server refused ([`super::backoff::RefusingServers`]):
+    /// Servers whose last write the API server refused ([`crate::binding::claim_side::backoff::RefusingServers`]):
     /// `skip` passes them over too; this says why in a waiting claim's summary.
     pub refuses: &'a dyn Fn(&str) -> bool,
     /// The claim cache's waiting and serving claims.

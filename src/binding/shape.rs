@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use crate::api::{CachedClaim, CachedServer, ServerSelector, Toleration};
 
-use super::eligibility::server_is_claimable;
-use super::index::Class;
-use super::meta;
-use super::selector::{first_untolerated, selector_matches};
+use crate::binding::index::Class;
+use crate::binding::meta;
+use crate::binding::selector::{first_untolerated, selector_matches};
+use crate::binding::state::eligibility::server_is_claimable;
 
 /// What a claim asks of a server: its selector and tolerations. Claims of one shape are
 /// one class of the matching.

@@ -15,7 +15,7 @@ use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, patch, record};
 use crate::api::{CachedClaim, CachedServer, ServerQuota};
-use crate::binding::quota::QUOTA_EXCEEDED;
+use crate::binding::world::quota::QUOTA_EXCEEDED;
 use crate::binding::{
     ClaimDecision, ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, find_bound,
     meta,

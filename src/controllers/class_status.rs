@@ -11,7 +11,7 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::ServerClass;
-use crate::binding::classes::capacity;
+use crate::binding::world::classes::capacity;
 
 use super::context::Context;
 use super::metrics::ControllerKind;

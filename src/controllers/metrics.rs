@@ -14,9 +14,9 @@ use prometheus::{
 };
 
 use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
-use crate::binding::classes::{ClassCatalog, capacity};
 use crate::binding::meta;
-use crate::binding::quota::{self, QuotaCatalog};
+use crate::binding::world::classes::{ClassCatalog, capacity};
+use crate::binding::world::quota::{self, QuotaCatalog};
 use crate::binding::{
     ClaimCatalog, LostReason, Outcome, RepairCase, Repairer, ServerCatalog, claim_phase,
     server_phase,

@@ -21,10 +21,10 @@ pub struct Options {
     /// Reconciles each controller runs at once.
     pub concurrency: u16,
     /// A waiting claim's summary is rewritten at most once per this interval
-    /// ([`crate::binding::coalesce`]).
+    /// ([`crate::binding::protocol::coalesce`]).
     pub status_interval: Duration,
     /// The release gates of a server that names none in `spec.releaseGates`
-    /// ([`crate::binding::gates`]).
+    /// ([`crate::binding::state::gates`]).
     pub release_gates: Vec<String>,
     /// Every object is woken once per this interval, a share each second
     /// (`src/controllers/resync.rs`).

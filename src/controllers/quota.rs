@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{CachedClaim, QuotaCharge, ServerQuota};
 use crate::binding::meta;
-use crate::binding::quota::{Holder, recount, unconfirmed};
+use crate::binding::world::quota::{Holder, recount, unconfirmed};
 
 use super::context::Context;
 use super::error::{Error, Result};

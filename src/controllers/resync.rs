@@ -1,8 +1,8 @@
 //! Waking every object without queueing them all at once: the controllers' start
-//! ([`crate::binding::triggers::on_start_step`]), a share at a time as the controllers
+//! ([`crate::binding::wakeups::on_start_step`]), a share at a time as the controllers
 //! take them up, then the periodic resync, a safety net that convergence does not rely
 //! on (docs/binding.md, "Wake-up rules"): every object once per interval, a share each
-//! tick ([`crate::binding::triggers::on_resync_tick`]), instead of each reconcile asking
+//! tick ([`crate::binding::wakeups::on_resync_tick`]), instead of each reconcile asking
 //! kube-runtime to requeue its object after the interval. Every object woken at once sat
 //! queued in kube-runtime's scheduler until its turn, with three copies of its key.
 

@@ -44,12 +44,12 @@ pub struct ControllerArgs {
 }
 
 /// A `--release-gates` entry, checked as admission checks `spec.releaseGates`.
-pub(super) fn gate_name(name: &str) -> Result<String, crate::binding::gates::GateNameError> {
+pub(super) fn gate_name(name: &str) -> Result<String, crate::binding::state::gates::GateNameError> {
     let name = name.trim();
     if name.is_empty() {
         return Ok(String::new());
     }
-    crate::binding::gates::check_gate_name(name).map(|()| name.to_string())
+    crate::binding::state::gates::check_gate_name(name).map(|()| name.to_string())
 }
 
 impl ControllerArgs {

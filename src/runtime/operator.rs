@@ -36,7 +36,7 @@ pub enum OperatorError {
     )]
     CrdsMissing(String),
     #[error("{0}")]
-    ReleaseGate(#[from] crate::binding::gates::GateNameError),
+    ReleaseGate(#[from] crate::binding::state::gates::GateNameError),
     #[error("cannot reach the API server: {0}")]
     Unreachable(#[source] kube::Error),
     #[error("cannot serve metrics on {addr}: {source}")]
@@ -67,7 +67,7 @@ pub async fn start(
     config: OperatorConfig,
 ) -> Result<OperatorHandle, OperatorError> {
     for gate in &config.options.release_gates {
-        crate::binding::gates::check_gate_name(gate)?;
+        crate::binding::state::gates::check_gate_name(gate)?;
     }
     check_crds(&client).await?;
     let (caches, writers) = Caches::new(config.options.binder_config());

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use server_binder::api::*;
-use server_binder::binding::classes::ClassCatalog;
+use server_binder::binding::world::classes::ClassCatalog;
 use server_binder::binding::{PickState, Unavailability};
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

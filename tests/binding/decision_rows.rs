@@ -24,12 +24,12 @@ const TABLES: [Table; 2] = [
     Table {
         heading: "## The claim controller's table",
         enumeration: "ClaimDecision",
-        source: "src/binding/claim_decision.rs",
+        source: "src/binding/protocol/claim_decision.rs",
     },
     Table {
         heading: "## The server controller's table",
         enumeration: "ServerDecision",
-        source: "src/binding/server_decision.rs",
+        source: "src/binding/protocol/server_decision.rs",
     },
 ];
 

@@ -4,7 +4,7 @@
 //! `explain server` share.
 
 use server_binder::api::*;
-use server_binder::binding::gates::Pending;
+use server_binder::binding::state::gates::Pending;
 use server_binder::binding::*;
 
 use crate::binding::support::*;

@@ -2,7 +2,9 @@
 
 use server_binder::api::names::*;
 use server_binder::api::*;
-use server_binder::binding::gates::{Pending, PendingNote};
+use server_binder::binding::state::evidence;
+use server_binder::binding::state::gates;
+use server_binder::binding::state::gates::{Pending, PendingNote};
 use server_binder::binding::*;
 
 use crate::binding::support::*;

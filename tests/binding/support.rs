@@ -2,6 +2,7 @@
 //! deciding on a small world.
 
 use server_binder::api::*;
+use server_binder::binding::state::gates;
 use server_binder::binding::*;
 
 // The one fixture builder (shared with tests/controllers), its objects as the binder

@@ -4,7 +4,7 @@
 //! of every pending claim per pick is a storm at fleet scale).
 
 use server_binder::api::ClaimPhase;
-use server_binder::binding::triggers::{on_claim_change, on_start_step};
+use server_binder::binding::wakeups::{on_claim_change, on_start_step};
 use server_binder::binding::*;
 
 use crate::binding::support::*;
@@ -181,7 +181,7 @@ fn world_tick(
     cursor: &mut ResyncCursor,
     ticks: u32,
 ) -> Wake {
-    server_binder::binding::triggers::on_resync_tick(world, all, cursor, ticks)
+    server_binder::binding::wakeups::on_resync_tick(world, all, cursor, ticks)
 }
 
 /// The controllers' start wakes every object once, a share of each kind per step, then

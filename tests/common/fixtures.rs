@@ -175,7 +175,7 @@ impl ServerExt for Server {
         self
     }
     fn passed(mut self, gate: &str, release: i64) -> Self {
-        let pass = server_binder::binding::gates::pass_condition(gate, release, &t(400));
+        let pass = server_binder::binding::state::gates::pass_condition(gate, release, &t(400));
         let status = self.status.get_or_insert_with(Default::default);
         status.conditions.retain(|c| c.type_ != gate);
         status.conditions.push(pass);

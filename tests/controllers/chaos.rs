@@ -36,9 +36,9 @@ use server_binder::api::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_PRE_BOUND,
 };
 use server_binder::api::*;
-use server_binder::binding::quota::QUOTA_EXCEEDED;
+use server_binder::binding::world::quota::QUOTA_EXCEEDED;
 use server_binder::binding::{
-    RefMatch, eligibility, gates, is_controller_chosen, ref_match, ref_uid,
+    RefMatch, eligibility, is_controller_chosen, ref_match, ref_uid, state::gates,
 };
 
 use super::stage::{ClaimExt, ServerExt, as_new, claim, server, server_phase_reason};

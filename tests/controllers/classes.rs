@@ -465,7 +465,7 @@ async fn a_claim_without_a_class_cannot_take_a_class_s_servers() {
         !gpu.metadata
             .labels
             .unwrap_or_default()
-            .contains_key(server_binder::binding::classes::CLASSED_KEY),
+            .contains_key(server_binder::binding::world::classes::CLASSED_KEY),
         "the binder's view of a server is never written"
     );
 }

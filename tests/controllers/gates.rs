@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::PostParams;
 use server_binder::api::names::{ANNOTATION_CLEANING, CONDITION_CLEANING};
 use server_binder::api::{ClaimPhase, Server, ServerPhase};
-use server_binder::binding::gates;
+use server_binder::binding::state::gates;
 use server_binder::controllers::Options;
 
 use crate::controllers::stage::*;

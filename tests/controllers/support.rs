@@ -14,8 +14,8 @@ use server_binder::api::{
     CachedServer, ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase,
 };
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher, RequestRecord};
-use server_binder::binding::evidence;
-use server_binder::binding::quota::QUOTA_EXCEEDED;
+use server_binder::binding::state::evidence;
+use server_binder::binding::world::quota::QUOTA_EXCEEDED;
 use server_binder::controllers::Options;
 use server_binder::runtime::client::USER_AGENT_VALUE;
 use server_binder::runtime::leader::LeaderElection;

@@ -249,7 +249,7 @@ async fn a_gate_named_like_a_controller_condition_is_refused() {
     for (i, name) in names.enumerate() {
         let draft = as_new(server(&format!("n{i}")).gates(&[&name]));
         let admitted = env.servers().create(&PostParams::default(), &draft).await;
-        let checked = server_binder::binding::gates::check_gate_name(&name);
+        let checked = server_binder::binding::state::gates::check_gate_name(&name);
         assert_eq!(
             admitted.is_ok(),
             checked.is_ok(),

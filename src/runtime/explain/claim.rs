@@ -7,9 +7,9 @@ use serde::Serialize;
 use super::error::ExplainError;
 use super::world::World;
 use crate::api::CachedClaim;
-use crate::binding::backoff::{WRITE_REFUSED, backs_off};
-use crate::binding::classes::ClassCheck;
-use crate::binding::quota;
+use crate::binding::claim_side::backoff::{WRITE_REFUSED, backs_off};
+use crate::binding::world::classes::ClassCheck;
+use crate::binding::world::quota;
 use crate::binding::{
     Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, PickState, ServerView, Sight,
     Unavailability, find_bound, hindrance, meta, pass_over,

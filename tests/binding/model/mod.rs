@@ -40,6 +40,7 @@
 //! world in every interleaving; `mutants`: the rules changed as a defect would change
 //! them, each of which must be caught.
 
+use server_binder::binding::state::evidence;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -48,11 +49,12 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use server_binder::api::names::*;
 use server_binder::api::*;
-use server_binder::binding::assumed::Assumption;
-use server_binder::binding::backoff::{self, Refusal};
-use server_binder::binding::gates;
-use server_binder::binding::triggers;
-use server_binder::binding::triggers::Wake;
+use server_binder::binding::claim_side::assumed::Assumption;
+use server_binder::binding::claim_side::backoff::{self, Refusal};
+use server_binder::binding::state::gates;
+use server_binder::binding::wakeups;
+use server_binder::binding::wakeups::Wake;
+use server_binder::binding::world::quota;
 use server_binder::binding::*;
 
 // Fingerprinting and the visited set are a fifth of the check's time with SipHash;

@@ -186,7 +186,7 @@ pub(super) fn refusal_wakes_nobody(
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
-    let mut wake = triggers::on_claim_change(old, new, servers, claims);
+    let mut wake = wakeups::on_claim_change(old, new, servers, claims);
     if new.is_some_and(backoff::backs_off) && !old.is_some_and(backoff::backs_off) {
         let key = new.map(claim_key).expect("a claim");
         wake.claims = [key].into_iter().collect();
@@ -280,7 +280,7 @@ pub(super) fn leaving_claim_wakes_no_named_server(
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
 ) -> Wake {
-    let mut wake = triggers::on_claim_change(old, new, servers, claims);
+    let mut wake = wakeups::on_claim_change(old, new, servers, claims);
     let Some(key) = new.or(old).map(claim_key) else {
         return wake;
     };
@@ -306,7 +306,7 @@ pub(super) fn freed_server_wakes_nobody(
     claims: &ClaimCatalog,
     _: usize,
 ) -> Wake {
-    let mut wake = triggers::on_server_change(old, new, servers, claims, 0);
+    let mut wake = wakeups::on_server_change(old, new, servers, claims, 0);
     let waiting = |k: &ClaimKey| claims.waiting().shape_of(k).is_some();
     let named: BTreeSet<ClaimKey> = [old, new]
         .into_iter()

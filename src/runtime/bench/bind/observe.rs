@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 use super::super::error::BenchError as Error;
 use super::fleet;
 use crate::api::ServerClaim;
-use crate::binding::quota::QUOTA_EXCEEDED;
+use crate::binding::world::quota::QUOTA_EXCEEDED;
 
 /// A claim as the bench sees it on the watch.
 #[derive(Clone, Debug, Deserialize)]

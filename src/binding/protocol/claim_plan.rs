@@ -2,19 +2,21 @@
 //! event and the outcome. The controller performs the writes in order (object, then
 //! status), each with the resourceVersion it read as a precondition.
 
-use super::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
+use crate::binding::world::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
 use crate::api::{BoundServerRef, CachedClaim, ClaimPhase, ServerClaimStatus, ServerRef};
 
-use super::backoff::{Refusal, SERVER_WRITE_REFUSED, WRITE_REFUSED, backs_off};
-use super::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
-use super::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
-use super::meta::{self, is_controller_chosen};
-use super::placement::WAITING_FOR_TURN;
-use super::status::{BoundCondition, with_bound};
-use super::why::Unavailability;
+use crate::binding::claim_side::backoff::{
+    Refusal, SERVER_WRITE_REFUSED, WRITE_REFUSED, backs_off,
+};
+use crate::binding::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
+use crate::binding::meta::{self, is_controller_chosen};
+use crate::binding::placement::WAITING_FOR_TURN;
+use crate::binding::protocol::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
+use crate::binding::protocol::why::Unavailability;
+use crate::binding::state::status::{BoundCondition, with_bound};
 
 /// The writes and side effects of one claim decision.
 #[derive(Clone, Debug, Default, PartialEq)]

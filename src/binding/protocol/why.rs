@@ -12,11 +12,11 @@ use std::fmt;
 
 use crate::api::{CachedClaim, CachedServer, SelectorOperator, ServerSelector};
 
-use super::bounded::{LIST_MAX, listed};
-use super::class_labels::own_part;
-use super::eligibility::{Ineligible, eligibility};
-use super::meta;
-use super::placement::Ahead;
+use crate::binding::bounded::{LIST_MAX, listed};
+use crate::binding::meta;
+use crate::binding::placement::Ahead;
+use crate::binding::state::class_labels::own_part;
+use crate::binding::state::eligibility::{Ineligible, eligibility};
 
 /// Why a server cannot take a claim now.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,10 +4,10 @@ use std::fmt;
 
 use crate::api::{CachedClaim, CachedServer, Labels, ServerClaimRef, ServerPhase, ServerSelector};
 
-use super::class_labels::{CLASSED_KEY, is_view_only};
-use super::gates::is_cleaning;
-use super::meta::{self, ClaimKey};
-use super::selector::{first_untolerated, requirement_matches, selector_matches};
+use crate::binding::meta::{self, ClaimKey};
+use crate::binding::selector::{first_untolerated, requirement_matches, selector_matches};
+use crate::binding::state::class_labels::{CLASSED_KEY, is_view_only};
+use crate::binding::state::gates::is_cleaning;
 
 /// Why a server cannot serve a claim, worded for an event or condition message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,7 +172,7 @@ impl fmt::Display for NotFree<'_> {
 
 /// Every reason no new claim may take `server` now, in eligibility's order (none: it is
 /// free, and only its taints and labels decide which claims it suits). The free-server
-/// index ([`super::is_free`]) and eligibility ([`server_is_claimable`]) apply this rule;
+/// index ([`crate::binding::is_free`]) and eligibility ([`server_is_claimable`]) apply this rule;
 /// `explain server` lists it. Lazy, like [`server_is_claimable`]: a caller asking only
 /// whether there is a reason pays for the first.
 pub fn not_free(server: &CachedServer) -> impl Iterator<Item = NotFree<'_>> {

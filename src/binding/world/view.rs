@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use crate::api::{CachedClaim, CachedServer};
 
-use super::few::Few;
-use super::index::{FreeServerIndex, selector_keys};
-use super::meta::{self, ClaimKey};
-use super::placement::{PickInputs, Placement, WaitingClaims, place, place_named};
+use crate::binding::few::Few;
+use crate::binding::index::{FreeServerIndex, selector_keys};
+use crate::binding::meta::{self, ClaimKey};
+use crate::binding::placement::{PickInputs, Placement, WaitingClaims, place, place_named};
 
 /// Whether absences in the view are confirmed by a live read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub trait ServerView {
         server: &str,
         inputs: &PickInputs<'_>,
     ) -> Placement<'_>;
-    /// Every server the view holds (for why a claim waits: [`super::why`]).
+    /// Every server the view holds (for why a claim waits: [`crate::binding::protocol::why`]).
     fn all(&self) -> Box<dyn Iterator<Item = &CachedServer> + '_>;
 }
 

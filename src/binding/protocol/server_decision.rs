@@ -5,12 +5,14 @@ use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
 use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef};
 
-use super::eligibility::{Ineligible, ref_uid};
-use super::evidence::{can_restore, can_take_back, gave_back, pair_agrees, records_bind_to};
-use super::gates::{Pending, pending_gates, release_record};
-use super::meta::{self, claim_ref_of};
-use super::view::{ClaimView, Liveness};
-use super::winner::{Admit, Turn, winner};
+use crate::binding::meta::{self, claim_ref_of};
+use crate::binding::protocol::winner::{Admit, Turn, winner};
+use crate::binding::state::eligibility::{Ineligible, ref_uid};
+use crate::binding::state::evidence::{
+    can_restore, can_take_back, gave_back, pair_agrees, records_bind_to,
+};
+use crate::binding::state::gates::{Pending, pending_gates, release_record};
+use crate::binding::world::view::{ClaimView, Liveness};
 
 /// What the server controller does with a server. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,9 +101,9 @@ pub enum RollBackCause {
 }
 
 /// Decides what to do with `server`; `gates_now` are the release gates a release of it
-/// would record now ([`super::gates::release_gates`]: its own and its bind's class's,
+/// would record now ([`crate::binding::state::gates::release_gates`]: its own and its bind's class's,
 /// else `--release-gates`); `turn` whether the fair order lets a claim naming
-/// the free server take it now ([`super::winner::turn_on`]); `admit` whether a claim's
+/// the free server take it now ([`crate::binding::protocol::winner::turn_on`]); `admit` whether a claim's
 /// quotas charge it, short of which it takes no server ([`Admit`]).
 pub fn decide_server(
     server: &CachedServer,

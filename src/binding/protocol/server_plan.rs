@@ -8,13 +8,13 @@ use crate::api::names::{
 };
 use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
 
-use super::describe::{AVAILABLE, waiting_for_gates};
-use super::effects::{BindingEvent, Outcome, Related, RepairCase};
-use super::eligibility::describe_ref;
-use super::gates::{Pending, gates_annotation, release_generation};
-use super::meta::{self, ClaimKey};
-use super::server_decision::ServerDecision;
-use super::status::{BoundCondition, with_bound, with_condition};
+use crate::binding::effects::{BindingEvent, Outcome, Related, RepairCase};
+use crate::binding::meta::{self, ClaimKey};
+use crate::binding::protocol::describe::{AVAILABLE, waiting_for_gates};
+use crate::binding::protocol::server_decision::ServerDecision;
+use crate::binding::state::eligibility::describe_ref;
+use crate::binding::state::gates::{Pending, gates_annotation, release_generation};
+use crate::binding::state::status::{BoundCondition, with_bound, with_condition};
 
 /// The writes and side effects of one server decision.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -4,19 +4,21 @@
 
 use crate::api::{CachedClaim, CachedServer, ServerClaimRef, ServerPhase};
 
-use super::assumed::claim_key;
-use super::backoff::Refusal;
-use super::class_labels::own_part;
-use super::classes::ClassCheck;
-use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
-use super::evidence::{can_restore, gave_back, pair_agrees, records_bind_named, records_bind_to};
-use super::meta::{self, is_controller_chosen};
-use super::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
-use super::quota::{QuotaCheck, QuotaFull, QuotaUncounted};
-use super::selector::selector_matches;
-use super::view::{ClaimView, Liveness, ServerView};
-use super::why::{PickState, Unavailability};
-use super::winner::{is_picked, outranked_on, turn_on};
+use crate::binding::claim_side::assumed::claim_key;
+use crate::binding::claim_side::backoff::Refusal;
+use crate::binding::meta::{self, is_controller_chosen};
+use crate::binding::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
+use crate::binding::protocol::why::{PickState, Unavailability};
+use crate::binding::protocol::winner::{is_picked, outranked_on, turn_on};
+use crate::binding::selector::selector_matches;
+use crate::binding::state::class_labels::own_part;
+use crate::binding::state::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
+use crate::binding::state::evidence::{
+    can_restore, gave_back, pair_agrees, records_bind_named, records_bind_to,
+};
+use crate::binding::world::classes::ClassCheck;
+use crate::binding::world::quota::{QuotaCheck, QuotaFull, QuotaUncounted};
+use crate::binding::world::view::{ClaimView, Liveness, ServerView};
 
 /// What the claim controller does with a claim. Variant names follow the table rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +62,7 @@ pub enum ClaimDecision {
     },
 
     // ---- Unbound path. ----
-    /// The claim's last write was refused and it backs off ([`super::backoff`]): Pending
+    /// The claim's last write was refused and it backs off ([`crate::binding::claim_side::backoff`]): Pending
     /// `WriteRefused` with the API server's message, Warning `WriteRefused`; nothing else
     /// until the back-off ends.
     WriteRefused { refusal: Refusal },
@@ -165,7 +167,7 @@ pub const SUMMARY_REASONS: [&str; 2] = [NO_MATCHING_SERVER, WAITING_FOR_TURN];
 
 impl ClaimDecision {
     /// Whether the claim waits for a server: its status shows a summary of why
-    /// ([`super::coalesce`]), and it is looked at again once that may be rewritten.
+    /// ([`crate::binding::protocol::coalesce`]), and it is looked at again once that may be rewritten.
     pub fn waits(&self) -> bool {
         self.summary_reason().is_some()
     }
@@ -256,7 +258,7 @@ impl ClaimDecision {
 
 impl ClaimDecision {
     /// Whether the decision moves the claim toward a bind the server controller makes:
-    /// a claim a quota limits is charged to it first ([`super::quota`]).
+    /// a claim a quota limits is charged to it first ([`crate::binding::world::quota`]).
     pub fn moves_toward_bind(&self) -> bool {
         use ClaimDecision::*;
         matches!(
@@ -271,7 +273,7 @@ impl ClaimDecision {
 }
 
 /// The server a decision assumes chosen for its claim, if it starts an assumption
-/// ([`super::assumed`]). Adopting a reservation does not: the server's ref already keeps
+/// ([`crate::binding::claim_side::assumed`]). Adopting a reservation does not: the server's ref already keeps
 /// it from other picks.
 pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
     match decision {
@@ -285,7 +287,7 @@ pub fn assumption_for(decision: &ClaimDecision) -> Option<&str> {
 /// The servers a pick for `claim` passes over: those this controller chose for another
 /// claim and has not yet seen confirmed (`chosen_for_others`, the assumed-choice cache),
 /// and those another claim naming them would win ([`outranked_on`]; `turn`: whether a
-/// claim naming a server has its turn, [`super::winner::turn_on`]). The result is the
+/// claim naming a server has its turn, [`crate::binding::protocol::winner::turn_on`]). The result is the
 /// `chosen_for_others` argument of [`decide_claim`].
 pub fn pass_over<'a>(
     claim: &'a CachedClaim,
@@ -392,7 +394,7 @@ fn restore_standing_bind(claim: &CachedClaim, bind: StandingBind<'_>) -> ClaimDe
 }
 
 /// The class rows, checked on the unbound path before every row but those of a claim
-/// backing off ([`super::classes`]; docs/binding.md, "Server classes"): a claim without
+/// backing off ([`crate::binding::world::classes`]; docs/binding.md, "Server classes"): a claim without
 /// a class gets the default one written, and a claim whose class is missing or does not
 /// let its namespace in says so. A bound claim keeps its server whatever its class says
 /// now, as it keeps it through a relabel.
@@ -410,7 +412,7 @@ pub fn decide_class(claim: &CachedClaim, check: &ClassCheck) -> Option<ClaimDeci
 }
 
 /// The quota row, checked on the unbound path after the class rows, with the same
-/// exception ([`super::quota`]; docs/binding.md, "Server quotas"): a claim that a full
+/// exception ([`crate::binding::world::quota`]; docs/binding.md, "Server quotas"): a claim that a full
 /// quota does not charge waits. A bound claim keeps its server whatever its quota says
 /// now, and counts in it. A claim `restoring` its server across a restore is no bound
 /// claim, whatever annotations it carries: it waits for room keeping the server.

@@ -27,8 +27,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::{CachedClaim, CachedServer};
 
-use super::meta::{self, ClaimKey};
-use super::status::find_bound;
+use crate::binding::meta::{self, ClaimKey};
+use crate::binding::state::status::find_bound;
 
 /// The `Bound` condition reason, and the Warning event's, of a claim whose write was
 /// refused and that backs off.

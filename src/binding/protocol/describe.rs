@@ -8,13 +8,13 @@ use crate::api::names::{
 };
 use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef};
 
-use super::claim_decision::ClaimDecision;
-use super::eligibility::describe_ref;
-use super::gates::{Pending, release_generation};
-use super::meta::ClaimKey;
-use super::placement::Ahead;
-use super::server_decision::{RecordProblem, RollBackCause, ServerDecision};
-use super::why::names_ahead;
+use crate::binding::meta::ClaimKey;
+use crate::binding::placement::Ahead;
+use crate::binding::protocol::claim_decision::ClaimDecision;
+use crate::binding::protocol::server_decision::{RecordProblem, RollBackCause, ServerDecision};
+use crate::binding::protocol::why::names_ahead;
+use crate::binding::state::eligibility::describe_ref;
+use crate::binding::state::gates::{Pending, release_generation};
 
 /// What a claim being deleted gets from the claim controller (no decision: `Idle`).
 pub const CLAIM_BEING_DELETED: &str =
@@ -65,7 +65,7 @@ impl ClaimDecision {
     /// What the decision says of the claim: the message of the `Bound` condition its
     /// plan writes, or else of its event (a withdrawal, a repair), or else (a decision
     /// that writes neither) what the controller does. A waiting claim's condition
-    /// carries its summary instead ([`super::Unavailability`]); this says that it waits.
+    /// carries its summary instead ([`crate::binding::Unavailability`]); this says that it waits.
     pub fn describe(&self) -> String {
         use ClaimDecision::*;
         match self {

@@ -1,4 +1,4 @@
-//! When a waiting claim's summary may be rewritten ([`super::coalesce`]): the memory of
+//! When a waiting claim's summary may be rewritten ([`crate::binding::protocol::coalesce`]): the memory of
 //! when this binder last wrote each claim's summary. Pure data: the time is passed in.
 //!
 //! A binder that has not written a claim's summary counts from its own start, so a
@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::coalesce::summary_write_delay;
-use super::meta::ClaimKey;
+use crate::binding::meta::ClaimKey;
+use crate::binding::protocol::coalesce::summary_write_delay;
 
 /// Entries kept before the first sweep of old ones.
 const FIRST_SWEEP: usize = 1024;

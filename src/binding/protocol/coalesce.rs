@@ -1,5 +1,5 @@
 //! When a waiting claim's summary is written: a Pending claim's message counts every
-//! server ([`super::why`]), so nearly any server change changes it. Writing each change
+//! server ([`crate::binding::protocol::why`]), so nearly any server change changes it. Writing each change
 //! would cost a status write (and an event) per pending claim per server event; instead
 //! a summary replaces a summary at most once per interval, and a claim that waits is
 //! looked at again once the interval has passed, so its summary is never older than
@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use crate::api::{CachedClaim, ClaimPhase, ServerClaimStatus};
 
-use super::claim_decision::SUMMARY_REASONS;
-use super::claim_plan::ClaimPlan;
-use super::status::find_bound;
+use crate::binding::protocol::claim_decision::SUMMARY_REASONS;
+use crate::binding::protocol::claim_plan::ClaimPlan;
+use crate::binding::state::status::find_bound;
 
 /// Whether `status` shows a waiting claim's summary.
 pub fn shows_summary(status: Option<&ServerClaimStatus>) -> bool {

@@ -9,7 +9,7 @@ use crate::api::{
     CachedClaim, CachedServer, ClaimPhase, ServerClaimStatus, ServerPhase, ServerStatus,
 };
 
-use super::bounded::condition_message;
+use crate::binding::bounded::condition_message;
 
 /// The claim's phase; a claim without one has not been seen by the claim controller
 /// yet, and is not bound: `Pending`.

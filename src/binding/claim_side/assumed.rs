@@ -8,7 +8,7 @@
 //!
 //! When an assumption on server S for claim C starts and ends is protocol, so it lives
 //! here, where the controllers and the model check both run it:
-//! - it starts when a `PickBestFit` is carried out ([`assumption_for`](super::assumption_for)), before the write,
+//! - it starts when a `PickBestFit` is carried out ([`assumption_for`](crate::binding::assumption_for)), before the write,
 //!   unless C's assumption is written already and was decided on the same version of C
 //!   (the new pick read C from before that write, and its own write will fail);
 //! - it ends when the server cache shows S with a ref or without S (the server side took
@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{CachedClaim, CachedServer};
 
-use super::meta::{self, ClaimKey};
+use crate::binding::meta::{self, ClaimKey};
 
 /// One assumed choice of a server for a claim.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

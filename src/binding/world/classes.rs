@@ -16,14 +16,14 @@ use crate::api::{
     ServerClassStatus, ServerPhase, ServerSelector,
 };
 
-use super::meta;
-use super::selector::selector_matches;
+use crate::binding::meta;
+use crate::binding::selector::selector_matches;
 
 /// The label every Namespace carries with its own name (Kubernetes sets it), so a
 /// namespace selector can name namespaces even before their labels are known.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-pub use super::class_labels::{
+pub use crate::binding::state::class_labels::{
     CLASSED_KEY, MEMBER_PREFIX, NO_SERVER_KEY, is_view_only, member_key,
 };
 
@@ -296,7 +296,7 @@ pub fn capacity<'s>(
 }
 
 /// `claim` with its selector narrowed to no server at all: how the decisions read a
-/// claim that may take none now (over quota, [`super::quota`]).
+/// claim that may take none now (over quota, [`crate::binding::world::quota`]).
 pub fn without_servers(claim: &CachedClaim) -> CachedClaim {
     let mut shut = claim.clone();
     let spec = &mut shut.spec;

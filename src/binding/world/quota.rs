@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::api::{CachedClaim, QuotaCharge, ServerQuota, ServerQuotaStatus};
 
-use super::meta;
+use crate::binding::meta;
 
 /// The condition reason (and event reason) of a claim over quota.
 pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";

@@ -17,11 +17,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{CachedClaim, CachedServer, ServerClaimRef};
 
-use super::assumed::{AssumedChoices, claim_key};
-use super::evidence::{can_take_back, records_bind_to};
-use super::meta::{self, claim_ref_of, is_controller_chosen};
-use super::placement::{PickInputs, Placement};
-use super::view::{ClaimView, ServerView};
+use crate::binding::claim_side::assumed::{AssumedChoices, claim_key};
+use crate::binding::meta::{self, claim_ref_of, is_controller_chosen};
+use crate::binding::placement::{PickInputs, Placement};
+use crate::binding::state::evidence::{can_take_back, records_bind_to};
+use crate::binding::world::view::{ClaimView, ServerView};
 
 /// Whether a claim naming a server, with no bind to it recorded, may take it now (the
 /// binder answers it with [`pick_or_turn`]).
@@ -29,7 +29,7 @@ pub type Turn<'a> = &'a dyn Fn(&CachedClaim) -> bool;
 
 /// Whether the server controller may bind a claim as far as its namespace's quotas go:
 /// none limits its class, or each that does charges it (docs/binding.md, "Server
-/// quotas"; the binder answers it with [`super::quota::QuotaCheck::admits`]).
+/// quotas"; the binder answers it with [`crate::binding::world::quota::QuotaCheck::admits`]).
 pub type Admit<'a> = &'a dyn Fn(&CachedClaim) -> bool;
 
 /// Whether `claim`, which names the free `server`, may take it now, short of a recorded
@@ -55,7 +55,7 @@ pub fn is_picked(server: &str, claim: &CachedClaim, picks: &AssumedChoices) -> b
 
 /// Where the fair order puts a user's claim, which names the free server `server`
 /// itself: `Pick` when the claims ahead of it can do without that server, `WaitForTurn`
-/// when they need it ([`super::placement::place_named`]).
+/// when they need it ([`crate::binding::placement::place_named`]).
 pub fn turn_on<'s>(
     server: &str,
     claim: &CachedClaim,

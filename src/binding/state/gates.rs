@@ -21,7 +21,7 @@ use crate::api::names::{
     ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, CONDITION_CLEANING,
 };
 
-use super::status::OWN_CONDITIONS;
+use crate::binding::state::status::OWN_CONDITIONS;
 
 /// The gates a release of `server` must pass, as the release records them (the one
 /// precedence, docs/binding.md "Release gates"): the server's own `spec.releaseGates`

@@ -13,9 +13,11 @@
 
 use crate::api::{BoundServerRef, CachedClaim, CachedServer};
 
-use super::eligibility::{Ineligible, RefMatch, eligibility, ref_match, server_is_claimable};
-use super::gates;
-use super::meta;
+use crate::binding::meta;
+use crate::binding::state::eligibility::{
+    Ineligible, RefMatch, eligibility, ref_match, server_is_claimable,
+};
+use crate::binding::state::gates;
 
 /// The server object the claim's status records it as bound to, if any.
 pub fn bound_record(claim: &CachedClaim) -> Option<&BoundServerRef> {

@@ -1,0 +1,6 @@
+//! The fleet as the binder sees it: the catalogs of servers and claims, and the views
+//! classes and quotas make of them.
+
+pub mod classes;
+pub mod quota;
+pub(super) mod view;
