@@ -4,7 +4,7 @@
 //! annotations: both are skipped while the JSON is parsed, not built and dropped after.
 //! `managedFields` (one entry per writer, each a tree of JSON values) comes with every
 //! watch event, and building and dropping it was about a tenth of the operator's CPU
-//! (docs/performance.md, item 7 of "Placement at a flat cost"). No decision reads them,
+//! (docs/performance.md, "CPU per bind"). No decision reads them,
 //! and the writes are merge patches of what a plan changed (`controllers::writes`, which
 //! reads only the version of its answers), so what the cache lacks is never sent, and
 //! never erased.
@@ -13,8 +13,8 @@
 //! projection of what the decisions read ([`Projected`]: a server's labels, and the
 //! protocol's annotations of each kind), with labels and annotations in sorted vectors
 //! rather than B-trees (a `BTreeMap` is a node of 544 bytes however few entries it
-//! holds: two of them were a third of a cached object, docs/performance.md, item 18 of
-//! "Placement at a flat cost"). The other kinds are few and read whole ([`Trimmed`]).
+//! holds: two of them were a third of a cached object, docs/performance.md, "Memory,
+//! measured"). The other kinds are few and read whole ([`Trimmed`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

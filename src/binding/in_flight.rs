@@ -6,10 +6,11 @@
 //! A pick must not count a server already chosen, nor a claim already placed. Walking
 //! every assumption on every pick to find them cost O(picks in flight) per pick: while
 //! the server controller writes the first status of a fresh fleet, thousands, and most
-//! of the operator's time at 20k (docs/performance.md). These counts make that part of a
-//! pick O(classes + shapes). They are a cache of the assumptions, the free-server index
-//! and the waiting claims: [`InFlight::recount`] rebuilds them from those alone, and
-//! placement checks them against a full walk in debug builds (every test).
+//! of the operator's time at 20k (docs/performance.md, "Picks in flight"). These counts
+//! make that part of a pick O(classes + shapes). They are a cache of the assumptions,
+//! the free-server index and the waiting claims: [`InFlight::recount`] rebuilds them
+//! from those alone, and placement checks them against a full walk in debug builds
+//! (every test).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -267,7 +267,7 @@ enum Place<K> {
 /// once: every object woken at once would sit queued in the controllers until its turn,
 /// and a requeue per object after the interval kept a request per object (three copies
 /// of its key in kube-runtime's scheduler) for the whole interval (docs/performance.md,
-/// item 8 of "Placement at a flat cost").
+/// "The scheduler's queue").
 pub fn on_resync_tick(
     servers: &ServerCatalog,
     claims: &ClaimCatalog,
@@ -289,7 +289,7 @@ pub fn on_resync_tick(
 /// `share` of each kind at a time, in key order, as the controllers take them up:
 /// woken all at once, every object sat queued in kube-runtime's scheduler until its
 /// turn, and that queue was a seventh of the operator's peak heap (docs/performance.md,
-/// item 9 of "Placement at a flat cost"). `None` once every object present throughout
+/// "The scheduler's queue"). `None` once every object present throughout
 /// was woken; one created meanwhile is woken by its own watch event.
 pub fn on_start_step(
     servers: &ServerCatalog,

@@ -37,7 +37,7 @@ pub enum Part {
 /// changed since it was read. Returns what the answer told: the version and generation
 /// written ([`Written::applied_to`] gives the object as written, for a caller that
 /// writes again). Only those are built; the rest of the answer is skipped while parsing
-/// (docs/performance.md, item 11 of "Placement at a flat cost").
+/// (docs/performance.md, "CPU per bind").
 pub async fn patch<K>(
     ctx: &Context,
     controller: ControllerKind,

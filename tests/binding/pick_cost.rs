@@ -2,8 +2,8 @@
 //! claim picking in turn among the free servers (a picked server leaves the index and
 //! its claim the waiting claims), no API server. Prints how the picks went and a digest
 //! of them, so that two builds can be checked to decide alike. Ignored in the suite; run
-//! it alone, in release, under callgrind (docs/performance.md, item 6 of "Placement at
-//! a flat cost"):
+//! it alone, in release, under callgrind (docs/performance.md, "The pick
+//! measurement"):
 //!
 //! ```text
 //! cargo test --release --test suite --no-run
