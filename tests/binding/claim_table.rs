@@ -593,7 +593,7 @@ fn run(row: &Row) {
 /// (controller-chosen once it picks) would only have to withdraw.
 fn pick_with_rivals(c: &CachedClaim, world: &[CachedServer], others: &[CachedClaim]) -> D {
     let world = servers(world.to_vec());
-    let others = claims([&[c.clone()], others].concat());
+    let others = claims([std::slice::from_ref(c), others].concat());
     let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
     decide_claim(c, &world, &alone(&skip), Liveness::Cached)
 }
