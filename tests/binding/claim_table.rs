@@ -1,14 +1,660 @@
-//! One test per row of the claim controller's table (docs/binding.md), asserting the exact
-//! decision and the writes, event and outcome of its plan.
+//! The claim controller's table (docs/binding.md) as a table: each row stages a claim
+//! and the servers the cache holds, names the docs row it is a case of, and says the
+//! decision and what its plan writes (the docs' columns: writes, phase / condition
+//! reason, event, metric outcome). `every_row_of_the_claim_table` runs them all and
+//! names every failing row. The scenarios that take more than one claim's decision (the
+//! fair order, the binder's own steps) follow as tests of their own.
 
+use ClaimDecision as D;
+use ClaimPhase::{Bound, Lost, Pending};
+use EventKind::{Normal, Warning};
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
 
 use crate::binding::support::*;
+use Check::*;
+
+/// A case of a row of the docs table.
+struct Row {
+    /// The docs row (its decision, with what tells it from a sibling row), then what the
+    /// case shows.
+    id: &'static str,
+    claim: CachedClaim,
+    /// The servers in the cache.
+    servers: Vec<CachedServer>,
+    on: On,
+    decision: Expect,
+    /// What the plan for that decision, on that claim, writes.
+    plan: Vec<Check>,
+}
+
+/// How the claim controller decides.
+enum On {
+    /// On the cache, with an empty assumed cache ([`decide_c`]).
+    Cache,
+    /// After a live read confirmed what the cache says ([`decide_c_live`]).
+    Live,
+    /// On the cache, the claim's `serverRef` its own pick in flight ([`decide_c_picked`]).
+    Picked,
+    /// On the cache with these claims waiting too, the pick passing over the servers one
+    /// of them would win ([`pick_with_rivals`]).
+    Rivals(Vec<CachedClaim>),
+    /// Any other set-up.
+    With(fn(&CachedClaim, &[CachedServer]) -> ClaimDecision),
+}
+
+enum Expect {
+    Is(ClaimDecision),
+    Like(fn(&ClaimDecision) -> bool),
+}
+
+/// What a plan writes.
+enum Check {
+    /// Nothing: no write, no live read.
+    Noop,
+    /// A live read of this server first, and nothing else.
+    ReadsLive(&'static str),
+    NoObject,
+    NoStatus,
+    NoEvent,
+    /// The claim written, its `serverRef` this server (`None`: cleared).
+    Ref(Option<&'static str>),
+    /// The claim written, with this annotation (`None`: without it).
+    Annotation(&'static str, Option<&'static str>),
+    /// The claim written, its ref controller-chosen or not.
+    ControllerChosen(bool),
+    /// The status: its phase and its `Bound` condition's reason.
+    Status(ClaimPhase, &'static str),
+    /// The status's `boundTime` ([`t`] of these seconds; [`now`] is 1,000).
+    BoundTime(i64),
+    /// The status's record of the bind: this server, its uid as [`server`] makes it.
+    Records(&'static str),
+    /// The `Bound` condition's message: exactly this, or containing this.
+    Message(&'static str),
+    MessageHas(&'static str),
+    /// The event: its kind and reason; its note exactly this, or containing this.
+    Event(EventKind, &'static str),
+    Note(&'static str),
+    NoteHas(&'static str),
+    /// The metric outcome.
+    Counts(Option<Outcome>),
+    /// Once the status is written, the same decision writes nothing (no churn, the event
+    /// not repeated).
+    Settles,
+    /// The plan for the same decision on the claim changed so.
+    Over(fn(CachedClaim) -> CachedClaim, Vec<Check>),
+}
+
+fn row(id: &'static str) -> Row {
+    Row {
+        id,
+        claim: claim("c"),
+        servers: vec![],
+        on: On::Cache,
+        decision: Expect::Like(|_| panic!("the row names no decision")),
+        plan: vec![],
+    }
+}
+
+impl Row {
+    fn claim(self, claim: CachedClaim) -> Self {
+        Row { claim, ..self }
+    }
+    fn servers(self, servers: impl Into<Vec<CachedServer>>) -> Self {
+        let servers = servers.into();
+        Row { servers, ..self }
+    }
+    fn on(self, on: On) -> Self {
+        Row { on, ..self }
+    }
+    fn is(self, decision: ClaimDecision) -> Self {
+        let decision = Expect::Is(decision);
+        Row { decision, ..self }
+    }
+    fn like(self, decision: fn(&ClaimDecision) -> bool) -> Self {
+        let decision = Expect::Like(decision);
+        Row { decision, ..self }
+    }
+    fn writes(self, plan: impl Into<Vec<Check>>) -> Self {
+        let plan = plan.into();
+        Row { plan, ..self }
+    }
+}
+
+#[test]
+fn every_row_of_the_claim_table() {
+    let rows: Vec<Row> = [bound_path(), unbound_ref_empty(), unbound_naming_a_server()]
+        .into_iter()
+        .flatten()
+        .collect();
+    run_rows("the claim table", &rows, |row| row.id, run);
+}
+
+/// Bound path: C has `bind-completed`.
+fn bound_path() -> Vec<Row> {
+    let no_ref = || claim("c").bind_completed().phase(Bound);
+    let forged = || {
+        claim("c")
+            .names("s1")
+            .bind_completed()
+            .selects(&[("rack", "r1")])
+    };
+    let r1 = || server("s1").labelled(&[("rack", "r1")]);
+    // A Lost claim its tenant pointed at s1: its record names a server that is gone.
+    let lost_elsewhere = || {
+        let c = claim("c").names("s1").bind_completed();
+        c.phase(Lost).records("gone")
+    };
+    let holds_c = || server("s1").claimed_for("c", "uid-c");
+    let other = || server("s1").claimed_for("other", "uid-other");
+    let confirmed = |selector_mismatch, server_deleting| D::BoundConfirmed {
+        server: s("s1"),
+        server_uid: s("uid-server-s1"),
+        selector_mismatch,
+        server_deleting,
+    };
+    vec![
+        row("RestoreServerRef [j]: the serverRef cleared: written back from the server holding it")
+            .claim(no_ref())
+            .servers([holds_c(), server("s0")])
+            .is(D::RestoreServerRef { server: s("s1") })
+            .writes([Event(Warning, "ServerRefRestored"), Ref(Some("s1"))]),
+        row("ClearStaleBindCompleted [k]: copied: no boundTime, nothing holds it")
+            .claim(claim("c").bind_completed())
+            .servers([server("s1")])
+            .is(D::ClearStaleBindCompleted)
+            .writes([Annotation(ANNOTATION_BIND_COMPLETED, None)]),
+        row("ClearStaleBindCompleted [k]: a copy of a bound claim: another claim holds S")
+            .claim(claim("c").chose("s1").bind_completed())
+            .servers([server("s1").claimed_for("orig", "uid-orig")])
+            .is(D::ClearStaleBindCompleted),
+        row("ClearStaleBindCompleted [k]: forged, S unclaimable")
+            .claim(forged())
+            .servers([r1().unclaimable()])
+            .is(D::ClearStaleBindCompleted),
+        row("ClearStaleBindCompleted [k]: forged, S tainted")
+            .claim(forged())
+            .servers([r1().taint("gpu")])
+            .is(D::ClearStaleBindCompleted),
+        row("ClearStaleBindCompleted [k]: forged, S not matching the selector")
+            .claim(forged())
+            .servers([server("s1").labelled(&[("rack", "r2")])])
+            .is(D::ClearStaleBindCompleted),
+        row("ClearStaleBindCompleted [k]: forged, S one it could take all the same")
+            .claim(forged())
+            .servers([r1()])
+            .is(D::ClearStaleBindCompleted),
+        row("ClearStaleBindCompleted [k]: Lost, pointed at another server, unclaimable")
+            .claim(lost_elsewhere())
+            .servers([server("s1").unclaimable()])
+            .is(D::ClearStaleBindCompleted),
+        row("ClearStaleBindCompleted [k]: Lost, pointed at another server, taken")
+            .claim(lost_elsewhere())
+            .servers([other()])
+            .is(D::ClearStaleBindCompleted),
+        // Gone, as is the server its record names, but it is another server: it never
+        // held this claim.
+        row("ClearStaleBindCompleted [k]: Lost, pointed at another server, missing live")
+            .claim(lost_elsewhere())
+            .on(On::Live)
+            .is(D::ClearStaleBindCompleted),
+        // No server holds it any more (else [j]).
+        row("BoundServerRefCleared: the serverRef cleared, S held by another claim")
+            .claim(no_ref())
+            .servers([other()])
+            .is(D::BoundServerRefCleared)
+            .writes([
+                Status(Lost, "ServerRefCleared"),
+                Event(Warning, "ClaimLost"),
+                Counts(Some(Outcome::Lost(LostReason::ServerRefCleared))),
+                // A Lost claim keeps its metadata and spec.
+                NoObject,
+            ]),
+        row("BoundServerRefCleared: the serverRef cleared, S free")
+            .claim(no_ref())
+            .servers([server("s1")])
+            .is(D::BoundServerRefCleared),
+        // The ref its pre-bound marked is gone: a ref its tenant writes next is its own.
+        row("BoundServerRefCleared [k]: a Lost claim's cleared ref takes its pre-bound along")
+            .claim(without_ref(claim("c").chose("gone").bind_completed().phase(Lost)))
+            .servers([server("s1")])
+            .is(D::BoundServerRefCleared)
+            .writes([ControllerChosen(false), Status(Lost, "ServerRefCleared")]),
+        row("ConfirmServerMissing [a]: S missing from the cache: read it live first")
+            .claim(bound_to("s1"))
+            .is(D::ConfirmServerMissing { server: s("s1") })
+            .writes([ReadsLive("s1"), NoObject, NoStatus, NoEvent]),
+        row("BoundServerMissing: S missing as confirmed live")
+            .claim(bound_to("s1"))
+            .on(On::Live)
+            .is(D::BoundServerMissing { server: s("s1") })
+            .writes([
+                Status(Lost, "ServerMissing"),
+                Event(Warning, "ClaimLost"),
+                Counts(Some(Outcome::Lost(LostReason::ServerMissing))),
+            ]),
+        // The record names the server object, not its name. The server it was bound to
+        // is gone; a Lost claim takes no other on its own.
+        row("BoundServerMissing: S re-created under its name is another server")
+            .claim(bound_to("s1"))
+            .servers([with_uid(server("s1"), "uid-of-a-new-s1")])
+            .is(D::BoundServerMissing { server: s("s1") }),
+        row("BoundServerMissing [k]: Lost, its record naming S, S missing live")
+            .claim(lost_elsewhere().no_record().records("s1"))
+            .on(On::Live)
+            .is(D::BoundServerMissing { server: s("s1") }),
+        row("BoundServerRefLost [b]: S's ref empty: stays Bound, the server side restores it")
+            .claim(bound_to("s1"))
+            .servers([server("s1")])
+            .is(D::BoundServerRefLost { server: s("s1") })
+            .writes([Noop]),
+        // boundTime is not lost; counted as a bind, not a repair.
+        row("BoundConfirmed, no boundTime [d]: a crash fell between bind-completed and the status")
+            .claim(claim("c").chose("s1").bind_completed())
+            .servers([holds_c()])
+            .like(|d| matches!(d, D::BoundConfirmed { .. }))
+            .writes([BoundTime(1_000), Counts(Some(Outcome::Bound)), Event(Normal, "Bound")]),
+        row("BoundConfirmed, boundTime set [d]: a Lost phase reverts to Bound, then no churn")
+            .claim(bound_time(claim("c").chose("s1").bind_completed().phase(Lost), 5))
+            .servers([holds_c()])
+            .is(confirmed(false, false))
+            .writes([
+                Status(Bound, "Bound"),
+                Counts(Some(Outcome::Repair(RepairCase::ClaimStatus))),
+                Settles,
+            ]),
+        row("BoundConfirmed (selector_mismatch) [l]: a selector added after the bind: the binding stays")
+            .claim(bound_to("s1").selects(&[("rack", "r2")]))
+            .servers([r1().claimed_for("c", "uid-c")])
+            .is(confirmed(true, false))
+            .writes([Status(Bound, "Bound"), Event(Warning, "SelectorMismatch")]),
+        // Its finalizer keeps it. News, not a repair; told once.
+        row("BoundConfirmed (server_deleting) [s]: S being deleted: told on the claim, once")
+            .claim(bound_time(bound_to("s1"), 5))
+            .servers([holds_c().deleting()])
+            .is(confirmed(false, true))
+            .writes([
+                Status(Bound, "Bound"),
+                MessageHas("being deleted"),
+                Event(Warning, "ServerDeleting"),
+                Counts(None),
+                Settles,
+            ]),
+        row("BoundMisbound: S's ref names another claim")
+            .claim(bound_to("s1"))
+            .servers([other()])
+            .is(D::BoundMisbound { server: s("s1"), holder: holder("other", Some("uid-other")) })
+            .writes([
+                Status(Lost, "ServerMisbound"),
+                Event(Warning, "ClaimMisbound"),
+                Counts(Some(Outcome::Lost(LostReason::ServerMisbound))),
+            ]),
+        row("BoundMisbound: S's ref names another uid of C's name")
+            .claim(bound_to("s1"))
+            .servers([server("s1").claimed_for("c", "uid-older-c")])
+            .like(|d| matches!(d, D::BoundMisbound { .. })),
+    ]
+}
+
+/// Unbound path: C has no `bind-completed`; the rows of a standing bind, and of a claim
+/// whose `serverRef` is empty.
+fn unbound_ref_empty() -> Vec<Row> {
+    let abc = || vec![server("a"), server("b").unclaimable(), server("c")];
+    let rivals = |others: &[CachedClaim]| On::Rivals(others.to_vec());
+    let summary = "0/2 servers can serve this claim: 1 does not match the selector (size=xl), \
+        1 is unclaimable.";
+    vec![
+        row("CompleteBind [y]: a bound claim that lost only bind-completed keeps its boundTime")
+            .claim(claim("c").chose("s1").phase(Bound))
+            .servers([server("s1").claimed_for("c", "uid-c")])
+            .is(D::CompleteBind {
+                server: s("s1"),
+                server_uid: s("uid-server-s1"),
+            })
+            .writes([
+                BoundTime(5),
+                Counts(Some(Outcome::Repair(RepairCase::ClaimStatus))),
+            ]),
+        row("AdoptReservedServer: a server reserved for C by name")
+            .servers([server("s0"), server("s1").reserved_for("c")])
+            .is(D::AdoptReservedServer { server: s("s1") })
+            .writes([
+                Ref(Some("s1")),
+                Annotation(ANNOTATION_PRE_BOUND, Some("yes")),
+                NoStatus,
+                Counts(Some(Outcome::Repair(RepairCase::Adopted))),
+            ]),
+        row("AdoptReservedServer: a server bound to C's uid, after a crash")
+            .servers([server("s0"), server("s1").claimed_for("c", "uid-c")])
+            .is(D::AdoptReservedServer { server: s("s1") }),
+        row("AdoptReservedServer [o]: a reservation with an empty uid")
+            .servers([server("s1").reserved_for("c").uid_ref(""), server("s0")])
+            .is(D::AdoptReservedServer { server: s("s1") }),
+        row("PickBestFit: an ineligible reservation is not adopted")
+            .claim(claim("c").selects(&[("rack", "r1")]))
+            .servers([
+                server("s1").reserved_for("c").labelled(&[("rack", "r2")]),
+                server("s2").labelled(&[("rack", "r1")]),
+            ])
+            .is(D::PickBestFit { server: s("s2") }),
+        row("PickBestFit: untainted first, then by name, in one write")
+            .claim(claim("c").tolerates("gpu"))
+            .servers([server("a").taint("gpu"), server("c"), server("b")])
+            .is(D::PickBestFit { server: s("b") })
+            .writes([
+                Ref(Some("b")),
+                Annotation(ANNOTATION_PRE_BOUND, Some("yes")),
+                NoStatus,
+                NoEvent,
+            ]),
+        row("PickBestFit: servers chosen for other claims are skipped")
+            .servers([server("a"), server("b")])
+            .on(On::With(|c, world| {
+                let world = servers(world.to_vec());
+                decide_claim(c, &world, &alone(&|n| n == "a"), Liveness::Cached)
+            }))
+            .is(D::PickBestFit { server: s("b") }),
+        row("PickBestFit [i]: passes over a server a user's claim names")
+            .claim(claim("c").created(1))
+            .servers(abc())
+            .on(rivals(&[claim("u").names("a").created(9)]))
+            .is(D::PickBestFit { server: s("c") }),
+        row("PickBestFit [i]: passes over a server a bound claim names")
+            .claim(claim("c").created(1))
+            .servers(abc())
+            .on(rivals(&[claim("old")
+                .chose("a")
+                .bind_completed()
+                .phase(Bound)
+                .created(9)]))
+            .is(D::PickBestFit { server: s("c") }),
+        // With no bind recorded, it outranks nobody (docs/binding.md, "Trust").
+        row("PickBestFit [i]: does not pass over a server a forged bind-completed names")
+            .claim(claim("c").created(1))
+            .servers(abc())
+            .on(rivals(&[claim("forger")
+                .chose("a")
+                .bind_completed()
+                .created(9)]))
+            .is(D::PickBestFit { server: s("a") }),
+        row("PickBestFit [i]: passes over a server an older chosen claim names")
+            .claim(claim("c").created(5))
+            .servers(abc())
+            .on(rivals(&[claim("older").chose("a").created(1)]))
+            .is(D::PickBestFit { server: s("c") }),
+        row("PickBestFit [i]: still picks a server a younger chosen claim names")
+            .claim(claim("c").created(1))
+            .servers(abc())
+            .on(rivals(&[claim("younger").chose("a").created(5)]))
+            .is(D::PickBestFit { server: s("a") }),
+        row("PickBestFit [i]: still picks a server whose naming claim could never take it")
+            .claim(claim("c").created(1))
+            .servers(abc())
+            .on(rivals(&[claim("u")
+                .names("a")
+                .selects(&[("rack", "r9")])
+                .created(9)]))
+            .is(D::PickBestFit { server: s("a") }),
+        // The scheduler's convention: every server counted by its first reason. The
+        // event is not repeated on resync.
+        row("NoMatchingServer [r]: nothing eligible")
+            .claim(claim("c").selects(&[("size", "xl")]))
+            .servers([
+                server("a").unclaimable(),
+                server("b").labelled(&[("size", "s")]),
+            ])
+            .like(|d| matches!(d, D::NoMatchingServer { .. }))
+            .writes([
+                Status(Pending, "NoMatchingServer"),
+                Event(Normal, "FailedBinding"),
+                Message(summary),
+                Note(summary),
+                Settles,
+            ]),
+        row("NoMatchingServer (stale pre-bound): a user cleared a controller-chosen ref")
+            .claim(without_ref(claim("c").chose("s1")))
+            .like(|d| matches!(d, D::NoMatchingServer { .. }))
+            .writes([Annotation(ANNOTATION_PRE_BOUND, None)]),
+    ]
+}
+
+/// Unbound path: C has no `bind-completed`, and names S.
+fn unbound_naming_a_server() -> Vec<Row> {
+    let holds_c = || server("s1").claimed_for("c", "uid-c");
+    let other = || server("s1").claimed_for("other", "uid-other");
+    let released = || {
+        let s1 = server("s1").retain().uid_filled_for("gone", "uid-gone");
+        s1.phase(ServerPhase::Released)
+    };
+    let mismatch = |why| D::ServerMismatch {
+        server: s("s1"),
+        why,
+    };
+    vec![
+        row("WithdrawMissingServer [f]: controller-chosen, S missing")
+            .claim(claim("c").chose("gone"))
+            .servers([server("s1")])
+            .is(D::WithdrawMissingServer { server: s("gone") })
+            .writes([
+                Ref(None),
+                Annotation(ANNOTATION_PRE_BOUND, None),
+                Counts(Some(Outcome::Rebind)),
+            ]),
+        // A user's serverRef is never cleared.
+        row("ServerNotFound [g]: user-chosen, S missing")
+            .claim(claim("c").names("gone"))
+            .servers([server("s1")])
+            .is(D::ServerNotFound { server: s("gone") })
+            .writes([
+                NoObject,
+                Status(Pending, "ServerNotFound"),
+                Event(Warning, "FailedBinding"),
+            ]),
+        // A new claim shows no status until its bind completes: no write for a Pending
+        // that Bound would overwrite at once. One that showed an earlier status is told
+        // what it waits for now.
+        row("WaitForServer [p]: S eligible, its ref empty, C's ref its pick in flight")
+            .claim(claim("c").chose("s1"))
+            .servers([server("s1")])
+            .on(On::Picked)
+            .is(D::WaitForServer { server: s("s1") })
+            .writes([
+                Noop,
+                Over(
+                    |c| c.phase(Pending),
+                    vec![Status(Pending, "WaitingForServer"), NoObject, NoEvent],
+                ),
+            ]),
+        row("WaitForUid: S's ref names C without a uid")
+            .claim(claim("c").names("s1"))
+            .servers([server("s1").reserved_for("c")])
+            .is(D::WaitForUid { server: s("s1") })
+            .writes([NoObject]),
+        row("WithdrawIneligibleServer: controller-chosen, S unclaimable")
+            .claim(claim("c").chose("s1"))
+            .servers([server("s1").unclaimable()])
+            .is(D::WithdrawIneligibleServer {
+                server: s("s1"),
+                why: Ineligible::Unclaimable,
+            })
+            .writes([Ref(None), Event(Normal, "Rebinding")]),
+        row("WithdrawIneligibleServer [m]: controller-chosen, S Released")
+            .claim(claim("c").chose("s1"))
+            .servers([released()])
+            .like(|d| matches!(d, D::WithdrawIneligibleServer { .. })),
+        row("ServerMismatch: user-chosen, S ineligible: the message says why")
+            .claim(claim("c").names("s1").selects(&[("rack", "r1")]))
+            .servers([server("s1").labelled(&[("rack", "r9")])])
+            .is(mismatch(Ineligible::SelectorMismatch))
+            .writes([
+                NoObject,
+                Status(Pending, "ServerMismatch"),
+                Event(Warning, "ServerMismatch"),
+                NoteHas("serverSelector"),
+            ]),
+        row("ServerMismatch: a reservation does not override the claim's selector")
+            .claim(claim("c").names("s1").selects(&[("rack", "r1")]))
+            .servers([server("s1").reserved_for("c").labelled(&[("rack", "r2")])])
+            .is(mismatch(Ineligible::SelectorMismatch)),
+        row("ServerMismatch [m]: user-chosen, S Released: it waits for an admin")
+            .claim(claim("c").names("s1"))
+            .servers([released()])
+            .is(mismatch(Ineligible::Released)),
+        row("CompleteBind: S's ref has C's uid")
+            .claim(claim("c").chose("s1"))
+            .servers([holds_c()])
+            .is(D::CompleteBind {
+                server: s("s1"),
+                server_uid: s("uid-server-s1"),
+            })
+            .writes([
+                Annotation(ANNOTATION_BIND_COMPLETED, Some("yes")),
+                Status(Bound, "Bound"),
+                BoundTime(1_000),
+                Event(Normal, "Bound"),
+                Counts(Some(Outcome::Bound)),
+            ]),
+        // A bind to another server than the one recorded is a new bind, not a repair,
+        // with a new boundTime.
+        row("CompleteBind [k]: the status records S; a bind to another is a new bind")
+            .claim(claim("c").chose("s1"))
+            .servers([holds_c()])
+            .like(|d| matches!(d, D::CompleteBind { .. }))
+            .writes([
+                Records("s1"),
+                Over(
+                    |c| c.phase(Lost).records("s0"),
+                    vec![Counts(Some(Outcome::Bound)), BoundTime(1_000)],
+                ),
+            ]),
+        row("WithdrawTakenServer: controller-chosen, S's ref names another claim")
+            .claim(claim("c").chose("s1"))
+            .servers([other()])
+            .is(D::WithdrawTakenServer {
+                server: s("s1"),
+                holder: holder("other", Some("uid-other")),
+            })
+            .writes([
+                Ref(None),
+                Event(Normal, "Rebinding"),
+                Counts(Some(Outcome::Rebind)),
+            ]),
+        // A user's serverRef is never cleared.
+        row("ServerAlreadyClaimed: user-chosen, S's ref names another claim")
+            .claim(claim("c").names("s1"))
+            .servers([other()])
+            .like(|d| matches!(d, D::ServerAlreadyClaimed { .. }))
+            .writes([
+                NoObject,
+                Status(Pending, "ServerAlreadyClaimed"),
+                Event(Warning, "FailedBinding"),
+            ]),
+    ]
+}
+
+/// A claim bound to `server`, as the claim controller leaves it.
+fn bound_to(server: &str) -> CachedClaim {
+    claim("c").chose(server).bind_completed().phase(Bound)
+}
+
+fn bound_time(mut c: CachedClaim, seconds: i64) -> CachedClaim {
+    c.status.as_mut().expect("status").bound_time = Some(t(seconds));
+    c
+}
+
+fn without_ref(mut c: CachedClaim) -> CachedClaim {
+    c.spec.server_ref = None;
+    c
+}
+
+fn with_uid(mut s: CachedServer, uid: &str) -> CachedServer {
+    s.meta_mut().uid = Some(uid.into());
+    s
+}
+
+fn run(row: &Row) {
+    let (c, world) = (&row.claim, &row.servers[..]);
+    let d = match &row.on {
+        On::Cache => decide_c(c, world),
+        On::Live => decide_c_live(c, world),
+        On::Picked => decide_c_picked(c, world),
+        On::Rivals(others) => pick_with_rivals(c, world, others),
+        On::With(decide) => decide(c, world),
+    };
+    match &row.decision {
+        Expect::Is(want) => assert_eq!(&d, want, "the decision"),
+        Expect::Like(ok) => assert!(ok(&d), "the decision: {d:?}"),
+    }
+    check(c, &d, &row.plan);
+}
+
+/// The pick passes over a server that another claim naming it would win: the picker
+/// (controller-chosen once it picks) would only have to withdraw.
+fn pick_with_rivals(c: &CachedClaim, world: &[CachedServer], others: &[CachedClaim]) -> D {
+    let world = servers(world.to_vec());
+    let others = claims([std::slice::from_ref(c), others].concat());
+    let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
+    decide_claim(c, &world, &alone(&skip), Liveness::Cached)
+}
+
+fn check(c: &CachedClaim, d: &ClaimDecision, checks: &[Check]) {
+    let p = plan(c, d);
+    let object = || p.object.as_ref().expect("a write of the claim");
+    let status = || p.status.as_ref().expect("a status write");
+    let condition = || find_bound(&status().conditions).expect("a Bound condition");
+    let event = || p.event.as_ref().expect("an event");
+    for expected in checks {
+        match expected {
+            Noop => assert!(p.is_noop(), "no write at all: {p:?}"),
+            ReadsLive(server) => assert_eq!(p.confirm_server.as_deref(), Some(*server)),
+            NoObject => assert!(p.object.is_none(), "no write of the claim: {p:?}"),
+            NoStatus => assert!(p.status.is_none(), "no status write: {p:?}"),
+            NoEvent => assert!(p.event.is_none(), "no event: {p:?}"),
+            Ref(server) => {
+                let want = server.map(|name| ServerRef { name: s(name) });
+                assert_eq!(object().spec.server_ref, want);
+            }
+            Annotation(key, value) => {
+                assert_eq!(annotation(object(), key).as_deref(), *value, "{key}")
+            }
+            ControllerChosen(chosen) => assert_eq!(is_controller_chosen(object()), *chosen),
+            Status(phase, reason) => {
+                let got = find_bound(&status().conditions).map(|c| c.reason.as_str());
+                assert_eq!((status().phase, got), (Some(*phase), Some(*reason)));
+            }
+            BoundTime(seconds) => assert_eq!(status().bound_time, Some(t(*seconds))),
+            Records(server) => {
+                let record = status().bound_server_ref.as_ref().expect("a record");
+                let uid = format!("uid-server-{server}");
+                assert_eq!((&*record.name, &*record.uid), (*server, &*uid));
+            }
+            Message(text) => assert_eq!(condition().message, *text),
+            MessageHas(text) => assert!(condition().message.contains(text), "{:?}", condition()),
+            Event(kind, reason) => assert_eq!((event().kind, event().reason), (*kind, *reason)),
+            Note(text) => assert_eq!(event().note, *text),
+            NoteHas(text) => assert!(event().note.contains(text), "{}", event().note),
+            Counts(outcome) => assert_eq!(p.outcome, *outcome, "the metric outcome"),
+            Settles => {
+                let mut written = c.clone();
+                written.status = p.status.clone();
+                assert!(
+                    plan(&written, d).is_noop(),
+                    "once written, it writes nothing"
+                );
+            }
+            Over(change, checks) => check(&change(c.clone()), d, checks),
+        }
+    }
+}
 
 fn plan(claim: &CachedClaim, decision: &ClaimDecision) -> ClaimPlan {
     plan_claim(claim, decision, &now())
+}
+
+fn event(plan: &ClaimPlan) -> (EventKind, &'static str) {
+    let e = plan.event.as_ref().expect("an event");
+    (e.kind, e.reason)
 }
 
 fn status_reason(plan: &ClaimPlan) -> (Option<ClaimPhase>, Option<String>) {
@@ -19,746 +665,20 @@ fn status_reason(plan: &ClaimPlan) -> (Option<ClaimPhase>, Option<String>) {
     )
 }
 
-fn bound_message(plan: &ClaimPlan) -> String {
-    let status = plan.status.as_ref().expect("a status write");
-    find_bound(&status.conditions)
-        .expect("a Bound condition")
-        .message
-        .clone()
-}
-
-fn event(plan: &ClaimPlan) -> (EventKind, &'static str) {
-    let e = plan.event.as_ref().expect("an event");
-    (e.kind, e.reason)
-}
-
-// ---- Bound path ----
-
-#[test]
-fn bound_with_server_ref_cleared_is_lost() {
-    // No server holds it any more (else the claim restores its ref: [j]).
-    let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
-    assert_eq!(d, ClaimDecision::BoundServerRefCleared);
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Lost), Some(s("ServerRefCleared")))
-    );
-    assert_eq!(event(&p), (EventKind::Warning, "ClaimLost"));
-    assert_eq!(p.outcome, Some(Outcome::Lost(LostReason::ServerRefCleared)));
-    assert!(
-        p.object.is_none(),
-        "a Lost claim keeps its metadata and spec"
-    );
-}
-
-#[test]
-fn bound_with_server_missing_from_cache_reads_it_live_first() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[]);
-    assert_eq!(d, ClaimDecision::ConfirmServerMissing { server: s("s1") });
-    let p = plan(&c, &d);
-    assert_eq!(p.confirm_server.as_deref(), Some("s1"));
-    assert!(p.object.is_none() && p.status.is_none() && p.event.is_none());
-}
-
-#[test]
-fn bound_with_server_missing_confirmed_live_is_lost() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    let d = decide_c_live(&c, &[]);
-    assert_eq!(d, ClaimDecision::BoundServerMissing { server: s("s1") });
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Lost), Some(s("ServerMissing")))
-    );
-    assert_eq!(event(&p), (EventKind::Warning, "ClaimLost"));
-    assert_eq!(p.outcome, Some(Outcome::Lost(LostReason::ServerMissing)));
-}
-
-#[test]
-fn bound_with_server_ref_empty_stays_bound_for_the_server_controller_to_restore() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1")]);
-    assert_eq!(d, ClaimDecision::BoundServerRefLost { server: s("s1") });
-    assert!(plan(&c, &d).is_noop(), "keep Bound: no write at all");
-}
-
-#[test]
-fn bound_with_server_naming_its_uid_ensures_bound_and_reverts_a_lost_phase() {
-    let mut c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Lost);
-    c.status.as_mut().expect("status").bound_time = Some(t(5));
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    assert_eq!(
-        d,
-        ClaimDecision::BoundConfirmed {
-            server: s("s1"),
-            server_uid: s("uid-server-s1"),
-            selector_mismatch: false,
-            server_deleting: false,
-        }
-    );
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Bound), Some(s("Bound")))
-    );
-    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::ClaimStatus)));
-    // Once the status says Bound, the same decision writes nothing.
-    let mut repaired = c.clone();
-    repaired.status = p.status.clone();
-    assert!(plan(&repaired, &d).is_noop(), "no status churn");
-}
-
-#[test]
-fn bound_with_server_naming_another_claim_is_misbound() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
-    assert_eq!(
-        d,
-        ClaimDecision::BoundMisbound {
-            server: s("s1"),
-            holder: holder("other", Some("uid-other"))
-        }
-    );
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Lost), Some(s("ServerMisbound")))
-    );
-    assert_eq!(event(&p), (EventKind::Warning, "ClaimMisbound"));
-    assert_eq!(p.outcome, Some(Outcome::Lost(LostReason::ServerMisbound)));
-}
-
-#[test]
-fn bound_with_server_naming_another_uid_is_misbound() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-older-c")]);
-    assert!(matches!(d, ClaimDecision::BoundMisbound { .. }), "{d:?}");
-}
-
-// ---- Unbound path ----
-
-#[test]
-fn unbound_adopts_a_server_reserved_for_it_by_name() {
-    let c = claim("c");
-    let d = decide_c(&c, &[server("s0"), server("s1").reserved_for("c")]);
-    assert_eq!(d, ClaimDecision::AdoptReservedServer { server: s("s1") });
-    let p = plan(&c, &d);
-    let written = p.object.expect("one write");
-    assert_eq!(written.spec.server_ref, Some(ServerRef { name: s("s1") }));
-    assert_eq!(
-        annotation(&written, ANNOTATION_PRE_BOUND).as_deref(),
-        Some("yes")
-    );
-    assert!(p.status.is_none());
-    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::Adopted)));
-}
-
-#[test]
-fn unbound_adopts_a_server_bound_to_its_uid_after_a_crash() {
-    let c = claim("c");
-    let d = decide_c(&c, &[server("s0"), server("s1").claimed_for("c", "uid-c")]);
-    assert_eq!(d, ClaimDecision::AdoptReservedServer { server: s("s1") });
-}
-
-#[test]
-fn unbound_does_not_adopt_an_ineligible_reservation() {
-    let c = claim("c").selects(&[("rack", "r1")]);
-    let world = [
-        server("s1").reserved_for("c").labelled(&[("rack", "r2")]),
-        server("s2").labelled(&[("rack", "r1")]),
-    ];
-    assert_eq!(
-        decide_c(&c, &world),
-        ClaimDecision::PickBestFit { server: s("s2") }
-    );
-}
-
-#[test]
-fn unbound_picks_the_best_fit_in_one_write() {
-    let c = claim("c").tolerates("gpu");
-    let world = [server("a").taint("gpu"), server("c"), server("b")];
-    let d = decide_c(&c, &world);
-    assert_eq!(
-        d,
-        ClaimDecision::PickBestFit { server: s("b") },
-        "untainted first, then name"
-    );
-    let p = plan(&c, &d);
-    let written = p.object.expect("one write");
-    assert_eq!(written.spec.server_ref, Some(ServerRef { name: s("b") }));
-    assert_eq!(
-        annotation(&written, ANNOTATION_PRE_BOUND).as_deref(),
-        Some("yes")
-    );
-    assert!(p.status.is_none() && p.event.is_none());
-}
-
-#[test]
-fn unbound_skips_servers_already_chosen_for_other_claims() {
-    let c = claim("c");
-    let world = servers(vec![server("a"), server("b")]);
-    let d = decide_claim(&c, &world, &alone(&|n| n == "a"), Liveness::Cached);
-    assert_eq!(d, ClaimDecision::PickBestFit { server: s("b") });
-}
-
-/// The pick passes over a server that another claim naming it would win: the picker
-/// (controller-chosen once it picks) would only have to withdraw.
-fn pick_with_rivals(c: &CachedClaim, rivals: Vec<CachedClaim>) -> ClaimDecision {
-    let world = servers(vec![server("a"), server("b").unclaimable(), server("c")]);
-    let others = claims(rivals);
-    let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
-    decide_claim(c, &world, &alone(&skip), Liveness::Cached)
-}
-
-#[test]
-fn unbound_passes_over_a_server_a_users_claim_names() {
-    let c = claim("c").created(1);
-    let d = pick_with_rivals(&c, vec![c.clone(), claim("u").names("a").created(9)]);
-    assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
-}
-
-#[test]
-fn unbound_passes_over_a_server_a_bound_claim_names() {
-    let c = claim("c").created(1);
-    let bound = claim("old")
-        .chose("a")
-        .bind_completed()
-        .phase(ClaimPhase::Bound)
-        .created(9);
-    let d = pick_with_rivals(&c, vec![c.clone(), bound]);
-    assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
-}
-
-/// A `bind-completed` a tenant wrote, with no bind recorded, outranks nobody: the pick
-/// does not pass over the server it names (docs/binding.md, "Trust").
-#[test]
-fn unbound_does_not_pass_over_a_server_a_forged_bind_completed_names() {
-    let c = claim("c").created(1);
-    let forged = claim("forger").chose("a").bind_completed().created(9);
-    let d = pick_with_rivals(&c, vec![c.clone(), forged]);
-    assert_eq!(d, ClaimDecision::PickBestFit { server: s("a") });
-}
-
-#[test]
-fn unbound_passes_over_a_server_an_older_chosen_claim_names() {
-    let c = claim("c").created(5);
-    let d = pick_with_rivals(&c, vec![c.clone(), claim("older").chose("a").created(1)]);
-    assert_eq!(d, ClaimDecision::PickBestFit { server: s("c") });
-}
-
-#[test]
-fn unbound_still_picks_a_server_a_younger_chosen_claim_names() {
-    let c = claim("c").created(1);
-    let d = pick_with_rivals(&c, vec![c.clone(), claim("younger").chose("a").created(5)]);
-    assert_eq!(d, ClaimDecision::PickBestFit { server: s("a") });
-}
-
-#[test]
-fn unbound_still_picks_a_server_whose_naming_claim_it_cannot_serve() {
-    let c = claim("c").created(1);
-    let u = claim("u").names("a").selects(&[("rack", "r9")]).created(9);
-    let d = pick_with_rivals(&c, vec![c.clone(), u]);
-    assert_eq!(
-        d,
-        ClaimDecision::PickBestFit { server: s("a") },
-        "u can never take a"
-    );
-}
-
-#[test]
-fn unbound_with_nothing_eligible_is_pending_no_matching_server() {
-    let c = claim("c").selects(&[("size", "xl")]);
-    let world = [
-        server("a").unclaimable(),
-        server("b").labelled(&[("size", "s")]),
-    ];
-    let d = decide_c(&c, &world);
-    assert!(matches!(d, ClaimDecision::NoMatchingServer { .. }), "{d:?}");
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Pending), Some(s("NoMatchingServer")))
-    );
-    assert_eq!(event(&p), (EventKind::Normal, "FailedBinding"));
-    // The scheduler's convention: every server counted by its first reason.
-    let why = "0/2 servers can serve this claim: 1 does not match the selector (size=xl), \
-        1 is unclaimable.";
-    assert_eq!(bound_message(&p), why);
-    assert_eq!(p.event.as_ref().map(|e| e.note.as_str()), Some(why));
-    let mut pending = c.clone();
-    pending.status = p.status.clone();
-    assert!(
-        plan(&pending, &d).is_noop(),
-        "the event is not repeated on resync"
-    );
-}
-
-#[test]
-fn controller_chosen_missing_server_is_withdrawn() {
-    let c = claim("c").chose("gone");
-    let d = decide_c(&c, &[server("s1")]);
-    assert_eq!(
-        d,
-        ClaimDecision::WithdrawMissingServer { server: s("gone") }
-    );
-    let p = plan(&c, &d);
-    let written = p.object.expect("withdraw write");
-    assert_eq!(written.spec.server_ref, None);
-    assert_eq!(annotation(&written, ANNOTATION_PRE_BOUND), None);
-    assert_eq!(p.outcome, Some(Outcome::Rebind));
-}
-
-#[test]
-fn user_chosen_missing_server_is_pending_server_not_found() {
-    let c = claim("c").names("gone");
-    let d = decide_c(&c, &[server("s1")]);
-    assert_eq!(d, ClaimDecision::ServerNotFound { server: s("gone") });
-    let p = plan(&c, &d);
-    assert!(p.object.is_none(), "a user's serverRef is never cleared");
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Pending), Some(s("ServerNotFound")))
-    );
-    assert_eq!(event(&p), (EventKind::Warning, "FailedBinding"));
-}
-
-#[test]
-fn eligible_server_without_ref_waits_for_the_server_controller() {
-    let c = claim("c").chose("s1");
-    let d = decide_c_picked(&c, &[server("s1")]);
-    assert_eq!(d, ClaimDecision::WaitForServer { server: s("s1") });
-    // A new claim shows no status until its bind completes: no write for a Pending that
-    // Bound would overwrite at once.
-    assert!(plan(&c, &d).is_noop(), "{:?}", plan(&c, &d));
-    // One that showed an earlier status is told what it waits for now.
-    let c = c.phase(ClaimPhase::Pending);
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Pending), Some(s("WaitingForServer")))
-    );
-    assert!(p.object.is_none() && p.event.is_none());
-}
-
-#[test]
-fn controller_chosen_ineligible_server_is_withdrawn() {
-    let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1").unclaimable()]);
-    assert_eq!(
-        d,
-        ClaimDecision::WithdrawIneligibleServer {
-            server: s("s1"),
-            why: Ineligible::Unclaimable
-        }
-    );
-    let p = plan(&c, &d);
-    assert_eq!(p.object.as_ref().expect("withdraw").spec.server_ref, None);
-    assert_eq!(event(&p), (EventKind::Normal, "Rebinding"));
-}
-
-#[test]
-fn user_chosen_ineligible_server_is_a_mismatch_with_the_reason() {
-    let c = claim("c").names("s1").selects(&[("rack", "r1")]);
-    let d = decide_c(&c, &[server("s1").labelled(&[("rack", "r9")])]);
-    assert_eq!(
-        d,
-        ClaimDecision::ServerMismatch {
-            server: s("s1"),
-            why: Ineligible::SelectorMismatch
-        }
-    );
-    let p = plan(&c, &d);
-    assert!(p.object.is_none());
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Pending), Some(s("ServerMismatch")))
-    );
-    let e = p.event.expect("event");
-    assert_eq!((e.kind, e.reason), (EventKind::Warning, "ServerMismatch"));
-    assert!(e.note.contains("serverSelector"), "{}", e.note);
-}
-
-#[test]
-fn server_naming_the_claim_without_uid_waits_for_the_uid() {
-    let c = claim("c").names("s1");
-    let d = decide_c(&c, &[server("s1").reserved_for("c")]);
-    assert_eq!(d, ClaimDecision::WaitForUid { server: s("s1") });
-    assert!(plan(&c, &d).object.is_none());
-}
-
-#[test]
-fn server_naming_the_claim_uid_completes_the_bind() {
-    let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    assert_eq!(
-        d,
-        ClaimDecision::CompleteBind {
-            server: s("s1"),
-            server_uid: s("uid-server-s1")
-        }
-    );
-    let p = plan(&c, &d);
-    let written = p.object.expect("bind-completed write");
-    assert_eq!(
-        annotation(&written, ANNOTATION_BIND_COMPLETED).as_deref(),
-        Some("yes")
-    );
-    let status = p.status.expect("then the status");
-    assert_eq!(status.phase, Some(ClaimPhase::Bound));
-    assert_eq!(status.bound_time, Some(now()));
-    assert_eq!(p.event.expect("event").reason, "Bound");
-    assert_eq!(p.outcome, Some(Outcome::Bound));
-}
-
-#[test]
-fn controller_chosen_server_taken_by_another_claim_is_withdrawn_with_rebinding() {
-    let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
-    assert_eq!(
-        d,
-        ClaimDecision::WithdrawTakenServer {
-            server: s("s1"),
-            holder: holder("other", Some("uid-other"))
-        }
-    );
-    let p = plan(&c, &d);
-    assert_eq!(p.object.as_ref().expect("withdraw").spec.server_ref, None);
-    assert_eq!(event(&p), (EventKind::Normal, "Rebinding"));
-    assert_eq!(p.outcome, Some(Outcome::Rebind));
-}
-
-#[test]
-fn user_chosen_server_taken_by_another_claim_is_already_claimed() {
-    let c = claim("c").names("s1");
-    let d = decide_c(&c, &[server("s1").claimed_for("other", "uid-other")]);
-    assert!(
-        matches!(d, ClaimDecision::ServerAlreadyClaimed { .. }),
-        "{d:?}"
-    );
-    let p = plan(&c, &d);
-    assert!(p.object.is_none(), "a user's serverRef is never cleared");
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Pending), Some(s("ServerAlreadyClaimed")))
-    );
-    assert_eq!(event(&p), (EventKind::Warning, "FailedBinding"));
-}
-
-#[test]
-fn a_crash_between_bind_completed_and_the_status_still_finishes_the_bind() {
-    let c = claim("c").chose("s1").bind_completed();
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    let p = plan(&c, &d);
-    let status = p.status.as_ref().expect("status");
-    assert_eq!(status.bound_time, Some(now()), "boundTime is not lost");
-    assert_eq!(
-        p.outcome,
-        Some(Outcome::Bound),
-        "counted as a bind, not a repair"
-    );
-    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Bound"));
-}
-
-#[test]
-fn a_stale_pre_bound_annotation_goes_when_a_user_cleared_the_ref() {
-    let mut c = claim("c").chose("s1");
-    c.spec.server_ref = None;
-    let d = decide_c(&c, &[]);
-    assert!(matches!(d, ClaimDecision::NoMatchingServer { .. }), "{d:?}");
-    let p = plan(&c, &d);
-    assert_eq!(
-        annotation(p.object.as_ref().expect("write"), ANNOTATION_PRE_BOUND),
-        None
-    );
-}
-
-#[test]
-fn a_reservation_does_not_override_the_claims_selector() {
-    let c = claim("c").names("s1").selects(&[("rack", "r1")]);
-    let d = decide_c(
-        &c,
-        &[server("s1").reserved_for("c").labelled(&[("rack", "r2")])],
-    );
-    assert_eq!(
-        d,
-        ClaimDecision::ServerMismatch {
-            server: s("s1"),
-            why: Ineligible::SelectorMismatch
-        }
-    );
-}
-
-#[test]
-fn a_bound_claim_whose_server_ref_was_cleared_restores_it_from_the_server_holding_it() {
-    let c = claim("c").bind_completed().phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c"), server("s0")]);
-    assert_eq!(d, ClaimDecision::RestoreServerRef { server: s("s1") });
-    let p = plan(&c, &d);
-    assert_eq!(event(&p), (EventKind::Warning, "ServerRefRestored"));
-    let written = p.object.expect("the ref written back");
-    assert_eq!(written.spec.server_ref.map(|r| r.name), Some(s("s1")));
-    // No server holds it: Lost.
-    assert_eq!(
-        decide_c(&c, &[server("s1")]),
-        ClaimDecision::BoundServerRefCleared
-    );
-}
-
-/// [k] A Lost claim's stale `pre-bound` goes with the ref it marked, so a ref its
-/// tenant writes next is user-chosen.
-#[test]
-fn a_lost_claim_whose_ref_was_cleared_drops_its_pre_bound() {
-    let c = claim("c")
-        .chose("gone")
-        .bind_completed()
-        .phase(ClaimPhase::Lost);
-    let mut cleared = c.clone();
-    cleared.spec.server_ref = None;
-    let d = decide_c(&cleared, &[server("s1")]);
-    assert_eq!(d, ClaimDecision::BoundServerRefCleared);
-    let p = plan(&cleared, &d);
-    assert!(!is_controller_chosen(
-        p.object.as_ref().expect("pre-bound dropped")
-    ));
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Lost), Some(s("ServerRefCleared")))
-    );
-}
-
-/// [k] (Trust) A `bind-completed` the tenant wrote, on a claim naming a server it may
-/// not have, has no bind behind it: it is dropped, whatever the server, and the unbound
-/// path then reports the mismatch. A Lost claim pointed at another server is the same.
-#[test]
-fn a_forged_or_left_over_bind_completed_naming_a_server_is_dropped() {
-    let forged = claim("c")
-        .names("s1")
-        .bind_completed()
-        .selects(&[("rack", "r1")]);
-    let r1 = server("s1").labelled(&[("rack", "r1")]);
-    for cannot in [
-        r1.clone().unclaimable(),
-        r1.clone().taint("gpu"),
-        server("s1").labelled(&[("rack", "r2")]),
-        r1.clone(),
-    ] {
-        let d = decide_c(&forged, std::slice::from_ref(&cannot));
-        assert_eq!(d, ClaimDecision::ClearStaleBindCompleted, "{cannot:?}");
+/// The summary of a `WaitForTurn` decision, as its message reads.
+fn waits_turn(d: &ClaimDecision) -> String {
+    match d {
+        ClaimDecision::WaitForTurn { why } => why.to_string(),
+        other => panic!("expected WaitForTurn, got {other:?}"),
     }
-    let lost = claim("c")
-        .names("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Lost)
-        .records("gone");
-    let d = decide_c(&lost, &[server("s1").unclaimable()]);
-    assert_eq!(d, ClaimDecision::ClearStaleBindCompleted);
-    let taken = [server("s1").claimed_for("other", "uid-other")];
-    assert_eq!(
-        decide_c(&lost, &taken),
-        ClaimDecision::ClearStaleBindCompleted
-    );
-    // Its record names a server that is gone: so is the one it names now, but that is
-    // another server (it never held this claim).
-    assert_eq!(
-        decide_c_live(&lost, &[]),
-        ClaimDecision::ClearStaleBindCompleted
-    );
-    let recorded = lost.clone().no_record().records("s1");
-    assert_eq!(
-        decide_c_live(&recorded, &[]),
-        ClaimDecision::BoundServerMissing { server: s("s1") }
-    );
 }
 
-/// The claim's record of a bind names the server object: a server re-created under the
-/// same name is another server, and the record is no evidence for it.
-#[test]
-fn a_record_names_the_server_object_not_its_name() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    assert_eq!(
-        decide_c(&c, &[server("s1")]),
-        ClaimDecision::BoundServerRefLost { server: s("s1") }
-    );
-    let mut recreated = server("s1");
-    recreated.meta_mut().uid = Some("uid-of-a-new-s1".into());
-    assert_eq!(
-        decide_c(&c, &[recreated]),
-        ClaimDecision::BoundServerMissing { server: s("s1") },
-        "the server it was bound to is gone; a Lost claim takes no other on its own"
-    );
+fn in_namespace(mut c: CachedClaim, namespace: &str) -> CachedClaim {
+    c.meta_mut().namespace = Some(namespace.into());
+    c
 }
 
-/// `CompleteBind` records the server it bound in the status; a bind to another server
-/// than the one recorded is a new bind, with a new `boundTime`.
-#[test]
-fn complete_bind_records_the_server_and_a_new_bind_gets_a_new_bound_time() {
-    let c = claim("c").chose("s1");
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    let status = plan(&c, &d).status.expect("the Bound status");
-    let record = status.bound_server_ref.expect("a record");
-    assert_eq!(
-        (record.name.as_str(), record.uid.as_str()),
-        ("s1", "uid-server-s1")
-    );
-    let elsewhere = claim("c").chose("s1").phase(ClaimPhase::Lost).records("s0");
-    let p = plan(&elsewhere, &d);
-    assert_eq!(p.outcome, Some(Outcome::Bound), "a new bind, not a repair");
-    assert_eq!(p.status.expect("status").bound_time, Some(now()));
-}
-
-#[test]
-fn a_copied_bind_completed_annotation_without_a_bind_is_dropped() {
-    // Created from a copied manifest: no boundTime, nothing holds it.
-    let fresh = claim("c").bind_completed();
-    assert_eq!(
-        decide_c(&fresh, &[server("s1")]),
-        ClaimDecision::ClearStaleBindCompleted
-    );
-    let p = plan(&fresh, &ClaimDecision::ClearStaleBindCompleted);
-    let written = p.object.expect("the annotation dropped");
-    assert_eq!(annotation(&written, ANNOTATION_BIND_COMPLETED), None);
-    // A copy of a bound claim's manifest: it names a server another claim holds.
-    let copy = claim("c").chose("s1").bind_completed();
-    let held = server("s1").claimed_for("orig", "uid-orig");
-    assert_eq!(
-        decide_c(&copy, &[held]),
-        ClaimDecision::ClearStaleBindCompleted
-    );
-}
-
-#[test]
-fn a_bound_claim_that_lost_only_its_bind_completed_keeps_its_bound_time() {
-    let c = claim("c").chose("s1").phase(ClaimPhase::Bound);
-    let d = decide_c(&c, &[server("s1").claimed_for("c", "uid-c")]);
-    assert_eq!(
-        d,
-        ClaimDecision::CompleteBind {
-            server: s("s1"),
-            server_uid: s("uid-server-s1")
-        }
-    );
-    let p = plan(&c, &d);
-    assert_eq!(p.status.expect("status").bound_time, Some(t(5)));
-    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::ClaimStatus)));
-}
-
-#[test]
-fn a_selector_added_to_a_bound_claim_is_reported_and_the_binding_stays() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound)
-        .selects(&[("rack", "r2")]);
-    let srv = server("s1")
-        .labelled(&[("rack", "r1")])
-        .claimed_for("c", "uid-c");
-    let d = decide_c(&c, &[srv]);
-    assert_eq!(
-        d,
-        ClaimDecision::BoundConfirmed {
-            server: s("s1"),
-            server_uid: s("uid-server-s1"),
-            selector_mismatch: true,
-            server_deleting: false,
-        }
-    );
-    let p = plan(&c, &d);
-    let status = p.status.as_ref().expect("the message changes");
-    assert_eq!(status.phase, Some(ClaimPhase::Bound));
-    assert_eq!(event(&p), (EventKind::Warning, "SelectorMismatch"));
-}
-
-/// A bound server being deleted (its finalizer keeps it) stays bound; the claim's
-/// condition and a Warning, once, tell the tenant.
-#[test]
-fn a_bound_server_being_deleted_is_reported_on_the_claim_once() {
-    let c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound);
-    let mut c = c;
-    c.status.as_mut().expect("status").bound_time = Some(t(5));
-    let srv = server("s1").claimed_for("c", "uid-c").deleting();
-    let d = decide_c(&c, &[srv]);
-    assert_eq!(
-        d,
-        ClaimDecision::BoundConfirmed {
-            server: s("s1"),
-            server_uid: s("uid-server-s1"),
-            selector_mismatch: false,
-            server_deleting: true,
-        }
-    );
-    let p = plan(&c, &d);
-    assert_eq!(
-        status_reason(&p),
-        (Some(ClaimPhase::Bound), Some(s("Bound")))
-    );
-    assert!(
-        bound_message(&p).contains("being deleted"),
-        "{}",
-        bound_message(&p)
-    );
-    assert_eq!(event(&p), (EventKind::Warning, "ServerDeleting"));
-    assert_eq!(p.outcome, None, "news, not a repair");
-    let mut told = c.clone();
-    told.status = p.status.clone();
-    assert!(plan(&told, &d).is_noop(), "told once");
-}
-
-#[test]
-fn a_claim_naming_a_released_server_is_told_it_waits_for_an_admin() {
-    let released = server("s1")
-        .retain()
-        .uid_filled_for("gone", "uid-gone")
-        .phase(ServerPhase::Released);
-    let d = decide_c(&claim("c").names("s1"), std::slice::from_ref(&released));
-    assert_eq!(
-        d,
-        ClaimDecision::ServerMismatch {
-            server: s("s1"),
-            why: Ineligible::Released
-        }
-    );
-    let d = decide_c(&claim("c").chose("s1"), &[released]);
-    assert!(
-        matches!(d, ClaimDecision::WithdrawIneligibleServer { .. }),
-        "{d:?}"
-    );
-}
-
-#[test]
-fn an_empty_uid_reservation_is_adopted() {
-    let srv = server("s1").reserved_for("c").uid_ref("");
-    assert_eq!(
-        decide_c(&claim("c"), &[srv, server("s0")]),
-        ClaimDecision::AdoptReservedServer { server: s("s1") }
-    );
-}
+// ---- Scenarios: more than one claim's decision, the binder's own steps ----
 
 /// [q] A claim that takes any server leaves a selective claim the only server it can use.
 #[test]
@@ -779,11 +699,6 @@ fn unbound_pick_leaves_a_selective_claim_its_only_server() {
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s2") });
     let d = decide_claim(&b, &world, &pick, Liveness::Cached);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s1") });
-}
-
-fn in_namespace(mut c: CachedClaim, namespace: &str) -> CachedClaim {
-    c.meta_mut().namespace = Some(namespace.into());
-    c
 }
 
 /// [q] When servers are scarce, the claim the fair order reaches picks and the others
@@ -849,14 +764,6 @@ fn a_claim_waiting_its_turn_names_the_first_claims_ahead_then_a_count() {
         "{}",
         waits_turn(&d)
     );
-}
-
-/// The summary of a `WaitForTurn` decision, as its message reads.
-fn waits_turn(d: &ClaimDecision) -> String {
-    match d {
-        ClaimDecision::WaitForTurn { why } => why.to_string(),
-        other => panic!("expected WaitForTurn, got {other:?}"),
-    }
 }
 
 /// [q] A name is not a place in the queue: a user's claim naming the one free server

@@ -1,5 +1,13 @@
-//! One test per row of the server controller's table (docs/binding.md).
+//! The server controller's table (docs/binding.md) as a table: each row stages a server
+//! and the claims the cache holds, names the docs row it is a case of, and says the
+//! decision and what its plan writes (the docs' columns: writes, phase / condition
+//! reason, event, metric outcome). `every_row_of_the_server_table` runs them all and
+//! names every failing row. The release's record of its gates across several steps, and
+//! the restore's rule for a pair, follow as tests of their own.
 
+use EventKind::{Normal, Warning};
+use ServerDecision as D;
+use ServerPhase::{Available, Bound, Cleaning, Released};
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::state::evidence;
@@ -8,468 +16,418 @@ use server_binder::binding::state::gates::{Pending, PendingNote};
 use server_binder::binding::*;
 
 use crate::binding::support::*;
+use Check::*;
 
-fn plan(server: &CachedServer, decision: &ServerDecision) -> ServerPlan {
-    plan_server(server, decision, &now())
+/// A case of a row of the docs table.
+struct Row {
+    /// The docs row (its decision, with what tells it from a sibling row), then what the
+    /// case shows.
+    id: &'static str,
+    server: CachedServer,
+    /// The claims in the cache.
+    claims: Vec<CachedClaim>,
+    on: On,
+    decision: Expect,
+    /// What the plan for that decision, on that server, writes.
+    plan: Vec<Check>,
 }
 
-fn phase(plan: &ServerPlan) -> Option<ServerPhase> {
-    plan.status.as_ref().and_then(|s| s.phase)
+/// How the server controller decides.
+enum On {
+    /// On the cache ([`decide_s`]).
+    Cache,
+    /// After a live read confirmed what the cache says ([`decide_s_live`]).
+    Live,
+    /// With these default release gates (`--release-gates`), as the binder computes the
+    /// gates ([`gates::release_gates`], no class).
+    Gates(Liveness, &'static [&'static str]),
+    /// Any other set-up.
+    With(fn(&CachedServer, &[CachedClaim]) -> ServerDecision),
 }
 
-fn written(plan: &ServerPlan) -> &CachedServer {
-    plan.object.as_ref().expect("an object write")
+enum Expect {
+    Is(ServerDecision),
+    Like(fn(&ServerDecision) -> bool),
 }
 
-#[test]
-fn no_ref_and_no_claim_is_available_and_drops_the_finalizer() {
-    let srv = server("s1").finalizer();
-    let d = decide_s(&srv, &[claim("other").names("s2")]);
-    assert_eq!(d, ServerDecision::Available);
-    let p = plan(&srv, &d);
-    assert!(!has_protection(written(&p)));
-    assert_eq!(phase(&p), Some(ServerPhase::Available));
+/// What a plan writes.
+enum Check {
+    /// A live read of the claim first.
+    ReadsLive,
+    NoObject,
+    /// The server written, its ref naming this claim (in [`NS`]) with this uid (`None`:
+    /// cleared).
+    Ref(Option<(&'static str, Option<&'static str>)>),
+    /// The server written, with this annotation (`None`: without it).
+    Annotation(&'static str, Option<&'static str>),
+    /// The server written, with the `server-protection` finalizer or without it.
+    Protected(bool),
+    /// The server written: whether a new claim may take it.
+    Eligible(Result<(), Ineligible>),
+    /// The status's phase.
+    Phase(ServerPhase),
+    /// The status's claim: this one, in [`NS`].
+    StatusClaim(&'static str),
+    /// The event: its kind and reason; its note containing this.
+    Event(EventKind, &'static str),
+    NoteHas(&'static str),
+    /// The metric outcome.
+    Counts(Option<Outcome>),
+    /// Once written, the same decision writes nothing (no churn, the warning given once).
+    Settles,
+    /// Anything else.
+    Then(fn(&CachedServer, &ServerPlan)),
 }
 
-#[test]
-fn no_ref_with_a_claim_naming_it_claims_it_in_one_write_then_bound() {
-    let srv = server("s1");
-    let d = decide_s(&srv, &[claim("c").chose("s1")]);
-    assert_eq!(
-        d,
-        ServerDecision::ClaimForWinner {
-            winner: holder("c", Some("uid-c")),
-            restoring: false
-        }
-    );
-    let p = plan(&srv, &d);
-    let w = written(&p);
-    assert_eq!(w.spec.server_claim_ref, Some(holder("c", Some("uid-c"))));
-    assert_eq!(
-        annotation(w, ANNOTATION_BOUND_BY_CONTROLLER).as_deref(),
-        Some("yes")
-    );
-    assert!(has_protection(w));
-    assert_eq!(phase(&p), Some(ServerPhase::Bound));
-    assert_eq!(
-        p.status.as_ref().and_then(|s| s.claim.clone()),
-        Some(format!("{NS}/c"))
-    );
-    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Claimed"));
-}
-
-#[test]
-fn winner_is_the_bind_completed_claim_restoring_its_lost_ref() {
-    let srv = server("s1");
-    let world = [
-        claim("a").names("s1").created(1),
-        claim("b")
-            .chose("s1")
-            .bind_completed()
-            .phase(ClaimPhase::Bound)
-            .created(50),
-    ];
-    assert_eq!(
-        decide_s(&srv, &world),
-        ServerDecision::ClaimForWinner {
-            winner: holder("b", Some("uid-b")),
-            restoring: true
-        }
-    );
-}
-
-#[test]
-fn winner_prefers_user_chosen_over_controller_chosen() {
-    let srv = server("s1");
-    let world = [
-        claim("a").chose("s1").created(1),
-        claim("b").names("s1").created(50),
-    ];
-    assert!(matches!(
-        decide_s(&srv, &world),
-        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "b"
-    ));
-}
-
-/// The server decision when no claim exists, with these default release gates.
-/// The decision with no claim in the cache and `default` for `--release-gates`, the gates
-/// passed as the binder computes them ([`gates::release_gates`], no class).
-fn decide_alone(server: &CachedServer, liveness: Liveness, default: &[String]) -> ServerDecision {
-    let gates = gates::release_gates(server, None, default);
-    decide_server(server, &claims(vec![]), liveness, &gates, IN_TURN, ADMITTED)
-}
-
-/// [q] A claim out of its turn for the server is no candidate: the server stays
-/// `Available` for the claims ahead, or goes to this controller's pick (here: every
-/// `pre-bound` ref), or to a claim restoring a bind, which is not asked its turn.
-#[test]
-fn winner_is_only_among_claims_in_their_turn() {
-    let srv = server("s1");
-    let picks_only: Turn<'_> = &|c| is_controller_chosen(c);
-    let decide = |world: Vec<CachedClaim>| {
-        decide_server(
-            &srv,
-            &claims(world),
-            Liveness::Cached,
-            &[],
-            picks_only,
-            ADMITTED,
-        )
-    };
-    let user = claim("u").names("s1").created(1);
-    assert_eq!(decide(vec![user.clone()]), ServerDecision::Available);
-    let pick = claim("p").chose("s1").created(50);
-    assert!(matches!(
-        decide(vec![user.clone(), pick]),
-        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "p"
-    ));
-    let restoring = claim("r")
-        .names("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Bound)
-        .created(50);
-    assert!(matches!(
-        decide(vec![user, restoring]),
-        ServerDecision::ClaimForWinner { winner, restoring: true } if winner.name == "r"
-    ));
-}
-
-#[test]
-fn winner_then_prefers_the_oldest_then_the_name() {
-    let srv = server("s1");
-    let oldest = [
-        claim("a").chose("s1").created(9),
-        claim("b").chose("s1").created(2),
-    ];
-    assert!(matches!(
-        decide_s(&srv, &oldest),
-        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "b"
-    ));
-    let tie = [
-        claim("b").chose("s1").created(2),
-        claim("a").chose("s1").created(2),
-    ];
-    assert!(matches!(
-        decide_s(&srv, &tie),
-        ServerDecision::ClaimForWinner { winner, .. } if winner.name == "a"
-    ));
-}
-
-#[test]
-fn winner_is_only_among_claims_the_server_is_eligible_for() {
-    let srv = server("s1").labelled(&[("rack", "r1")]);
-    let world = [claim("a").names("s1").selects(&[("rack", "r2")])];
-    assert_eq!(decide_s(&srv, &world), ServerDecision::Available);
-}
-
-#[test]
-fn name_only_ref_with_the_claim_missing_stays_reserved() {
-    let srv = server("s1").reserved_for("c");
-    let d = decide_s(&srv, &[]);
-    assert_eq!(d, ServerDecision::ReservedClaimMissing);
-    let p = plan(&srv, &d);
-    assert!(p.object.is_none(), "a user's reservation is never cleared");
-    assert_eq!(phase(&p), Some(ServerPhase::Available));
-    assert_eq!(
-        p.status.as_ref().and_then(|s| s.claim.clone()),
-        Some(format!("{NS}/c"))
-    );
-}
-
-#[test]
-fn name_only_ref_with_the_claim_naming_it_fills_in_the_uid() {
-    let srv = server("s1").reserved_for("c");
-    let d = decide_s(&srv, &[claim("c").chose("s1")]);
-    assert_eq!(
-        d,
-        ServerDecision::FillUid {
-            claim: holder("c", Some("uid-c"))
-        }
-    );
-    let p = plan(&srv, &d);
-    let w = written(&p);
-    assert_eq!(w.spec.server_claim_ref, Some(holder("c", Some("uid-c"))));
-    assert_eq!(
-        annotation(w, ANNOTATION_BOUND_BY_CONTROLLER),
-        None,
-        "the ref stays user-made"
-    );
-    assert!(has_protection(w));
-    assert_eq!(phase(&p), Some(ServerPhase::Bound));
-}
-
-#[test]
-fn name_only_ref_with_the_claim_unchosen_waits_for_adoption() {
-    let srv = server("s1").reserved_for("c");
-    let d = decide_s(&srv, &[claim("c")]);
-    assert_eq!(d, ServerDecision::ReservedAwaitingAdoption);
-    assert!(plan(&srv, &d).object.is_none());
-}
-
-#[test]
-fn name_only_ref_with_the_claim_elsewhere_stays_reserved() {
-    let srv = server("s1").reserved_for("c");
-    let d = decide_s(&srv, &[claim("c").chose("s2")]);
-    assert_eq!(d, ServerDecision::ReservedClaimElsewhere);
-    let p = plan(&srv, &d);
-    assert!(p.object.is_none());
-    assert_eq!(phase(&p), Some(ServerPhase::Available));
-}
-
-#[test]
-fn uid_ref_with_the_claim_missing_from_cache_reads_it_live_first() {
-    let srv = server("s1").claimed_for("c", "uid-c");
-    let d = decide_s(&srv, &[]);
-    assert_eq!(
-        d,
-        ServerDecision::ConfirmClaimGone {
-            claim: holder("c", Some("uid-c"))
-        }
-    );
-    assert!(plan(&srv, &d).confirm_claim.is_some());
-}
-
-#[test]
-fn uid_ref_with_the_claim_gone_is_recycled() {
-    let srv = server("s1")
-        .claimed_for("c", "uid-c")
-        .phase(ServerPhase::Bound);
-    let d = decide_s_live(&srv, &[]);
-    assert_eq!(
-        d,
-        ServerDecision::Release {
-            policy: ReclaimPolicy::Recycle
-        }
-    );
-    let p = plan(&srv, &d);
-    let w = written(&p);
-    assert_eq!(w.spec.server_claim_ref, None);
-    assert_eq!(annotation(w, ANNOTATION_BOUND_BY_CONTROLLER), None);
-    assert!(!has_protection(w));
-    assert_eq!(phase(&p), Some(ServerPhase::Available));
-    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Released"));
-    assert_eq!(p.outcome, Some(Outcome::Released(ReclaimPolicy::Recycle)));
-}
-
-#[test]
-fn recycling_a_user_made_ref_clears_only_the_uid() {
-    let srv = server("s1").uid_filled_for("c", "uid-c");
-    let d = decide_s_live(&srv, &[]);
-    let p = plan(&srv, &d);
-    assert_eq!(written(&p).spec.server_claim_ref, Some(holder("c", None)));
-    assert!(!has_protection(written(&p)));
-}
-
-#[test]
-fn uid_ref_with_the_claim_gone_is_retained_as_released() {
-    let srv = server("s1")
-        .claimed_for("c", "uid-c")
-        .retain()
-        .phase(ServerPhase::Bound);
-    let d = decide_s_live(&srv, &[]);
-    assert_eq!(
-        d,
-        ServerDecision::Release {
-            policy: ReclaimPolicy::Retain
-        }
-    );
-    let p = plan(&srv, &d);
-    assert_eq!(
-        written(&p).spec.server_claim_ref,
-        Some(holder("c", Some("uid-c"))),
-        "kept"
-    );
-    assert_eq!(phase(&p), Some(ServerPhase::Released));
-    assert_eq!(p.outcome, Some(Outcome::Released(ReclaimPolicy::Retain)));
-}
-
-#[test]
-fn uid_ref_to_an_older_incarnation_is_released_once_confirmed() {
-    let srv = server("s1").claimed_for("c", "uid-old");
-    let recreated = [claim("c")];
-    assert!(matches!(
-        decide_s(&srv, &recreated),
-        ServerDecision::ConfirmClaimGone { .. }
-    ));
-    assert_eq!(
-        decide_s_live(&srv, &recreated),
-        ServerDecision::Release {
-            policy: ReclaimPolicy::Recycle
-        }
-    );
-}
-
-#[test]
-fn uid_ref_with_the_claim_naming_it_ensures_bound_and_the_finalizer() {
-    let mut srv = server("s1").claimed_for("c", "uid-c");
-    srv.meta_mut().finalizers = None;
-    let d = decide_s(&srv, &[claim("c").chose("s1")]);
-    assert_eq!(d, ServerDecision::BoundConfirmed);
-    let p = plan(&srv, &d);
-    assert!(has_protection(written(&p)));
-    assert_eq!(phase(&p), Some(ServerPhase::Bound));
-    assert_eq!(p.outcome, Some(Outcome::Repair(RepairCase::Finalizer)));
-    let mut bound = written(&p).clone();
-    bound.status = p.status.clone();
-    assert!(plan(&bound, &d).is_noop(), "no status churn once Bound");
-}
-
-#[test]
-fn uid_ref_with_the_claim_unchosen_waits_for_adoption() {
-    let srv = server("s1").claimed_for("c", "uid-c");
-    let d = decide_s(&srv, &[claim("c")]);
-    assert_eq!(d, ServerDecision::BoundAwaitingAdoption);
-    let p = plan(&srv, &d);
-    assert!(p.object.is_none(), "the ref stays for the claim to adopt");
-}
-
-#[test]
-fn uid_ref_with_the_claim_elsewhere_rolls_a_controller_made_ref_back() {
-    let srv = server("s1").claimed_for("c", "uid-c");
-    let d = decide_s(&srv, &[claim("c").chose("s2")]);
-    assert_eq!(
-        d,
-        ServerDecision::RollBack {
-            cause: RollBackCause::NamesAnother(s("s2"))
-        }
-    );
-    let p = plan(&srv, &d);
-    assert_eq!(written(&p).spec.server_claim_ref, None);
-    assert!(!has_protection(written(&p)));
-    assert_eq!(phase(&p), Some(ServerPhase::Available));
-    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("RolledBack"));
-}
-
-#[test]
-fn rolling_back_a_user_made_ref_keeps_the_name() {
-    let srv = server("s1").uid_filled_for("c", "uid-c");
-    let d = decide_s(&srv, &[claim("c").names("s2")]);
-    assert!(matches!(d, ServerDecision::RollBack { .. }), "{d:?}");
-    assert_eq!(
-        written(&plan(&srv, &d)).spec.server_claim_ref,
-        Some(holder("c", None))
-    );
-}
-
-#[test]
-fn deleting_while_a_live_claim_holds_it_is_blocked_once() {
-    let srv = server("s1").claimed_for("c", "uid-c").deleting();
-    let d = decide_s(&srv, &[claim("c").chose("s1").bind_completed()]);
-    assert_eq!(
-        d,
-        ServerDecision::DeletionBlocked {
-            holder: holder("c", Some("uid-c"))
-        }
-    );
-    let p = plan(&srv, &d);
-    assert!(p.object.is_none(), "the finalizer stays");
-    let e = p.event.as_ref().expect("warning");
-    assert_eq!((e.kind, e.reason), (EventKind::Warning, "DeletionBlocked"));
-    let mut blocked = srv.clone();
-    blocked.status = p.status.clone();
-    assert!(plan(&blocked, &d).is_noop(), "the warning is given once");
-}
-
-#[test]
-fn deleting_with_no_live_claim_drops_the_finalizer() {
-    let srv = server("s1").claimed_for("c", "uid-c").deleting();
-    assert!(matches!(
-        decide_s(&srv, &[]),
-        ServerDecision::ConfirmClaimGone { .. }
-    ));
-    let d = decide_s_live(&srv, &[]);
-    assert_eq!(d, ServerDecision::DeletionAllowed);
-    assert!(!has_protection(written(&plan(&srv, &d))));
-}
-
-/// A `bind-completed` with no bind recorded (copied, forged) wins nothing: the server
-/// goes to the older user-chosen claim, and a server the forger may not have goes to
-/// nobody (docs/binding.md, "Trust").
-#[test]
-fn a_forged_bind_completed_is_no_winner() {
-    let srv = server("s1");
-    let world = [
-        claim("z").names("s1").bind_completed().created(50),
-        claim("a").names("s1").created(1),
-    ];
-    assert_eq!(
-        decide_s(&srv, &world),
-        ServerDecision::ClaimForWinner {
-            winner: holder("a", Some("uid-a")),
-            restoring: false
-        }
-    );
-    let forged = [claim("z")
-        .names("s1")
-        .bind_completed()
-        .selects(&[("rack", "r1")])];
-    let r1 = server("s1").labelled(&[("rack", "r1")]);
-    for cannot in [
-        r1.clone().unclaimable(),
-        r1.clone().taint("gpu"),
-        server("s1").labelled(&[("rack", "r2")]),
-    ] {
-        assert_eq!(
-            decide_s(&cannot, &forged),
-            ServerDecision::Available,
-            "{cannot:?}"
-        );
+fn row(id: &'static str) -> Row {
+    Row {
+        id,
+        server: server("s1"),
+        claims: vec![],
+        on: On::Cache,
+        decision: Expect::Like(|_| panic!("the row names no decision")),
+        plan: vec![],
     }
-    // A record of a bind to another server object of that name is no record of this.
-    let recreated = [claim("z")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Lost)
-        .records("s1")];
-    let mut other = server("s1").unclaimable();
-    other.meta_mut().uid = Some("uid-of-a-new-s1".into());
-    assert_eq!(decide_s(&other, &recreated), ServerDecision::Available);
-    assert!(matches!(
-        decide_s(&server("s1").unclaimable(), &recreated),
-        ServerDecision::ClaimForWinner {
-            restoring: true,
-            ..
-        }
-    ));
 }
 
-/// A claim whose uid a server carries, with no bind recorded in its status, takes that
-/// server only if it may (it adopts it); a cordoned server rolls back.
-#[test]
-fn uid_ref_with_an_unrecorded_claim_that_names_nothing_needs_eligibility() {
-    let srv = server("s1").claimed_for("c", "uid-c").unclaimable();
-    let unrecorded = [claim("c")
-        .bind_completed()
-        .phase(ClaimPhase::Lost)
-        .no_record()];
-    assert!(matches!(
-        decide_s(&srv, &unrecorded),
-        ServerDecision::RollBack {
-            cause: RollBackCause::CannotAdopt(Ineligible::Unclaimable)
-        }
-    ));
+impl Row {
+    fn server(self, server: CachedServer) -> Self {
+        Row { server, ..self }
+    }
+    fn claims(self, claims: impl Into<Vec<CachedClaim>>) -> Self {
+        let claims = claims.into();
+        Row { claims, ..self }
+    }
+    fn on(self, on: On) -> Self {
+        Row { on, ..self }
+    }
+    fn is(self, decision: ServerDecision) -> Self {
+        let decision = Expect::Is(decision);
+        Row { decision, ..self }
+    }
+    fn like(self, decision: fn(&ServerDecision) -> bool) -> Self {
+        let decision = Expect::Like(decision);
+        Row { decision, ..self }
+    }
+    fn writes(self, plan: impl Into<Vec<Check>>) -> Self {
+        let plan = plan.into();
+        Row { plan, ..self }
+    }
 }
 
 #[test]
-fn uid_ref_with_a_bound_claim_that_cleared_its_ref_waits_for_it_to_restore_it() {
-    // A bound claim never moves: a mistaken edit of its serverRef must not hand the
-    // server to another claim. The claim side writes the ref back (RestoreServerRef).
-    let srv = server("s1").claimed_for("c", "uid-c").unclaimable();
-    let lost = [claim("c")
-        .bind_completed()
-        .phase(ClaimPhase::Lost)
-        .records("s1")];
-    assert_eq!(decide_s(&srv, &lost), ServerDecision::BoundAwaitingAdoption);
-    let deleting = srv.deleting();
-    assert!(matches!(
-        decide_s(&deleting, &lost),
-        ServerDecision::DeletionBlocked { .. }
-    ));
+fn every_row_of_the_server_table() {
+    let rows: Vec<Row> = [deleting_or_cleaning(), no_uid(), uid()]
+        .into_iter()
+        .flatten()
+        .collect();
+    run_rows("the server table", &rows, |row| row.id, run);
 }
 
-#[test]
-fn uid_ref_with_an_unbound_claim_that_cannot_adopt_the_server_rolls_back() {
-    for (srv, why) in [
+/// A deleting S, then a cleaning S (docs/binding.md, "Release gates").
+fn deleting_or_cleaning() -> Vec<Row> {
+    let holds_c = || server("s1").claimed_for("c", "uid-c");
+    let cannot_adopt = [
+        server("s1").unclaimable(),
+        server("s1").taint("gpu"),
+        server("s1").labelled(&[("rack", "r2")]),
+    ];
+    let cleaning = |release, pending| D::Cleaning { release, pending };
+    let mut rows = vec![
+        row("ConfirmClaimGone [a]: S deleting, H not in the cache")
+            .server(holds_c().deleting())
+            .like(|d| matches!(d, D::ConfirmClaimGone { .. })),
+        row("DeletionBlocked [c] [e]: S deleting while a live claim holds it, warned once")
+            .server(holds_c().deleting())
+            .claims([claim("c").chose("s1").bind_completed()])
+            .is(D::DeletionBlocked {
+                holder: holder("c", Some("uid-c")),
+            })
+            // The finalizer stays.
+            .writes([NoObject, Event(Warning, "DeletionBlocked"), Settles]),
+        // A bound claim never moves: it restores its serverRef ([j]).
+        row("DeletionBlocked [c]: H names nothing, its status records the bind to S")
+            .server(holds_c().unclaimable().deleting())
+            .claims([claim("c")
+                .bind_completed()
+                .phase(ClaimPhase::Lost)
+                .records("s1")])
+            .like(|d| matches!(d, D::DeletionBlocked { .. })),
+        row("DeletionAllowed: S deleting, H gone as confirmed")
+            .server(holds_c().deleting())
+            .on(On::Live)
+            .is(D::DeletionAllowed)
+            .writes([Protected(false)]),
+        // It can never adopt a deleting server ([c]).
+        row("DeletionAllowed [c]: H names nothing and is not bind-completed")
+            .server(holds_c().deleting())
+            .claims([claim("c")])
+            .is(D::DeletionAllowed),
+        row("DeletionAllowed: deletion wins over cleaning")
+            .server(server("s1").gates(&["wipe"]).cleaning(5).deleting())
+            .is(D::DeletionAllowed),
+        // A release id that is not a whole number becomes the generation.
+        row("RepairCleaningRecord [t]: the release id unusable")
+            .server(with_annotation(
+                server("s1").gates(&["x.io/wipe"]).cleaning(5),
+                ANNOTATION_CLEANING,
+                Some("soon"),
+            ))
+            .is(D::RepairCleaningRecord {
+                release: 1,
+                gates: vec![s("x.io/wipe")],
+                problem: RecordProblem::UnusableRelease(s("soon")),
+            })
+            .writes([
+                Annotation(ANNOTATION_CLEANING, Some("1")),
+                Phase(Cleaning),
+                Event(Warning, "CleaningRecordRepaired"),
+                NoteHas("\"soon\""),
+            ]),
+        // Missing gates become those in force now.
+        row("RepairCleaningRecord [t]: the gates not recorded")
+            .server(with_annotation(
+                server("s1").cleaning(9),
+                ANNOTATION_CLEANING_GATES,
+                None,
+            ))
+            .on(On::Gates(Liveness::Cached, &["x.io/wipe"]))
+            .is(D::RepairCleaningRecord {
+                release: 9,
+                gates: vec![s("x.io/wipe")],
+                problem: RecordProblem::GatesNotRecorded,
+            }),
+        // A gate named after a condition the controllers write never passes, even when
+        // that condition is True for this release (admission refuses such names; this
+        // holds if a server got one anyway).
+        row("Cleaning [t]: a gate named Cleaning does not pass itself")
+            .server(
+                server("s1")
+                    .gates(&["Cleaning"])
+                    .cleaning(3)
+                    .passed("Cleaning", 3),
+            )
+            .is(cleaning(
+                3,
+                vec![Pending {
+                    gate: s("Cleaning"),
+                    note: Some(PendingNote::ControllerCondition),
+                }],
+            )),
+        // Whoever names it; a pass recorded for an earlier release does not count.
+        row("Cleaning [t]: a gate not passed for this release")
+            .server(
+                server("s1")
+                    .gates(&["wipe", "power-off"])
+                    .cleaning(5)
+                    .passed("wipe", 4)
+                    .passed("power-off", 5),
+            )
+            .claims([claim("c").chose("s1")])
+            .is(cleaning(
+                5,
+                vec![Pending {
+                    gate: s("wipe"),
+                    note: Some(PendingNote::PassForOtherRelease(4)),
+                }],
+            ))
+            // Status only; the cleaner's own conditions stay as they are.
+            .writes([NoObject, Phase(Cleaning), Then(waits_for_wipe)]),
+        // A reservation by name made during cleaning waits for the cleaning to end.
+        row("Cleaning [t]: a reservation made while cleaning")
+            .server(server("s1").gates(&["wipe"]).cleaning(5).reserved_for("c"))
+            .claims([claim("c").names("s1")])
+            .is(cleaning(5, vec![Pending::named("wipe")]))
+            .writes([NoObject]),
+        // One write drops the annotation, and the server is Available (and claimable).
+        row("Cleaned [t]: every gate passed for this release")
+            .server(server("s1").gates(&["wipe"]).cleaning(5).passed("wipe", 5))
+            .is(D::Cleaned)
+            .writes([
+                Annotation(ANNOTATION_CLEANING, None),
+                Annotation(ANNOTATION_CLEANING_GATES, None),
+                Eligible(Ok(())),
+                Phase(Available),
+                Event(Normal, "Cleaned"),
+            ]),
+        // A record restored onto a younger object is matched as it is: the cleaner copies 9.
+        row("Cleaned [t]: a record restored onto a younger object")
+            .server(
+                server("s1")
+                    .gates(&["x.io/wipe"])
+                    .cleaning(9)
+                    .passed("x.io/wipe", 9),
+            )
+            .is(D::Cleaned),
+    ];
+    // Such a claim can never adopt it.
+    let deleting = cannot_adopt.map(|s| {
+        row("DeletionAllowed [c]: H names nothing and cannot adopt S")
+            .server(s.claimed_for("c", "uid-c").deleting())
+            .claims([claim("c").selects(&[("rack", "r1")])])
+            .is(D::DeletionAllowed)
+    });
+    rows.extend(deleting);
+    rows
+}
+
+/// R empty, or R with no uid.
+fn no_uid() -> Vec<Row> {
+    let winner = |name, uid, restoring| D::ClaimForWinner {
+        winner: holder(name, Some(uid)),
+        restoring,
+    };
+    let reserved = || server("s1").reserved_for("c");
+    let forged = || claim("z").names("s1").bind_completed();
+    let r1 = || server("s1").labelled(&[("rack", "r1")]);
+    // A bind recorded to s1 by a claim now Lost.
+    let recorded = || {
+        let z = claim("z").chose("s1").bind_completed();
+        z.phase(ClaimPhase::Lost).records("s1")
+    };
+    let fill = D::FillUid {
+        claim: holder("c", Some("uid-c")),
+    };
+    vec![
+        row("ClaimForWinner: a claim naming S, claimed in one write, then Bound")
+            .server(server("s1"))
+            .claims([claim("c").chose("s1")])
+            .is(winner("c", "uid-c", false))
+            .writes([
+                Ref(Some(("c", Some("uid-c")))),
+                Annotation(ANNOTATION_BOUND_BY_CONTROLLER, Some("yes")),
+                Protected(true),
+                Phase(Bound),
+                StatusClaim("c"),
+                Event(Normal, "Claimed"),
+            ]),
+        row("ClaimForWinner [n]: the bind-completed claim restoring its lost ref")
+            .claims([
+                claim("a").names("s1").created(1),
+                claim("b").chose("s1").bind_completed().phase(ClaimPhase::Bound).created(50),
+            ])
+            .is(winner("b", "uid-b", true)),
+        row("ClaimForWinner: user-chosen before controller-chosen")
+            .claims([claim("a").chose("s1").created(1), claim("b").names("s1").created(50)])
+            .like(|d| matches!(d, D::ClaimForWinner { winner, .. } if winner.name == "b")),
+        row("ClaimForWinner: then the oldest")
+            .claims([claim("a").chose("s1").created(9), claim("b").chose("s1").created(2)])
+            .like(|d| matches!(d, D::ClaimForWinner { winner, .. } if winner.name == "b")),
+        row("ClaimForWinner: then the name")
+            .claims([claim("b").chose("s1").created(2), claim("a").chose("s1").created(2)])
+            .like(|d| matches!(d, D::ClaimForWinner { winner, .. } if winner.name == "a")),
+        // Only among claims in their turn: this controller's pick has it.
+        row("ClaimForWinner [q]: a user's claim out of its turn, a pick in its turn")
+            .claims([claim("u").names("s1").created(1), claim("p").chose("s1").created(50)])
+            .on(On::With(picks_only))
+            .like(|d| matches!(d, D::ClaimForWinner { winner, .. } if winner.name == "p")),
+        // A claim restoring a bind is not asked its turn.
+        row("ClaimForWinner [q]: a user's claim out of its turn, one restoring a bind")
+            .claims([
+                claim("u").names("s1").created(1),
+                claim("r").names("s1").bind_completed().phase(ClaimPhase::Bound).created(50),
+            ])
+            .on(On::With(picks_only))
+            .like(|d| {
+                matches!(d, D::ClaimForWinner { winner, restoring: true } if winner.name == "r")
+            }),
+        // A bind-completed with no bind recorded (copied, forged) wins nothing
+        // (docs/binding.md, "Trust").
+        row("ClaimForWinner: a forged bind-completed is no winner over an older claim")
+            .claims([forged().created(50), claim("a").names("s1").created(1)])
+            .is(winner("a", "uid-a", false)),
+        row("ClaimForWinner [n]: a recorded bind to this server object, cordoned since")
+            .server(server("s1").unclaimable())
+            .claims([recorded()])
+            .like(|d| matches!(d, D::ClaimForWinner { restoring: true, .. })),
+        row("Available: no R, and no claim naming S; the finalizer goes")
+            .server(server("s1").finalizer())
+            .claims([claim("other").names("s2")])
+            .is(D::Available)
+            .writes([Protected(false), Phase(Available)]),
+        row("Available [h]: the claim naming S is not eligible for it")
+            .server(r1())
+            .claims([claim("a").names("s1").selects(&[("rack", "r2")])])
+            .is(D::Available),
+        row("Available [q]: the one claim naming S does not have its turn")
+            .claims([claim("u").names("s1").created(1)])
+            .on(On::With(picks_only))
+            .is(D::Available),
+        row("Available: a forged bind-completed, S unclaimable")
+            .server(r1().unclaimable())
+            .claims([forged().selects(&[("rack", "r1")])])
+            .is(D::Available),
+        row("Available: a forged bind-completed, S tainted")
+            .server(r1().taint("gpu"))
+            .claims([forged().selects(&[("rack", "r1")])])
+            .is(D::Available),
+        row("Available: a forged bind-completed, S not matching its selector")
+            .server(server("s1").labelled(&[("rack", "r2")]))
+            .claims([forged().selects(&[("rack", "r1")])])
+            .is(D::Available),
+        // A record of a bind to another server object of that name is no record of this.
+        row("Available: a record of a bind to another s1")
+            .server(with_uid(server("s1").unclaimable(), "uid-of-a-new-s1"))
+            .claims([recorded()])
+            .is(D::Available),
+        row("Available: a stale bound-by-controller goes once the ref is cleared")
+            .server(without_ref(server("s1").claimed_for("gone", "uid-gone")))
+            .is(D::Available)
+            .writes([Annotation(ANNOTATION_BOUND_BY_CONTROLLER, None)]),
+        // A user's reservation is never cleared.
+        row("ReservedClaimMissing: R by name, the claim missing")
+            .server(reserved())
+            .is(D::ReservedClaimMissing)
+            .writes([NoObject, Phase(Available), StatusClaim("c")]),
+        row("ReservedClaimMissing [o]: an empty uid, the claim missing")
+            .server(server("s1").retain().reserved_for("c").uid_ref(""))
+            .is(D::ReservedClaimMissing),
+        // The ref stays user-made.
+        row("FillUid [n]: R by name, the claim naming S")
+            .server(reserved())
+            .claims([claim("c").chose("s1")])
+            .is(fill.clone())
+            .writes([
+                Ref(Some(("c", Some("uid-c")))),
+                Annotation(ANNOTATION_BOUND_BY_CONTROLLER, None),
+                Protected(true),
+                Phase(Bound),
+            ]),
+        row("FillUid [o]: an empty uid is a reservation by name")
+            .server(server("s1").retain().reserved_for("c").uid_ref(""))
+            .claims([claim("c").chose("s1")])
+            .is(fill),
+        row("ReservedClaimElsewhere [h]: the claim names S but cannot take it")
+            .server(reserved().labelled(&[("rack", "r2")]))
+            .claims([claim("c").names("s1").selects(&[("rack", "r1")])])
+            .is(D::ReservedClaimElsewhere),
+        row("ReservedAwaitingAdoption: R by name, the claim naming nothing")
+            .server(reserved())
+            .claims([claim("c")])
+            .is(D::ReservedAwaitingAdoption)
+            .writes([NoObject]),
+        row("ReservedAwaitingAdoption [o]: an empty uid, the claim naming nothing")
+            .server(server("s1").retain().reserved_for("c").uid_ref(""))
+            .claims([claim("c")])
+            .is(D::ReservedAwaitingAdoption),
+        row("ReservedClaimElsewhere: R by name, the claim naming another server")
+            .server(reserved())
+            .claims([claim("c").chose("s2")])
+            .is(D::ReservedClaimElsewhere)
+            .writes([NoObject, Phase(Available)]),
+    ]
+}
+
+/// R has a uid.
+fn uid() -> Vec<Row> {
+    let holds_c = || server("s1").claimed_for("c", "uid-c");
+    let recycle = D::Release {
+        policy: ReclaimPolicy::Recycle,
+    };
+    let retain = D::Release {
+        policy: ReclaimPolicy::Retain,
+    };
+    let cannot_adopt = [
         (server("s1").unclaimable(), Ineligible::Unclaimable),
         (
             server("s1").taint("gpu"),
@@ -479,105 +437,260 @@ fn uid_ref_with_an_unbound_claim_that_cannot_adopt_the_server_rolls_back() {
             server("s1").labelled(&[("rack", "r2")]),
             Ineligible::SelectorMismatch,
         ),
-    ] {
-        let srv = srv.claimed_for("c", "uid-c");
-        let c = [claim("c").selects(&[("rack", "r1")])];
-        let d = decide_s(&srv, &c);
-        assert_eq!(
-            d,
-            ServerDecision::RollBack {
-                cause: RollBackCause::CannotAdopt(why)
+    ];
+    let mut rows = vec![
+        row("ConfirmClaimGone [a]: H not in the cache: read it live first")
+            .server(holds_c())
+            .is(D::ConfirmClaimGone { claim: holder("c", Some("uid-c")) })
+            .writes([ReadsLive]),
+        row("ConfirmClaimGone [a]: the claim of R's name has another uid")
+            .server(server("s1").claimed_for("c", "uid-old"))
+            .claims([claim("c")])
+            .like(|d| matches!(d, D::ConfirmClaimGone { .. })),
+        // The ref goes and the cleaning annotation names the generation that write
+        // produces; no claim may take it.
+        row("ReleaseToCleaning [t]: H gone, Recycle, S has gates: released and cleaning in one write")
+            .server(holds_c().gates(&["wipe", "power-off"]).phase(Bound))
+            .on(On::Live)
+            .is(D::ReleaseToCleaning { gates: vec![s("wipe"), s("power-off")] })
+            .writes([
+                Ref(None),
+                Protected(false),
+                Then(|srv, p| {
+                    let next = srv.meta().generation.unwrap() + 1;
+                    let w = written(p);
+                    assert_eq!(annotation(w, ANNOTATION_CLEANING), Some(next.to_string()));
+                }),
+                Phase(Cleaning),
+                Event(Normal, "Cleaning"),
+                Counts(Some(Outcome::Released(ReclaimPolicy::Recycle))),
+                Eligible(Err(Ineligible::Cleaning)),
+            ]),
+        // The controller's default gates apply to a server that names none.
+        row("ReleaseToCleaning [t]: the default gates")
+            .server(holds_c())
+            .on(On::Gates(Liveness::Confirmed, &["wipe"]))
+            .like(|d| matches!(d, D::ReleaseToCleaning { .. })),
+        row("Release { policy: Recycle }: H gone, Recycle")
+            .server(holds_c().phase(Bound))
+            .on(On::Live)
+            .is(recycle.clone())
+            .writes([
+                Ref(None),
+                Annotation(ANNOTATION_BOUND_BY_CONTROLLER, None),
+                Protected(false),
+                Phase(Available),
+                Event(Normal, "Released"),
+                Counts(Some(Outcome::Released(ReclaimPolicy::Recycle))),
+            ]),
+        row("Release { policy: Recycle }: a user-made R loses only its uid")
+            .server(server("s1").uid_filled_for("c", "uid-c"))
+            .on(On::Live)
+            .like(|d| matches!(d, D::Release { .. }))
+            .writes([Ref(Some(("c", None))), Protected(false)]),
+        row("Release { policy: Recycle } [a]: R names an older incarnation, confirmed live")
+            .server(server("s1").claimed_for("c", "uid-old"))
+            .claims([claim("c")])
+            .on(On::Live)
+            .is(recycle.clone()),
+        // An empty list on the server means none.
+        row("Release { policy: Recycle }: no gates on the server, whatever the default")
+            .server(holds_c().gates(&[]))
+            .on(On::Gates(Liveness::Confirmed, &["wipe"]))
+            .is(recycle),
+        // The ref is kept.
+        row("Release { policy: Retain }: H gone, Retain")
+            .server(holds_c().retain().phase(Bound))
+            .on(On::Live)
+            .is(retain.clone())
+            .writes([
+                Ref(Some(("c", Some("uid-c")))),
+                Phase(Released),
+                Counts(Some(Outcome::Released(ReclaimPolicy::Retain))),
+            ]),
+        // Retain never cleans.
+        row("Release { policy: Retain }: Retain, whatever the default gates")
+            .server(holds_c().retain())
+            .on(On::Gates(Liveness::Confirmed, &["wipe"]))
+            .is(retain),
+        row("BoundConfirmed: H names S; the finalizer put back, then no churn")
+            .server(without_finalizers(holds_c()))
+            .claims([claim("c").chose("s1")])
+            .is(D::BoundConfirmed)
+            .writes([
+                Protected(true),
+                Phase(Bound),
+                Counts(Some(Outcome::Repair(RepairCase::Finalizer))),
+                Settles,
+            ]),
+        // The ref stays for the claim to adopt.
+        row("BoundAwaitingAdoption [c]: H names nothing, S eligible for it")
+            .server(holds_c())
+            .claims([claim("c")])
+            .is(D::BoundAwaitingAdoption)
+            .writes([NoObject]),
+        // A bound claim never moves: a mistaken edit of its serverRef must not hand the
+        // server to another claim. The claim side writes the ref back (RestoreServerRef).
+        row("BoundAwaitingAdoption [c]: H names nothing, its status records the bind to S")
+            .server(holds_c().unclaimable())
+            .claims([claim("c").bind_completed().phase(ClaimPhase::Lost).records("s1")])
+            .is(D::BoundAwaitingAdoption),
+        row("RollBack [c]: H names another server; a controller-made R is cleared")
+            .server(holds_c())
+            .claims([claim("c").chose("s2")])
+            .is(D::RollBack { cause: RollBackCause::NamesAnother(s("s2")) })
+            .writes([Ref(None), Protected(false), Phase(Available), Event(Normal, "RolledBack")]),
+        row("RollBack [c]: H names another server; a user-made R keeps the name")
+            .server(server("s1").uid_filled_for("c", "uid-c"))
+            .claims([claim("c").names("s2")])
+            .like(|d| matches!(d, D::RollBack { .. }))
+            .writes([Ref(Some(("c", None)))]),
+        // No bind recorded in its status: it takes S only if it may (it adopts it).
+        row("RollBack [c]: H names nothing, records no bind, S cordoned")
+            .server(holds_c().unclaimable())
+            .claims([claim("c").bind_completed().phase(ClaimPhase::Lost).no_record()])
+            .is(D::RollBack { cause: RollBackCause::CannotAdopt(Ineligible::Unclaimable) }),
+    ];
+    let rolled_back = cannot_adopt.map(|(s, why)| {
+        row("RollBack [c]: H names nothing and cannot adopt S: the note says why")
+            .server(s.claimed_for("c", "uid-c"))
+            .claims([claim("c").selects(&[("rack", "r1")])])
+            .is(D::RollBack {
+                cause: RollBackCause::CannotAdopt(why),
+            })
+            .writes([Ref(None), NoteHas("names no server")])
+    });
+    rows.extend(rolled_back);
+    rows
+}
+
+fn run(row: &Row) {
+    let (srv, world) = (&row.server, &row.claims[..]);
+    let d = match &row.on {
+        On::Cache => decide_s(srv, world),
+        On::Live => decide_s_live(srv, world),
+        On::Gates(liveness, default) => {
+            let default: Vec<String> = default.iter().map(|g| s(g)).collect();
+            let gates = gates::release_gates(srv, None, &default);
+            decide_server(
+                srv,
+                &claims(world.to_vec()),
+                *liveness,
+                &gates,
+                IN_TURN,
+                ADMITTED,
+            )
+        }
+        On::With(decide) => decide(srv, world),
+    };
+    match &row.decision {
+        Expect::Is(want) => assert_eq!(&d, want, "the decision"),
+        Expect::Like(ok) => assert!(ok(&d), "the decision: {d:?}"),
+    }
+    let p = plan(srv, &d);
+    let event = || p.event.as_ref().expect("an event");
+    for expected in &row.plan {
+        match expected {
+            ReadsLive => assert!(p.confirm_claim.is_some(), "a live read: {p:?}"),
+            NoObject => assert!(p.object.is_none(), "no write of the server: {p:?}"),
+            Ref(r) => {
+                let want = r.map(|(name, uid)| holder(name, uid));
+                assert_eq!(written(&p).spec.server_claim_ref, want);
             }
-        );
-        let p = plan(&srv, &d);
-        assert_eq!(written(&p).spec.server_claim_ref, None);
-        let note = &p.event.as_ref().expect("RolledBack").note;
-        assert!(note.contains("names no server"), "{note}");
-        // Deleting it goes ahead: such a claim can never adopt it.
-        assert_eq!(
-            decide_s(&srv.deleting(), &c),
-            ServerDecision::DeletionAllowed
-        );
+            Annotation(key, value) => {
+                assert_eq!(annotation(written(&p), key).as_deref(), *value, "{key}")
+            }
+            Protected(yes) => assert_eq!(has_protection(written(&p)), *yes, "the finalizer"),
+            Eligible(want) => assert_eq!(&eligibility(written(&p), &claim("next")), want),
+            Phase(phase) => assert_eq!(p.status.as_ref().and_then(|s| s.phase), Some(*phase)),
+            StatusClaim(name) => assert_eq!(
+                p.status.as_ref().and_then(|s| s.claim.clone()),
+                Some(format!("{NS}/{name}"))
+            ),
+            Event(kind, reason) => assert_eq!((event().kind, event().reason), (*kind, *reason)),
+            NoteHas(text) => assert!(event().note.contains(text), "{}", event().note),
+            Counts(outcome) => assert_eq!(p.outcome, *outcome, "the metric outcome"),
+            Settles => {
+                let mut settled = p.object.clone().unwrap_or_else(|| srv.clone());
+                settled.status = p.status.clone();
+                assert!(
+                    plan(&settled, &d).is_noop(),
+                    "once written, it writes nothing"
+                );
+            }
+            Then(more) => more(srv, &p),
+        }
     }
 }
 
-#[test]
-fn an_empty_uid_is_a_reservation_by_name() {
-    let srv = server("s1").retain().reserved_for("c").uid_ref("");
-    assert_eq!(
-        decide_s(&srv, &[claim("c")]),
-        ServerDecision::ReservedAwaitingAdoption
-    );
-    assert_eq!(
-        decide_s(&srv, &[claim("c").chose("s1")]),
-        ServerDecision::FillUid {
-            claim: holder("c", Some("uid-c"))
-        }
-    );
-    assert_eq!(decide_s(&srv, &[]), ServerDecision::ReservedClaimMissing);
+/// The server decision with `picks_only` as the turn: every `pre-bound` ref has its
+/// turn, no other claim has it.
+fn picks_only(srv: &CachedServer, world: &[CachedClaim]) -> ServerDecision {
+    let picks_only: Turn<'_> = &|c| is_controller_chosen(c);
+    decide_server(
+        srv,
+        &claims(world.to_vec()),
+        Liveness::Cached,
+        &[],
+        picks_only,
+        ADMITTED,
+    )
 }
 
-#[test]
-fn a_stale_bound_by_controller_annotation_goes_once_the_ref_is_cleared() {
-    let mut srv = server("s1").claimed_for("gone", "uid-gone");
-    srv.spec.server_claim_ref = None;
-    let d = decide_s(&srv, &[]);
-    assert_eq!(d, ServerDecision::Available);
-    let p = plan(&srv, &d);
-    assert_eq!(
-        annotation(written(&p), ANNOTATION_BOUND_BY_CONTROLLER),
-        None
+/// The `Cleaning` condition names the pending gate, and the cleaner's own conditions
+/// stay as they are.
+fn waits_for_wipe(_: &CachedServer, p: &ServerPlan) {
+    let status = p.status.as_ref().unwrap();
+    let cleaning = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_CLEANING);
+    assert!(
+        cleaning.is_some_and(|c| c.message.contains("wipe")),
+        "{status:?}"
     );
+    assert!(status.conditions.iter().any(|c| c.type_ == "power-off"));
 }
 
-#[test]
-fn a_reservation_fills_the_uid_only_for_a_claim_it_can_serve() {
-    let srv = server("s1").reserved_for("c").labelled(&[("rack", "r2")]);
-    let d = decide_s(&srv, &[claim("c").names("s1").selects(&[("rack", "r1")])]);
-    assert_eq!(d, ServerDecision::ReservedClaimElsewhere);
+fn plan(server: &CachedServer, decision: &ServerDecision) -> ServerPlan {
+    plan_server(server, decision, &now())
 }
 
-#[test]
-fn deleting_is_not_blocked_by_an_unbound_claim_that_names_nothing() {
-    // It can never adopt a deleting server ([c]).
-    let srv = server("s1").claimed_for("c", "uid-c").deleting();
-    assert_eq!(
-        decide_s(&srv, &[claim("c")]),
-        ServerDecision::DeletionAllowed
-    );
+fn written(plan: &ServerPlan) -> &CachedServer {
+    plan.object.as_ref().expect("an object write")
 }
 
-// ---- Release gates (docs/binding.md, "Release gates") ----
-
-/// [t] A recycled server with gates is released and starts cleaning in one write: the
-/// ref goes and the `cleaning` annotation names the generation that write produces.
-#[test]
-fn a_gated_recycle_releases_and_starts_cleaning_in_one_write() {
-    let srv = server("s1")
-        .claimed_for("c", "uid-c")
-        .gates(&["wipe", "power-off"])
-        .phase(ServerPhase::Bound);
-    let d = decide_s_live(&srv, &[]);
-    let gates = vec![s("wipe"), s("power-off")];
-    assert_eq!(d, ServerDecision::ReleaseToCleaning { gates });
-    let p = plan(&srv, &d);
-    let w = written(&p);
-    assert_eq!(w.spec.server_claim_ref, None);
-    assert!(!has_protection(w));
-    let generation = srv.meta().generation.unwrap() + 1;
-    assert_eq!(
-        annotation(w, ANNOTATION_CLEANING),
-        Some(generation.to_string())
-    );
-    assert_eq!(phase(&p), Some(ServerPhase::Cleaning));
-    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Cleaning"));
-    assert_eq!(p.outcome, Some(Outcome::Released(ReclaimPolicy::Recycle)));
-    assert_eq!(
-        eligibility(w, &claim("next")),
-        Err(Ineligible::Cleaning),
-        "no claim may take it"
-    );
+fn with_annotation(mut s: CachedServer, key: &str, value: Option<&str>) -> CachedServer {
+    match value {
+        Some(value) => s.annotations_mut().insert(key.into(), value.into()),
+        None => s.annotations_mut().remove(key),
+    };
+    s
 }
+
+fn with_uid(mut s: CachedServer, uid: &str) -> CachedServer {
+    s.meta_mut().uid = Some(uid.into());
+    s
+}
+
+fn without_ref(mut s: CachedServer) -> CachedServer {
+    s.spec.server_claim_ref = None;
+    s
+}
+
+fn without_finalizers(mut s: CachedServer) -> CachedServer {
+    s.meta_mut().finalizers = None;
+    s
+}
+
+/// The decision with no claim in the cache and `default` for `--release-gates`, the gates
+/// passed as the binder computes them ([`gates::release_gates`], no class).
+fn decide_alone(server: &CachedServer, liveness: Liveness, default: &[String]) -> ServerDecision {
+    let gates = gates::release_gates(server, None, default);
+    decide_server(server, &claims(vec![]), liveness, &gates, IN_TURN, ADMITTED)
+}
+
+// ---- Across steps, and the restore's rule ----
 
 /// [t] The release records the gates in force; from then on a change of the
 /// controller's default gates changes nothing of the cleaning, a gate added to the spec
@@ -617,176 +730,6 @@ fn the_gates_in_force_are_recorded_at_the_release() {
         decide_s(&removed, &[]),
         ServerDecision::Cleaning { .. }
     ));
-}
-
-/// [t] A gate named after a condition the controllers write never passes, even when
-/// that condition is True for this release (admission refuses such names; this holds
-/// if a server got one anyway).
-#[test]
-fn a_gate_named_cleaning_does_not_pass_itself() {
-    let srv = server("s1")
-        .gates(&["Cleaning"])
-        .cleaning(3)
-        .passed("Cleaning", 3);
-    let d = decide_s(&srv, &[]);
-    assert_eq!(
-        d,
-        ServerDecision::Cleaning {
-            release: 3,
-            pending: vec![Pending {
-                gate: s("Cleaning"),
-                note: Some(PendingNote::ControllerCondition),
-            }]
-        }
-    );
-}
-
-/// [t] A record no cleaner can match is rewritten, with a Warning: a release id that is
-/// not a whole number becomes the generation; missing gates become those in force now.
-#[test]
-fn a_record_that_cannot_be_matched_is_repaired() {
-    let mut mangled = server("s1").gates(&["x.io/wipe"]).cleaning(5);
-    mangled
-        .annotations_mut()
-        .insert(ANNOTATION_CLEANING.into(), "soon".into());
-    let d = decide_s(&mangled, &[]);
-    assert_eq!(
-        d,
-        ServerDecision::RepairCleaningRecord {
-            release: 1,
-            gates: vec![s("x.io/wipe")],
-            problem: RecordProblem::UnusableRelease(s("soon")),
-        }
-    );
-    let p = plan(&mangled, &d);
-    assert_eq!(annotation(written(&p), ANNOTATION_CLEANING), Some(s("1")));
-    assert_eq!(phase(&p), Some(ServerPhase::Cleaning));
-    let e = p.event.as_ref().expect("a Warning");
-    assert_eq!(
-        (e.kind, e.reason),
-        (EventKind::Warning, "CleaningRecordRepaired")
-    );
-    assert!(e.note.contains("\"soon\""), "{}", e.note);
-
-    let mut legacy = server("s1").cleaning(9);
-    legacy.annotations_mut().remove(ANNOTATION_CLEANING_GATES);
-    let d = decide_alone(&legacy, Liveness::Cached, &[s("x.io/wipe")]);
-    assert_eq!(
-        d,
-        ServerDecision::RepairCleaningRecord {
-            release: 9,
-            gates: vec![s("x.io/wipe")],
-            problem: RecordProblem::GatesNotRecorded,
-        }
-    );
-    // A record restored onto a younger object is matched as it is: the cleaner copies 9.
-    let restored = server("s1")
-        .gates(&["x.io/wipe"])
-        .cleaning(9)
-        .passed("x.io/wipe", 9);
-    assert_eq!(decide_s(&restored, &[]), ServerDecision::Cleaned);
-}
-
-/// The controller's default gates apply to a server that names none; an empty list
-/// on the server means none; `Retain` never cleans.
-#[test]
-fn the_default_gates_apply_unless_the_server_says_otherwise() {
-    let bound = server("s1").claimed_for("c", "uid-c");
-    let default = [s("wipe")];
-    let d = decide_alone(&bound, Liveness::Confirmed, &default);
-    assert!(
-        matches!(d, ServerDecision::ReleaseToCleaning { .. }),
-        "{d:?}"
-    );
-    let none = bound.clone().gates(&[]);
-    let d = decide_alone(&none, Liveness::Confirmed, &default);
-    assert_eq!(
-        d,
-        ServerDecision::Release {
-            policy: ReclaimPolicy::Recycle
-        }
-    );
-    let retained = bound.retain();
-    let d = decide_alone(&retained, Liveness::Confirmed, &default);
-    assert_eq!(
-        d,
-        ServerDecision::Release {
-            policy: ReclaimPolicy::Retain
-        }
-    );
-}
-
-/// [t] While a gate is pending the server stays Cleaning, whoever names it; a pass
-/// recorded for an earlier release does not count.
-#[test]
-fn a_cleaning_server_waits_for_passes_of_this_release_only() {
-    let srv = server("s1")
-        .gates(&["wipe", "power-off"])
-        .cleaning(5)
-        .passed("wipe", 4)
-        .passed("power-off", 5);
-    let naming = claim("c").chose("s1");
-    let d = decide_s(&srv, &[naming]);
-    assert_eq!(
-        d,
-        ServerDecision::Cleaning {
-            release: 5,
-            pending: vec![Pending {
-                gate: s("wipe"),
-                note: Some(PendingNote::PassForOtherRelease(4)),
-            }]
-        }
-    );
-    let p = plan(&srv, &d);
-    assert!(p.object.is_none(), "status only");
-    assert_eq!(phase(&p), Some(ServerPhase::Cleaning));
-    let status = p.status.as_ref().unwrap();
-    let cleaning = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_CLEANING);
-    assert!(
-        cleaning.is_some_and(|c| c.message.contains("wipe")),
-        "{status:?}"
-    );
-    // The cleaner's own conditions stay as they are.
-    assert!(status.conditions.iter().any(|c| c.type_ == "power-off"));
-}
-
-/// [t] Every gate passed for this release: one write drops the annotation, and the
-/// server is Available (and claimable) again.
-#[test]
-fn every_gate_passed_ends_the_cleaning_in_one_write() {
-    let srv = server("s1").gates(&["wipe"]).cleaning(5).passed("wipe", 5);
-    let d = decide_s(&srv, &[]);
-    assert_eq!(d, ServerDecision::Cleaned);
-    let p = plan(&srv, &d);
-    let w = written(&p);
-    assert_eq!(annotation(w, ANNOTATION_CLEANING), None);
-    assert_eq!(annotation(w, ANNOTATION_CLEANING_GATES), None);
-    assert_eq!(eligibility(w, &claim("next")), Ok(()));
-    assert_eq!(phase(&p), Some(ServerPhase::Available));
-    assert_eq!(p.event.as_ref().map(|e| e.reason), Some("Cleaned"));
-}
-
-/// A cleaning server that is deleted goes (no claim holds it); a reservation by name
-/// made during cleaning waits for the cleaning to end.
-#[test]
-fn deletion_wins_over_cleaning_and_a_reservation_waits_for_it() {
-    let cleaning = server("s1").gates(&["wipe"]).cleaning(5);
-    let d = decide_s(&cleaning.clone().deleting(), &[]);
-    assert_eq!(d, ServerDecision::DeletionAllowed);
-    let reserved = cleaning.reserved_for("c");
-    let d = decide_s(&reserved, &[claim("c").names("s1")]);
-    assert_eq!(
-        d,
-        ServerDecision::Cleaning {
-            release: 5,
-            pending: vec![Pending::named("wipe")]
-        }
-    );
-    let p = plan(&reserved, &d);
-    assert!(p.object.is_none(), "the reservation stays");
 }
 
 /// When a server's ref names a gone incarnation of a claim's name, the claim now living

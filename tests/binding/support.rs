@@ -163,3 +163,32 @@ pub fn lowest_name_first(
     };
     decide_claim(claim, servers, &alone, liveness)
 }
+
+/// Runs every row of a table and fails once at the end, naming each failing row by `id`
+/// with what failed in it, so one failing row hides no other.
+pub fn run_rows<R>(table: &str, rows: &[R], id: impl Fn(&R) -> &str, run: impl Fn(&R)) {
+    let failed: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(row)));
+            ran.err()
+                .map(|e| format!("- {}\n    {}", id(row), panic_text(&*e)))
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of the {} rows of {table} fail:\n{}",
+        failed.len(),
+        rows.len(),
+        failed.join("\n")
+    );
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(a panic without a message)");
+    text.replace('\n', "\n    ")
+}
