@@ -18,7 +18,6 @@ mod effects;
 mod eligibility;
 pub mod evidence;
 mod few;
-mod flow;
 pub mod gates;
 mod in_flight;
 mod index;

@@ -28,13 +28,16 @@ use crate::api::{CachedClaim, CachedServer};
 
 use super::assumed::AssumedChoices;
 use super::backoff::{Refusal, backs_off};
-use super::flow::MaxFlow;
 use super::in_flight::InFlight;
 use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey, is_controller_chosen};
 use super::pins::{ShapesByPin, pins};
 pub use super::shape::ClaimShape;
 use super::shape::{FastMap, FastSet, address};
+
+mod flow;
+
+use flow::MaxFlow;
 
 /// A waiting claim as the fair order sees it: oldest first, then by name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
