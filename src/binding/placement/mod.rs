@@ -17,82 +17,39 @@
 //! server, not when ([`place_named`]). See docs/binding.md, "Picking a server".
 
 mod contest;
+mod fair_order;
 mod fit_rows;
 mod flow;
+mod inputs;
 mod kept_flow;
+mod nodes;
+mod outcome;
+mod spoken_for;
 mod waiter;
 mod waiting_claims;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-
-use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{CachedClaim, CachedServer};
 
-use super::assumed::AssumedChoices;
-use super::backoff::Refusal;
-use super::in_flight::InFlight;
 use super::index::{Class, ClassId, FreeServerIndex};
 use super::meta::{self, ClaimKey};
 pub use super::shape::ClaimShape;
 use super::shape::{FastMap, FastSet, address};
 
+use fair_order::FairOrder;
 #[cfg(debug_assertions)]
 use fit_rows::AskedShape;
 use fit_rows::{NetworkSize, Rows};
 use flow::MaxFlow;
+pub use inputs::PickInputs;
 use kept_flow::{FullFlow, KeptFlow, NodeKeys};
+use nodes::{Asks, FreeClass, Members, Queue, Shape};
+pub use outcome::{AHEAD_NAMED, Ahead, Placement, WAITING_FOR_TURN};
+use spoken_for::SpokenFor;
 pub use waiter::{Waiter, is_waiting};
 pub use waiting_claims::WaitingClaims;
-
-/// The condition reason of a claim that waits its turn (`WaitForTurn`).
-pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
-
-/// What a pick weighs besides the servers.
-pub struct PickInputs<'a> {
-    /// Servers the pick passes over (`pass_over`: chosen for another claim, or named by a
-    /// claim that would win them).
-    pub skip: &'a dyn Fn(&str) -> bool,
-    /// Servers whose last write the API server refused ([`super::backoff::RefusingServers`]):
-    /// `skip` passes them over too; this says why in a waiting claim's summary.
-    pub refuses: &'a dyn Fn(&str) -> bool,
-    /// The claim cache's waiting and serving claims.
-    pub waiting: &'a WaitingClaims,
-    /// Picks this controller made whose writes the caches may not show yet.
-    pub assumed: &'a AssumedChoices,
-    /// The claims backing off after a refused write (in this process's memory; the
-    /// claim cache also shows it once their status says so): ahead of nobody.
-    pub held_back: &'a [ClaimKey],
-    /// This claim's refusal, while it backs off.
-    pub refused: Option<&'a Refusal>,
-    /// The picks in flight counted per class and shape, when they count `assumed`
-    /// (the binder's own; `None` makes a pick walk `assumed`).
-    pub in_flight: Option<&'a InFlight>,
-}
-
-/// The claims ahead of a claim that waits its turn, in the fair order: the first few,
-/// and how many there are.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Ahead {
-    pub first: Vec<ClaimKey>,
-    pub total: usize,
-}
-
-/// How many of the claims ahead a claim's message names.
-pub const AHEAD_NAMED: usize = 3;
-
-/// Where a waiting claim goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Placement<'a> {
-    /// Take this server.
-    Pick(&'a str),
-    /// Servers fit, but every maximum matching needs them for claims ahead of this one
-    /// (those that compete with it for the same servers).
-    WaitForTurn(Ahead),
-    /// No free server fits.
-    NoMatch,
-}
 
 /// Where `claim` goes; see the module docs. `server_of` reads a free server's object
 /// (for whether the claim naming it could take it); `adopting` are the waiting claims
@@ -166,16 +123,16 @@ fn serve<'a>(
         Asks::Server(server) => Some(server),
         Asks::Shape(_) => None,
     };
-    let busy = Busy::of(&me.key, named, index, server_of, adopting, inputs);
-    let net = Network::around(mine, &me.key, index, inputs.waiting, &busy);
+    let spoken = SpokenFor::of(&me.key, named, index, server_of, adopting, inputs);
+    let net = Network::around(mine, &me.key, index, inputs.waiting, &spoken);
     #[cfg(debug_assertions)]
-    if busy.counts.is_some() {
+    if spoken.counts.is_some() {
         // The counts are a cache of the assumptions: a walk must agree with them.
         let walked = PickInputs {
             in_flight: None,
             ..*inputs
         };
-        let slow = Busy::of(&me.key, named, index, server_of, adopting, &walked);
+        let slow = SpokenFor::of(&me.key, named, index, server_of, adopting, &walked);
         let slow_net = Network::around(mine, &me.key, index, inputs.waiting, &slow);
         assert_eq!(
             (net.demand(), net.supply()),
@@ -264,217 +221,6 @@ impl FullFlow {
     }
 }
 
-/// Picks in flight: free servers already spoken for and waiting claims already placed,
-/// which the caches do not show yet; and the free servers that users' claims name.
-struct Busy<'p> {
-    taken: HashSet<&'p str>,
-    placed: HashSet<&'p ClaimKey>,
-    /// The placed claims that take a server (picks in flight, adoptions), not those
-    /// backing off: served now, for the turns of the fair order, also while the cache
-    /// still shows them waiting.
-    taking: HashSet<&'p ClaimKey>,
-    /// Free servers a user's claim names and fits, with those claims (not the picker):
-    /// each server is a class of its own, and its claims a node asking for it alone, so
-    /// the claims naming a server wait their turn like any other.
-    named: BTreeMap<&'p str, Vec<&'p Waiter>>,
-    /// When the picker names a server: the picks of it in flight (controller-chosen
-    /// claims naming it), as the waiting claims they were, free to take another server.
-    rivals: Vec<(&'p ClaimShape, &'p Waiter)>,
-    /// When set, the other claims' assumptions are not in `taken`, `placed` and
-    /// `taking`, but counted here per class and shape.
-    counts: Option<Counts<'p>>,
-}
-
-/// The picks in flight of other claims, as [`InFlight`] counts them.
-struct Counts<'p> {
-    in_flight: &'p InFlight,
-    assumed: &'p AssumedChoices,
-    me: &'p ClaimKey,
-    /// The picker's own assumption as counted (its class, its shape's address): not
-    /// another claim's.
-    own: Option<(Option<ClassId>, Option<usize>)>,
-}
-
-impl Counts<'_> {
-    /// Whether `key` is another claim with a pick in flight.
-    fn has_pick(&self, key: &ClaimKey) -> bool {
-        key != self.me && self.assumed.server_for(key).is_some()
-    }
-
-    fn taken_in(&self, id: ClassId) -> usize {
-        let own = self.own.is_some_and(|(class, _)| class == Some(id));
-        self.in_flight.taken_in(id) - usize::from(own)
-    }
-
-    fn placed_in(&self, shape: &Arc<ClaimShape>) -> usize {
-        let address = address(shape);
-        let own = self.own.is_some_and(|(_, s)| s == Some(address));
-        self.in_flight.placed_in(shape) - usize::from(own)
-    }
-}
-
-impl<'p> Busy<'p> {
-    /// O(user-chosen claims in flight + claims backing off), and the picks in flight
-    /// counted (O(1)) or, without counts, walked (O(assumed choices)); with no copies
-    /// (this runs on every pick). `mine`: the server the picker names, if it names one
-    /// (its rivals are found by a walk). `adopting`: claims adopting a server reserved
-    /// for them.
-    fn of<'a>(
-        me: &'p ClaimKey,
-        mine: Option<&'p str>,
-        index: &FreeServerIndex,
-        server_of: &dyn Fn(&str) -> Option<&'a CachedServer>,
-        adopting: &[&'p ClaimKey],
-        inputs: &PickInputs<'p>,
-    ) -> Self {
-        let counted = inputs
-            .in_flight
-            .filter(|f| mine.is_none() && f.describes(index));
-        let mut busy = Busy {
-            taken: HashSet::new(),
-            placed: HashSet::new(),
-            taking: HashSet::new(),
-            named: BTreeMap::new(),
-            rivals: Vec::new(),
-            counts: counted.map(|in_flight| Counts {
-                in_flight,
-                assumed: inputs.assumed,
-                me,
-                own: inputs
-                    .assumed
-                    .server_for(me)
-                    .and_then(|s| in_flight.counted_on(s)),
-            }),
-        };
-        if busy.counts.is_none() {
-            busy.walk_assumed(me, mine, index, inputs);
-        }
-        // A claim backing off is ahead of nobody and takes nothing.
-        let held_back: Vec<&ClaimKey> = inputs
-            .held_back
-            .iter()
-            .filter(|k| *k != me && !busy.has_pick(k))
-            .collect();
-        busy.placed.extend(held_back);
-        let others_adopting: Vec<&ClaimKey> = adopting
-            .iter()
-            .copied()
-            .filter(|k| *k != me && !busy.has_pick(k))
-            .collect();
-        busy.placed.extend(others_adopting.iter().copied());
-        busy.taking.extend(others_adopting);
-        for (key, (server, shape, waiter)) in &inputs.waiting.serving {
-            let gone = key == me || busy.is_placed(key);
-            let picked = inputs.assumed.is_assumed(server) && Some(server.as_str()) != mine;
-            if gone || picked || index.class_of(server).is_none() {
-                continue;
-            }
-            if server_of(server).is_some_and(|s| shape.fits_server(s)) {
-                busy.taken.insert(server);
-                busy.named.entry(server).or_default().push(waiter);
-            }
-        }
-        if let Some(server) = mine {
-            busy.taken.insert(server);
-            busy.named.entry(server).or_default();
-            let fits = |shape: &ClaimShape| server_of(server).is_some_and(|s| shape.fits_server(s));
-            let picks = inputs.waiting.picks.get(server).into_iter().flatten();
-            let rivals: Vec<_> = picks
-                .filter(|(key, (shape, _))| *key != me && !busy.is_placed(key) && fits(shape))
-                .map(|(_, (shape, waiter))| (&**shape, waiter))
-                .collect();
-            busy.rivals.extend(rivals);
-        }
-        busy
-    }
-
-    /// The other claims' picks in flight, one by one: O(assumed choices).
-    fn walk_assumed(
-        &mut self,
-        me: &ClaimKey,
-        mine: Option<&str>,
-        index: &FreeServerIndex,
-        inputs: &PickInputs<'p>,
-    ) {
-        // A pick in flight of the server the picker names is a rival, not a placed claim.
-        let others = inputs.assumed.iter().filter(|(_, a)| &a.claim != me);
-        for (server, a) in others.filter(|(s, _)| Some(s.as_str()) != mine) {
-            self.placed.insert(&a.claim);
-            self.taking.insert(&a.claim);
-            if index.class_of(server).is_some() {
-                self.taken.insert(server);
-            }
-        }
-    }
-
-    /// Whether `key` is another claim with a pick in flight that [`Self::counts`] holds.
-    fn has_pick(&self, key: &ClaimKey) -> bool {
-        self.counts.as_ref().is_some_and(|c| c.has_pick(key))
-    }
-
-    /// Whether `key` is placed already (a pick in flight, backing off, adopting).
-    fn is_placed(&self, key: &ClaimKey) -> bool {
-        self.placed.contains(key) || self.has_pick(key)
-    }
-
-    /// The claims taking a server now: adoptions, and the picks in flight (walked when
-    /// counted: only the fair order, when servers are scarce, asks).
-    fn taking(&self) -> Vec<&ClaimKey> {
-        let mut taking: Vec<&ClaimKey> = self.taking.iter().copied().collect();
-        if let Some(c) = &self.counts {
-            let others = c.assumed.iter().filter(|(_, a)| &a.claim != c.me);
-            taking.extend(others.map(|(_, a)| &a.claim));
-        }
-        taking
-    }
-}
-
-/// What a node on the claim side of the network asks for.
-#[derive(Clone, Copy, Debug)]
-enum Asks<'w> {
-    /// Any free server its shape fits: the waiting claims of one shape.
-    Shape(&'w ClaimShape),
-    /// This free server alone: the claims naming it.
-    Server(&'w str),
-}
-
-/// The claims queued under a node, for the fair order.
-#[derive(Clone, Copy)]
-enum Queue<'w> {
-    /// Only the picker (its shape has no waiting claims in the cache yet).
-    Picker,
-    Shape(&'w BTreeSet<Waiter>),
-    Named(&'w [&'w Waiter]),
-}
-
-impl<'w> Queue<'w> {
-    fn iter(self) -> Box<dyn Iterator<Item = &'w Waiter> + 'w> {
-        match self {
-            Queue::Picker => Box::new(std::iter::empty()),
-            Queue::Shape(set) => Box::new(set.iter()),
-            Queue::Named(list) => Box::new(list.iter().copied()),
-        }
-    }
-}
-
-/// The servers of a node on the server side: a class of free servers, or one free
-/// server that claims name.
-#[derive(Clone, Copy)]
-enum Members<'i> {
-    Class(&'i BTreeSet<String>),
-    One(&'i str),
-}
-
-impl<'i> Members<'i> {
-    /// The lowest-named member not skipped.
-    fn first_not(self, skip: &dyn Fn(&str) -> bool) -> Option<&'i str> {
-        match self {
-            Members::Class(set) => set.iter().map(String::as_str).find(|n| !skip(n)),
-            Members::One(name) => (!skip(name)).then_some(name),
-        }
-    }
-}
-
 /// The flow network around the picker's node: node 0 on the claim side is the picker's
 /// shape (or the server it names); every node reachable from it through fits is in,
 /// nothing else. `'i`: the index's classes and names; `'w`: the waiting claims and the
@@ -483,21 +229,13 @@ struct Network<'i, 'w> {
     shapes: Vec<Shape<'w>>,
     classes: Vec<FreeClass<'i>>,
     edges: Vec<(usize, usize)>,
-    busy: &'w Busy<'w>,
+    spoken: &'w SpokenFor<'w>,
     me: &'w ClaimKey,
 }
 
 /// A network as text ([`Network::described`]).
 #[cfg(debug_assertions)]
 type Described = (String, Vec<String>, Vec<String>, Vec<(String, String)>);
-
-/// A node on the claim side: what it asks for, its demand, and its queued claims.
-/// The last element: the shape as the waiting claims share it, if they do.
-type Shape<'w> = (Asks<'w>, i64, Queue<'w>, Option<&'w Arc<ClaimShape>>);
-
-/// A node on the server side: its class, its members and its supply (members not spoken
-/// for).
-type FreeClass<'i> = (&'i Class, Members<'i>, i64, ClassId);
 
 impl<'i, 'w> Network<'i, 'w> {
     /// The component of the picker's node, built outward from it ([`Outward`]); a debug
@@ -508,19 +246,19 @@ impl<'i, 'w> Network<'i, 'w> {
         me: &'w ClaimKey,
         index: &'i FreeServerIndex,
         waiting: &'w WaitingClaims,
-        busy: &'w Busy<'w>,
+        spoken: &'w SpokenFor<'w>,
     ) -> Self {
-        let (shapes, classes, edges) = Outward::new(me, index, waiting, busy).build(mine);
+        let (shapes, classes, edges) = Outward::new(me, index, waiting, spoken).build(mine);
         let network = Network {
             shapes,
             classes,
             edges,
-            busy,
+            spoken,
             me,
         };
         #[cfg(debug_assertions)]
         {
-            let listed = Self::listed(mine, me, index, waiting, busy);
+            let listed = Self::listed(mine, me, index, waiting, spoken);
             assert_eq!(
                 network.described(),
                 listed.described(),
@@ -538,10 +276,10 @@ impl<'i, 'w> Network<'i, 'w> {
         me: &'w ClaimKey,
         index: &'i FreeServerIndex,
         waiting: &'w WaitingClaims,
-        busy: &'w Busy<'w>,
+        spoken: &'w SpokenFor<'w>,
     ) -> Self {
-        let shapes = waiting_shapes(mine, me, waiting, busy);
-        let classes = free_classes(index, busy);
+        let shapes = waiting_shapes(mine, me, waiting, spoken);
+        let classes = free_classes(index, spoken);
         let fits = fits_of(&shapes, &classes, index, waiting);
         let (shape_in, class_in, edges) = component(&fits, classes.len());
         let shape_at: HashMap<usize, usize> =
@@ -555,7 +293,7 @@ impl<'i, 'w> Network<'i, 'w> {
                 .iter()
                 .map(|(i, j)| (shape_at[i], class_at[j]))
                 .collect(),
-            busy,
+            spoken,
             me,
         }
     }
@@ -657,7 +395,7 @@ impl<'i, 'w> Network<'i, 'w> {
         id: ClassId,
         inputs: &PickInputs<'_>,
     ) -> Option<&'i str> {
-        let (Members::Class(set), Some(counts)) = (members, &self.busy.counts) else {
+        let (Members::Class(set), Some(counts)) = (members, &self.spoken.counts) else {
             return members.first_not(inputs.skip);
         };
         let own = counts.assumed.server_for(counts.me);
@@ -692,13 +430,13 @@ impl<'i, 'w> Network<'i, 'w> {
             .iter()
             .enumerate()
             .flat_map(|(i, s)| s.2.iter().map(move |w| (i, w)))
-            .filter(|(_, w)| &w.key != self.me && !self.busy.is_placed(&w.key))
+            .filter(|(_, w)| &w.key != self.me && !self.spoken.is_placed(&w.key))
             .collect();
         let everyone = queued.iter().map(|(_, w)| *w).chain(std::iter::once(me));
         // Picks in flight that the cache does not show taking a server yet serve their
         // namespace now.
         let mut in_flight: HashMap<&str, usize> = HashMap::new();
-        let taking = self.busy.taking();
+        let taking = self.spoken.taking();
         for key in taking.into_iter().filter(|k| !waiting.taking.contains(*k)) {
             *in_flight.entry(key.namespace.as_str()).or_default() += 1;
         }
@@ -726,11 +464,11 @@ impl<'i, 'w> Network<'i, 'w> {
 struct Outward<'i, 'w> {
     index: &'i FreeServerIndex,
     waiting: &'w WaitingClaims,
-    busy: &'w Busy<'w>,
+    spoken: &'w SpokenFor<'w>,
     /// Per waiting shape, its claims placed already or the picker (not counted in
-    /// `busy.counts`).
+    /// `spoken.counts`).
     not_waiting: FastMap<usize, i64>,
-    /// Per slot, its servers taken (not counted in `busy.counts`) and those claims name.
+    /// Per slot, its servers taken (not counted in `spoken.counts`) and those claims name.
     taken: FastMap<ClassId, i64>,
     named: FastMap<ClassId, Vec<&'i str>>,
     shapes: Vec<Shape<'w>>,
@@ -775,7 +513,7 @@ impl Met {
 /// A claim-side node other than a waiting shape's, by what it is.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum ClaimNode<'w> {
-    /// A pick in flight of the server the picker names, by its place in `busy.rivals`.
+    /// A pick in flight of the server the picker names, by its place in `spoken.rivals`.
     Rival(usize),
     /// The claims naming a free server.
     Named(&'w str),
@@ -787,20 +525,20 @@ impl<'i, 'w> Outward<'i, 'w> {
         me: &ClaimKey,
         index: &'i FreeServerIndex,
         waiting: &'w WaitingClaims,
-        busy: &'w Busy<'w>,
+        spoken: &'w SpokenFor<'w>,
     ) -> Self {
         let mut not_waiting: FastMap<usize, i64> = FastMap::default();
-        for key in busy.placed.iter().copied().chain(std::iter::once(me)) {
+        for key in spoken.placed.iter().copied().chain(std::iter::once(me)) {
             if let Some((shape, _)) = waiting.shape_of.get(key) {
                 *not_waiting.entry(address(shape)).or_default() += 1;
             }
         }
         let mut taken: FastMap<ClassId, i64> = FastMap::default();
-        for id in busy.taken.iter().filter_map(|n| index.class_id_of(n)) {
+        for id in spoken.taken.iter().filter_map(|n| index.class_id_of(n)) {
             *taken.entry(id).or_default() += 1;
         }
         let mut named: FastMap<ClassId, Vec<&'i str>> = FastMap::default();
-        for name in busy.named.keys() {
+        for name in spoken.named.keys() {
             if let Some(id) = index.class_id_of(name)
                 && let Some(member) = index.members_at(id).get(*name)
             {
@@ -810,7 +548,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         Outward {
             index,
             waiting,
-            busy,
+            spoken,
             not_waiting,
             taken,
             named,
@@ -871,7 +609,7 @@ impl<'i, 'w> Outward<'i, 'w> {
                 (asks, demand + 1, queue, shared)
             }
             Asks::Server(name) => {
-                let Some((server, namers)) = self.busy.named.get_key_value(name) else {
+                let Some((server, namers)) = self.spoken.named.get_key_value(name) else {
                     return alone;
                 };
                 self.shape_seen.insert(ClaimNode::Named(server));
@@ -884,7 +622,11 @@ impl<'i, 'w> Outward<'i, 'w> {
     /// A waiting shape's node: its claims not placed yet.
     fn shape_node(&self, shared: &'w Arc<ClaimShape>, members: &'w BTreeSet<Waiter>) -> Shape<'w> {
         let gone = self.not_waiting.get(&address(shared)).copied();
-        let counted = self.busy.counts.as_ref().map_or(0, |c| c.placed_in(shared));
+        let counted = self
+            .spoken
+            .counts
+            .as_ref()
+            .map_or(0, |c| c.placed_in(shared));
         let demand = members.len() as i64 - gone.unwrap_or(0) - counted as i64;
         (
             Asks::Shape(shared),
@@ -904,7 +646,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         match self.shapes[i] {
             (Asks::Server(name), ..) => {
                 let id = self.index.class_id_of(name);
-                let named = id.filter(|_| self.busy.named.contains_key(name));
+                let named = id.filter(|_| self.spoken.named.contains_key(name));
                 let single = named.and_then(|id| self.meet(id, Some(name), rows));
                 self.edges.extend(single.map(|j| (i, j)));
             }
@@ -964,7 +706,7 @@ impl<'i, 'w> Outward<'i, 'w> {
         let node = match one {
             Some(name) => Some((class, Members::One(name), 1, id)),
             None => {
-                let counted = self.busy.counts.as_ref().map_or(0, |c| c.taken_in(id));
+                let counted = self.spoken.counts.as_ref().map_or(0, |c| c.taken_in(id));
                 let taken = self.taken.get(&id).copied().unwrap_or(0) + counted as i64;
                 let supply = members.len() as i64 - taken;
                 (supply > 0).then_some((class, Members::Class(members), supply, id))
@@ -990,7 +732,7 @@ impl<'i, 'w> Outward<'i, 'w> {
     /// the claims naming `one`, and (once per slot) the waiting shapes and the rivals
     /// that fit the slot.
     fn fitted_by(&mut self, id: ClassId, one: Option<&'i str>, rows: &Rows) {
-        if let Some((server, namers)) = one.and_then(|n| self.busy.named.get_key_value(n))
+        if let Some((server, namers)) = one.and_then(|n| self.spoken.named.get_key_value(n))
             && self.shape_seen.insert(ClaimNode::Named(server))
             && !namers.is_empty()
         {
@@ -1005,8 +747,8 @@ impl<'i, 'w> Outward<'i, 'w> {
             self.take_in(number, rows);
         }
         let class = self.index.class_at(id);
-        let busy = self.busy;
-        for (r, (shape, waiter)) in busy.rivals.iter().enumerate() {
+        let spoken = self.spoken;
+        for (r, (shape, waiter)) in spoken.rivals.iter().enumerate() {
             if shape.fits(class) && self.shape_seen.insert(ClaimNode::Rival(r)) {
                 let queue = Queue::Named(std::slice::from_ref(waiter));
                 self.shapes.push((Asks::Shape(shape), 1, queue, None));
@@ -1039,15 +781,16 @@ fn waiting_shapes<'w>(
     mine: Asks<'w>,
     me: &ClaimKey,
     waiting: &'w WaitingClaims,
-    busy: &'w Busy,
+    spoken: &'w SpokenFor,
 ) -> Vec<Shape<'w>> {
     let mut not_waiting: HashMap<*const ClaimShape, i64> = HashMap::new();
-    for key in busy.placed.iter().copied().chain(std::iter::once(me)) {
+    for key in spoken.placed.iter().copied().chain(std::iter::once(me)) {
         if let Some((shape, _)) = waiting.shape_of.get(key) {
             *not_waiting.entry(Arc::as_ptr(shape)).or_default() += 1;
         }
     }
-    let counted = |shape: &Arc<ClaimShape>| busy.counts.as_ref().map_or(0, |c| c.placed_in(shape));
+    let counted =
+        |shape: &Arc<ClaimShape>| spoken.counts.as_ref().map_or(0, |c| c.placed_in(shape));
     let mut shapes = vec![(mine, 1, Queue::Picker, None)];
     let mine_shared = match mine {
         Asks::Shape(m) => waiting.waiting_as(m).map(|(k, _)| k),
@@ -1068,11 +811,11 @@ fn waiting_shapes<'w>(
             shapes.push(node);
         }
     }
-    for (shape, waiter) in &busy.rivals {
+    for (shape, waiter) in &spoken.rivals {
         let queue = Queue::Named(std::slice::from_ref(waiter));
         shapes.push((Asks::Shape(shape), 1, queue, None));
     }
-    for (server, namers) in &busy.named {
+    for (server, namers) in &spoken.named {
         let demand = namers.len() as i64;
         let node = (Asks::Server(server), demand, Queue::Named(namers), None);
         if matches!(mine, Asks::Server(m) if m == *server) {
@@ -1087,15 +830,15 @@ fn waiting_shapes<'w>(
 /// Every class of free servers with its supply (members not yet spoken for), then every
 /// free server claims name as a class of its own.
 #[cfg(debug_assertions)]
-fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i>> {
+fn free_classes<'i>(index: &'i FreeServerIndex, spoken: &SpokenFor) -> Vec<FreeClass<'i>> {
     let mut taken: HashMap<*const Class, i64> = HashMap::new();
-    for name in &busy.taken {
+    for name in &spoken.taken {
         if let Some(class) = index.class_of(name) {
             *taken.entry(class as *const Class).or_default() += 1;
         }
     }
     let mut named: HashMap<*const Class, Vec<&str>> = HashMap::new();
-    for name in busy.named.keys() {
+    for name in spoken.named.keys() {
         if let Some(class) = index.class_of(name) {
             named.entry(class as *const Class).or_default().push(name);
         }
@@ -1105,7 +848,7 @@ fn free_classes<'i>(index: &'i FreeServerIndex, busy: &Busy) -> Vec<FreeClass<'i
     for (id, class, members) in index.class_list() {
         let key = class as *const Class;
         let gone = taken.get(&key).copied().unwrap_or(0);
-        let counted = busy.counts.as_ref().map_or(0, |c| c.taken_in(id));
+        let counted = spoken.counts.as_ref().map_or(0, |c| c.taken_in(id));
         let supply = members.len() as i64 - gone - counted as i64;
         if supply > 0 {
             classes.push((class, Members::Class(members), supply, id));
@@ -1315,67 +1058,4 @@ pub fn in_fair_order(keys: &BTreeSet<ClaimKey>, waiting: &WaitingClaims) -> Vec<
         .chain(rest)
         .cloned()
         .collect()
-}
-
-/// The fair order of waiting claims: by turn, then oldest first, then namespace and name.
-///
-/// A claim's turn is its rank among its namespace's waiting claims (oldest first), plus
-/// how many claims its namespace was served since the oldest waiting claim was created
-/// (bound since then, deleted since or not, or naming a server and not yet bound: a pick
-/// in flight, a user's claim). So namespaces take turns: after a namespace is served
-/// once, every other namespace's next claim comes before its next one, however many it
-/// has waiting. The order is a function of the claim cache and of the binds of deleted
-/// claims this process saw (docs/binding.md, "The matching": what a restart forgets).
-struct FairOrder<'w> {
-    turn: HashMap<&'w ClaimKey, usize>,
-}
-
-impl<'w> FairOrder<'w> {
-    fn of(waiters: impl Iterator<Item = &'w Waiter>, waiting: &WaitingClaims) -> Self {
-        Self::of_taking(waiters, waiting, &HashMap::new())
-    }
-
-    /// The order with `in_flight` more claims per namespace taking a server than the
-    /// cache shows (this controller's picks whose writes it has not seen yet).
-    fn of_taking(
-        waiters: impl Iterator<Item = &'w Waiter>,
-        waiting: &WaitingClaims,
-        in_flight: &HashMap<&str, usize>,
-    ) -> Self {
-        let mut by_namespace: BTreeMap<&str, Vec<&Waiter>> = BTreeMap::new();
-        for w in waiters {
-            by_namespace.entry(&w.key.namespace).or_default().push(w);
-        }
-        let since = by_namespace
-            .values()
-            .flatten()
-            .map(|w| w.created)
-            .min()
-            .flatten();
-        let mut turn = HashMap::new();
-        for (namespace, mut queue) in by_namespace {
-            queue.sort();
-            let served = waiting.served.get(namespace).map_or(0, |set| match since {
-                Some(t) => set.range((t, ClaimKey::default())..).count(),
-                None => set.len(),
-            });
-            // A claim naming a free server is taking it, and queued for its turn too:
-            // counted once, by its rank.
-            let queued_taking = queue.iter().filter(|w| waiting.taking.contains(&w.key));
-            let taking = waiting.taking_in(namespace) - queued_taking.count();
-            let offset = served + taking + in_flight.get(namespace).copied().unwrap_or(0);
-            for (rank, w) in queue.into_iter().enumerate() {
-                turn.insert(&w.key, offset + rank);
-            }
-        }
-        FairOrder { turn }
-    }
-
-    fn key<'k>(&self, w: &'k Waiter) -> (usize, &'k Option<Timestamp>, &'k ClaimKey) {
-        (
-            self.turn.get(&w.key).copied().unwrap_or(0),
-            &w.created,
-            &w.key,
-        )
-    }
 }
