@@ -13,6 +13,18 @@ pub(super) struct FullFlow {
     pub(super) open_to_mine: Vec<bool>,
 }
 
+impl FullFlow {
+    /// The answers of a max flow built afresh for a network's `edges` (numbered as it is:
+    /// the picker's node first).
+    pub(super) fn new(edges: &[(usize, usize)], demand: &[i64], supply: &[i64]) -> Self {
+        let flow = MaxFlow::new(demand, supply, edges);
+        FullFlow {
+            value: flow.value(),
+            open_to_mine: flow.classes_open_to(0),
+        }
+    }
+}
+
 /// A pick's max flow, kept for the next pick whose network has the same nodes: the same
 /// waiting shapes (by row number) and classes (by slot), so the same fits (a shape's
 /// fits are the slots of its row among the classes in). Its node numbers by row number
