@@ -33,9 +33,9 @@ use crate::binding::claim_side::assumed::{
 };
 use crate::binding::claim_side::backoff::{RefusedWrites, RefusingServers};
 use crate::binding::claim_side::summaries::SummaryClock;
-use crate::binding::in_flight::InFlight;
-use crate::binding::index::is_free;
 use crate::binding::meta::{self, ClaimKey, is_controller_chosen};
+use crate::binding::placement::in_flight::InFlight;
+use crate::binding::placement::index::is_free;
 use crate::binding::placement::{
     PickInputs, Placement, first_named, first_stray, first_waiting_for,
 };

@@ -25,8 +25,8 @@ use crate::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
 use crate::api::{CachedClaim, CachedServer};
 
 use crate::binding::claim_side::assumed::claim_key;
-use crate::binding::index::is_free;
 use crate::binding::meta::{self, ClaimKey};
+use crate::binding::placement::index::is_free;
 use crate::binding::placement::{ClaimShape, first_waiting_for, in_fair_order, is_waiting};
 use crate::binding::state::evidence::can_take_back;
 use crate::binding::world::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};

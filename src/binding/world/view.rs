@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crate::api::{CachedClaim, CachedServer};
 
 use crate::binding::few::Few;
-use crate::binding::index::{FreeServerIndex, selector_keys};
 use crate::binding::meta::{self, ClaimKey};
+use crate::binding::placement::index::{FreeServerIndex, selector_keys};
 use crate::binding::placement::{PickInputs, Placement, WaitingClaims, place, place_named};
 
 /// Whether absences in the view are confirmed by a live read.

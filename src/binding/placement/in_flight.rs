@@ -16,9 +16,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::binding::claim_side::assumed::AssumedChoices;
-use crate::binding::index::{ClassId, FreeServerIndex};
 use crate::binding::meta::ClaimKey;
-use crate::binding::shape::{ClaimShape, FastMap, address};
+use crate::binding::placement::index::{ClassId, FreeServerIndex};
+use crate::binding::placement::shape::{ClaimShape, FastMap, address};
 
 /// The shape a claim waits under, as the waiting claims share it (`None`: not waiting).
 pub type ShapeOf<'a> = &'a dyn Fn(&ClaimKey) -> Option<&'a Arc<ClaimShape>>;
@@ -165,28 +165,28 @@ impl InFlight {
     }
 
     /// Whether these counts describe `index` (its current epoch).
-    pub(super) fn describes(&self, index: &FreeServerIndex) -> bool {
+    pub fn describes(&self, index: &FreeServerIndex) -> bool {
         self.epoch == index.slots().0
     }
 
     /// Assumed servers counted in class `id`.
-    pub(super) fn taken_in(&self, id: ClassId) -> usize {
+    pub fn taken_in(&self, id: ClassId) -> usize {
         self.by_class.get(&id).copied().unwrap_or(0)
     }
 
     /// Assumed claims counted as waiting in `shape`.
-    pub(super) fn placed_in(&self, shape: &Arc<ClaimShape>) -> usize {
+    pub fn placed_in(&self, shape: &Arc<ClaimShape>) -> usize {
         self.by_shape.get(&address(shape)).copied().unwrap_or(0)
     }
 
     /// The free members of class `id` that no pick holds, lowest name first.
-    pub(super) fn open_in(&self, id: ClassId) -> impl Iterator<Item = &str> {
+    pub fn open_in(&self, id: ClassId) -> impl Iterator<Item = &str> {
         self.open.get(&id).into_iter().flatten().map(String::as_str)
     }
 
     /// What the assumption on `server` was counted in: its class, and whether its claim
     /// was waiting in `shape`.
-    pub(super) fn counted_on(&self, server: &str) -> Option<(Option<ClassId>, Option<usize>)> {
+    pub fn counted_on(&self, server: &str) -> Option<(Option<ClassId>, Option<usize>)> {
         let c = self.counted.get(server)?;
         Some((c.class, c.shape.as_ref().map(address)))
     }

@@ -41,11 +41,11 @@ pub fn selector_keys(selector: &ServerSelector) -> impl Iterator<Item = &str> {
 
 /// What every claim with tracked selector keys sees of a server.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Class {
+pub struct Class {
     /// The server's labels restricted to the tracked keys.
-    pub(super) labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
     /// Sorted and deduplicated, so two servers with the same taints share a class.
-    pub(super) taints: Vec<Taint>,
+    pub taints: Vec<Taint>,
 }
 
 impl Class {
@@ -83,7 +83,7 @@ pub struct FreeServerIndex {
 }
 
 /// A class's place in [`FreeServerIndex`]'s slots, stable within an epoch.
-pub(super) type ClassId = usize;
+pub type ClassId = usize;
 
 #[derive(Clone, Debug)]
 struct Slot {
@@ -264,7 +264,7 @@ impl FreeServerIndex {
     /// The classes with free members, with their ids, in the order of their slots: what
     /// placement computes from them (flow values, candidates sorted by name) does not
     /// depend on it.
-    pub(super) fn class_list(&self) -> impl Iterator<Item = (ClassId, &Class, &BTreeSet<String>)> {
+    pub fn class_list(&self) -> impl Iterator<Item = (ClassId, &Class, &BTreeSet<String>)> {
         let slots = self.slots.iter().enumerate();
         slots
             .filter(|(_, s)| !s.members.is_empty())
@@ -273,34 +273,34 @@ impl FreeServerIndex {
 
     /// The epoch the slots belong to, and how many there are: slots `0..count` of this
     /// epoch never change their class.
-    pub(super) fn slots(&self) -> (u64, usize) {
+    pub fn slots(&self) -> (u64, usize) {
         (self.epoch, self.slots.len())
     }
 
     /// The class in slot `id` (with free members or not).
-    pub(super) fn class_at(&self, id: ClassId) -> &Class {
+    pub fn class_at(&self, id: ClassId) -> &Class {
         &self.slots[id].class
     }
 
     /// The free members of slot `id` (none when its class has none).
-    pub(super) fn members_at(&self, id: ClassId) -> &BTreeSet<String> {
+    pub fn members_at(&self, id: ClassId) -> &BTreeSet<String> {
         &self.slots[id].members
     }
 
     /// The slots whose class carries `value` for `key` (with free members or not), in
     /// order: the only slots a selector pinning that value alone can fit.
-    pub(super) fn slots_with(&self, key: &str, value: &str) -> &[ClassId] {
+    pub fn slots_with(&self, key: &str, value: &str) -> &[ClassId] {
         let slots = self.by_label.get(key).and_then(|values| values.get(value));
         slots.map_or(&[], Vec::as_slice)
     }
 
     /// The class of a free server (`None`: not in the index).
-    pub(super) fn class_of(&self, name: &str) -> Option<&Class> {
+    pub fn class_of(&self, name: &str) -> Option<&Class> {
         self.class_id_of(name).map(|id| self.class_at(id))
     }
 
     /// The slot of a free server's class.
-    pub(super) fn class_id_of(&self, name: &str) -> Option<ClassId> {
+    pub fn class_id_of(&self, name: &str) -> Option<ClassId> {
         self.class_of.get(name).copied()
     }
 

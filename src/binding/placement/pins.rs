@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use crate::api::SelectorOperator;
 
-use crate::binding::shape::{ClaimShape, FastMap, address};
+use crate::binding::placement::shape::{ClaimShape, FastMap, address};
 
 /// The (key, value) pairs one requirement of the shape's selector pins a server to (a
 /// `matchLabels` entry, or an `In`'s values): a server fits only if it has one of them.
 /// `None`: the selector pins nothing (no selector, or only `NotIn`, `Exists`,
 /// `DoesNotExist`). The pairs are all of one key.
-pub(super) fn pins(shape: &ClaimShape) -> Option<Vec<(String, String)>> {
+pub fn pins(shape: &ClaimShape) -> Option<Vec<(String, String)>> {
     let selector = shape.selector.as_ref()?;
     if let Some((k, v)) = selector.match_labels.iter().next() {
         return Some(vec![(k.clone(), v.clone())]);
@@ -35,13 +35,13 @@ pub(super) fn pins(shape: &ClaimShape) -> Option<Vec<(String, String)>> {
 /// while it is filed). The pairs, which tenants choose, are hashed by SipHash; the
 /// addresses, which they do not, by foldhash.
 #[derive(Clone, Debug, Default)]
-pub(super) struct ShapesByPin {
+pub struct ShapesByPin {
     pinned: HashMap<String, HashMap<String, FastMap<usize, Arc<ClaimShape>>>>,
     unpinned: FastMap<usize, Arc<ClaimShape>>,
 }
 
 impl ShapesByPin {
-    pub(super) fn insert(&mut self, shape: &Arc<ClaimShape>) {
+    pub fn insert(&mut self, shape: &Arc<ClaimShape>) {
         let address = address(shape);
         match pins(shape) {
             Some(pins) => {
@@ -56,7 +56,7 @@ impl ShapesByPin {
         }
     }
 
-    pub(super) fn remove(&mut self, shape: &Arc<ClaimShape>) {
+    pub fn remove(&mut self, shape: &Arc<ClaimShape>) {
         let address = address(shape);
         let Some(pins) = pins(shape) else {
             self.unpinned.remove(&address);
@@ -81,7 +81,7 @@ impl ShapesByPin {
     /// The shapes that could fit servers with these `labels`: those pinning a pair the
     /// labels carry, then every shape pinning none. Each once: a shape's pins are all of
     /// one key, and the labels carry one value per key.
-    pub(super) fn could_fit<'a>(
+    pub fn could_fit<'a>(
         &'a self,
         labels: &'a BTreeMap<String, String>,
     ) -> impl Iterator<Item = &'a Arc<ClaimShape>> {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::api::{CachedClaim, CachedServer, ServerSelector, Toleration};
 
-use crate::binding::index::Class;
 use crate::binding::meta;
+use crate::binding::placement::index::Class;
 use crate::binding::selector::{first_untolerated, selector_matches};
 use crate::binding::state::eligibility::server_is_claimable;
 
@@ -33,7 +33,7 @@ impl ClaimShape {
     }
 
     /// Whether this server, claimable, can serve claims of this shape (its full labels).
-    pub(super) fn fits_server(&self, server: &CachedServer) -> bool {
+    pub fn fits_server(&self, server: &CachedServer) -> bool {
         server_is_claimable(server).is_ok()
             && first_untolerated(&server.spec.taints, &self.tolerations).is_none()
             && self
@@ -44,7 +44,7 @@ impl ClaimShape {
 
     /// Whether every server of `class` can serve claims of this shape. Exact when the
     /// index tracks every key of the selector ([`FreeServerIndex::tracks`]).
-    pub(super) fn fits(&self, class: &Class) -> bool {
+    pub fn fits(&self, class: &Class) -> bool {
         first_untolerated(&class.taints, &self.tolerations).is_none()
             && self
                 .selector
@@ -55,7 +55,7 @@ impl ClaimShape {
 
 /// The address of a shared shape: what names it (while it is held) in the fit rows, the
 /// pin filings and the counts of picks in flight.
-pub(super) fn address(shape: &Arc<ClaimShape>) -> usize {
+pub fn address(shape: &Arc<ClaimShape>) -> usize {
     Arc::as_ptr(shape) as usize
 }
 
@@ -63,5 +63,5 @@ pub(super) fn address(shape: &Arc<ClaimShape>) -> usize {
 /// indexes): hashed by foldhash, several times cheaper than SipHash on such keys.
 /// Maps keyed by names or label values, which tenants choose, keep SipHash, whose
 /// seeded keys resist collisions forced on purpose.
-pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-pub(super) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
