@@ -51,7 +51,7 @@ use crate::binding::protocol::winner::{Admit, Turn, pick_or_turn, turn_on};
 use crate::binding::state::eligibility::{RefMatch, ref_match};
 use crate::binding::state::evidence::pair_agrees;
 use crate::binding::state::gates::{self, BoundClass, ClassGatesRule, cleaning_took};
-use crate::binding::wakeups::{Triggers, Wake};
+use crate::binding::wakeups::{ResyncCursor, Triggers, Wake};
 use crate::binding::world::classes::{ClassCatalog, ClassCheck, rebase, without_servers};
 use crate::binding::world::quota::{
     self, Charge, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck,
@@ -742,12 +742,12 @@ impl Binder {
     }
 
     /// One step of the controllers' start ([`crate::binding::wakeups::on_start_step`]).
-    pub fn start_step(&self, cursor: &mut super::ResyncCursor, share: usize) -> Option<Wake> {
+    pub fn start_step(&self, cursor: &mut ResyncCursor, share: usize) -> Option<Wake> {
         crate::binding::wakeups::on_start_step(&self.servers, &self.claims, cursor, share)
     }
 
     /// One tick of the periodic resync ([`crate::binding::wakeups::on_resync_tick`]).
-    pub fn resync_tick(&self, cursor: &mut super::ResyncCursor, ticks: u32) -> Wake {
+    pub fn resync_tick(&self, cursor: &mut ResyncCursor, ticks: u32) -> Wake {
         crate::binding::wakeups::on_resync_tick(&self.servers, &self.claims, cursor, ticks)
     }
 

@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::binding::meta::ClaimKey;
-use crate::binding::protocol::coalesce::summary_write_delay;
 
 /// Entries kept before the first sweep of old ones.
 const FIRST_SWEEP: usize = 1024;
@@ -74,6 +73,13 @@ fn elapsed(then: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(now.duration_since(then)).unwrap_or(Duration::ZERO)
 }
 
+/// How long a summary refresh waits, given how long ago this process last wrote the
+/// claim's summary (`None`: not since it started): `None` to write now.
+pub fn summary_write_delay(since_last: Option<Duration>, interval: Duration) -> Option<Duration> {
+    let since_last = since_last?;
+    (since_last < interval).then(|| interval - since_last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +117,31 @@ mod tests {
             clock.wrote(&ClaimKey::of("ns", &format!("c{i}")), at(1));
         }
         assert!(clock.len() <= FIRST_SWEEP, "swept");
+    }
+
+    const TEN: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn the_first_summary_and_a_late_one_are_written_at_once() {
+        assert_eq!(summary_write_delay(None, TEN), None);
+        assert_eq!(summary_write_delay(Some(TEN), TEN), None);
+        assert_eq!(
+            summary_write_delay(Some(Duration::from_secs(11)), TEN),
+            None
+        );
+    }
+
+    #[test]
+    fn an_early_refresh_waits_out_the_interval() {
+        let delay = summary_write_delay(Some(Duration::from_secs(3)), TEN);
+        assert_eq!(delay, Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn a_zero_interval_never_waits() {
+        assert_eq!(
+            summary_write_delay(Some(Duration::ZERO), Duration::ZERO),
+            None
+        );
     }
 }

@@ -8,7 +8,6 @@
 //! Everything else is written at once: a claim's first Pending status, a pick, a bind, a
 //! loss, a user's ref that cannot be served.
 
-use std::time::Duration;
 
 use crate::api::{CachedClaim, ClaimPhase, ServerClaimStatus};
 
@@ -34,42 +33,4 @@ pub fn is_summary_refresh(claim: &CachedClaim, plan: &ClaimPlan) -> bool {
         && plan.confirm_server.is_none()
         && shows_summary(plan.status.as_ref())
         && shows_summary(claim.status.as_ref())
-}
-
-/// How long a summary refresh waits, given how long ago this process last wrote the
-/// claim's summary (`None`: not since it started): `None` to write now.
-pub fn summary_write_delay(since_last: Option<Duration>, interval: Duration) -> Option<Duration> {
-    let since_last = since_last?;
-    (since_last < interval).then(|| interval - since_last)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const TEN: Duration = Duration::from_secs(10);
-
-    #[test]
-    fn the_first_summary_and_a_late_one_are_written_at_once() {
-        assert_eq!(summary_write_delay(None, TEN), None);
-        assert_eq!(summary_write_delay(Some(TEN), TEN), None);
-        assert_eq!(
-            summary_write_delay(Some(Duration::from_secs(11)), TEN),
-            None
-        );
-    }
-
-    #[test]
-    fn an_early_refresh_waits_out_the_interval() {
-        let delay = summary_write_delay(Some(Duration::from_secs(3)), TEN);
-        assert_eq!(delay, Some(Duration::from_secs(7)));
-    }
-
-    #[test]
-    fn a_zero_interval_never_waits() {
-        assert_eq!(
-            summary_write_delay(Some(Duration::ZERO), Duration::ZERO),
-            None
-        );
-    }
 }
