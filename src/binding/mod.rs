@@ -14,13 +14,12 @@ pub mod placement;
 pub mod protocol;
 mod selector;
 pub mod state;
+pub mod steps;
 pub mod wakeups;
 pub mod world;
 
-pub use binder::{
-    Binder, BinderConfig, ClaimDecider, ClaimStep, ClaimWork, ObjectWrite, Rules, ServerDecider,
-    ServerStep, ServerWork, Sight,
-};
+pub use binder::{Binder, Feed};
+pub use claim_side::ClaimSide;
 pub use claim_side::assumed::{AssumedChoices, claim_key};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase, Repairer};
 pub use meta::{ClaimKey, claim_ref_of, is_controller_chosen};
@@ -45,7 +44,12 @@ pub use state::status::{
     BoundCondition, OWN_CONDITIONS, claim_phase, claim_status_after, find_bound, server_phase,
     server_status_after,
 };
+pub use steps::{
+    BinderConfig, ClaimDecider, ClaimStep, ClaimWork, LiveClaim, LiveServer, ObjectWrite, Rules,
+    ServerDecider, ServerStep, ServerWork, Sight, claim_step_reading, server_step_reading,
+};
 pub use wakeups::{ResyncCursor, Triggers, Wake};
 pub use world::view::{
     ClaimCatalog, ClaimView, Liveness, ServerCatalog, ServerView, WithLiveClaim, WithLiveServer,
 };
+pub use world::{Listing, World};

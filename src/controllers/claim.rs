@@ -183,7 +183,8 @@ fn count_quota_refusal(claim: &CachedClaim, work: &ClaimWork, ctx: &Context) {
     let before = conditions.and_then(find_bound).map(|c| c.reason.as_str());
     if before != Some(QUOTA_EXCEEDED) {
         let binder = ctx.caches.read();
-        ctx.metrics.quota_refused(binder.classes(), &full.class);
+        ctx.metrics
+            .quota_refused(binder.world().classes(), &full.class);
     }
 }
 

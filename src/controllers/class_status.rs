@@ -34,8 +34,9 @@ async fn recount(ctx: &Context) {
     // Each class as the cache shows it, and as counted.
     let changed: Vec<(Arc<ServerClass>, ServerClass)> = {
         let binder = ctx.caches.read();
-        let servers = binder.servers();
+        let servers = binder.world().servers();
         binder
+            .world()
             .classes()
             .iter()
             .filter_map(|class| {

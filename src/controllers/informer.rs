@@ -16,10 +16,10 @@ use std::time::Instant;
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event, watcher};
-use kube::{Api, ResourceExt};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -30,8 +30,8 @@ use crate::api::{
     CachedClaim, CachedObject, CachedServer, Projected, ServerClass, ServerQuota, Trimmed,
 };
 use crate::binding::{
-    Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, ObjectWrite, ResyncCursor, Rules, Sight,
-    Wake, claim_key,
+    Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, Feed, ObjectWrite, ResyncCursor, Rules,
+    Sight, Wake,
 };
 use k8s_openapi::api::core::v1::Namespace;
 
@@ -129,7 +129,8 @@ impl Caches {
         live: Option<(&str, Option<&CachedServer>)>,
     ) -> ClaimStep {
         let mut binder = self.binder.write();
-        let step = binder.reconcile_claim(claim, live, Sight::All, Timestamp::now());
+        let step = binder.claim_step(claim, live, Sight::All, Timestamp::now());
+        binder.start(claim, &step);
         if let ClaimStep::Act(work) = &step {
             let wakes = work.wakes.clone();
             self.wake(binder, wakes);
@@ -248,7 +249,7 @@ impl Caches {
     /// ([`Binder::start_step`]); false once every object was woken.
     pub fn start_step(&self, cursor: &mut ResyncCursor, share: usize) -> bool {
         let binder = self.binder.read();
-        let Some(wake) = binder.start_step(cursor, share) else {
+        let Some(wake) = binder.world().start_step(cursor, share) else {
             return false;
         };
         self.wake(binder, wake);
@@ -268,7 +269,7 @@ impl Caches {
     /// Wakes the next share of the periodic resync ([`Binder::resync_tick`]).
     pub fn resync_tick(&self, cursor: &mut ResyncCursor, ticks: u32) {
         let binder = self.binder.read();
-        let wake = binder.resync_tick(cursor, ticks);
+        let wake = binder.world().resync_tick(cursor, ticks);
         self.wake(binder, wake);
     }
 
@@ -279,7 +280,7 @@ impl Caches {
         if wake.is_empty() {
             return;
         }
-        let claims = binder.in_order(&wake);
+        let claims = binder.world().in_order(&wake);
         drop(binder);
         self.send(claims, wake.servers);
     }
@@ -330,7 +331,7 @@ enum Kind {
 async fn watch<K>(client: kube::Client, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
 where
     K: kube::Resource<DynamicType = ()> + Read + Clone + Debug + Send + Sync + 'static,
-    Binder: Applies<K>,
+    Binder: Feed<K> + Recounts<K>,
 {
     let api = Api::<K::Wire>::all(client);
     let mut events = watcher(api, watcher::Config::default())
@@ -359,7 +360,7 @@ where
                 };
                 binder.apply(new)
             }
-            Event::Delete(obj) => binder.apply_deleted(Arc::new(obj)),
+            Event::Delete(obj) => binder.delete(Arc::new(obj)),
             Event::Init | Event::InitApply(_) => continue,
             Event::InitDone => {
                 let wake = binder.relist(store.state());
@@ -414,10 +415,10 @@ fn cached_event<K: Read>(event: Event<K::Wire>) -> Event<K> {
 
 /// Whether a watch event calls for the quotas' recount: a claim gone (its charge may
 /// free), the claims or quotas listed again, or a quota with work for the recount as
-/// the binder sees it ([`Binder::quota_wants_recount`]).
+/// the binder sees it ([`crate::binding::World::quota_wants_recount`]).
 fn wants_recount<K>(kind: Kind, event: &Event<K>, binder: &Binder) -> bool
 where
-    Binder: Applies<K>,
+    Binder: Recounts<K>,
 {
     match (kind, event) {
         (Kind::Claims | Kind::Quotas, Event::InitDone) | (Kind::Claims, Event::Delete(_)) => true,
@@ -426,92 +427,22 @@ where
     }
 }
 
-/// How `watch` feeds one kind to the binder.
-trait Applies<K> {
-    fn apply(&mut self, obj: Arc<K>) -> Wake;
-    fn apply_deleted(&mut self, last: Arc<K>) -> Wake;
-    fn relist(&mut self, all: Vec<Arc<K>>) -> Wake;
-    /// Whether this object, changed, calls for the quotas' recount.
+/// Whether a changed object of this kind calls for the quotas' recount: a quota with
+/// work for the recount as the binder sees it ([`crate::binding::World::quota_wants_recount`]).
+trait Recounts<K> {
     fn wants_recount(&self, _obj: &K) -> bool {
         false
     }
 }
 
-impl Applies<CachedServer> for Binder {
-    fn apply(&mut self, obj: Arc<CachedServer>) -> Wake {
-        let name = crate::binding::meta::name(&*obj).to_string();
-        self.apply_server(&name, Some(obj))
-    }
-    fn apply_deleted(&mut self, last: Arc<CachedServer>) -> Wake {
-        self.apply_server_deleted(last)
-    }
-    fn relist(&mut self, all: Vec<Arc<CachedServer>>) -> Wake {
-        self.relist_servers(all)
-    }
-}
+impl Recounts<CachedServer> for Binder {}
+impl Recounts<CachedClaim> for Binder {}
+impl Recounts<ServerClass> for Binder {}
+impl Recounts<Namespace> for Binder {}
 
-impl Applies<CachedClaim> for Binder {
-    fn apply(&mut self, obj: Arc<CachedClaim>) -> Wake {
-        let key = claim_key(&obj);
-        self.apply_claim(&key, Some(obj))
-    }
-    fn apply_deleted(&mut self, last: Arc<CachedClaim>) -> Wake {
-        self.apply_claim_deleted(last)
-    }
-    fn relist(&mut self, all: Vec<Arc<CachedClaim>>) -> Wake {
-        self.relist_claims(all)
-    }
-}
-
-impl Applies<ServerClass> for Binder {
-    fn apply(&mut self, obj: Arc<ServerClass>) -> Wake {
-        let name = crate::binding::meta::name(&*obj).to_string();
-        self.apply_class(&name, Some(obj))
-    }
-    fn apply_deleted(&mut self, last: Arc<ServerClass>) -> Wake {
-        self.apply_class(crate::binding::meta::name(&*last), None)
-    }
-    fn relist(&mut self, all: Vec<Arc<ServerClass>>) -> Wake {
-        self.relist_classes(all)
-    }
-}
-
-impl Applies<ServerQuota> for Binder {
-    fn apply(&mut self, obj: Arc<ServerQuota>) -> Wake {
-        let (namespace, name) = (
-            crate::binding::meta::namespace(&*obj),
-            crate::binding::meta::name(&*obj),
-        );
-        let (namespace, name) = (namespace.to_string(), name.to_string());
-        self.apply_quota(&namespace, &name, Some(obj))
-    }
-    fn apply_deleted(&mut self, last: Arc<ServerQuota>) -> Wake {
-        let namespace = crate::binding::meta::namespace(&*last);
-        self.apply_quota(namespace, crate::binding::meta::name(&*last), None)
-    }
-    fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
-        self.relist_quotas(all)
-    }
+impl Recounts<ServerQuota> for Binder {
     fn wants_recount(&self, quota: &ServerQuota) -> bool {
-        self.quota_wants_recount(quota)
-    }
-}
-
-/// Namespaces matter only for their labels: a class's `namespaceSelector` reads them.
-impl Applies<Namespace> for Binder {
-    fn apply(&mut self, obj: Arc<Namespace>) -> Wake {
-        let name = crate::binding::meta::name(&*obj);
-        self.apply_namespace(name, Some(obj.labels().clone()))
-    }
-    fn apply_deleted(&mut self, last: Arc<Namespace>) -> Wake {
-        self.apply_namespace(crate::binding::meta::name(&*last), None)
-    }
-    fn relist(&mut self, all: Vec<Arc<Namespace>>) -> Wake {
-        let labels = all.iter().map(|n| {
-            let name = crate::binding::meta::name(&**n).to_string();
-            (name, n.labels().clone())
-        });
-        self.relist_namespaces(labels.collect())
+        self.world().quota_wants_recount(quota)
     }
 }
 

@@ -49,14 +49,15 @@ async fn recount_all(ctx: &Context) -> Option<Duration> {
     let seen: Vec<Seen> = {
         let binder = ctx.caches.read();
         binder
+            .world()
             .quotas()
             .iter()
             .map(|quota| {
                 let namespace = meta::namespace(&**quota);
-                let unread = unconfirmed(quota, &|c| binder.shows_charged(namespace, c));
+                let unread = unconfirmed(quota, &|c| binder.world().shows_charged(namespace, c));
                 Seen {
                     unread: unread.into_iter().cloned().collect(),
-                    holders: binder.quota_holders(namespace),
+                    holders: binder.world().quota_holders(namespace),
                     quota: (**quota).clone(),
                 }
             })

@@ -83,7 +83,7 @@ fn decide(
 ) -> ServerStep {
     ctx.caches
         .read()
-        .reconcile_server(server, live, Timestamp::now())
+        .server_step(None, server, live, Timestamp::now())
 }
 
 /// Writes the plan (object, then status), each write a patch from the server as read

@@ -55,10 +55,13 @@ pub async fn bind(
 async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
     let binder = e.caches.read();
     e.metrics
-        .refresh_inventory(binder.claims(), binder.servers());
-    e.metrics
-        .refresh_classes(binder.classes(), binder.claims(), binder.servers());
-    e.metrics.refresh_quotas(binder.quotas());
+        .refresh_inventory(binder.world().claims(), binder.world().servers());
+    e.metrics.refresh_classes(
+        binder.world().classes(),
+        binder.world().claims(),
+        binder.world().servers(),
+    );
+    e.metrics.refresh_quotas(binder.world().quotas());
     drop(binder);
     (
         [(

@@ -843,8 +843,7 @@ fn only_the_first_of_many_claims_naming_a_server_has_its_turn() {
             status_interval: std::time::Duration::from_secs(10),
             release_gates: vec![],
         },
-        vec![server("s1")],
-        all.clone(),
+        Listing::of(vec![server("s1")], all.clone()),
         now().0,
     );
     assert!(!binder.has_turn(&namers[0], "s1", now().0), "a needs s1");
@@ -858,8 +857,7 @@ fn only_the_first_of_many_claims_naming_a_server_has_its_turn() {
             status_interval: std::time::Duration::from_secs(10),
             release_gates: vec![],
         },
-        vec![server("s1"), server("s2")],
-        all,
+        Listing::of(vec![server("s1"), server("s2")], all),
         now().0,
     );
     assert!(binder.has_turn(&namers[0], "s1", now().0));
@@ -888,14 +886,14 @@ fn a_pre_bound_this_controller_did_not_pick_is_taken_up_in_its_turn() {
     );
 
     let mut binder = listed(vec![server("s1")], vec![c.clone()]);
-    let ClaimStep::Act(work) = binder.reconcile_claim(&c, None, Sight::All, now().0) else {
+    let ClaimStep::Act(work) = reconcile_claim(&mut binder, &c, None, Sight::All, now().0) else {
         panic!("a step")
     };
     assert_eq!(work.picked.as_deref(), Some("s1"));
     assert!(work.wakes.servers.contains("s1"), "{:?}", work.wakes);
-    assert!(binder.assumed().holds("s1", &claim_key(&c)));
+    assert!(binder.claim_side().assumed.holds("s1", &claim_key(&c)));
     // Taken up, it is a pick in flight like any other.
-    let ClaimStep::Act(work) = binder.reconcile_claim(&c, None, Sight::All, now().0) else {
+    let ClaimStep::Act(work) = reconcile_claim(&mut binder, &c, None, Sight::All, now().0) else {
         panic!("a step")
     };
     assert_eq!(
@@ -913,7 +911,7 @@ fn a_pre_bound_out_of_its_turn_is_withdrawn_and_wins_nothing() {
     let a = claim("a").created(1);
     let t = in_namespace(claim("t").chose("s1").created(2), "team-b");
     let binder = listed(vec![server("s1")], vec![a.clone(), t.clone()]);
-    let ClaimStep::Act(work) = binder.plan_claim(&t, None, Sight::All, now().0) else {
+    let ClaimStep::Act(work) = binder.claim_step(&t, None, Sight::All, now().0) else {
         panic!("a step")
     };
     let ClaimDecision::WithdrawOutOfTurn {
@@ -931,11 +929,11 @@ fn a_pre_bound_out_of_its_turn_is_withdrawn_and_wins_nothing() {
     let note = &work.plan.event.as_ref().unwrap().note;
     assert!(note.contains(&format!("{NS}/a")), "{note}");
 
-    let ServerStep::Act(work) = binder.reconcile_server(&server("s1"), None, now().0) else {
+    let ServerStep::Act(work) = binder.server_step(None, &server("s1"), None, now().0) else {
         panic!("a step")
     };
     assert_eq!(work.decision, ServerDecision::Available);
-    let ClaimStep::Act(work) = binder.plan_claim(&a, None, Sight::All, now().0) else {
+    let ClaimStep::Act(work) = binder.claim_step(&a, None, Sight::All, now().0) else {
         panic!("a step")
     };
     assert_eq!(
@@ -954,7 +952,7 @@ fn a_claim_waiting_its_turn_drops_a_stale_pre_bound() {
         .into_iter()
         .collect();
     let binder = listed(vec![server("s1")], vec![a, t.clone()]);
-    let ClaimStep::Act(work) = binder.plan_claim(&t, None, Sight::All, now().0) else {
+    let ClaimStep::Act(work) = binder.claim_step(&t, None, Sight::All, now().0) else {
         panic!("a step")
     };
     assert!(matches!(work.decision, ClaimDecision::WaitForTurn { .. }));

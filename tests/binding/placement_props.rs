@@ -162,12 +162,9 @@ impl Driver {
     fn batch(&mut self, names: &[String]) -> bool {
         let mut decided = Vec::new();
         for name in names {
-            let claims = self.binder.claims();
+            let claims = self.binder.world().claims();
             let claim = claims.claim(NS, name).expect("in the snapshot").clone();
-            match self
-                .binder
-                .reconcile_claim(&claim, None, Sight::All, now().0)
-            {
+            match reconcile_claim(&mut self.binder, &claim, None, Sight::All, now().0) {
                 ClaimStep::Act(work) => decided.push((claim, work)),
                 ClaimStep::ReadServer(_) => panic!("no server is deleted here"),
                 ClaimStep::Idle | ClaimStep::Wait { .. } => {}
@@ -205,9 +202,9 @@ impl Driver {
             }
         }
         let servers = self.truth.servers.values().cloned().map(Arc::new);
-        self.binder.relist_servers(servers.collect());
+        self.binder.relist(servers.collect::<Vec<_>>());
         let claims = self.truth.claims.values().cloned().map(Arc::new);
-        self.binder.relist_claims(claims.collect());
+        self.binder.relist(claims.collect::<Vec<_>>());
         changed
     }
 }

@@ -45,9 +45,7 @@ fn with_quota_counted(
             .collect(),
         ..ServerQuotaStatus::default()
     });
-    binder
-        .listed_with_classes([gpu], Default::default())
-        .listed_with_quotas([q])
+    with_classes_and_quotas(binder, vec![gpu], vec![q])
 }
 
 fn gpu(claim: CachedClaim) -> CachedClaim {
@@ -57,14 +55,16 @@ fn gpu(claim: CachedClaim) -> CachedClaim {
 }
 
 fn step(binder: &Binder, claim: &CachedClaim) -> ClaimWork {
-    match binder.plan_claim_reading(claim, |_| None, Sight::All, now().0) {
+    let step = |live: LiveServer<'_>| binder.claim_step(claim, live, Sight::All, now().0);
+    match claim_step_reading(step, |_| None) {
         ClaimStep::Act(work) => *work,
         other => panic!("expected writes, got {other:?}"),
     }
 }
 
 fn server_decision(binder: &Binder, server: &CachedServer) -> ServerDecision {
-    match binder.reconcile_server_reading(server, |_| None, now().0) {
+    let step = |live: LiveClaim<'_>| binder.server_step(None, server, live, now().0);
+    match server_step_reading(step, |_| None) {
         ServerStep::Act(work) => work.decision,
         other => panic!("expected a decision, got {other:?}"),
     }
@@ -210,7 +210,7 @@ fn a_bound_claim_keeps_its_server_over_a_lowered_quota() {
 fn before_the_charge() -> (Binder, ServerQuota) {
     let a = gpu(claim("a")).chose("s1");
     let binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
-    let mut charged = (**binder.quotas().quota(NS, "q").unwrap()).clone();
+    let mut charged = (**binder.world().quotas().quota(NS, "q").unwrap()).clone();
     charged.status.as_mut().unwrap().charged.push(QuotaCharge {
         class: "gpu".into(),
         claim: "a".into(),
@@ -222,12 +222,12 @@ fn before_the_charge() -> (Binder, ServerQuota) {
 #[test]
 fn a_charge_wakes_the_claim_and_the_server_it_names() {
     let (mut binder, charged) = before_the_charge();
-    let wake = binder.apply_quota(NS, "q", Some(Arc::new(charged)));
+    let wake = binder.apply(Arc::new(charged));
     assert!(wake.claims.contains(&ClaimKey::of(NS, "a")));
     assert!(wake.servers.contains("s1"));
     // A quota change that moves nobody wakes nobody.
-    let again = binder.quotas().quota(NS, "q").cloned();
-    assert!(binder.apply_quota(NS, "q", again).is_empty());
+    let again = binder.world().quotas().quota(NS, "q").cloned().unwrap();
+    assert!(binder.apply(again).is_empty());
 }
 
 /// A relist brings the charge with no event of its own (a watch that expired and
@@ -236,16 +236,17 @@ fn a_charge_wakes_the_claim_and_the_server_it_names() {
 #[test]
 fn a_charge_a_relist_brings_wakes_the_claim_and_the_server_it_names() {
     let (mut binder, charged) = before_the_charge();
-    let wake = binder.relist_quotas(vec![Arc::new(charged)]);
+    let wake = binder.relist(vec![Arc::new(charged)]);
     assert!(wake.claims.contains(&ClaimKey::of(NS, "a")), "{wake:?}");
     assert!(wake.servers.contains("s1"), "{wake:?}");
     let again: Vec<_> = binder
+        .world()
         .quotas()
         .quota(NS, "q")
         .cloned()
         .into_iter()
         .collect();
-    assert!(binder.relist_quotas(again).is_empty());
+    assert!(binder.relist(again).is_empty());
 }
 
 /// A claim the default class applies to, whose name is not written yet, is not bound
@@ -268,9 +269,7 @@ fn a_claim_of_the_default_class_is_not_bound_before_it_is_charged() {
         },
     );
     q.metadata.namespace = Some(NS.into());
-    let binder = listed(vec![server("s1")], vec![a])
-        .listed_with_classes([gpu], Default::default())
-        .listed_with_quotas([q]);
+    let binder = with_classes_and_quotas(listed(vec![server("s1")], vec![a]), vec![gpu], vec![q]);
     assert_eq!(
         server_decision(&binder, &server("s1")),
         ServerDecision::Available

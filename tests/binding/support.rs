@@ -1,6 +1,9 @@
 //! The fixture builder (tests/common/fixtures.rs, re-exported here), and shorthands for
 //! deciding on a small world.
 
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
 use server_binder::api::*;
 use server_binder::binding::state::gates;
 use server_binder::binding::*;
@@ -91,7 +94,32 @@ pub fn listed(servers: Vec<CachedServer>, claims: Vec<CachedClaim>) -> Binder {
         status_interval: std::time::Duration::from_secs(10),
         release_gates: vec![],
     };
-    Binder::listed(Rules::real(), config, servers, claims, now().0)
+    Binder::listed(Rules::real(), config, Listing::of(servers, claims), now().0)
+}
+
+/// `binder` after its watches listed these classes and quotas too.
+pub fn with_classes_and_quotas(
+    mut binder: Binder,
+    classes: Vec<ServerClass>,
+    quotas: Vec<ServerQuota>,
+) -> Binder {
+    binder.relist(classes.into_iter().map(Arc::new).collect::<Vec<_>>());
+    binder.relist(quotas.into_iter().map(Arc::new).collect::<Vec<_>>());
+    binder
+}
+
+/// A claim's step, started at once: the claim controller's reconcile under the
+/// binder's lock.
+pub fn reconcile_claim(
+    binder: &mut Binder,
+    claim: &CachedClaim,
+    live: LiveServer<'_>,
+    sight: Sight,
+    now: Timestamp,
+) -> ClaimStep {
+    let step = binder.claim_step(claim, live, sight, now);
+    binder.start(claim, &step);
+    step
 }
 
 /// The same after a live read confirmed what the view says.

@@ -264,9 +264,11 @@ pub fn fresh_binder(truth: &Truth, rules: Rules) -> Binder {
         status_interval: Duration::ZERO,
         release_gates: Vec::new(),
     };
-    let servers = truth.servers.values().cloned();
-    let claims = truth.claims.values().cloned();
-    Binder::listed(rules, config, servers, claims, now().0)
+    let listing = Listing::of(
+        truth.servers.values().cloned(),
+        truth.claims.values().cloned(),
+    );
+    Binder::listed(rules, config, listing, now().0)
 }
 
 fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
@@ -275,8 +277,10 @@ fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) ->
     };
     let mut binder = fresh_binder(truth, Rules::real());
     let read = |server: &str| truth.servers.get(server).cloned();
-    let ClaimStep::Act(work) = binder.reconcile_claim_reading(&claim, read, Sight::All, now().0)
-    else {
+    let step = |live: LiveServer<'_>| binder.claim_step(&claim, live, Sight::All, now().0);
+    let step = claim_step_reading(step, read);
+    binder.start(&claim, &step);
+    let ClaimStep::Act(work) = step else {
         return false;
     };
     if work.plan.is_noop() {
@@ -307,7 +311,8 @@ pub fn reconcile_server_beside(
     };
     let binder = fresh_binder(truth, Rules::real());
     let read = |r: &ServerClaimRef| truth.claims.get(&r.name).cloned();
-    let step = binder.reconcile_server_reading_beside(claim_side, &server, read, now().0);
+    let step = |live: LiveClaim<'_>| binder.server_step(Some(claim_side), &server, live, now().0);
+    let step = server_step_reading(step, read);
     let ServerStep::Act(work) = step else {
         unreachable!("a step after a live read asks no more")
     };

@@ -4,4 +4,7 @@
 
 pub mod assumed;
 pub mod backoff;
+mod memory;
 pub mod summaries;
+
+pub use memory::ClaimSide;

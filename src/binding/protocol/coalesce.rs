@@ -8,7 +8,6 @@
 //! Everything else is written at once: a claim's first Pending status, a pick, a bind, a
 //! loss, a user's ref that cannot be served.
 
-
 use crate::api::{CachedClaim, ClaimPhase, ServerClaimStatus};
 
 use crate::binding::protocol::claim_decision::SUMMARY_REASONS;

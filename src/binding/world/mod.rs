@@ -2,5 +2,9 @@
 //! classes and quotas make of them.
 
 pub mod classes;
+mod fleet;
 pub mod quota;
 pub(super) mod view;
+
+pub(crate) use fleet::Resolved;
+pub use fleet::{Listing, World};

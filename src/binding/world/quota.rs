@@ -177,6 +177,11 @@ impl QuotaCatalog {
         }
     }
 
+    /// The rule that judges whether a quota was counted for its spec.
+    pub fn counted_rule(&self) -> CountedRule {
+        self.counted
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_namespace.is_empty()
     }

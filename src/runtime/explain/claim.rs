@@ -11,8 +11,8 @@ use crate::binding::claim_side::backoff::{WRITE_REFUSED, backs_off};
 use crate::binding::world::classes::ClassCheck;
 use crate::binding::world::quota;
 use crate::binding::{
-    Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, PickState, ServerView, Sight,
-    Unavailability, find_bound, hindrance, meta, pass_over,
+    Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, LiveServer, PickState,
+    ServerView, Sight, Unavailability, claim_step_reading, find_bound, hindrance, meta, pass_over,
 };
 
 #[derive(Debug, Serialize)]
@@ -130,7 +130,9 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
 /// so a server missing from the list is confirmed missing. `None`: it decides nothing
 /// (the claim is being deleted).
 fn decide(claim: &CachedClaim, binder: &Binder) -> Option<ClaimDecision> {
-    match binder.plan_claim_reading(claim, |_| None, Sight::All, Timestamp::now()) {
+    let now = Timestamp::now();
+    let step = |live: LiveServer<'_>| binder.claim_step(claim, live, Sight::All, now);
+    match claim_step_reading(step, |_| None) {
         ClaimStep::Act(work) => Some(work.decision),
         ClaimStep::Wait { decision, .. } => Some(*decision),
         ClaimStep::Idle | ClaimStep::ReadServer(_) => None,
@@ -139,7 +141,7 @@ fn decide(claim: &CachedClaim, binder: &Binder) -> Option<ClaimDecision> {
 
 /// The claim's class in words: which, and whether it can serve the claim.
 fn class_of(claim: &CachedClaim, binder: &Binder) -> Option<String> {
-    let check = binder.classes().check(claim);
+    let check = binder.world().classes().check(claim);
     let class = check.class()?;
     Some(match check {
         ClassCheck::Default(_) => {
@@ -157,11 +159,11 @@ fn class_of(claim: &CachedClaim, binder: &Binder) -> Option<String> {
 /// The quotas of the claim's namespace that limit its class, in words: which, how
 /// full, and whether they charge the claim.
 fn quotas_of(claim: &CachedClaim, binder: &Binder) -> Vec<String> {
-    let ClassCheck::Of(class) = binder.classes().check(claim) else {
+    let ClassCheck::Of(class) = binder.world().classes().check(claim) else {
         return Vec::new();
     };
     let uid = meta::uid(claim).unwrap_or_default();
-    let quotas = binder.quotas().of_namespace(meta::namespace(claim));
+    let quotas = binder.world().quotas().of_namespace(meta::namespace(claim));
     quotas
         .filter_map(|q| {
             let hard = quota::limit(q, &class)?;
@@ -198,7 +200,7 @@ fn verdicts(
     decision: &ClaimDecision,
 ) -> (String, Vec<Verdict>) {
     // Judged as the controller judges it: the claim as its class makes it.
-    let resolved = binder.classes().resolve_ref(claim).0;
+    let resolved = binder.world().classes().resolve_ref(claim).0;
     match decision {
         // Held by a quota it takes no server, whatever they are: say why once, not per
         // server.
@@ -210,7 +212,7 @@ fn verdicts(
         _ => {}
     }
     let claim = &*resolved;
-    let (servers, claims) = (binder.servers(), binder.claims());
+    let (servers, claims) = (binder.world().servers(), binder.world().claims());
     let nobody = |_: &str| false;
     let now = Timestamp::now();
     let turn = |rival: &CachedClaim, server: &str| binder.has_turn(rival, server, now);

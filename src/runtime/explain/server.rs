@@ -8,8 +8,8 @@ use super::error::ExplainError;
 use super::world::World;
 use crate::api::{CachedServer, ServerClaimRef};
 use crate::binding::{
-    Binder, ClaimView, ServerDecision, ServerStep, describe_ref, find_bound, is_controller_chosen,
-    meta, not_free, ref_uid,
+    Binder, ClaimView, LiveClaim, ServerDecision, ServerStep, describe_ref, find_bound,
+    is_controller_chosen, meta, not_free, ref_uid, server_step_reading,
 };
 
 #[derive(Debug, Serialize)]
@@ -49,8 +49,8 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
             ExplainError::NotFound(format!("servers.metal.binder.dev {name:?} not found"))
         })?;
     let binder = world.binder();
-    let claims = binder.claims();
-    let decision = decide(server, &binder);
+    let claims = binder.world().claims();
+    let decision = decide(server, &binder)?;
     let status = server.status.clone().unwrap_or_default();
     let bound = find_bound(&status.conditions);
     let r = server.spec.server_claim_ref.as_ref();
@@ -99,12 +99,17 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
 /// The server controller's decision on what was read, with the release gates `explain`
 /// was given for a server naming none (the operator's `--release-gates` cannot be read
 /// from the cluster).
-fn decide(server: &CachedServer, binder: &Binder) -> ServerDecision {
-    let claims = binder.claims();
+fn decide(server: &CachedServer, binder: &Binder) -> Result<ServerDecision, ExplainError> {
+    let claims = binder.world().claims();
     let read = |r: &ServerClaimRef| claims.claim(&r.namespace, &r.name).cloned();
-    match binder.reconcile_server_reading(server, read, Timestamp::now()) {
-        ServerStep::Act(work) => work.decision,
-        ServerStep::ReadClaim(_) => unreachable!("a step after a live read asks no more"),
+    let now = Timestamp::now();
+    let step = |live: LiveClaim<'_>| binder.server_step(None, server, live, now);
+    match server_step_reading(step, read) {
+        ServerStep::Act(work) => Ok(work.decision),
+        ServerStep::ReadClaim(r) => Err(ExplainError::Cluster(format!(
+            "the server controller still asks to read claim {}/{} after reading it",
+            r.namespace, r.name
+        ))),
     }
 }
 

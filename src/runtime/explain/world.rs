@@ -5,11 +5,12 @@ use kube::api::{Api, ListParams};
 
 use super::error::ExplainError;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 
 use crate::api::{CachedClaim, CachedServer, ServerClass, ServerQuota};
-use crate::binding::{Binder, BinderConfig, Rules};
+use crate::binding::{Binder, BinderConfig, Listing, Rules};
 use k8s_openapi::jiff::Timestamp;
 
 /// What explain read: every server, and the claims it may list.
@@ -39,11 +40,13 @@ impl World {
             status_interval: std::time::Duration::ZERO,
             release_gates: self.release_gates.clone(),
         };
-        let (servers, claims) = (self.servers.iter().cloned(), self.claims.iter().cloned());
-        let classes = self.classes.iter().cloned();
-        Binder::listed(Rules::real(), config, servers, claims, Timestamp::now())
-            .listed_with_classes(classes, self.namespaces.clone())
-            .listed_with_quotas(self.quotas.iter().cloned())
+        let listing = Listing {
+            classes: self.classes.iter().cloned().map(Arc::new).collect(),
+            namespaces: self.namespaces.clone(),
+            quotas: self.quotas.iter().cloned().map(Arc::new).collect(),
+            ..Listing::of(self.servers.iter().cloned(), self.claims.iter().cloned())
+        };
+        Binder::listed(Rules::real(), config, listing, Timestamp::now())
     }
 
     pub async fn read(

@@ -144,7 +144,11 @@ pub(super) fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
     // The binder's rules and configuration are fixed per controller for a run, but for
     // the release gates, which the state holds; its summary clock never lets a refresh
     // through (STATUS_INTERVAL), so it tells no states apart.
-    let (claims, servers, assumed) = (binder.claims(), binder.servers(), binder.assumed());
+    let (claims, servers, assumed) = (
+        binder.world().claims(),
+        binder.world().servers(),
+        &binder.claim_side().assumed,
+    );
     claims.len().hash(h);
     for c in claims.iter() {
         claim_fp(c, ranks, h);
@@ -180,8 +184,8 @@ pub(super) fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
     // The claims hashed above are as their class and quotas make them in the binder;
     // each is the claim as it is with a selector added at most, so they tell the claims
     // as they are apart too. The classes are fixed for a run.
-    binder.quotas().iter().count().hash(h);
-    for q in binder.quotas().iter() {
+    binder.world().quotas().iter().count().hash(h);
+    for q in binder.world().quotas().iter() {
         quota_fp(q, ranks, h);
     }
     recount_due.hash(h);
@@ -192,7 +196,7 @@ pub(super) fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
     woken.hash(h);
     // A refusal's count and time only set the back-off's length, which the model
     // abstracts (its end is a step); whether it is running tells states apart.
-    for (key, refusal) in binder.refused().iter() {
+    for (key, refusal) in binder.claim_side().refused.iter() {
         let Refusal {
             uid,
             count: _,
@@ -504,7 +508,7 @@ pub(super) fn quota_fp(q: &ServerQuota, ranks: &Ranks, h: &mut FxHasher) {
 pub(super) fn state_quotas(state: &State) -> Vec<&ServerQuota> {
     let mut out: Vec<&ServerQuota> = state.truth.quotas.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
-        out.extend(ctl.binder.quotas().iter().map(|q| &**q));
+        out.extend(ctl.binder.world().quotas().iter().map(|q| &**q));
         out.extend(ctl.quota_events.iter().filter_map(|(_, q)| q.as_ref()));
         out.extend(ctl.recounts.iter());
         if let Some(InFlight::Claim { charges, .. }) = &ctl.in_flight {
@@ -517,7 +521,7 @@ pub(super) fn state_quotas(state: &State) -> Vec<&ServerQuota> {
 pub(super) fn state_claims(state: &State) -> Vec<&CachedClaim> {
     let mut out: Vec<&CachedClaim> = state.truth.claims.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
-        out.extend(ctl.binder.claims().iter());
+        out.extend(ctl.binder.world().claims().iter());
         out.extend(ctl.claim_events.iter().filter_map(|(_, c)| c.as_ref()));
         if let Some(InFlight::Claim { base, object, .. }) = &ctl.in_flight {
             out.push(base);
@@ -530,7 +534,7 @@ pub(super) fn state_claims(state: &State) -> Vec<&CachedClaim> {
 pub(super) fn state_servers(state: &State) -> Vec<&CachedServer> {
     let mut out: Vec<&CachedServer> = state.truth.servers.values().collect();
     for ctl in [&state.claim_ctl, &state.server_ctl] {
-        out.extend(ctl.binder.servers().iter());
+        out.extend(ctl.binder.world().servers().iter());
         out.extend(ctl.server_events.iter().filter_map(|(_, s)| s.as_ref()));
         if let Some(InFlight::CachedServer { base, object, .. }) = &ctl.in_flight {
             out.push(base);

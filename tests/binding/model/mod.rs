@@ -256,7 +256,11 @@ impl InFlight {
 /// The claim of this name in the binder's cache. Claim names are unique across the
 /// namespaces of a world, so the model keys claims by name.
 fn claim_named<'b>(binder: &'b Binder, name: &str) -> Option<&'b CachedClaim> {
-    binder.claims().iter().find(|c| meta::name(*c) == name)
+    binder
+        .world()
+        .claims()
+        .iter()
+        .find(|c| meta::name(*c) == name)
 }
 
 /// The claim of this name as the claim controller reconciles it: as it is, the way the
@@ -307,16 +311,15 @@ impl Ctl {
             status_interval: STATUS_INTERVAL,
             release_gates: gates.to_vec(),
         };
-        let servers = truth.servers.values().cloned();
-        let claims = truth.claims.values().cloned();
-        let mut binder = Binder::listed(p.rules, config, servers, claims, now().0);
-        if !truth.classes.is_empty() {
-            binder = binder.listed_with_classes(truth.classes.clone(), Default::default());
-        }
-        if !truth.quotas.is_empty() {
-            // As `relist_quotas` would after a restart: a fresh binder lists them all.
-            binder = binder.listed_with_quotas(truth.quotas.values().cloned());
-        }
+        let listing = Listing {
+            classes: truth.classes.iter().cloned().map(Arc::new).collect(),
+            quotas: truth.quotas.values().cloned().map(Arc::new).collect(),
+            ..Listing::of(
+                truth.servers.values().cloned(),
+                truth.claims.values().cloned(),
+            )
+        };
+        let binder = Binder::listed(p.rules, config, listing, now().0);
         Self {
             binder,
             claim_events: VecDeque::new(),
@@ -344,8 +347,14 @@ impl Ctl {
     fn see_claim(&mut self, who: Who, name: &str, new: Option<CachedClaim>) {
         let key = claim_key_in(&self.binder, name, new.as_ref());
         // A claim gone rings the recount (`recount_wanted` in the binary).
-        self.recount_due |= new.is_none() && !self.binder.quotas().is_empty();
-        let wake = self.binder.apply_claim(&key, new.map(Arc::new));
+        self.recount_due |= new.is_none() && !self.binder.world().quotas().is_empty();
+        let world = self.binder.world();
+        let last = world.claims().shared(&key.namespace, &key.name).cloned();
+        let wake = match (new, last) {
+            (Some(new), _) => self.binder.apply(Arc::new(new)),
+            (None, Some(last)) => self.binder.delete(last),
+            (None, None) => Wake::default(),
+        };
         self.wake(who, wake);
     }
 
@@ -355,13 +364,28 @@ impl Ctl {
         // A quota with work for the recount rings it, as the binary's watch does.
         self.recount_due |= new
             .as_ref()
-            .is_some_and(|q| self.binder.quota_wants_recount(q));
-        let wake = self.binder.apply_quota(&namespace, name, new.map(Arc::new));
+            .is_some_and(|q| self.binder.world().quota_wants_recount(q));
+        let last = self
+            .binder
+            .world()
+            .quotas()
+            .quota(&namespace, name)
+            .cloned();
+        let wake = match (new, last) {
+            (Some(new), _) => self.binder.apply(Arc::new(new)),
+            (None, Some(last)) => self.binder.delete(last),
+            (None, None) => Wake::default(),
+        };
         self.wake(who, wake);
     }
 
     fn see_server(&mut self, who: Who, name: &str, new: Option<CachedServer>) {
-        let wake = self.binder.apply_server(name, new.map(Arc::new));
+        let last = self.binder.world().servers().shared(name).cloned();
+        let wake = match (new, last) {
+            (Some(new), _) => self.binder.apply(Arc::new(new)),
+            (None, Some(last)) => self.binder.delete(last),
+            (None, None) => Wake::default(),
+        };
         self.wake(who, wake);
     }
 
@@ -530,6 +554,7 @@ impl State {
         let seen = self
             .server_ctl
             .binder
+            .world()
             .claims()
             .iter()
             .find(|c| meta::uid(*c) == Some(&gained))
@@ -538,7 +563,12 @@ impl State {
         // within its namespace and name (a restore) is the controller-written record
         // that the name held the server: it may keep it unless the server is being
         // deleted, released or cleaned.
-        let view = self.server_ctl.binder.classes().resolve_server(base);
+        let view = self
+            .server_ctl
+            .binder
+            .world()
+            .classes()
+            .resolve_server(base);
         let judged = view.as_ref().unwrap_or(base);
         // Only by the pair: a claim living under the name that does not name the server
         // back never inherits it.
@@ -609,7 +639,12 @@ impl State {
     }
 
     fn is_quiescent(&self, scenario: &Scenario) -> bool {
-        let timers = self.claim_ctl.binder.refused().held_back(now().0);
+        let timers = self
+            .claim_ctl
+            .binder
+            .claim_side()
+            .refused
+            .held_back(now().0);
         [&self.claim_ctl, &self.server_ctl].iter().all(|c| {
             c.claim_events.is_empty()
                 && c.server_events.is_empty()

@@ -86,7 +86,7 @@ pub(super) fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
         ctl.quota_events.clear();
         // A relist rings the recount, as the binary's watch does.
         ctl.recount_due = true;
-        let wake = ctl.binder.relist_quotas(quotas);
+        let wake = ctl.binder.relist(quotas);
         ctl.wake(who, wake);
         out.push((format!("{who:?} lists the quotas again"), next));
     }
@@ -177,9 +177,9 @@ pub(super) fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
     let binder = &state.ctl_ref(who).binder;
     let reads_live = state.protocol.recount_reads_live;
     let mut out = Vec::new();
-    for quota in binder.quotas().iter() {
+    for quota in binder.world().quotas().iter() {
         let namespace = meta::namespace(&**quota);
-        let cached = |c: &QuotaCharge| binder.shows_charged(namespace, c);
+        let cached = |c: &QuotaCharge| binder.world().shows_charged(namespace, c);
         let gone: HashSet<String> = quota::unconfirmed(quota, &cached)
             .into_iter()
             .filter(|c| {
@@ -188,7 +188,7 @@ pub(super) fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
             })
             .map(|c| c.uid.clone())
             .collect();
-        let mut holders = binder.quota_holders(namespace);
+        let mut holders = binder.world().quota_holders(namespace);
         if !state.protocol.restored_within_hard {
             holders
                 .iter_mut()
@@ -217,7 +217,12 @@ pub(super) fn backoffs_end(state: &State) -> Vec<(String, State)> {
     if state.backoff_ends == 0 {
         return Vec::new();
     }
-    let backing_off = state.claim_ctl.binder.refused().held_back(now().0);
+    let backing_off = state
+        .claim_ctl
+        .binder
+        .claim_side()
+        .refused
+        .held_back(now().0);
     backing_off
         .into_iter()
         .map(|key| {
@@ -316,7 +321,8 @@ pub(super) fn claim_steps(state: &State, claim: &CachedClaim) -> Vec<(ClaimStep,
     let mut out: Vec<(ClaimStep, Sight)> = Vec::new();
     let mut decisions: Vec<ClaimDecision> = Vec::new();
     for sight in [Sight::All, Sight::NotYetRivals] {
-        let step = binder.plan_claim_reading(claim, read, sight, now().0);
+        let step = |live: LiveServer<'_>| binder.claim_step(claim, live, sight, now().0);
+        let step = claim_step_reading(step, read);
         let decision = match &step {
             ClaimStep::Act(work) => work.decision.clone(),
             ClaimStep::Wait { decision, .. } => (**decision).clone(),
@@ -395,7 +401,8 @@ pub(super) fn server_work(state: &State, server: &CachedServer) -> ServerWork {
     let binder = &state.server_ctl.binder;
     let claim_side = &state.claim_ctl.binder;
     let read = |r: &ServerClaimRef| state.truth.claims.get(&r.name).cloned();
-    match binder.reconcile_server_reading_beside(claim_side, server, read, now().0) {
+    let step = |live: LiveClaim<'_>| binder.server_step(Some(claim_side), server, live, now().0);
+    match server_step_reading(step, read) {
         ServerStep::Act(work) => *work,
         ServerStep::ReadClaim(_) => unreachable!("a step after a live read asks no more"),
     }
@@ -409,6 +416,7 @@ pub(super) fn would_do_nothing(state: &State, who: Who, name: &str) -> bool {
         Who::ServerController => state
             .server_ctl
             .binder
+            .world()
             .server_as_is(name)
             .is_none_or(|s| server_work(state, s).plan.is_noop()),
     }
@@ -442,7 +450,7 @@ pub(super) fn reconcile_idle(state: &mut State) {
 pub(super) fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)> {
     // The server as it is, as the binary's watch hands it over: never the classes' view,
     // whose labels no write may carry.
-    let Some(server) = state.server_ctl.binder.server_as_is(name) else {
+    let Some(server) = state.server_ctl.binder.world().server_as_is(name) else {
         return vec![nothing_to_do(state, Who::ServerController, name)];
     };
     let ServerWork { decision, plan, .. } = server_work(state, server);
@@ -749,7 +757,7 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
 /// bound before the quota existed (as Kubernetes' quota admits what its informer has not
 /// seen a quota for). Until then, what the quota's namespace holds above it is exempt.
 pub(super) fn note_quotas_unseen(state: &mut State) {
-    let seen = state.server_ctl.binder.quotas();
+    let seen = state.server_ctl.binder.world().quotas();
     let unseen: Vec<String> = state
         .truth
         .quotas
@@ -771,7 +779,13 @@ pub(super) fn edit_class(state: &mut State, name: &str, class: Option<&ServerCla
     state.truth.classes.extend(class.cloned());
     for who in [Who::ClaimController, Who::ServerController] {
         let ctl = state.ctl(who);
-        let wake = ctl.binder.apply_class(name, class.cloned().map(Arc::new));
+        let wake = match class {
+            Some(class) => ctl.binder.apply(Arc::new(class.clone())),
+            // A deletion is fed by the class's name alone.
+            None => ctl
+                .binder
+                .delete(Arc::new(ServerClass::new(name, Default::default()))),
+        };
         ctl.wake(who, wake);
     }
 }

@@ -1,0 +1,195 @@
+//! One step of a claim: its decision as the world and the claim side show it, the plan
+//! that carries it out, and what holds the writes back (a back-off, a summary written
+//! too recently).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::CachedClaim;
+use crate::binding::claim_side::assumed::claim_key;
+use crate::binding::meta;
+use crate::binding::placement::PickInputs;
+use crate::binding::protocol::claim_decision::{
+    ClaimDecision, assumption_for, decide_class, decide_quota, decide_refusing, pass_over,
+    restoring, standing_bind,
+};
+use crate::binding::protocol::claim_plan::plan_claim;
+use crate::binding::protocol::coalesce::is_summary_refresh;
+use crate::binding::protocol::winner::pick_or_turn;
+use crate::binding::wakeups::Wake;
+use crate::binding::world::classes::{ClassCheck, rebase, without_servers};
+use crate::binding::world::quota::QuotaCheck;
+use crate::binding::world::view::{ClaimCatalog, Liveness, WithLiveServer};
+
+use super::inputs::StepInputs;
+use super::rules::Sight;
+use super::turns::{FirstNamed, has_turn};
+use super::work::{ClaimStep, ClaimWork, LiveServer};
+
+/// The step for `claim` (as the cache or a live read shows it). `live` is the server a
+/// previous [`ClaimStep::ReadServer`] named, as read (`None` inside: the API server says
+/// NotFound). Starts nothing: the binder assumes a pick chosen when it starts the step.
+pub fn claim_step(
+    inputs: &StepInputs<'_>,
+    claim: &CachedClaim,
+    live: LiveServer<'_>,
+    sight: Sight,
+    now: Timestamp,
+) -> ClaimStep {
+    if meta::is_deleting(claim) {
+        return ClaimStep::Idle;
+    }
+    let (world, claim_side) = (inputs.world, inputs.claim_side);
+    let key = claim_key(claim);
+    // The decisions read the claim as its class makes it; what they write goes onto
+    // the claim as it is.
+    let (mut effective, class) = world.classes().resolve_ref(claim);
+    let quota = world.quota_check_of(claim, &class);
+    if world.over_quota(claim, &class) {
+        effective = Cow::Owned(without_servers(&effective));
+    }
+    let decision = decide(inputs, &effective, (&class, &quota), live, sight, now);
+    let mut plan = plan_claim(&effective, &decision, &Time(now));
+    if let (Cow::Owned(_), Some(object)) = (&effective, plan.object.as_mut()) {
+        *object = rebase(object, claim);
+    }
+    if let Some(server) = plan.confirm_server {
+        return ClaimStep::ReadServer(server);
+    }
+    let backing_off = claim_side.refused.backing_off(&key, now);
+    let repeats_refused = backing_off.is_some_and(|r| r.write == decision.name());
+    if let Some(after) = backing_off.and_then(|r| remaining(r.until, now))
+        && (plan.is_noop() || repeats_refused && plan.object.is_some())
+    {
+        // Its status already says it backs off, or the plan would send the very
+        // write the API server refused: look again when the back-off ends.
+        let decision = Box::new(decision);
+        return ClaimStep::Wait { decision, after };
+    }
+    if is_summary_refresh(claim, &plan)
+        && let Some(after) = claim_side.summaries.delay(&key, now)
+    {
+        // At most one summary write per claim per interval (binding::protocol::coalesce).
+        let decision = Box::new(decision);
+        return ClaimStep::Wait { decision, after };
+    }
+    // A claim that waits is looked at again once its summary may be rewritten, so
+    // the summary follows the servers within about one interval.
+    let then = match backing_off {
+        Some(r) => remaining(r.until, now),
+        None => decision.waits().then(|| claim_side.summaries.interval()),
+    };
+    // A restored pair is charged as a claim moving toward its bind (the server
+    // controller completes it once it is).
+    let moves = decision.moves_toward_bind() || restoring(claim, world.servers()).is_some();
+    let charges = match (&quota, class.class()) {
+        (QuotaCheck::Room(quotas), Some(class)) if moves => {
+            world.quotas().charges_for(claim, class, quotas)
+        }
+        _ => Vec::new(),
+    };
+    ClaimStep::Act(Box::new(ClaimWork {
+        key,
+        charges,
+        wakes: wakes_on_start(&decision),
+        picked: assumption_for(&decision).map(str::to_string),
+        since_created: seconds_since_created(claim, now),
+        decision,
+        plan,
+        then,
+    }))
+}
+
+/// The decision for `claim` as its class makes it: the class and quota rows first
+/// (a bind that stands is completed again whatever its class or quota says now), then
+/// the claim's decider with the pass-over and pick inputs of the claim side.
+fn decide(
+    inputs: &StepInputs<'_>,
+    claim: &CachedClaim,
+    (class, quota): (&ClassCheck, &QuotaCheck),
+    live: LiveServer<'_>,
+    sight: Sight,
+    now: Timestamp,
+) -> ClaimDecision {
+    let (world, claim_side) = (inputs.world, inputs.claim_side);
+    let key = claim_key(claim);
+    let servers = world.servers();
+    if claim_side.refused.backing_off(&key, now).is_none()
+        && standing_bind(claim, servers).is_none()
+        && let Some(decision) = decide_class(claim, class)
+            .or_else(|| decide_quota(claim, quota, restoring(claim, servers)))
+            .or_else(|| decide_refusing(claim, servers, &claim_side.refusal_of(now)))
+    {
+        return decision;
+    }
+    let held_back = claim_side.refused.held_back(now);
+    let (nobody, blind);
+    let (claims, waiting) = match sight {
+        Sight::All => (world.claims(), world.claims().waiting()),
+        Sight::NotYetRivals => {
+            // Not their refs (their namespaces' turns count them as served).
+            nobody = ClaimCatalog::new();
+            blind = world.claims().waiting().without_serving();
+            (&nobody, &blind)
+        }
+    };
+    let assumed = &claim_side.assumed;
+    let chosen_for_others = |server: &str| assumed.chosen_for_other(server, &key);
+    let first = FirstNamed::default();
+    let turn = |rival: &CachedClaim, server: &str| {
+        pick_or_turn(server, rival, assumed, || {
+            has_turn(inputs, rival, server, now, &first)
+        })
+    };
+    let passed_over = pass_over(claim, servers, claims, &chosen_for_others, &turn);
+    let refuses = |server: &str| claim_side.refusing.contains(server, now);
+    let skip = |server: &str| refuses(server) || passed_over(server);
+    let pick = PickInputs {
+        skip: &skip,
+        refuses: &refuses,
+        waiting,
+        assumed,
+        held_back: &held_back,
+        refused: claim_side.refused.backing_off(&key, now),
+        in_flight: inputs.in_flight,
+    };
+    let decide = inputs.rules.claim;
+    match live {
+        None => decide(claim, servers, &pick, Liveness::Cached),
+        Some((name, live)) => {
+            let live_view = live.and_then(|s| world.classes().resolve_server(s));
+            let view = WithLiveServer {
+                base: servers,
+                name,
+                live: live_view.as_ref().or(live),
+            };
+            decide(claim, &view, &pick, Liveness::Confirmed)
+        }
+    }
+}
+
+/// Whom a decision wakes as soon as it starts: a pick taken up without a write wakes its
+/// server.
+fn wakes_on_start(decision: &ClaimDecision) -> Wake {
+    let mut wake = Wake::default();
+    if let ClaimDecision::ResumePick { server } = decision {
+        wake.servers.insert(server.clone());
+    }
+    wake
+}
+
+/// How long from `now` until `until`, if it is later.
+fn remaining(until: Timestamp, now: Timestamp) -> Option<Duration> {
+    let left = Duration::try_from(until.duration_since(now)).ok()?;
+    (!left.is_zero()).then_some(left)
+}
+
+/// Seconds from the claim's creation until `now`.
+fn seconds_since_created(claim: &CachedClaim, now: Timestamp) -> Option<f64> {
+    let created = claim.meta().creation_timestamp.as_ref()?.0;
+    let elapsed = Duration::try_from(now.duration_since(created)).ok()?;
+    Some(elapsed.as_secs_f64())
+}
