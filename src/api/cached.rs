@@ -27,14 +27,14 @@ use litemap::LiteMap;
 use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::claim::{ServerClaim, ServerClaimSpec, ServerClaimStatus};
 use super::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS,
     ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, ANNOTATION_PRE_BOUND, in_our_domain,
 };
-use super::{
-    Server, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerClass, ServerClassSpec,
-    ServerClassStatus, ServerQuota, ServerQuotaSpec, ServerQuotaStatus, ServerSpec, ServerStatus,
-};
+use super::server::{Server, ServerSpec, ServerStatus};
+use super::server_class::{ServerClass, ServerClassSpec, ServerClassStatus};
+use super::server_quota::{ServerQuota, ServerQuotaSpec, ServerQuotaStatus};
 
 /// Labels or annotations as a [`CachedObject`] holds them: sorted by key, in one vector.
 pub type Labels = LiteMap<String, String>;

@@ -29,6 +29,7 @@ use super::own_writes::OwnWrites;
 use crate::api::{
     CachedClaim, CachedObject, CachedServer, Projected, ServerClass, ServerQuota, Trimmed,
 };
+use crate::binding::wakeups::{on_resync_tick, on_start_step};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, Feed, ObjectWrite, ResyncCursor, Rules,
     Sight, Wake,
@@ -246,10 +247,15 @@ impl Caches {
     }
 
     /// Wakes the next `share` claims and servers of the controllers' start
-    /// ([`Binder::start_step`]); false once every object was woken.
+    /// ([`on_start_step`]); false once every object was woken.
     pub fn start_step(&self, cursor: &mut ResyncCursor, share: usize) -> bool {
         let binder = self.binder.read();
-        let Some(wake) = binder.world().start_step(cursor, share) else {
+        let Some(wake) = on_start_step(
+            binder.world().servers(),
+            binder.world().claims(),
+            cursor,
+            share,
+        ) else {
             return false;
         };
         self.wake(binder, wake);
@@ -266,10 +272,15 @@ impl Caches {
         *self.server_triggers.lock() = None;
     }
 
-    /// Wakes the next share of the periodic resync ([`Binder::resync_tick`]).
+    /// Wakes the next share of the periodic resync ([`on_resync_tick`]).
     pub fn resync_tick(&self, cursor: &mut ResyncCursor, ticks: u32) {
         let binder = self.binder.read();
-        let wake = binder.world().resync_tick(cursor, ticks);
+        let wake = on_resync_tick(
+            binder.world().servers(),
+            binder.world().claims(),
+            cursor,
+            ticks,
+        );
         self.wake(binder, wake);
     }
 
@@ -280,7 +291,7 @@ impl Caches {
         if wake.is_empty() {
             return;
         }
-        let claims = binder.world().in_order(&wake);
+        let claims = wake.claims_in_order(binder.world().servers(), binder.world().claims());
         drop(binder);
         self.send(claims, wake.servers);
     }

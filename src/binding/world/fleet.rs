@@ -18,7 +18,6 @@ use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::state::eligibility::{RefMatch, ref_match};
 use crate::binding::state::evidence::pair_agrees;
-use crate::binding::wakeups::{ResyncCursor, Wake, on_resync_tick, on_start_step};
 
 use super::classes::{ClassCatalog, ClassCheck, without_servers};
 use super::quota::{self, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck};
@@ -211,21 +210,6 @@ impl World {
             .in_namespace(namespace)
             .filter_map(holder)
             .collect()
-    }
-
-    /// One step of the controllers' start ([`on_start_step`]).
-    pub fn start_step(&self, cursor: &mut ResyncCursor, share: usize) -> Option<Wake> {
-        on_start_step(&self.servers, &self.claims, cursor, share)
-    }
-
-    /// One tick of the periodic resync ([`on_resync_tick`]).
-    pub fn resync_tick(&self, cursor: &mut ResyncCursor, ticks: u32) -> Wake {
-        on_resync_tick(&self.servers, &self.claims, cursor, ticks)
-    }
-
-    /// The claims of `wake` in the order to reconcile them ([`Wake::claims_in_order`]).
-    pub fn in_order(&self, wake: &Wake) -> Vec<ClaimKey> {
-        wake.claims_in_order(&self.servers, &self.claims)
     }
 }
 

@@ -1,0 +1,190 @@
+//! How the watches feed each kind to the binder ([`Feed`]): a server's or a claim's
+//! change moves the world, the claim side's memory and the picks in flight, and the
+//! wake-up rules say whom it wakes; a class, a namespace or a quota sends the objects
+//! it concerns through the classes and quotas again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::api::{CachedClaim, CachedServer, ServerClass, ServerQuota};
+use crate::binding::claim_side::assumed::claim_key;
+use crate::binding::meta::{self, ClaimKey};
+use crate::binding::wakeups::{Wake, on_relist};
+use crate::binding::world::Listing;
+use crate::binding::world::quota::QuotaCheck;
+use crate::binding::world::view::{ClaimView, ServerView};
+
+use super::{Binder, Feed};
+
+impl Feed<CachedServer> for Binder {
+    fn apply(&mut self, obj: Arc<CachedServer>) -> Wake {
+        let name = meta::name(&*obj).to_string();
+        self.change_server(&name, Some(obj), None)
+    }
+    fn delete(&mut self, last: Arc<CachedServer>) -> Wake {
+        let name = meta::name(&*last).to_string();
+        self.change_server(&name, None, Some(last))
+    }
+    fn relist(&mut self, all: Vec<Arc<CachedServer>>) -> Wake {
+        self.world.replace_servers(all);
+        let servers = self.world.servers();
+        let lookup = |name: &str| servers.server(name).cloned();
+        self.claim_side.assumed.relisted_servers(&lookup);
+        self.recount_in_flight();
+        on_relist(self.world.servers(), self.world.claims())
+    }
+}
+
+impl Feed<CachedClaim> for Binder {
+    fn apply(&mut self, obj: Arc<CachedClaim>) -> Wake {
+        self.change_claim(&claim_key(&obj), Some(obj), None)
+    }
+    fn delete(&mut self, last: Arc<CachedClaim>) -> Wake {
+        self.change_claim(&claim_key(&last), None, Some(last))
+    }
+    fn relist(&mut self, all: Vec<Arc<CachedClaim>>) -> Wake {
+        self.world.replace_claims(all);
+        let claims = self.world.claims();
+        let lookup = |k: &ClaimKey| claims.claim(&k.namespace, &k.name).cloned();
+        let rule = self.rules.assumption_ends;
+        let ended = self.claim_side.assumed.relisted_claims(rule, &lookup);
+        self.recount_in_flight();
+        let mut wake = on_relist(self.world.servers(), self.world.claims());
+        for server in ended {
+            wake.extend(self.assumption_ended(&server));
+        }
+        wake
+    }
+}
+
+/// A class changed: every claim may take other servers now.
+impl Feed<ServerClass> for Binder {
+    fn apply(&mut self, obj: Arc<ServerClass>) -> Wake {
+        let name = meta::name(&*obj).to_string();
+        let resolved = self.world.put_class(&name, Some(obj));
+        self.resolved(resolved)
+    }
+    fn delete(&mut self, last: Arc<ServerClass>) -> Wake {
+        let resolved = self.world.put_class(meta::name(&*last), None);
+        self.resolved(resolved)
+    }
+    fn relist(&mut self, all: Vec<Arc<ServerClass>>) -> Wake {
+        let resolved = self.world.replace_classes(all);
+        self.resolved(resolved)
+    }
+}
+
+/// A quota changed: the claims of its namespace whose standing with it changed are held
+/// anew (one over quota takes no server) and woken, with the servers they name (a charge
+/// lets the server side bind), and whom their change wakes as a watched change would.
+impl Feed<ServerQuota> for Binder {
+    fn apply(&mut self, obj: Arc<ServerQuota>) -> Wake {
+        let namespace = meta::namespace(&*obj).to_string();
+        let before = self.world.quota_checks(Some(&namespace));
+        let name = meta::name(&*obj).to_string();
+        self.world.put_quota(&namespace, &name, Some(obj));
+        self.restand(before, Some(&namespace))
+    }
+    fn delete(&mut self, last: Arc<ServerQuota>) -> Wake {
+        let namespace = meta::namespace(&*last);
+        let before = self.world.quota_checks(Some(namespace));
+        self.world.put_quota(namespace, meta::name(&*last), None);
+        self.restand(before, Some(namespace))
+    }
+    /// A relist brings every quota's latest charges at once, with no event per change.
+    fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
+        let before = self.world.quota_checks(None);
+        let resolved = self.world.replace_quotas(all);
+        let mut wake = self.resolved(resolved);
+        wake.extend(self.restand(before, None));
+        wake
+    }
+}
+
+/// Namespaces matter only for their labels: a class's `namespaceSelector` reads them.
+impl Feed<Namespace> for Binder {
+    fn apply(&mut self, obj: Arc<Namespace>) -> Wake {
+        let labels = obj.metadata.labels.clone().unwrap_or_default();
+        let resolved = self.world.put_namespace(meta::name(&*obj), Some(labels));
+        self.resolved(resolved)
+    }
+    fn delete(&mut self, last: Arc<Namespace>) -> Wake {
+        let resolved = self.world.put_namespace(meta::name(&*last), None);
+        self.resolved(resolved)
+    }
+    fn relist(&mut self, all: Vec<Arc<Namespace>>) -> Wake {
+        let resolved = self.world.replace_namespaces(Listing::labels_of(&all));
+        self.resolved(resolved)
+    }
+}
+
+/// The changes the feeds share.
+impl Binder {
+    fn change_server(
+        &mut self,
+        name: &str,
+        new: Option<Arc<CachedServer>>,
+        last: Option<Arc<CachedServer>>,
+    ) -> Wake {
+        let (old, new) = self.world.put_server(name, new, last);
+        self.claim_side.assumed.observe_server(name, new.as_deref());
+        self.sync_in_flight(&[name], &[]);
+        let fixed = self.claim_side.refusing.observe(name, new.as_deref());
+        let in_flight = self.claim_side.assumed.len();
+        let (servers, claims) = (self.world.servers(), self.world.claims());
+        let changed = self.rules.triggers.server_changed;
+        let mut wake = changed(old.as_deref(), new.as_deref(), servers, claims, in_flight);
+        if fixed {
+            // Free for picks again, and no longer what the claims naming it wait for.
+            wake.extend(self.server_refusal_changed(name));
+        }
+        wake
+    }
+
+    fn change_claim(
+        &mut self,
+        key: &ClaimKey,
+        new: Option<Arc<CachedClaim>>,
+        last: Option<Arc<CachedClaim>>,
+    ) -> Wake {
+        let (old, new) = self.world.put_claim(key, new, last);
+        self.claim_side.refused.observe_claim(key, new.as_deref());
+        let rule = self.rules.assumption_ends;
+        let assumed = &mut self.claim_side.assumed;
+        let ended = assumed.observe_claim_with(rule, key, new.as_deref());
+        self.sync_in_flight(&[], &[key]);
+        let (servers, claims) = (self.world.servers(), self.world.claims());
+        let changed = self.rules.triggers.claim_changed;
+        let mut wake = changed(old.as_deref(), new.as_deref(), servers, claims);
+        if let Some(server) = ended {
+            wake.extend(self.assumption_ended(&server));
+        }
+        wake
+    }
+
+    /// The claims whose standing with the quotas changed since `before` (of `namespace`,
+    /// or of every namespace), sent through the classes and quotas again: wakes them
+    /// and the servers they name (a charge lets the server side bind).
+    fn restand(&mut self, before: BTreeMap<ClaimKey, QuotaCheck>, namespace: Option<&str>) -> Wake {
+        let mut wake = Wake::default();
+        for (key, now) in self.world.quota_checks(namespace) {
+            if before.get(&key) == Some(&now) {
+                continue;
+            }
+            let Some((old, effective)) = self.world.resolve_claim_again(&key) else {
+                continue;
+            };
+            if let Some(server) = &effective.spec.server_ref {
+                wake.servers.insert(server.name.clone());
+            }
+            self.sync_in_flight(&[], &[&key]);
+            let (servers, claims) = (self.world.servers(), self.world.claims());
+            let changed = self.rules.triggers.claim_changed;
+            wake.extend(changed(old.as_deref(), Some(&*effective), servers, claims));
+            wake.claims.insert(key);
+        }
+        wake
+    }
+}
