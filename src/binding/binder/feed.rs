@@ -12,20 +12,20 @@ use crate::api::{CachedClaim, CachedServer, ServerClass, ServerQuota};
 use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::wakeups::{Wake, on_relist};
-use crate::binding::world::Listing;
 use crate::binding::world::quota::QuotaCheck;
 use crate::binding::world::view::{ClaimView, ServerView};
+use crate::binding::world::{Change, Listing};
 
 use super::{Binder, Feed};
 
 impl Feed<CachedServer> for Binder {
     fn apply(&mut self, obj: Arc<CachedServer>) -> Wake {
         let name = meta::name(&*obj).to_string();
-        self.change_server(&name, Some(obj), None)
+        self.change_server(&name, Change::applied(obj))
     }
     fn delete(&mut self, last: Arc<CachedServer>) -> Wake {
         let name = meta::name(&*last).to_string();
-        self.change_server(&name, None, Some(last))
+        self.change_server(&name, Change::deleted(last))
     }
     fn relist(&mut self, all: Vec<Arc<CachedServer>>) -> Wake {
         self.world.replace_servers(all);
@@ -39,10 +39,10 @@ impl Feed<CachedServer> for Binder {
 
 impl Feed<CachedClaim> for Binder {
     fn apply(&mut self, obj: Arc<CachedClaim>) -> Wake {
-        self.change_claim(&claim_key(&obj), Some(obj), None)
+        self.change_claim(&claim_key(&obj), Change::applied(obj))
     }
     fn delete(&mut self, last: Arc<CachedClaim>) -> Wake {
-        self.change_claim(&claim_key(&last), None, Some(last))
+        self.change_claim(&claim_key(&last), Change::deleted(last))
     }
     fn relist(&mut self, all: Vec<Arc<CachedClaim>>) -> Wake {
         self.world.replace_claims(all);
@@ -122,13 +122,8 @@ impl Feed<Namespace> for Binder {
 
 /// The changes the feeds share.
 impl Binder {
-    fn change_server(
-        &mut self,
-        name: &str,
-        new: Option<Arc<CachedServer>>,
-        last: Option<Arc<CachedServer>>,
-    ) -> Wake {
-        let (old, new) = self.world.put_server(name, new, last);
+    fn change_server(&mut self, name: &str, change: Change<CachedServer>) -> Wake {
+        let (old, new) = self.world.put_server(name, change);
         self.claim_side.assumed.observe_server(name, new.as_deref());
         self.sync_in_flight(&[name], &[]);
         let fixed = self.claim_side.refusing.observe(name, new.as_deref());
@@ -143,13 +138,8 @@ impl Binder {
         wake
     }
 
-    fn change_claim(
-        &mut self,
-        key: &ClaimKey,
-        new: Option<Arc<CachedClaim>>,
-        last: Option<Arc<CachedClaim>>,
-    ) -> Wake {
-        let (old, new) = self.world.put_claim(key, new, last);
+    fn change_claim(&mut self, key: &ClaimKey, change: Change<CachedClaim>) -> Wake {
+        let (old, new) = self.world.put_claim(key, change);
         self.claim_side.refused.observe_claim(key, new.as_deref());
         let rule = self.rules.assumption_ends;
         let assumed = &mut self.claim_side.assumed;

@@ -69,6 +69,33 @@ pub(crate) enum Resolved {
     Changed,
 }
 
+/// One object's change as a watch delivers it: its new state (`None`: deleted), and the
+/// last state a deletion carries, which counts as what it was if the catalog never held
+/// it.
+pub struct Change<T> {
+    pub new: Option<Arc<T>>,
+    pub last: Option<Arc<T>>,
+}
+
+impl<T> Change<T> {
+    pub fn applied(new: Arc<T>) -> Self {
+        Self {
+            new: Some(new),
+            last: None,
+        }
+    }
+
+    pub fn deleted(last: Arc<T>) -> Self {
+        Self {
+            new: None,
+            last: Some(last),
+        }
+    }
+}
+
+/// An object before and after a change, as the catalog holds them.
+pub type BeforeAfter<T> = (Option<Arc<T>>, Option<Arc<T>>);
+
 /// The fleet as a binder sees it. See the module docs.
 #[derive(Clone, Debug)]
 pub struct World {
@@ -215,16 +242,14 @@ impl World {
 
 /// How the binder changes the world: one watched change at a time.
 impl World {
-    /// A server changed (`None`: deleted; `last`, its final state if the catalog never
-    /// held it). Returns the server before and after, as the catalog holds them.
+    /// A server changed.
     pub(crate) fn put_server(
         &mut self,
         name: &str,
-        new: Option<Arc<CachedServer>>,
-        last: Option<Arc<CachedServer>>,
-    ) -> (Option<Arc<CachedServer>>, Option<Arc<CachedServer>>) {
-        let old = self.servers.shared(name).cloned().or(last);
-        let new = new.map(|s| self.resolved_server(s));
+        change: Change<CachedServer>,
+    ) -> BeforeAfter<CachedServer> {
+        let old = self.servers.shared(name).cloned().or(change.last);
+        let new = change.new.map(|s| self.resolved_server(s));
         match &new {
             Some(s) => self.servers.upsert(s.clone()),
             None => {
@@ -235,18 +260,16 @@ impl World {
         (old, new)
     }
 
-    /// A claim changed (`None`: deleted; `last` as for a server). Returns the claim before
-    /// and after, as the catalog holds them. The free-server index splits its classes by
-    /// the label keys claims select on: a claim with a new key regroups it first.
+    /// A claim changed. The free-server index splits its classes by the label keys
+    /// claims select on: a claim with a new key regroups it first.
     pub(crate) fn put_claim(
         &mut self,
         key: &ClaimKey,
-        new: Option<Arc<CachedClaim>>,
-        last: Option<Arc<CachedClaim>>,
-    ) -> (Option<Arc<CachedClaim>>, Option<Arc<CachedClaim>>) {
+        change: Change<CachedClaim>,
+    ) -> BeforeAfter<CachedClaim> {
         let old = self.claims.shared(&key.namespace, &key.name).cloned();
-        let old = old.or(last);
-        let new = match new {
+        let old = old.or(change.last);
+        let new = match change.new {
             Some(c) => Some(self.resolved(key, c)),
             None => {
                 self.claims_as_they_are.remove(key);

@@ -7,4 +7,4 @@ pub mod quota;
 pub(super) mod view;
 
 pub(crate) use fleet::Resolved;
-pub use fleet::{Listing, World};
+pub use fleet::{BeforeAfter, Change, Listing, World};
