@@ -6,7 +6,7 @@
 //! existed count. Each wait fails at once if a namespace ever holds more servers than
 //! its quota allows (invariant 7).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use kube::ResourceExt;
@@ -18,6 +18,7 @@ use server_binder::api::{
 };
 use server_binder::controllers::Options;
 
+use crate::common::invariants::Stored;
 use crate::controllers::stage::{
     ClaimExt, as_new, claim, claim_ref, is, server, server_is, wait_bound,
 };
@@ -130,18 +131,17 @@ struct Tally {
     bound: BTreeSet<String>,
     /// Pending / QuotaExceeded.
     exceeded: BTreeSet<String>,
-    /// Live claims holding a server: Bound, or a server's ref carries their uid.
+    /// Live claims of class gpu holding a server: a server's ref carries their uid (as
+    /// invariant 7 counts them).
     holding: usize,
 }
 
 async fn tally(env: &Env, namespace: &str) -> Tally {
     let (servers, claims) = env.all().await;
-    let held: HashSet<String> = servers
-        .iter()
-        .filter_map(|s| s.spec.server_claim_ref.as_ref())
-        .filter(|r| r.namespace == namespace)
-        .filter_map(|r| r.uid.clone())
-        .collect();
+    let stored = Stored {
+        classes: vec![ServerClass::new(GPU, ServerClassSpec::default())],
+        ..Stored::new(&servers, &claims)
+    };
     let mine: Vec<&ServerClaim> = claims
         .iter()
         .filter(|c| c.namespace().as_deref() == Some(namespace))
@@ -152,14 +152,10 @@ async fn tally(env: &Env, namespace: &str) -> Tally {
             .map(|c| c.name_any())
             .collect()
     };
-    let holds = |c: &ServerClaim| {
-        phase(c) == Some(ClaimPhase::Bound)
-            || c.metadata.uid.as_ref().is_some_and(|u| held.contains(u))
-    };
     Tally {
         bound: named(&|c| phase(c) == Some(ClaimPhase::Bound)),
         exceeded: named(&|c| is(c, ClaimPhase::Pending, "QuotaExceeded")),
-        holding: mine.iter().filter(|c| holds(c)).count(),
+        holding: stored.snapshot().bound_of_class(namespace, GPU).len(),
     }
 }
 

@@ -1,26 +1,21 @@
 //! The test bed: the embedded API server over real HTTP, the real operator (both
 //! controllers) started and killed in-process, and the protocol's invariants.
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
-use kube::{Client, ResourceExt};
-use server_binder::api::names::ANNOTATION_BOUND_BY_CONTROLLER;
-use server_binder::api::{
-    CachedServer, ClaimPhase, ReclaimPolicy, Server, ServerClaim, ServerPhase,
-};
+use server_binder::api::{ClaimPhase, Server, ServerClaim};
 use server_binder::apiserver::{ApiServer, ApiServerHandle, Config, RequestMatcher, RequestRecord};
-use server_binder::binding::state::evidence;
-use server_binder::binding::world::quota::QUOTA_EXCEEDED;
 use server_binder::controllers::Options;
 use server_binder::runtime::client::USER_AGENT_VALUE;
 use server_binder::runtime::leader::LeaderElection;
 use server_binder::runtime::operator::{self, OperatorConfig, OperatorHandle};
 
+use crate::common::invariants::{self, Stored};
 pub use crate::controllers::names::NS;
 pub use crate::controllers::poll::{eventually, wait_for};
 use crate::controllers::stage::{ServerExt, as_new, claim, server};
@@ -316,17 +311,6 @@ pub fn bound_reason(c: &ServerClaim) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
-/// Whether `server`'s ref names a gone incarnation of a live claim's name that names the
-/// server back (a restore, or a claim deleted and re-created so), and that claim waits
-/// for its quota: the server stays reserved for it (docs/binding.md, "Restore").
-pub fn restore_awaits_quota(server: &Server, claims: &[ServerClaim]) -> bool {
-    let lean = CachedServer::from(server.clone());
-    claims.iter().any(|c| {
-        evidence::pair_agrees(&lean, &c.clone().into())
-            && bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED)
-    })
-}
-
 /// The message of the claim's `Bound` condition ("" without one).
 pub fn bound_message(c: &ServerClaim) -> String {
     let status = c.status.as_ref();
@@ -334,68 +318,16 @@ pub fn bound_message(c: &ServerClaim) -> String {
     bound.map(|c| c.message.clone()).unwrap_or_default()
 }
 
-/// Invariants 1 and 2 of docs/binding.md, on the objects as stored.
+/// Invariants 1 and 2 of docs/binding.md on the objects as stored, as far as they hold
+/// between a test's steps too: no two claims Bound to one server, each Bound claim's
+/// server holds its uid, no orphaned reservation ([`invariants`]).
 pub fn assert_invariants(servers: &[Server], claims: &[ServerClaim]) {
-    let by_name: HashMap<String, &Server> = servers.iter().map(|s| (s.name_any(), s)).collect();
-    let claim_by_key: HashMap<(String, String), &ServerClaim> = claims
-        .iter()
-        .map(|c| ((c.namespace().unwrap_or_default(), c.name_any()), c))
-        .collect();
-    let mut holders: BTreeMap<String, String> = BTreeMap::new();
-    for c in claims
-        .iter()
-        .filter(|c| phase(c) == Some(ClaimPhase::Bound))
-    {
-        let server = c
-            .spec
-            .server_ref
-            .as_ref()
-            .expect("a Bound claim names a server");
-        let s = by_name
-            .get(&server.name)
-            .unwrap_or_else(|| panic!("{} is Bound to missing {}", c.name_any(), server.name));
-        let r = s
-            .spec
-            .server_claim_ref
-            .as_ref()
-            .expect("its server has a ref");
-        assert_eq!(
-            r.uid.as_deref(),
-            c.uid().as_deref(),
-            "server ref carries the claim's uid"
-        );
-        if let Some(other) = holders.insert(server.name.clone(), c.name_any()) {
-            panic!(
-                "two claims Bound to {}: {other} and {}",
-                server.name,
-                c.name_any()
-            );
-        }
-    }
-    for s in servers {
-        let Some(r) = &s.spec.server_claim_ref else {
-            continue;
-        };
-        // A Retain server keeps its ref to the gone claim until an admin clears it.
-        let retained = s.spec.reclaim_policy == ReclaimPolicy::Retain
-            && s.status.as_ref().and_then(|st| st.phase) == Some(ServerPhase::Released);
-        if retained || restore_awaits_quota(s, claims) {
-            continue;
-        }
-        if s.annotations().contains_key(ANNOTATION_BOUND_BY_CONTROLLER) {
-            let names_it = claim_by_key
-                .get(&(r.namespace.clone(), r.name.clone()))
-                .filter(|c| c.uid() == r.uid)
-                .and_then(|c| c.spec.server_ref.as_ref())
-                .is_some_and(|sr| sr.name == s.name_any());
-            assert!(
-                names_it,
-                "orphaned reservation on {}: {:?}",
-                s.name_any(),
-                r
-            );
-        }
-    }
+    let stored = Stored::new(servers, claims);
+    let snap = stored.snapshot();
+    let mut violations = invariants::one_claim_per_server(&snap);
+    violations.extend(invariants::bound_claims_hold(&snap));
+    violations.extend(invariants::no_orphaned_reservation(&snap));
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
 }
 
 /// The repository's example servers and claims, for `kubectl apply -f`.

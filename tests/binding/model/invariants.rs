@@ -1,6 +1,9 @@
 //! The invariants the model check holds in every state, and in every quiescent one.
 
+use std::borrow::Cow;
+
 use super::*;
+use crate::common::invariants::{self as shared, History, Snapshot, holds};
 
 /// The reservations admins wrote on servers at the start, which no controller may
 /// overwrite (invariant 4; the claims' refs are the `user_claim_refs` ghost).
@@ -25,207 +28,51 @@ impl UserRefs {
     }
 }
 
-pub(super) fn phase_of(claim: &CachedClaim) -> Option<ClaimPhase> {
-    claim.status.as_ref().and_then(|s| s.phase)
+pub(super) use crate::common::invariants::{phase_of, server_ref_name};
+
+/// The model's truth, as the shared invariants read it.
+pub(super) fn snapshot(truth: &Truth) -> Snapshot<'_> {
+    Snapshot {
+        servers: truth.servers.values().collect(),
+        claims: truth.claims.values().collect(),
+        classes: &truth.classes,
+        quotas: truth.quotas.values().collect(),
+    }
 }
 
-pub(super) fn server_ref_name(claim: &CachedClaim) -> Option<&str> {
-    claim.spec.server_ref.as_ref().map(|r| r.name.as_str())
+fn first(violations: Vec<String>) -> Result<(), String> {
+    violations.into_iter().next().map_or(Ok(()), Err)
 }
 
-/// Invariants 1 and 4, in every reachable state.
+/// Invariants 7, 1, 2 (release), 5, 6 and 4, in every reachable state.
 pub(super) fn check_always(state: &State, user: &UserRefs) -> Result<(), String> {
-    let truth = &state.truth;
-    check_quota(truth, &state.over_at_creation)?;
-    let mut bound_on: BTreeMap<&str, &str> = BTreeMap::new();
-    for (name, claim) in &truth.claims {
-        if phase_of(claim) != Some(ClaimPhase::Bound) {
-            continue;
-        }
-        let Some(server) = server_ref_name(claim) else {
-            return Err(format!(
-                "invariant 1: claim {name} is Bound without a serverRef"
-            ));
-        };
-        if let Some(other) = bound_on.insert(server, name) {
-            return Err(format!(
-                "invariant 1: claims {other} and {name} are both Bound to {server}"
-            ));
-        }
-        // A Bound claim's server names it by uid, or has lost its ref for a moment
-        // (the server controller restores it): never another claim.
-        if let Some(s) = truth.servers.get(server)
-            && let Some(r) = &s.spec.server_claim_ref
-            && (r.name != *name || ref_uid(r) != meta::uid(claim))
-        {
-            return Err(format!(
-                "invariant 1: claim {name} is Bound to {server}, whose ref is {}",
-                describe_ref(r)
-            ));
-        }
-    }
-    for (sname, server) in &truth.servers {
-        let released = server.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released);
-        let Some(r) = server.spec.server_claim_ref.as_ref().filter(|_| released) else {
-            continue;
-        };
-        let holder_lives = ref_uid(r).is_none_or(|uid| {
-            truth
-                .claims
-                .get(&r.name)
-                .is_some_and(|c| meta::uid(c) == Some(uid))
-        });
-        if holder_lives {
-            return Err(format!(
-                "invariant 2: server {sname} is Released though its claim {} was never gone",
-                describe_ref(r)
-            ));
-        }
-    }
-    // Invariant 5: no claim is bound to a server with a gate not passed since its
-    // last tenant left.
-    for (sname, gate, _) in &state.dirty {
-        let Some(r) = truth
+    let history = History {
+        user_claim_refs: state
+            .user_claim_refs
+            .iter()
+            .map(|(claim, (uid, server))| (claim.as_str(), uid.as_deref(), server.as_str()))
+            .collect(),
+        user_server_refs: user
             .servers
-            .get(sname)
-            .and_then(|s| s.spec.server_claim_ref.as_ref())
-        else {
-            continue;
-        };
-        let live = truth.claims.get(&r.name).and_then(|c| meta::uid(c));
-        if ref_uid(r).is_some() && ref_uid(r) == live {
-            return Err(format!(
-                "invariant 5: server {sname} is bound to {} before its release gate {gate} passed",
-                describe_ref(r)
-            ));
-        }
-    }
-    if let Some(violation) = &state.entitlement {
-        return Err(violation.clone());
-    }
-    for (claim, (uid, server)) in &state.user_claim_refs {
-        if let Some(c) = truth.claims.get(claim)
-            && meta::uid(c) == uid.as_deref()
-            && server_ref_name(c) != Some(server)
-        {
-            return Err(format!(
-                "invariant 4: claim {claim}'s user-written serverRef {server} was changed"
-            ));
-        }
-    }
-    for (server, claim) in &user.servers {
-        if let Some(s) = truth.servers.get(server)
-            && s.spec.server_claim_ref.as_ref().map(|r| r.name.as_str()) != Some(claim)
-        {
-            return Err(format!(
-                "invariant 4: server {server}'s reservation for {claim} was changed"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A claim's class, if it is one the world has (`ClassCheck::Of`: only then does a quota
-/// count it).
-pub(super) fn class_of<'c>(truth: &Truth, claim: &'c CachedClaim) -> Option<&'c str> {
-    let name = claim.spec.server_class_name.as_deref()?;
-    truth
-        .classes
-        .iter()
-        .any(|c| meta::name(c) == name)
-        .then_some(name)
-}
-
-/// Whether a server's ref carries the claim's name and uid: the claim holds it.
-pub(super) fn holds_a_server(truth: &Truth, claim: &CachedClaim) -> bool {
-    truth.servers.values().any(|s| {
-        s.spec.server_claim_ref.as_ref().is_some_and(|r| {
-            r.name == meta::name(claim) && ref_uid(r).is_some() && ref_uid(r) == meta::uid(claim)
-        })
-    })
+            .iter()
+            .map(|(server, claim)| (server.as_str(), claim.as_str()))
+            .collect(),
+        dirty: state
+            .dirty
+            .iter()
+            .map(|(server, gate, _)| (server.as_str(), Cow::Borrowed(gate.as_str())))
+            .collect(),
+        misgiven: state.entitlement.as_deref(),
+        over_at_creation: Some(&state.over_at_creation),
+        ..History::default()
+    };
+    first(shared::always(&snapshot(&state.truth), &history))
 }
 
 /// Each (quota, class) with more live claims of its namespace and class holding a server
 /// than its `hard`.
 pub(super) fn over_quota(truth: &Truth) -> BTreeSet<(String, String)> {
-    let mut out = BTreeSet::new();
-    for (name, quota) in &truth.quotas {
-        for (class, hard) in &quota.spec.hard {
-            let bound = truth
-                .claims
-                .values()
-                .filter(|c| meta::namespace(*c) == meta::namespace(quota))
-                .filter(|c| class_of(truth, c) == Some(class.as_str()))
-                .filter(|c| holds_a_server(truth, c))
-                .count() as i64;
-            if bound > *hard {
-                out.insert((name.clone(), class.clone()));
-            }
-        }
-    }
-    out
-}
-
-/// Invariant 7: no quota has more claims of a class bound than it allows, but for a
-/// quota and class that came to exist so (counted from a world with nothing above it
-/// bound).
-pub(super) fn check_quota(
-    truth: &Truth,
-    over_at_creation: &BTreeSet<(String, String)>,
-) -> Result<(), String> {
-    match over_quota(truth).difference(over_at_creation).next() {
-        Some((quota, class)) => Err(format!(
-            "invariant 7: quota {quota} allows {} of class {class}, but more are bound",
-            truth.quotas[quota].spec.hard[class]
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Whether a full quota holds `claim` back, rightly: a quota of its namespace limits its
-/// class, does not charge it, and charges as many live claims as it allows (a charge of
-/// a gone claim does not count: the recount must drop it).
-pub(super) fn held_by_quota(truth: &Truth, claim: &CachedClaim) -> bool {
-    let Some(class) = class_of(truth, claim) else {
-        return false;
-    };
-    let live = |c: &QuotaCharge| {
-        truth
-            .claims
-            .get(&c.claim)
-            .is_some_and(|l| meta::uid(l) == Some(c.uid.as_str()))
-    };
-    truth
-        .quotas
-        .values()
-        .filter(|q| meta::namespace(*q) == meta::namespace(claim))
-        .any(|q| {
-            let Some(hard) = quota::limit(q, class) else {
-                return false;
-            };
-            let charges = quota::charges(q);
-            let charged = |c: &&QuotaCharge| c.class == class && live(c);
-            !charges
-                .iter()
-                .any(|c| Some(c.uid.as_str()) == meta::uid(claim))
-                && charges.iter().filter(charged).count() as i64 >= hard
-        })
-}
-
-/// In a quiescent state no quota charges a claim that is gone: the recount freed it.
-pub(super) fn check_charges(truth: &Truth) -> Result<(), String> {
-    for (name, quota) in &truth.quotas {
-        for c in quota::charges(quota) {
-            let live = truth.claims.get(&c.claim);
-            if live.is_none_or(|l| meta::uid(l) != Some(c.uid.as_str())) {
-                return Err(format!(
-                    "liveness: quota {name} still charges claim {} (uid {}), which is gone",
-                    c.claim, c.uid
-                ));
-            }
-        }
-    }
-    Ok(())
+    shared::over_quota(&snapshot(truth))
 }
 
 /// The scenario's `one_bound_of` claims: exactly one of them is bound.
@@ -236,10 +83,9 @@ pub(super) fn check_one_bound(truth: &Truth, claims: &[&str]) -> Result<(), Stri
     let bound: Vec<&&str> = claims
         .iter()
         .filter(|n| {
-            truth
-                .claims
-                .get(**n)
-                .is_some_and(|c| holds_a_server(truth, c) && claim_phase(c) == ClaimPhase::Bound)
+            truth.claims.get(**n).is_some_and(|c| {
+                snapshot(truth).holds_a_server(c) && claim_phase(c) == ClaimPhase::Bound
+            })
         })
         .collect();
     match bound.len() {
@@ -266,8 +112,9 @@ pub(super) fn check_all_bound(truth: &Truth) -> Result<(), String> {
 
 /// Invariant 2 (and phase consistency), once nothing is left to do.
 pub(super) fn check_quiescent(state: &State, never_bind: &[&str]) -> Result<(), String> {
-    check_converged(&state.truth, never_bind)?;
-    check_charges(&state.truth)?;
+    let snap = snapshot(&state.truth);
+    first(shared::converged(&snap, never_bind))?;
+    first(shared::charges_live(&snap))?;
     check_nothing_left(state)
 }
 
@@ -299,94 +146,10 @@ pub(super) fn check_nothing_left(state: &State) -> Result<(), String> {
 pub(super) fn check_bound(truth: &Truth, scenario: &Scenario) -> Result<(), String> {
     for name in &scenario.must_bind {
         let claim = truth.claim(name);
-        let held = truth.servers.values().any(|s| {
-            s.spec
-                .server_claim_ref
-                .as_ref()
-                .is_some_and(|r| r.name == *name && ref_uid(r) == meta::uid(claim))
-        });
+        let held = truth.servers.values().any(|s| holds(s, claim));
         if !held || claim_phase(claim) != ClaimPhase::Bound {
             return Err(format!(
                 "liveness: claim {name} is not bound in a quiescent state (must_bind)"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Invariant 2 (and phase consistency) on the stored objects.
-pub(super) fn check_converged(truth: &Truth, never_bind: &[&str]) -> Result<(), String> {
-    let holds = |server: &CachedServer, claim: &CachedClaim| {
-        server
-            .spec
-            .server_claim_ref
-            .as_ref()
-            .is_some_and(|r| r.name == meta::name(claim) && ref_uid(r) == meta::uid(claim))
-    };
-    for (name, claim) in &truth.claims {
-        let bound_pair = server_ref_name(claim)
-            .and_then(|s| truth.servers.get(s))
-            .is_some_and(|s| holds(s, claim));
-        let is_bound = phase_of(claim) == Some(ClaimPhase::Bound);
-        if is_bound != (bound_pair && meta::is_bind_completed(claim)) {
-            return Err(format!(
-                "invariant 2: claim {name} has phase {:?} but its binding says otherwise",
-                phase_of(claim)
-            ));
-        }
-        // A claim that was bound once and lost its server needs a human; any other
-        // claim (a copied `bind-completed` included) must get a free server it can use.
-        let was_bound = claim
-            .status
-            .as_ref()
-            .is_some_and(|s| s.bound_time.is_some());
-        if is_bound
-            || (meta::is_bind_completed(claim) && was_bound)
-            || never_bind.contains(&name.as_str())
-            || held_by_quota(truth, claim)
-        {
-            continue;
-        }
-        let user_choice = (!is_controller_chosen(claim))
-            .then(|| server_ref_name(claim))
-            .flatten();
-        for (sname, server) in &truth.servers {
-            let free = server.spec.server_claim_ref.is_none()
-                || matches!(
-                    ref_match(server, claim),
-                    RefMatch::NameOnly | RefMatch::SameUid
-                );
-            if free && eligibility(server, claim).is_ok() && user_choice.is_none_or(|u| u == sname)
-            {
-                return Err(format!(
-                    "invariant 2: claim {name} is not Bound though server {sname} is free for it"
-                ));
-            }
-        }
-    }
-    for (sname, server) in &truth.servers {
-        let Some(r) = &server.spec.server_claim_ref else {
-            continue;
-        };
-        let claim = truth.claims.get(&r.name);
-        let phase = server.status.as_ref().and_then(|s| s.phase);
-        if ref_uid(r).is_some() && claim.is_none_or(|c| meta::uid(c) != ref_uid(r)) {
-            let ok = server.spec.reclaim_policy == ReclaimPolicy::Retain
-                && phase == Some(ServerPhase::Released);
-            if !ok {
-                return Err(format!(
-                    "invariant 2: server {sname} still holds gone claim {}",
-                    describe_ref(r)
-                ));
-            }
-            continue;
-        }
-        if !is_user_made_ref(server)
-            && claim.is_none_or(|c| server_ref_name(c) != Some(sname.as_str()))
-        {
-            return Err(format!(
-                "invariant 2: orphaned reservation: server {sname} has a controller-made ref to {}, which does not name it",
-                describe_ref(r)
             ));
         }
     }
