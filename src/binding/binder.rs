@@ -22,17 +22,17 @@ use crate::api::{CachedClaim, CachedServer};
 
 use super::claim_side::ClaimSide;
 use super::claim_side::assumed::claim_key;
-use super::meta::{self, ClaimKey};
-use super::placement::first_waiting_for;
-use super::placement::in_flight::InFlight;
-use super::placement::index::is_free;
 use super::steps::{
     self, BinderConfig, ClaimStep, ClaimWork, FirstNamed, LiveClaim, LiveServer, ObjectWrite,
     Rules, ServerStep, Sight, StepInputs,
 };
-use super::wakeups::{Wake, on_relist};
 use super::world::view::{ClaimView, ServerView};
 use super::world::{Listing, Resolved, World};
+use crate::binding::meta::{self, ClaimKey};
+use crate::binding::placement::first_waiting_for;
+use crate::binding::placement::in_flight::InFlight;
+use crate::binding::placement::index::is_free;
+use crate::binding::wakeups::{Wake, on_relist};
 
 mod feed;
 

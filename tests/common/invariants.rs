@@ -16,7 +16,7 @@ use server_binder::api::{
     CachedClaim, CachedServer, ClaimPhase, QuotaCharge, ReclaimPolicy, Server, ServerClaim,
     ServerClaimRef, ServerClass, ServerPhase, ServerQuota,
 };
-use server_binder::binding::state::evidence;
+use server_binder::binding::state::{evidence, gates};
 use server_binder::binding::world::classes::ClassCatalog;
 use server_binder::binding::world::quota::{self, QUOTA_EXCEEDED};
 use server_binder::binding::*;
@@ -220,6 +220,27 @@ pub fn clean_before_reuse(snap: &Snapshot, dirty: &[(&str, Cow<str>)]) -> Vec<St
             v.push(format!(
                 "invariant 5: server {sname} is bound to {} before its release gate {gate} passed",
                 describe_ref(r)
+            ));
+        }
+    }
+    v
+}
+
+/// Invariant 5 as a cleaner sees it: a server seen being cleaned after a release does
+/// not leave that cleaning until the cleaner passed it. `unpassed` is (server, release)
+/// for each release seen and not passed; a driver that watches every cleaning (the
+/// chaos test) holds the servers to it, which [`clean_before_reuse`] checks only once a
+/// claim is bound.
+pub fn stays_cleaning_until_passed(snap: &Snapshot, unpassed: &[(&str, i64)]) -> Vec<String> {
+    let mut v = Vec::new();
+    for (name, release) in unpassed {
+        let Some(server) = snap.server(name) else {
+            continue;
+        };
+        let record = gates::release_record(server).and_then(|r| r.release);
+        if record != Some(*release) {
+            v.push(format!(
+                "invariant 5: {name} left its cleaning after release {release}, which the cleaner never passed"
             ));
         }
     }

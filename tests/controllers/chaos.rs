@@ -862,6 +862,8 @@ impl World {
         let mut violations = invariants::quota_holds(&snap, None);
         violations.extend(invariants::one_claim_per_server(&snap));
         violations.extend(invariants::clean_before_reuse(&snap, &history.dirty));
+        let unpassed: Vec<(&str, i64)> = self.unpassed().collect();
+        violations.extend(invariants::stays_cleaning_until_passed(&snap, &unpassed));
         violations.extend(invariants::entitlement(&snap, &history));
         if let Some(msg) = violations.first() {
             panic!("{}", self.failure(msg).await);
@@ -887,6 +889,13 @@ impl World {
         }
     }
 
+    /// Each server seen being cleaned after a release the cleaner has not passed.
+    fn unpassed(&self) -> impl Iterator<Item = (&str, i64)> {
+        let passed = |name: &str, release: i64| self.passes.contains(&(name.to_string(), release));
+        let seen = self.cleaning_seen.iter().map(|(n, r)| (n.as_str(), *r));
+        seen.filter(move |&(name, release)| !passed(name, release))
+    }
+
     /// What the test did that the objects cannot show: the refs users wrote
     /// (invariant 4), the releases the cleaner has not passed (5), the forbidden server
     /// (6); the quota was created before any claim (7).
@@ -896,10 +905,6 @@ impl World {
             let server = self.user_claim_refs.get(uid)?;
             Some((meta::name(c), Some(uid), server.as_str()))
         });
-        let unpassed = self
-            .cleaning_seen
-            .iter()
-            .filter(|(name, release)| !self.passes.contains(&(name.to_string(), **release)));
         History {
             user_claim_refs: user_claim_refs.collect(),
             user_server_refs: self
@@ -907,8 +912,9 @@ impl World {
                 .iter()
                 .map(|(s, c)| (s.as_str(), c.as_str()))
                 .collect(),
-            dirty: unpassed
-                .map(|(name, release)| (name.as_str(), format!("of release {release}").into()))
+            dirty: self
+                .unpassed()
+                .map(|(name, release)| (name, format!("of release {release}").into()))
                 .collect(),
             forbidden: vec![FORBIDDEN],
             ..History::default()
