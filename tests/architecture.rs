@@ -938,3 +938,50 @@ fn labels_and_annotations_are_never_read_through_a_lean_objects_metadata() {
     let sample = "fn f(o: &impl Resource) {\n    o.meta()\n        .annotations\n        .get(k);\n    o.meta_mut().labels = None;\n    o.labels();\n}";
     assert_eq!(reaches_into_metadata(sample), [2, 5]);
 }
+
+/// The rooms of src/binding, from the ground up: a file may import files of its own room
+/// and of the rooms below it, never above (docs/binding.md, "Where the code is"). The
+/// ground holds the small files every room reads; the binder, which runs the steps, is
+/// the top.
+const BINDING_ROOMS: &[&[&str]] = &[
+    &["meta.rs", "bounded.rs", "selector.rs", "effects.rs", "few.rs"],
+    &["state"],
+    &["claim_side"],
+    &["placement"],
+    &["world"],
+    &["wakeups.rs"],
+    &["protocol"],
+    &["steps"],
+    &["binder.rs", "binder"],
+    &["mod.rs"],
+];
+
+/// The floor of a file under src/binding in [`BINDING_ROOMS`].
+fn binding_room(file: &Path) -> Option<usize> {
+    let inside = file.strip_prefix("src/binding").ok()?;
+    let first = inside.components().next()?.as_os_str().to_str()?;
+    let room = BINDING_ROOMS.iter().position(|r| r.contains(&first));
+    Some(room.unwrap_or_else(|| {
+        panic!("src/binding/{first} is in no room: give it one in tests/architecture.rs")
+    }))
+}
+
+#[test]
+fn the_rooms_of_binding_import_only_downward() {
+    let edges = file_edges(&sources());
+    let upward: Vec<String> = edges
+        .iter()
+        .filter(|e| match (binding_room(&e.from), binding_room(&e.to)) {
+            (Some(from), Some(to)) => to > from,
+            _ => false,
+        })
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "{} path(s) in src/binding import from a room above their own (rooms from the \
+         ground up: {BINDING_ROOMS:?}):\n  {}",
+        upward.len(),
+        upward.join("\n  ")
+    );
+}
