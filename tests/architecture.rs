@@ -944,7 +944,13 @@ fn labels_and_annotations_are_never_read_through_a_lean_objects_metadata() {
 /// ground holds the small files every room reads; the binder, which runs the steps, is
 /// the top.
 const BINDING_ROOMS: &[&[&str]] = &[
-    &["meta.rs", "bounded.rs", "selector.rs", "effects.rs", "few.rs"],
+    &[
+        "meta.rs",
+        "bounded.rs",
+        "selector.rs",
+        "effects.rs",
+        "few.rs",
+    ],
     &["state"],
     &["claim_side"],
     &["placement"],

@@ -1,5 +1,5 @@
 //! The quotas' recount (docs/binding.md, "Server quotas"): each quota's status rebuilt
-//! from scratch ([`recount`]): a charge is dropped only once a read of its claim says
+//! from scratch ([`crate::binding::world::quota::recount`]): a charge is dropped only once a read of its claim says
 //! it is gone (not found, or another uid under its name), and every claim holding a
 //! server of a class the quota limits is counted. Runs when the watch sees a claim go,
 //! and once per `--status-interval`; each write carries the quota's resourceVersion, so
@@ -12,9 +12,9 @@ use std::time::Duration;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{CachedClaim, QuotaCharge, ServerQuota};
+use crate::api::{CachedClaim, ServerQuota};
 use crate::binding::meta;
-use crate::binding::world::quota::{Holder, recount, unconfirmed};
+use crate::binding::world::quota::Recount;
 
 use super::context::Context;
 use super::error::{Error, Result};
@@ -37,32 +37,9 @@ pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
     }
 }
 
-/// One quota as the cache shows it: the charges to read, and the claims holding servers.
-struct Seen {
-    quota: ServerQuota,
-    unread: Vec<QuotaCharge>,
-    holders: Vec<Holder>,
-}
-
 /// Recounts every quota; how soon to try again if one could not be written.
 async fn recount_all(ctx: &Context) -> Option<Duration> {
-    let seen: Vec<Seen> = {
-        let binder = ctx.caches.read();
-        binder
-            .world()
-            .quotas()
-            .iter()
-            .map(|quota| {
-                let namespace = meta::namespace(&**quota);
-                let unread = unconfirmed(quota, &|c| binder.world().shows_charged(namespace, c));
-                Seen {
-                    unread: unread.into_iter().cloned().collect(),
-                    holders: binder.world().quota_holders(namespace),
-                    quota: (**quota).clone(),
-                }
-            })
-            .collect()
-    };
+    let seen: Vec<Recount> = ctx.caches.read().world().recounts();
     let mut again: Option<Duration> = None;
     for quota in seen {
         if let Err(error) = recount_one(ctx, quota).await {
@@ -82,7 +59,7 @@ async fn recount_all(ctx: &Context) -> Option<Duration> {
 
 /// Reads each charge's claim the cache does not show, then writes the recount if it
 /// changed anything. A read that fails leaves the quota for the next round.
-async fn recount_one(ctx: &Context, seen: Seen) -> Result<()> {
+async fn recount_one(ctx: &Context, seen: Recount) -> Result<()> {
     let namespace = meta::namespace(&seen.quota).to_string();
     let claims = Api::<CachedClaim>::namespaced(ctx.client.clone(), &namespace);
     let mut gone = HashSet::new();
@@ -100,12 +77,8 @@ async fn recount_one(ctx: &Context, seen: Seen) -> Result<()> {
             gone.insert(charge.uid.clone());
         }
     }
-    let Some(status) = recount(&seen.quota, &gone, &seen.holders) else {
+    let Some(recounted) = seen.recounted(&gone) else {
         return Ok(());
-    };
-    let recounted = ServerQuota {
-        status: Some(status),
-        ..seen.quota.clone()
     };
     let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), &namespace);
     patch(

@@ -20,7 +20,7 @@ use crate::binding::state::eligibility::{RefMatch, ref_match};
 use crate::binding::state::evidence::pair_agrees;
 
 use super::classes::{ClassCatalog, ClassCheck, without_servers};
-use super::quota::{self, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck};
+use super::quota::{self, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck, Recount};
 use super::view::{ClaimCatalog, ServerCatalog, ServerView};
 
 /// The objects a binder starts from: a start's lists, or `explain`'s one look.
@@ -207,6 +207,23 @@ impl World {
     pub fn shows_charged(&self, namespace: &str, charge: &QuotaCharge) -> bool {
         let cached = self.claims.shared(namespace, &charge.claim);
         cached.is_some_and(|claim| meta::uid(&**claim) == Some(charge.uid.as_str()))
+    }
+
+    /// What the quotas' recount reads of each quota now ([`Recount`]).
+    pub fn recounts(&self) -> Vec<Recount> {
+        let recount = |quota: &Arc<ServerQuota>| {
+            let namespace = meta::namespace(&**quota);
+            let shown = |c: &QuotaCharge| self.shows_charged(namespace, c);
+            Recount {
+                unread: quota::unconfirmed(quota, &shown)
+                    .into_iter()
+                    .cloned()
+                    .collect(),
+                holders: self.quota_holders(namespace),
+                quota: (**quota).clone(),
+            }
+        };
+        self.quotas.iter().map(recount).collect()
     }
 
     /// The claims of `namespace` that hold a server (a server's ref carries their uid),

@@ -380,6 +380,28 @@ pub fn unconfirmed<'q>(
 /// claim of a class it limits that holds a server (`holders`: a claim bound before the
 /// quota existed counts, even above `hard`), then the restored pairs while their class
 /// has room, by name. `None`: the status says that already.
+/// What the quotas' recount reads of one quota as a world shows it
+/// ([`crate::binding::World::recounts`]): the charges whose claims the catalog does not
+/// show, to read live, and the claims holding servers.
+#[derive(Clone, Debug)]
+pub struct Recount {
+    pub quota: ServerQuota,
+    pub unread: Vec<QuotaCharge>,
+    pub holders: Vec<Holder>,
+}
+
+impl Recount {
+    /// The quota with its status counted anew ([`recount`]), given the uids of the
+    /// unread charges whose claims a live read found gone; `None` if nothing changes.
+    pub fn recounted(&self, gone: &HashSet<String>) -> Option<ServerQuota> {
+        let status = recount(&self.quota, gone, &self.holders)?;
+        Some(ServerQuota {
+            status: Some(status),
+            ..self.quota.clone()
+        })
+    }
+}
+
 pub fn recount(
     quota: &ServerQuota,
     gone: &HashSet<String>,

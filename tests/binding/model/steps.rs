@@ -177,29 +177,22 @@ pub(super) fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
     let binder = &state.ctl_ref(who).binder;
     let reads_live = state.protocol.recount_reads_live;
     let mut out = Vec::new();
-    for quota in binder.world().quotas().iter() {
-        let namespace = meta::namespace(&**quota);
-        let cached = |c: &QuotaCharge| binder.world().shows_charged(namespace, c);
-        let gone: HashSet<String> = quota::unconfirmed(quota, &cached)
-            .into_iter()
+    for mut seen in binder.world().recounts() {
+        let gone: HashSet<String> = seen
+            .unread
+            .iter()
             .filter(|c| {
                 let live = state.truth.claims.get(&c.claim);
                 !reads_live || live.is_none_or(|l| meta::uid(l) != Some(c.uid.as_str()))
             })
             .map(|c| c.uid.clone())
             .collect();
-        let mut holders = binder.world().quota_holders(namespace);
         if !state.protocol.restored_within_hard {
-            holders
+            seen.holders
                 .iter_mut()
                 .for_each(|h| h.holds = quota::Holds::Bound);
         }
-        if let Some(status) = quota::recount(quota, &gone, &holders) {
-            out.push(ServerQuota {
-                status: Some(status),
-                ..(**quota).clone()
-            });
-        }
+        out.extend(seen.recounted(&gone));
     }
     out
 }
