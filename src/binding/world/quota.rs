@@ -256,7 +256,7 @@ impl QuotaCatalog {
                 });
             }
             let used = counted.used.get(class).copied().unwrap_or(0);
-            if used >= hard {
+            if !has_room(used, hard) {
                 return QuotaCheck::Exceeded(QuotaFull {
                     namespace: meta::namespace(claim).to_string(),
                     quota: name.clone(),
@@ -309,6 +309,18 @@ pub fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
     quota.status.as_ref().map_or(&[], |s| &s.charged)
 }
 
+/// How many servers of `class` these charges count: a quota's `used` for the class.
+pub fn used_of(charges: &[QuotaCharge], class: &str) -> i64 {
+    charges.iter().filter(|c| c.class == class).count() as i64
+}
+
+/// Whether a quota that counts `used` servers of a class whose `hard` limit this is can
+/// charge one more: the one rule of a full quota, which the check, the charge, the
+/// recount and `explain` all apply.
+pub fn has_room(used: i64, hard: i64) -> bool {
+    used < hard
+}
+
 /// The quota with `claim` charged for `class`, to be written with the quota's
 /// resourceVersion as a precondition (`None`: it charges the claim already, or has no
 /// room). Two writers that read the same version cannot both write: the second gets a
@@ -317,8 +329,7 @@ pub fn charge(quota: &ServerQuota, claim: &CachedClaim, class: &str) -> Option<S
     let uid = meta::uid(claim)?;
     let hard = limit(quota, class)?;
     let all = charges(quota);
-    let used = all.iter().filter(|c| c.class == class).count() as i64;
-    if used >= hard || all.iter().any(|c| c.uid == uid) {
+    if !has_room(used_of(all, class), hard) || all.iter().any(|c| c.uid == uid) {
         return None;
     }
     let mut charged = all.to_vec();
@@ -428,8 +439,10 @@ pub fn recount(
     }
     restored.sort_by(|a, b| a.claim.cmp(&b.claim));
     for h in restored {
-        let used = charged.iter().filter(|c| c.class == h.class).count() as i64;
-        if limit(quota, &h.class).is_some_and(|hard| used < hard) && known.insert(h.uid.clone()) {
+        let used = used_of(&charged, &h.class);
+        if limit(quota, &h.class).is_some_and(|hard| has_room(used, hard))
+            && known.insert(h.uid.clone())
+        {
             charged.push(charge_of(h));
         }
     }
@@ -459,7 +472,7 @@ fn status_of(
         .hard
         .keys()
         .map(|class| {
-            let n = charged.iter().filter(|c| &c.class == class).count() as i64;
+            let n = used_of(&charged, class);
             (class.clone(), n)
         })
         .collect();

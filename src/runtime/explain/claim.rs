@@ -168,10 +168,10 @@ fn quotas_of(claim: &CachedClaim, binder: &Binder) -> Vec<String> {
         .filter_map(|q| {
             let hard = quota::limit(q, &class)?;
             let charges = quota::charges(q);
-            let used = charges.iter().filter(|c| c.class == class).count();
+            let used = quota::used_of(charges, &class);
             let charged = match charges.iter().any(|c| c.uid == uid) {
                 true => "this claim is charged",
-                false if used as i64 >= hard => "full: this claim is not charged",
+                false if !quota::has_room(used, hard) => "full: this claim is not charged",
                 false => "this claim is not charged yet",
             };
             let name = meta::name(&**q);
