@@ -54,4 +54,4 @@ pub use place::{place, place_named};
 pub use shape::ClaimShape;
 pub use waiter::{Waiter, is_waiting};
 pub use waiting_claims::WaitingClaims;
-pub use whose_turn::{first_named, first_stray, first_waiting_for, in_fair_order};
+pub use whose_turn::{first_named, first_unheld_pick, first_waiting_for, in_fair_order};

@@ -67,7 +67,7 @@ pub fn first_named<'k>(
 /// controller's picks do not hold (`held` says which it holds: made before a restart, by
 /// another replica, or written by hand), the first in the fair order, as
 /// [`first_named`] finds it among users' claims: the only one of them asked its turn.
-pub fn first_stray(
+pub fn first_unheld_pick(
     server: &CachedServer,
     held_back: &[ClaimKey],
     waiting: &WaitingClaims,

@@ -6,7 +6,7 @@
 //! A name is not a place in the queue: a user's claim that names a free server takes it
 //! only when the fair order reaches it for that server ([`turn_on`]), unless its status
 //! records a bind to it. A `pre-bound` ref counts as a pick only while it is one: this
-//! process's claim controller made it and still has it in flight ([`pick_or_turn`]);
+//! process's claim controller made it and still has it in flight ([`may_take_named`]);
 //! any other (from before a restart, another replica's, or a tenant's) is asked its turn
 //! like a user's, and the claim controller withdraws it when that turn has not come.
 //! Both sides ask the same question of the same function.
@@ -24,7 +24,7 @@ use crate::binding::state::evidence::{can_take_back, records_bind_to};
 use crate::binding::world::view::{ClaimView, ServerView};
 
 /// Whether a claim naming a server, with no bind to it recorded, may take it now (the
-/// binder answers it with [`pick_or_turn`]).
+/// binder answers it with [`may_take_named`]).
 pub type Turn<'a> = &'a dyn Fn(&CachedClaim) -> bool;
 
 /// Whether the server controller may bind a claim as far as its namespace's quotas go:
@@ -38,7 +38,7 @@ pub type Admit<'a> = &'a dyn Fn(&CachedClaim) -> bool;
 /// `pre-bound` the picks do not hold was made before a restart, by another replica, or
 /// by a tenant's hand: it is asked its turn as a user's ref is, never taken on its word
 /// (docs/binding.md, "Whose pick is it").
-pub fn pick_or_turn(
+pub fn may_take_named(
     server: &str,
     claim: &CachedClaim,
     picks: &AssumedChoices,
@@ -66,7 +66,7 @@ pub fn turn_on<'s>(
 }
 
 /// Whether a claim naming `server` may win it now: its status records a bind to it; or
-/// `turn` says so ([`pick_or_turn`]: this controller's pick, or a user's claim in its
+/// `turn` says so ([`may_take_named`]: this controller's pick, or a user's claim in its
 /// turn).
 fn in_turn(server: &CachedServer, claim: &CachedClaim, turn: Turn<'_>) -> bool {
     records_bind_to(claim, server) || turn(claim)

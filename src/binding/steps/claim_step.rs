@@ -18,7 +18,7 @@ use crate::binding::protocol::claim_decision::{
 };
 use crate::binding::protocol::claim_plan::plan_claim;
 use crate::binding::protocol::coalesce::is_summary_refresh;
-use crate::binding::protocol::winner::pick_or_turn;
+use crate::binding::protocol::winner::may_take_named;
 use crate::binding::wakeups::Wake;
 use crate::binding::world::classes::{ClassCheck, rebase, without_servers};
 use crate::binding::world::quota::QuotaCheck;
@@ -140,7 +140,7 @@ fn decide(
     let chosen_for_others = |server: &str| assumed.chosen_for_other(server, &key);
     let first = FirstNamed::default();
     let turn = |rival: &CachedClaim, server: &str| {
-        pick_or_turn(server, rival, assumed, || {
+        may_take_named(server, rival, assumed, || {
             has_turn(inputs, rival, server, now, &first)
         })
     };

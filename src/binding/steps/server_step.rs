@@ -9,7 +9,7 @@ use crate::api::{CachedClaim, CachedServer};
 use crate::binding::meta;
 use crate::binding::protocol::server_decision::ServerDecision;
 use crate::binding::protocol::server_plan::{ServerPlan, plan_server};
-use crate::binding::protocol::winner::{Admit, Turn, pick_or_turn};
+use crate::binding::protocol::winner::{Admit, Turn, may_take_named};
 use crate::binding::state::gates::{self, BoundClass, cleaning_took};
 use crate::binding::world::World;
 use crate::binding::world::view::{Liveness, WithLiveClaim};
@@ -33,7 +33,7 @@ pub fn server_step(
     let first = FirstNamed::default();
     let name = meta::name(server);
     let in_turn = |claim: &CachedClaim| {
-        pick_or_turn(name, claim, &inputs.claim_side.assumed, || {
+        may_take_named(name, claim, &inputs.claim_side.assumed, || {
             has_turn(inputs, claim, name, now, &first)
         })
     };

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::CachedClaim;
 use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{ClaimKey, is_controller_chosen};
-use crate::binding::placement::{PickInputs, Placement, first_named, first_stray};
+use crate::binding::placement::{PickInputs, Placement, first_named, first_unheld_pick};
 use crate::binding::protocol::winner::turn_on;
 use crate::binding::world::view::{ClaimView, ServerView};
 
@@ -17,12 +17,12 @@ use super::inputs::StepInputs;
 
 /// Per server and pool (users' claims, or controller-chosen ones the claim side's picks
 /// do not hold), the claim naming it that is first in the fair order ([`first_named`],
-/// [`first_stray`]), found once per decision.
+/// [`first_unheld_pick`]), found once per decision.
 pub type FirstNamed = RefCell<HashMap<(String, bool), Option<ClaimKey>>>;
 
 /// Whether `claim`, which names `server`, has its turn, asking only the first in the
 /// fair order of the users' claims naming `server` ([`first_named`]), or of the
-/// controller-chosen ones the picks do not hold ([`first_stray`]: they rank after
+/// controller-chosen ones the picks do not hold ([`first_unheld_pick`]: they rank after
 /// users' in the winner rule, so they are asked apart), found once per server in
 /// `first`.
 pub fn has_turn(
@@ -47,7 +47,7 @@ pub fn has_turn(
         .or_insert_with(|| {
             if stray {
                 let held = |k: &ClaimKey| picks.holds(server, k);
-                return first_stray(named, &held_back, waiting, &held);
+                return first_unheld_pick(named, &held_back, waiting, &held);
             }
             let naming = world.claims().claims_naming(server);
             let keys: Vec<ClaimKey> = naming.into_iter().map(claim_key).collect();
