@@ -280,7 +280,10 @@ fn claim_key_in(binder: &Binder, name: &str, new: Option<&CachedClaim>) -> Claim
 /// rest of the plan it is carrying out.
 #[derive(Clone, Debug)]
 struct Ctl {
-    binder: Binder,
+    /// Shared between a state and its successors until one of them changes it (most steps
+    /// change one controller's binder at most): cloning a binder, its catalogs and views,
+    /// was a large share of the check's time.
+    binder: Arc<Binder>,
     claim_events: VecDeque<(String, Option<CachedClaim>)>,
     server_events: VecDeque<(String, Option<CachedServer>)>,
     /// Quota events: both controllers see quotas through a watch, with lag (the claim
@@ -318,7 +321,7 @@ impl Ctl {
             binder = binder.listed_with_quotas(truth.quotas.values().cloned());
         }
         Self {
-            binder,
+            binder: Arc::new(binder),
             claim_events: VecDeque::new(),
             server_events: VecDeque::new(),
             quota_events: VecDeque::new(),
@@ -327,6 +330,11 @@ impl Ctl {
             recount_due: !truth.quotas.is_empty(),
             recounts: Vec::new(),
         }
+    }
+
+    /// The binder, to change: a copy of its own if a successor state shares it.
+    fn binder_mut(&mut self) -> &mut Binder {
+        Arc::make_mut(&mut self.binder)
     }
 
     /// Keeps what a wake-up says about this controller's own kind.
@@ -345,7 +353,7 @@ impl Ctl {
         let key = claim_key_in(&self.binder, name, new.as_ref());
         // A claim gone rings the recount (`recount_wanted` in the binary).
         self.recount_due |= new.is_none() && !self.binder.quotas().is_empty();
-        let wake = self.binder.apply_claim(&key, new.map(Arc::new));
+        let wake = self.binder_mut().apply_claim(&key, new.map(Arc::new));
         self.wake(who, wake);
     }
 
@@ -356,12 +364,14 @@ impl Ctl {
         self.recount_due |= new
             .as_ref()
             .is_some_and(|q| self.binder.quota_wants_recount(q));
-        let wake = self.binder.apply_quota(&namespace, name, new.map(Arc::new));
+        let wake = self
+            .binder_mut()
+            .apply_quota(&namespace, name, new.map(Arc::new));
         self.wake(who, wake);
     }
 
     fn see_server(&mut self, who: Who, name: &str, new: Option<CachedServer>) {
-        let wake = self.binder.apply_server(name, new.map(Arc::new));
+        let wake = self.binder_mut().apply_server(name, new.map(Arc::new));
         self.wake(who, wake);
     }
 
@@ -373,7 +383,7 @@ impl Ctl {
         written: ObjectWrite<'_>,
     ) {
         let wake = self
-            .binder
+            .binder_mut()
             .claim_object_written(work, claim, written, now().0);
         self.wake(Who::ClaimController, wake);
     }
@@ -381,7 +391,8 @@ impl Ctl {
 
 #[derive(Clone)]
 struct State {
-    truth: Truth,
+    /// Shared with the successor states until one of them writes (see [`Ctl::binder`]).
+    truth: Arc<Truth>,
     claim_ctl: Ctl,
     server_ctl: Ctl,
     /// The scenario's admission rule for claim writes.
@@ -435,6 +446,11 @@ struct Cleaner {
 }
 
 impl State {
+    /// The truth, to write: a copy of its own if a successor state shares it.
+    fn truth_mut(&mut self) -> &mut Truth {
+        Arc::make_mut(&mut self.truth)
+    }
+
     fn ctl(&mut self, who: Who) -> &mut Ctl {
         match who {
             Who::ClaimController => &mut self.claim_ctl,
@@ -681,21 +697,24 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         entitlement: None,
         over_at_creation: BTreeSet::new(),
         bound_class_gates: BTreeMap::new(),
-        truth,
+        truth: Arc::new(truth),
     };
     initial.note_holders();
     for name in scenario.claims.iter().map(|c| meta::name(c).to_string()) {
         initial.note_user_ref(&name);
     }
-    reconcile_idle(&mut initial);
+    reconcile_idle(&mut initial, &mut IdleMemo::default());
     let user_refs = UserRefs::of(scenario);
     initial.over_at_creation = over_quota(&initial.truth);
     let mut report = Report::default();
     let mut parents: HashMap<u64, (u64, String)> = HashMap::default();
     let root = fingerprint(&initial);
     parents.insert(root, (root, "start".into()));
-    let mut stack = vec![(initial, root, 0usize)];
-    while let Some((state, id, depth)) = stack.pop() {
+    // The fingerprints of the successors that [`reconcile_idle`] or
+    // [`note_quotas_unseen`] changed, as they were before.
+    let mut unreduced_seen: rustc_hash::FxHashSet<u64> = Default::default();
+    let mut stack = vec![(initial, root, 0usize, IdleMemo::default())];
+    while let Some((state, id, depth, mut memo)) = stack.pop() {
         report.states += 1;
         if report.states % 200_000 == 0 && std::env::var_os("MODEL_CHECK_PROGRESS").is_some() {
             eprintln!(
@@ -733,14 +752,29 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             if lag(&next) > scenario.max_lag {
                 continue;
             }
-            reconcile_idle(&mut next);
-            note_quotas_unseen(&mut next);
-            let next_id = fingerprint(&next);
+            // Most successors were reached before. The reductions below cost more than
+            // a fingerprint, and what they make of a state depends only on what its
+            // fingerprint tells apart, like every step: a state seen before them (as
+            // itself, or as a reduced state, which they leave as it is) is skipped
+            // before them, as it would be after.
+            let unreduced = fingerprint(&next);
+            if parents.contains_key(&unreduced) || unreduced_seen.contains(&unreduced) {
+                continue;
+            }
+            let reduced = reconcile_idle(&mut next, &mut memo) | note_quotas_unseen(&mut next);
+            let next_id = match reduced {
+                true => {
+                    unreduced_seen.insert(unreduced);
+                    fingerprint(&next)
+                }
+                false => unreduced,
+            };
             if parents.contains_key(&next_id) {
                 continue;
             }
             parents.insert(next_id, (id, label));
-            stack.push((next, next_id, depth + 1));
+            let memo = memo.of(&next);
+            stack.push((next, next_id, depth + 1, memo));
         }
     }
     report
