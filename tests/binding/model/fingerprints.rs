@@ -40,7 +40,7 @@ pub(super) fn fingerprint(state: &State) -> u64 {
         // Fixed for a whole exploration.
         classes: _,
         next_rv: _,
-    } = truth;
+    } = &**truth;
     let ranks = Ranks::of(state);
     let mut h = FxHasher::default();
     claims.len().hash(&mut h);
@@ -69,9 +69,12 @@ pub(super) fn fingerprint(state: &State) -> u64 {
 /// A resourceVersion is only ever compared with other copies of the same object, so each
 /// object's versions are renamed by their rank among that object's copies in the state.
 pub(super) struct Ranks<'a> {
-    versions: HashMap<(bool, &'a str), BTreeSet<u64>>,
-    /// The quotas' versions, by quota name.
-    quota_versions: HashMap<&'a str, BTreeSet<u64>>,
+    /// Every (is a claim, name, version) of the state, sorted, without repeats: an
+    /// object's versions are a run of it, in order. Built for every state reached, so
+    /// one vector rather than a set per object.
+    versions: Vec<(bool, &'a str, u64)>,
+    /// The quotas' versions, by quota name, the same way.
+    quota_versions: Vec<(&'a str, u64)>,
     /// Release gates apply in this world, even to servers that name none (the default
     /// gates): generations and the cleaners' conditions tell states apart.
     gated: bool,
@@ -79,29 +82,27 @@ pub(super) struct Ranks<'a> {
 
 impl<'a> Ranks<'a> {
     pub(super) fn of(state: &'a State) -> Self {
-        let mut versions: HashMap<(bool, &str), BTreeSet<u64>> = HashMap::default();
+        let mut versions: Vec<(bool, &str, u64)> = Vec::with_capacity(32);
         for c in state_claims(state) {
             if let Some(rv) = parse_rv(&c.meta().resource_version) {
-                versions
-                    .entry((true, meta::name(c)))
-                    .or_default()
-                    .insert(rv);
+                versions.push((true, meta::name(c), rv));
             }
         }
         for s in state_servers(state) {
             if let Some(rv) = parse_rv(&s.meta().resource_version) {
-                versions
-                    .entry((false, meta::name(s)))
-                    .or_default()
-                    .insert(rv);
+                versions.push((false, meta::name(s), rv));
             }
         }
-        let mut quota_versions: HashMap<&str, BTreeSet<u64>> = HashMap::default();
+        versions.sort_unstable();
+        versions.dedup();
+        let mut quota_versions: Vec<(&str, u64)> = Vec::new();
         for q in state_quotas(state) {
             if let Some(rv) = parse_rv(&q.metadata.resource_version) {
-                quota_versions.entry(meta::name(q)).or_default().insert(rv);
+                quota_versions.push((meta::name(q), rv));
             }
         }
+        quota_versions.sort_unstable();
+        quota_versions.dedup();
         let gated = !state.default_gates.is_empty() || !state.cleaners.is_empty();
         Self {
             versions,
@@ -112,15 +113,17 @@ impl<'a> Ranks<'a> {
 
     pub(super) fn quota_rank(&self, name: &str, rv: &Option<String>) -> Option<usize> {
         let rv = parse_rv(rv)?;
-        let set = self.quota_versions.get(name)?;
-        set.iter().position(|v| *v == rv)
+        let at = self.quota_versions.binary_search(&(name, rv)).ok()?;
+        Some(at - self.quota_versions.partition_point(|(n, _)| *n < name))
     }
 
     pub(super) fn rank(&self, is_claim: bool, name: &str, rv: &Option<String>) -> Option<usize> {
         let rv = parse_rv(rv)?;
-        self.versions
-            .get(&(is_claim, name))
-            .and_then(|set| set.iter().position(|v| *v == rv))
+        let at = self.versions.binary_search(&(is_claim, name, rv)).ok()?;
+        let first = self
+            .versions
+            .partition_point(|(c, n, _)| (*c, *n) < (is_claim, name));
+        Some(at - first)
     }
 }
 

@@ -284,7 +284,10 @@ fn claim_key_in(binder: &Binder, name: &str, new: Option<&CachedClaim>) -> Claim
 /// rest of the plan it is carrying out.
 #[derive(Clone, Debug)]
 struct Ctl {
-    binder: Binder,
+    /// Shared between a state and its successors until one of them changes it (most steps
+    /// change one controller's binder at most): cloning a binder, its catalogs and views,
+    /// was a large share of the check's time.
+    binder: Arc<Binder>,
     claim_events: VecDeque<(String, Option<CachedClaim>)>,
     server_events: VecDeque<(String, Option<CachedServer>)>,
     /// Quota events: both controllers see quotas through a watch, with lag (the claim
@@ -321,7 +324,7 @@ impl Ctl {
         };
         let binder = Binder::listed(p.rules, config, listing, now().0);
         Self {
-            binder,
+            binder: Arc::new(binder),
             claim_events: VecDeque::new(),
             server_events: VecDeque::new(),
             quota_events: VecDeque::new(),
@@ -330,6 +333,11 @@ impl Ctl {
             recount_due: !truth.quotas.is_empty(),
             recounts: Vec::new(),
         }
+    }
+
+    /// The binder, to change: a copy of its own if a successor state shares it.
+    fn binder_mut(&mut self) -> &mut Binder {
+        Arc::make_mut(&mut self.binder)
     }
 
     /// Keeps what a wake-up says about this controller's own kind.
@@ -351,8 +359,8 @@ impl Ctl {
         let world = self.binder.world();
         let last = world.claims().shared(&key.namespace, &key.name).cloned();
         let wake = match (new, last) {
-            (Some(new), _) => self.binder.apply(Arc::new(new)),
-            (None, Some(last)) => self.binder.delete(last),
+            (Some(new), _) => self.binder_mut().apply(Arc::new(new)),
+            (None, Some(last)) => self.binder_mut().delete(last),
             (None, None) => Wake::default(),
         };
         self.wake(who, wake);
@@ -372,8 +380,8 @@ impl Ctl {
             .quota(&namespace, name)
             .cloned();
         let wake = match (new, last) {
-            (Some(new), _) => self.binder.apply(Arc::new(new)),
-            (None, Some(last)) => self.binder.delete(last),
+            (Some(new), _) => self.binder_mut().apply(Arc::new(new)),
+            (None, Some(last)) => self.binder_mut().delete(last),
             (None, None) => Wake::default(),
         };
         self.wake(who, wake);
@@ -382,8 +390,8 @@ impl Ctl {
     fn see_server(&mut self, who: Who, name: &str, new: Option<CachedServer>) {
         let last = self.binder.world().servers().shared(name).cloned();
         let wake = match (new, last) {
-            (Some(new), _) => self.binder.apply(Arc::new(new)),
-            (None, Some(last)) => self.binder.delete(last),
+            (Some(new), _) => self.binder_mut().apply(Arc::new(new)),
+            (None, Some(last)) => self.binder_mut().delete(last),
             (None, None) => Wake::default(),
         };
         self.wake(who, wake);
@@ -397,7 +405,7 @@ impl Ctl {
         written: ObjectWrite<'_>,
     ) {
         let wake = self
-            .binder
+            .binder_mut()
             .claim_object_written(work, claim, written, now().0);
         self.wake(Who::ClaimController, wake);
     }
@@ -405,7 +413,8 @@ impl Ctl {
 
 #[derive(Clone)]
 struct State {
-    truth: Truth,
+    /// Shared with the successor states until one of them writes (see [`Ctl::binder`]).
+    truth: Arc<Truth>,
     claim_ctl: Ctl,
     server_ctl: Ctl,
     /// The scenario's admission rule for claim writes.
@@ -459,6 +468,11 @@ struct Cleaner {
 }
 
 impl State {
+    /// The truth, to write: a copy of its own if a successor state shares it.
+    fn truth_mut(&mut self) -> &mut Truth {
+        Arc::make_mut(&mut self.truth)
+    }
+
     fn ctl(&mut self, who: Who) -> &mut Ctl {
         match who {
             Who::ClaimController => &mut self.claim_ctl,
@@ -716,21 +730,24 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         entitlement: None,
         over_at_creation: BTreeSet::new(),
         bound_class_gates: BTreeMap::new(),
-        truth,
+        truth: Arc::new(truth),
     };
     initial.note_holders();
     for name in scenario.claims.iter().map(|c| meta::name(c).to_string()) {
         initial.note_user_ref(&name);
     }
-    reconcile_idle(&mut initial);
+    reconcile_idle(&mut initial, &mut IdleMemo::default());
     let user_refs = UserRefs::of(scenario);
     initial.over_at_creation = over_quota(&initial.truth);
     let mut report = Report::default();
     let mut parents: HashMap<u64, (u64, String)> = HashMap::default();
     let root = fingerprint(&initial);
     parents.insert(root, (root, "start".into()));
-    let mut stack = vec![(initial, root, 0usize)];
-    while let Some((state, id, depth)) = stack.pop() {
+    // The fingerprints of the successors that [`reconcile_idle`] or
+    // [`note_quotas_unseen`] changed, as they were before.
+    let mut unreduced_seen: rustc_hash::FxHashSet<u64> = Default::default();
+    let mut stack = vec![(initial, root, 0usize, IdleMemo::default())];
+    while let Some((state, id, depth, mut memo)) = stack.pop() {
         report.states += 1;
         if report.states % 200_000 == 0 && std::env::var_os("MODEL_CHECK_PROGRESS").is_some() {
             eprintln!(
@@ -768,14 +785,29 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             if lag(&next) > scenario.max_lag {
                 continue;
             }
-            reconcile_idle(&mut next);
-            note_quotas_unseen(&mut next);
-            let next_id = fingerprint(&next);
+            // Most successors were reached before. The reductions below cost more than
+            // a fingerprint, and what they make of a state depends only on what its
+            // fingerprint tells apart, like every step: a state seen before them (as
+            // itself, or as a reduced state, which they leave as it is) is skipped
+            // before them, as it would be after.
+            let unreduced = fingerprint(&next);
+            if parents.contains_key(&unreduced) || unreduced_seen.contains(&unreduced) {
+                continue;
+            }
+            let reduced = reconcile_idle(&mut next, &mut memo) | note_quotas_unseen(&mut next);
+            let next_id = match reduced {
+                true => {
+                    unreduced_seen.insert(unreduced);
+                    fingerprint(&next)
+                }
+                false => unreduced,
+            };
             if parents.contains_key(&next_id) {
                 continue;
             }
             parents.insert(next_id, (id, label));
-            stack.push((next, next_id, depth + 1));
+            let memo = memo.of(&next);
+            stack.push((next, next_id, depth + 1, memo));
         }
     }
     report

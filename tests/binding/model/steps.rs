@@ -62,7 +62,7 @@ pub(super) fn tenant_edit(state: &State, name: &str, edit: &TenantEdit) -> Optio
     }
     let mut next = state.clone();
     next.tenant_budget -= 1;
-    next.truth.write_claim(&new).ok()?;
+    next.truth_mut().write_claim(&new).ok()?;
     next.note_user_ref(name);
     next.claim_changed(name);
     Some(next)
@@ -86,7 +86,7 @@ pub(super) fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
         ctl.quota_events.clear();
         // A relist rings the recount, as the binary's watch does.
         ctl.recount_due = true;
-        let wake = ctl.binder.relist(quotas);
+        let wake = ctl.binder_mut().relist(quotas);
         ctl.wake(who, wake);
         out.push((format!("{who:?} lists the quotas again"), next));
     }
@@ -155,7 +155,7 @@ pub(super) fn recount_steps(state: &State, who: Who) -> Vec<(String, State)> {
             .iter()
             .map(|c| c.claim.as_str())
             .collect();
-        let label = match next.truth.write_quota_status(quota, true) {
+        let label = match next.truth_mut().write_quota_status(quota, true) {
             Ok(_) => {
                 next.quota_changed(&name);
                 format!("{who:?} process's recount writes quota {name}: {charged:?}")
@@ -221,7 +221,7 @@ pub(super) fn backoffs_end(state: &State) -> Vec<(String, State)> {
         .map(|key| {
             let mut next = state.clone();
             next.backoff_ends -= 1;
-            next.claim_ctl.binder.end_backoff(&key, now().0);
+            next.claim_ctl.binder_mut().end_backoff(&key, now().0);
             next.claim_ctl.woken.insert(key.name.clone());
             (format!("the back-off of claim {} ends", key.name), next)
         })
@@ -358,7 +358,7 @@ pub(super) fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)
         }
         let mut next = state.clone();
         next.claim_ctl.woken.remove(name);
-        next.claim_ctl.binder.start(claim, &step);
+        next.claim_ctl.binder_mut().start(claim, &step);
         // One process: what starting the step wakes reaches the server controller too.
         next.server_ctl
             .wake(Who::ServerController, work.wakes.clone());
@@ -404,8 +404,26 @@ pub(super) fn server_work(state: &State, server: &CachedServer) -> ServerWork {
 /// Whether reconciling `name` now would write nothing, whichever way it looks.
 pub(super) fn would_do_nothing(state: &State, who: Who, name: &str) -> bool {
     match who {
-        Who::ClaimController => claim_as_is(state, name)
-            .is_none_or(|c| claim_steps(state, c).iter().all(|(s, _)| writes_nothing(s))),
+        // Each sight in turn, as `claim_steps` takes them: the first that writes answers.
+        Who::ClaimController => claim_as_is(state, name).is_none_or(|c| {
+            let binder = &state.claim_ctl.binder;
+            let read = |server: &str| state.truth.servers.get(server).cloned();
+            let mut decisions: Vec<ClaimDecision> = Vec::new();
+            [Sight::All, Sight::NotYetRivals].into_iter().all(|sight| {
+                let step = |live: LiveServer<'_>| binder.claim_step(c, live, sight, now().0);
+                let step = claim_step_reading(step, read);
+                let decision = match &step {
+                    ClaimStep::Act(work) => work.decision.clone(),
+                    ClaimStep::Wait { decision, .. } => (**decision).clone(),
+                    ClaimStep::Idle | ClaimStep::ReadServer(_) => return true,
+                };
+                if decisions.contains(&decision) {
+                    return true;
+                }
+                decisions.push(decision);
+                writes_nothing(&step)
+            })
+        }),
         Who::ServerController => state
             .server_ctl
             .binder
@@ -415,29 +433,96 @@ pub(super) fn would_do_nothing(state: &State, who: Who, name: &str) -> bool {
     }
 }
 
+/// What [`reconcile_idle`] found of states that share their binders and truth (the same
+/// objects, not equal ones): whether a woken object would do nothing, and whether a
+/// recount would write nothing, follow from those alone. Successors of one state share
+/// most of them, and each holds on to what it shares, so an entry never outlives them.
+#[derive(Clone, Default)]
+pub(super) struct IdleMemo(Vec<IdleEntry>);
+
+#[derive(Clone)]
+struct IdleEntry {
+    claim_binder: Arc<Binder>,
+    server_binder: Arc<Binder>,
+    truth: Arc<Truth>,
+    who: Who,
+    /// The object woken; `None`: the process's recount.
+    name: Option<String>,
+    idle: bool,
+}
+
+impl IdleEntry {
+    /// Whether this entry answers for `state` (a recount reads only its own binder).
+    fn is_of(&self, state: &State) -> bool {
+        let claim_side = Arc::ptr_eq(&self.claim_binder, &state.claim_ctl.binder);
+        let server_side = Arc::ptr_eq(&self.server_binder, &state.server_ctl.binder);
+        Arc::ptr_eq(&self.truth, &state.truth)
+            && match (self.who, &self.name) {
+                (Who::ClaimController, Some(_)) => claim_side,
+                (Who::ServerController, Some(_)) => claim_side && server_side,
+                (Who::ClaimController, None) => claim_side,
+                (Who::ServerController, None) => server_side,
+            }
+    }
+}
+
+impl IdleMemo {
+    fn idle(&mut self, state: &State, who: Who, name: Option<&str>) -> bool {
+        let found = self
+            .0
+            .iter()
+            .find(|e| e.who == who && e.name.as_deref() == name && e.is_of(state));
+        if let Some(e) = found {
+            return e.idle;
+        }
+        let idle = match name {
+            Some(name) => would_do_nothing(state, who, name),
+            None => recount_now(state, who).is_empty(),
+        };
+        self.0.push(IdleEntry {
+            claim_binder: state.claim_ctl.binder.clone(),
+            server_binder: state.server_ctl.binder.clone(),
+            truth: state.truth.clone(),
+            who,
+            name: name.map(str::to_string),
+            idle,
+        });
+        idle
+    }
+
+    /// The entries that answer for `state`.
+    pub(super) fn of(&self, state: &State) -> Self {
+        Self(self.0.iter().filter(|e| e.is_of(state)).cloned().collect())
+    }
+}
+
 /// A reduction: a woken object whose reconcile would write nothing is reconciled at
 /// once. This loses no behaviour the check cares about: if a later step changes what it
 /// would decide, that step must wake it again, and a missing wake-up then shows up as a
 /// state that does not converge, sooner than without the reduction.
-pub(super) fn reconcile_idle(state: &mut State) {
+pub(super) fn reconcile_idle(state: &mut State, memo: &mut IdleMemo) -> bool {
+    let mut changed = false;
     for who in BOTH {
         let idle: Vec<String> = state
             .ctl_ref(who)
             .woken
             .iter()
-            .filter(|name| would_do_nothing(state, who, name))
+            .filter(|name| memo.idle(state, who, Some(name)))
             .cloned()
             .collect();
+        changed |= !idle.is_empty();
         for name in idle {
             state.ctl(who).woken.remove(&name);
         }
         // Likewise a recount that would write nothing runs at once: only a claim gone
         // (or a conflict) rings it again.
         let ctl = state.ctl_ref(who);
-        if ctl.recount_due && ctl.recounts.is_empty() && recount_now(state, who).is_empty() {
+        if ctl.recount_due && ctl.recounts.is_empty() && memo.idle(state, who, None) {
             state.ctl(who).recount_due = false;
+            changed = true;
         }
     }
+    changed
 }
 
 pub(super) fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)> {
@@ -529,20 +614,23 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                 next.judge_server_write(&base, obj);
             }
             let result = match object {
-                Some(obj) => next
-                    .truth
-                    .write_server(&obj)
-                    .map(|written| match (written, status) {
-                        (Some(written), Some(status)) => Some(InFlight::CachedServer {
-                            status: Some(server_status_after(&status, &base, &written)),
-                            base: written,
-                            object: None,
-                        }),
-                        _ => None,
-                    }),
+                Some(obj) => {
+                    next.truth_mut()
+                        .write_server(&obj)
+                        .map(|written| match (written, status) {
+                            (Some(written), Some(status)) => Some(InFlight::CachedServer {
+                                status: Some(server_status_after(&status, &base, &written)),
+                                base: written,
+                                object: None,
+                            }),
+                            _ => None,
+                        })
+                }
                 None => {
                     let s = status.expect("a plan in flight writes something");
-                    next.truth.write_server_status(&base, &s).map(|_| None)
+                    next.truth_mut()
+                        .write_server_status(&base, &s)
+                        .map(|_| None)
                 }
             };
             match result {
@@ -578,7 +666,11 @@ pub(super) fn charge_write(
     let (name, claim) = (meta::name(&quota).to_string(), rest.name());
     let precondition = next.protocol.charge_precondition;
     next.claim_ctl.in_flight = Some(rest);
-    if next.truth.write_quota_status(&quota, precondition).is_err() {
+    if next
+        .truth_mut()
+        .write_quota_status(&quota, precondition)
+        .is_err()
+    {
         abandon(&mut next, Who::ClaimController, Some(ObjectWrite::Conflict));
         return vec![(
             format!("charge of claim {claim} to quota {name} conflicts"),
@@ -619,7 +711,7 @@ pub(super) fn claim_write(
     }
     let object_write = object.is_some();
     let result = match object {
-        Some(obj) => next.truth.write_claim(&obj).map(|written| {
+        Some(obj) => next.truth_mut().write_claim(&obj).map(|written| {
             status.map(|s| InFlight::Claim {
                 status: Some(Box::new(claim_status_after(&s, &base, &written))),
                 base: written,
@@ -631,9 +723,11 @@ pub(super) fn claim_write(
         }),
         None => {
             let s = status.expect("a plan in flight writes something");
-            let written = next.truth.write_claim_status(&base, &s).map(|_| None);
+            let written = next.truth_mut().write_claim_status(&base, &s).map(|_| None);
             if written.is_ok() {
-                next.claim_ctl.binder.claim_status_written(&work, now().0);
+                next.claim_ctl
+                    .binder_mut()
+                    .claim_status_written(&work, now().0);
             }
             written
         }
@@ -686,7 +780,7 @@ pub(super) fn claim_write(
 pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
     match op {
         UserOp::DeleteClaim(name) => {
-            state.truth.delete_claim(name);
+            state.truth_mut().delete_claim(name);
             state.claim_changed(name);
         }
         UserOp::StartCleaner(cleaner, server, gate) => start_cleaner(state, cleaner, server, gate),
@@ -694,7 +788,7 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
         UserOp::SetGates(name, gates) => {
             let admitted = gates.iter().all(|g| (state.protocol.gate_admitted)(g));
             if admitted && let Some(s) = state.truth.servers.get(*name).cloned() {
-                state.truth.put_server(s.gates(gates));
+                state.truth_mut().put_server(s.gates(gates));
                 state.server_changed(name);
             }
         }
@@ -706,25 +800,25 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
         UserOp::CreateQuota(quota) => create_quota(state, quota),
         UserOp::EditClass(name, class) => edit_class(state, name, class.as_deref()),
         UserOp::DeleteQuota(name) => {
-            state.truth.quotas.remove(*name);
+            state.truth_mut().quotas.remove(*name);
             state.over_at_creation.retain(|(q, _)| q != name);
             state.quota_changed(name);
         }
         UserOp::WipeQuotaStatus(name) => {
             if let Some(mut wiped) = state.truth.quotas.get(*name).cloned() {
                 wiped.status = None;
-                let _ = state.truth.write_quota_status(&wiped, false);
+                let _ = state.truth_mut().write_quota_status(&wiped, false);
                 state.quota_changed(name);
             }
         }
         UserOp::CreateClaim(claim) => {
-            state.truth.put_claim((**claim).clone());
+            state.truth_mut().put_claim((**claim).clone());
             state.note_user_ref(meta::name(&**claim));
             state.claim_changed(meta::name(&**claim));
         }
         UserOp::AddSelector(name, key, value) => {
             if let Some(c) = state.truth.claims.get(*name).cloned() {
-                state.truth.put_claim(c.selects(&[(*key, *value)]));
+                state.truth_mut().put_claim(c.selects(&[(*key, *value)]));
                 state.claim_changed(name);
             }
         }
@@ -738,7 +832,7 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
                     ServerEdit::Label(k, v) => s = s.labelled(&[(k, v)]),
                     ServerEdit::ClearRef => s.spec.server_claim_ref = None,
                 }
-                state.truth.put_server(s);
+                state.truth_mut().put_server(s);
                 state.server_changed(name);
             }
         }
@@ -749,7 +843,8 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
 /// a bind it decides on a cache that does not show the quota yet counts like a claim
 /// bound before the quota existed (as Kubernetes' quota admits what its informer has not
 /// seen a quota for). Until then, what the quota's namespace holds above it is exempt.
-pub(super) fn note_quotas_unseen(state: &mut State) {
+/// Whether it noted any.
+pub(super) fn note_quotas_unseen(state: &mut State) -> bool {
     let seen = state.server_ctl.binder.world().quotas();
     let unseen: Vec<String> = state
         .truth
@@ -759,24 +854,26 @@ pub(super) fn note_quotas_unseen(state: &mut State) {
         .map(|q| meta::name(q).to_string())
         .collect();
     if unseen.is_empty() {
-        return;
+        return false;
     }
     let over = over_quota(&state.truth).into_iter();
     let over = over.filter(|(q, _)| unseen.contains(q));
+    let before = state.over_at_creation.len();
     state.over_at_creation.extend(over.collect::<Vec<_>>());
+    state.over_at_creation.len() != before
 }
 
 /// An admin edits or deletes a class; both binders see it at once.
 pub(super) fn edit_class(state: &mut State, name: &str, class: Option<&ServerClass>) {
-    state.truth.classes.retain(|c| meta::name(c) != name);
-    state.truth.classes.extend(class.cloned());
+    state.truth_mut().classes.retain(|c| meta::name(c) != name);
+    state.truth_mut().classes.extend(class.cloned());
     for who in [Who::ClaimController, Who::ServerController] {
         let ctl = state.ctl(who);
         let wake = match class {
-            Some(class) => ctl.binder.apply(Arc::new(class.clone())),
+            Some(class) => ctl.binder_mut().apply(Arc::new(class.clone())),
             // A deletion is fed by the class's name alone.
             None => ctl
-                .binder
+                .binder_mut()
                 .delete(Arc::new(ServerClass::new(name, Default::default()))),
         };
         ctl.wake(who, wake);
@@ -790,7 +887,7 @@ pub(super) fn create_quota(state: &mut State, quota: &ServerQuota) {
     let mut created = quota.clone();
     created.status = None;
     created.metadata.generation = Some(1);
-    state.truth.put_quota(created);
+    state.truth_mut().put_quota(created);
     let over = over_quota(&state.truth)
         .into_iter()
         .filter(|(q, _)| *q == name);
@@ -834,7 +931,7 @@ pub(super) fn finish_cleaner(state: &mut State, cleaner: &str) {
         let status = s.status.get_or_insert_with(Default::default);
         status.conditions.retain(|c| c.type_ != work.gate);
         status.conditions.push(pass);
-        state.truth.put_server(s);
+        state.truth_mut().put_server(s);
         state.server_changed(&work.server);
     }
 }
