@@ -85,20 +85,20 @@ impl Feed<ServerQuota> for Binder {
         let before = self.world.quota_checks(Some(&namespace));
         let name = meta::name(&*obj).to_string();
         self.world.put_quota(&namespace, &name, Some(obj));
-        self.restand(before, Some(&namespace))
+        self.apply_quota_standing(before, Some(&namespace))
     }
     fn delete(&mut self, last: Arc<ServerQuota>) -> Wake {
         let namespace = meta::namespace(&*last);
         let before = self.world.quota_checks(Some(namespace));
         self.world.put_quota(namespace, meta::name(&*last), None);
-        self.restand(before, Some(namespace))
+        self.apply_quota_standing(before, Some(namespace))
     }
     /// A relist brings every quota's latest charges at once, with no event per change.
     fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
         let before = self.world.quota_checks(None);
         let resolved = self.world.replace_quotas(all);
         let mut wake = self.resolved(resolved);
-        wake.extend(self.restand(before, None));
+        wake.extend(self.apply_quota_standing(before, None));
         wake
     }
 }
@@ -157,7 +157,7 @@ impl Binder {
     /// The claims whose standing with the quotas changed since `before` (of `namespace`,
     /// or of every namespace), sent through the classes and quotas again: wakes them
     /// and the servers they name (a charge lets the server side bind).
-    fn restand(&mut self, before: BTreeMap<ClaimKey, QuotaCheck>, namespace: Option<&str>) -> Wake {
+    fn apply_quota_standing(&mut self, before: BTreeMap<ClaimKey, QuotaCheck>, namespace: Option<&str>) -> Wake {
         let mut wake = Wake::default();
         for (key, now) in self.world.quota_checks(namespace) {
             if before.get(&key) == Some(&now) {
