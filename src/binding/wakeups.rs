@@ -10,7 +10,7 @@
 //! | a server changes | the server; the claims naming it; the claims its old and new ref name; if it is free now and was not, or changed while free: per claim shape that fits it, the first (free servers + picks in flight + 1) waiting claims in the fair order ([`first_waiting_for`]), and the free servers users' claims name (their turn may have come) |
 //! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; every pending claim, and the free servers users' claims name, if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape: the matching may now give the others what it kept for it |
 //! | an assumed choice ends | if its server is free: every pending claim (they passed it over), the server and the claims naming it (a claim whose ref is not a pick in flight waits for its turn on it, or for the pick that held it) |
-//! | the claim controller takes a pick up (`ResumePick`, [`crate::binding::Binder::plan_claim`]) | its server: no watch event will |
+//! | the claim controller takes a pick up (`ResumePick`, [`crate::binding::Binder::claim_step`]) | its server: no watch event will |
 //! | a relist | everything |
 //! | a resync tick ([`on_resync_tick`]) | the next share of each kind in key order: everything once per pass |
 //! | a step of the controllers' start ([`on_start_step`]) | the next share of each kind in key order, until everything was woken |

@@ -79,7 +79,7 @@ pub(super) fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
         ctl.see_quota(who, &name, obj);
         out.push((format!("{who:?} sees quota {name} change"), next));
         // Or the watch expires (410) and lists again: every change at once, no event
-        // of its own (`relist_quotas`).
+        // of its own (`Feed::relist`).
         let mut next = state.clone();
         let quotas = next.truth.quotas.values().cloned().map(Arc::new).collect();
         let ctl = next.ctl(who);
