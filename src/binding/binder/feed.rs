@@ -157,7 +157,11 @@ impl Binder {
     /// The claims whose standing with the quotas changed since `before` (of `namespace`,
     /// or of every namespace), sent through the classes and quotas again: wakes them
     /// and the servers they name (a charge lets the server side bind).
-    fn apply_quota_standing(&mut self, before: BTreeMap<ClaimKey, QuotaCheck>, namespace: Option<&str>) -> Wake {
+    fn apply_quota_standing(
+        &mut self,
+        before: BTreeMap<ClaimKey, QuotaCheck>,
+        namespace: Option<&str>,
+    ) -> Wake {
         let mut wake = Wake::default();
         for (key, now) in self.world.quota_checks(namespace) {
             if before.get(&key) == Some(&now) {
