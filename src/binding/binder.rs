@@ -22,6 +22,7 @@ use crate::api::{CachedClaim, CachedServer};
 
 use super::claim_side::ClaimSide;
 use super::claim_side::assumed::claim_key;
+use super::protocol::claim_decision::ClaimInputs;
 use super::steps::{
     self, BinderConfig, ClaimStep, ClaimWork, FirstNamed, LiveClaim, LiveServer, ObjectWrite,
     Rules, ServerStep, Sight, StepInputs,
@@ -133,6 +134,23 @@ impl Binder {
             now,
             &FirstNamed::default(),
         )
+    }
+
+    /// What a decision for `claim` weighs at `now`, as this binder sees the world
+    /// ([`steps::with_claim_inputs`]): `f` is called with the claim as its class makes it
+    /// and those inputs, for a driver that shows what the decision weighed (`explain`).
+    pub fn with_claim_inputs<R>(
+        &self,
+        claim: &CachedClaim,
+        now: Timestamp,
+        f: impl FnOnce(&CachedClaim, &ClaimInputs<'_>) -> R,
+    ) -> R {
+        let inputs = self.inputs(self);
+        let (claim, class, quota) = steps::as_its_class_makes_it(&self.world, claim);
+        let checks = (&class, &quota);
+        steps::with_claim_inputs(&inputs, &claim, checks, Sight::All, now, |claim_inputs| {
+            f(&claim, claim_inputs)
+        })
     }
 
     /// The write of the claim's object (metadata and spec) for `claim` ended at `now`.

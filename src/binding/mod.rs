@@ -25,7 +25,9 @@ pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairC
 pub use meta::{ClaimKey, claim_ref_of, is_controller_chosen};
 pub use placement::index::{FreeServerIndex, is_free};
 pub use placement::{ClaimShape, PickInputs, Placement, WAITING_FOR_TURN, WaitingClaims};
-pub use protocol::claim_decision::{ClaimDecision, assumption_for, decide_claim, pass_over};
+pub use protocol::claim_decision::{
+    ClaimDecision, ClaimInputs, assumption_for, decide_claim, pass_over,
+};
 pub use protocol::claim_plan::{ClaimPlan, plan_claim};
 pub use protocol::describe::CLAIM_BEING_DELETED;
 pub use protocol::server_decision::{

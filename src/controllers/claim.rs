@@ -38,7 +38,7 @@ pub fn error_policy(claim: Arc<CachedClaim>, error: &Error, ctx: Arc<Context>) -
 }
 
 async fn reconcile_claim(claim: &CachedClaim, ctx: &Context) -> Result<Action> {
-    let latest = match ctx.caches.current(&ctx.caches.claim_store, claim) {
+    let latest = match ctx.informer.current(&ctx.informer.claim_store, claim) {
         Current::Latest(latest) => latest,
         Current::Gone => return Ok(Action::await_change()),
         Current::Behind => {
@@ -83,7 +83,7 @@ async fn reconcile_claim(claim: &CachedClaim, ctx: &Context) -> Result<Action> {
     if let Err(error) = charge(&work, ctx).await {
         // Nothing else is written: the pick ends as a conflicting write's would, and the
         // claim decides again on the quota as the watch brings it.
-        ctx.caches
+        ctx.informer
             .claim_object_written(&work, claim, ObjectWrite::Conflict);
         return Err(error);
     }
@@ -104,7 +104,7 @@ fn decide(
     ctx: &Context,
     live: Option<(&str, Option<&CachedServer>)>,
 ) -> ClaimStep {
-    ctx.caches.reconcile_claim(claim, live)
+    ctx.informer.reconcile_claim(claim, live)
 }
 
 /// Charges the claim to its quotas before any other write (docs/binding.md, "Server
@@ -154,7 +154,7 @@ async fn execute(claim: &CachedClaim, work: &ClaimWork, ctx: &Context) -> Result
         let mut object = read.clone();
         object.status = Some(claim_status_after(status, claim, &read));
         patch(ctx, KIND, &api, &read, &object, Part::Status).await?;
-        ctx.caches.claim_status_written(work);
+        ctx.informer.claim_status_written(work);
         count_quota_refusal(claim, work, ctx);
     }
     if let Some(event) = &plan.event {
@@ -182,7 +182,7 @@ fn count_quota_refusal(claim: &CachedClaim, work: &ClaimWork, ctx: &Context) {
     let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());
     let before = conditions.and_then(find_bound).map(|c| c.reason.as_str());
     if before != Some(QUOTA_EXCEEDED) {
-        let binder = ctx.caches.read();
+        let binder = ctx.informer.read();
         ctx.metrics
             .quota_refused(binder.world().classes(), &full.class);
     }
@@ -212,6 +212,6 @@ fn report_object_write(
             ObjectWrite::Refused(&refusal)
         }
     };
-    ctx.caches.claim_object_written(work, claim, outcome);
+    ctx.informer.claim_object_written(work, claim, outcome);
     backs_off
 }

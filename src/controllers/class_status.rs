@@ -33,7 +33,7 @@ pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
 async fn recount(ctx: &Context) {
     // Each class as the cache shows it, and as counted.
     let changed: Vec<(Arc<ServerClass>, ServerClass)> = {
-        let binder = ctx.caches.read();
+        let binder = ctx.informer.read();
         let servers = binder.world().servers();
         binder
             .world()

@@ -8,7 +8,7 @@ use kube::runtime::events::Reporter;
 
 use super::events::EventRecorder;
 
-use super::informer::Caches;
+use super::informer::SharedInformer;
 use super::metrics::Metrics;
 
 /// The name events are reported under (`reportingController`).
@@ -16,7 +16,7 @@ pub const REPORTING_CONTROLLER: &str = "server-binder";
 
 pub struct Context {
     pub client: Client,
-    pub caches: Arc<Caches>,
+    pub informer: Arc<SharedInformer>,
     pub recorder: EventRecorder,
     pub metrics: Metrics,
 }
@@ -24,7 +24,12 @@ pub struct Context {
 impl Context {
     /// `instance` names this process in events' `reportingInstance` (the pod name, or
     /// host and pid), so two replicas' events can be told apart.
-    pub fn new(client: Client, caches: Arc<Caches>, metrics: Metrics, instance: String) -> Self {
+    pub fn new(
+        client: Client,
+        informer: Arc<SharedInformer>,
+        metrics: Metrics,
+        instance: String,
+    ) -> Self {
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
             instance: Some(instance),
@@ -32,7 +37,7 @@ impl Context {
         let recorder = EventRecorder::new(client.clone(), reporter);
         Self {
             client,
-            caches,
+            informer,
             recorder,
             metrics,
         }

@@ -46,7 +46,7 @@ type TriggerSlot<K> = Mutex<Option<UnboundedSender<ObjectRef<K>>>>;
 /// it (written), a server reconcile decides under it (read), a watch event applies
 /// under it (written). The trigger slots and the own-writes record are locked alone,
 /// never while the binder's lock is held.
-pub struct Caches {
+pub struct SharedInformer {
     binder: RwLock<Binder>,
     pub server_store: Store<CachedServer>,
     pub claim_store: Store<CachedClaim>,
@@ -60,11 +60,11 @@ pub struct Caches {
     server_triggers: TriggerSlot<CachedServer>,
     /// Writes of this process the watches have not delivered yet (locked alone).
     own_writes: Mutex<OwnWrites>,
-    /// Reconciles begun ([`Caches::reconciles_begun`]).
+    /// Reconciles begun ([`SharedInformer::reconciles_begun`]).
     reconciles_begun: AtomicU64,
 }
 
-/// What a reconcile decides on ([`Caches::current`]).
+/// What a reconcile decides on ([`SharedInformer::current`]).
 pub enum Current<K> {
     /// The cache is behind this process's last write of the object: wait for the watch.
     Behind,
@@ -74,7 +74,7 @@ pub enum Current<K> {
     Latest(Arc<K>),
 }
 
-/// The writer halves, consumed by [`Caches::run`].
+/// The writer halves, consumed by [`SharedInformer::run`].
 pub struct CacheWriters {
     servers: Writer<CachedServer>,
     claims: Writer<CachedClaim>,
@@ -83,7 +83,7 @@ pub struct CacheWriters {
     quotas: Writer<ServerQuota>,
 }
 
-impl Caches {
+impl SharedInformer {
     pub fn new(config: BinderConfig) -> (Arc<Self>, CacheWriters) {
         let (server_store, servers) = reflector::store();
         let (claim_store, claims) = reflector::store();
@@ -91,7 +91,7 @@ impl Caches {
         let (_, namespaces) = reflector::store();
         let (_, quotas) = reflector::store();
         let binder = Binder::new(Rules::real(), config, Timestamp::now());
-        let caches = Arc::new(Self {
+        let informer = Arc::new(Self {
             binder: RwLock::new(binder),
             server_store,
             claim_store,
@@ -109,7 +109,7 @@ impl Caches {
             namespaces,
             quotas,
         };
-        (caches, writers)
+        (informer, writers)
     }
 
     /// The binder, to read (a server reconcile, the metrics' inventory).
@@ -235,7 +235,7 @@ impl Caches {
     }
 
     /// Routes claim-controller triggers to `tx`. Every claim is woken by the start
-    /// ([`Caches::start_step`]), which must come after: an event in between is then
+    /// ([`SharedInformer::start_step`]), which must come after: an event in between is then
     /// queued twice, never lost.
     pub fn attach_claim_controller(&self, tx: UnboundedSender<ObjectRef<CachedClaim>>) {
         *self.claim_triggers.lock() = Some(tx);
@@ -311,7 +311,7 @@ impl Caches {
     }
 }
 
-/// An object's key among [`Caches::own_writes`]: kind, namespace and name.
+/// An object's key among [`SharedInformer::own_writes`]: kind, namespace and name.
 fn own_write_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
     let meta = obj.meta();
     let namespace = meta.namespace.as_deref().unwrap_or_default();
@@ -339,8 +339,12 @@ enum Kind {
 /// The objects are read lean ([`Trimmed`]: what no decision reads is skipped while
 /// parsing). The binder holds the store's copy of each object (one copy per object,
 /// shared).
-async fn watch<K>(client: kube::Client, mut writer: Writer<K>, caches: Arc<Caches>, kind: Kind)
-where
+async fn watch<K>(
+    client: kube::Client,
+    mut writer: Writer<K>,
+    informer: Arc<SharedInformer>,
+    kind: Kind,
+) where
     K: kube::Resource<DynamicType = ()> + Read + Clone + Debug + Send + Sync + 'static,
     Binder: Feed<K> + Recounts<K>,
 {
@@ -358,11 +362,11 @@ where
             }
         };
         writer.apply_watcher_event(&event);
-        caches.own_writes.lock().delivered_by(&event);
+        informer.own_writes.lock().delivered_by(&event);
         let store = writer.as_reader();
-        let mut binder = caches.binder.write();
+        let mut binder = informer.binder.write();
         if wants_recount::<K>(kind, &event, &binder) {
-            caches.recount_wanted.notify_one();
+            informer.recount_wanted.notify_one();
         }
         let wake = match event {
             Event::Apply(obj) => {
@@ -375,11 +379,11 @@ where
             Event::Init | Event::InitApply(_) => continue,
             Event::InitDone => {
                 let wake = binder.relist(store.state());
-                caches.synced[kind as usize].send_replace(true);
+                informer.synced[kind as usize].send_replace(true);
                 wake
             }
         };
-        caches.wake(binder, wake);
+        informer.wake(binder, wake);
     }
 }
 

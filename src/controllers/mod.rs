@@ -34,7 +34,7 @@ use crate::api::{CachedClaim, CachedServer};
 
 pub use context::Context;
 pub use error::Error;
-pub use informer::{CacheWriters, Caches};
+pub use informer::{CacheWriters, SharedInformer};
 pub use metrics::Metrics;
 pub use options::{CONFLICT_RETRY, ERROR_RETRY, Options, RESYNC, STATUS_INTERVAL};
 
@@ -49,7 +49,7 @@ pub async fn run(
     mut leading: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) {
-    let informers = ctx.caches.clone().run(ctx.client.clone(), writers);
+    let informers = ctx.informer.clone().run(ctx.client.clone(), writers);
     let sessions = async {
         loop {
             // A standby keeps its caches warm and waits to lead.
@@ -63,7 +63,7 @@ pub async fn run(
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = ctx.caches.wait_until_ready() => {}
+                _ = ctx.informer.wait_until_ready() => {}
             }
             run_controllers(&ctx, &options, leading.clone(), shutdown.child_token()).await;
             // Nobody left to say this process leads (its elector or holder is gone): its
@@ -90,8 +90,8 @@ async fn run_controllers(
     let config = Config::default().concurrency(options.concurrency);
     let (claim_tx, claim_rx) = mpsc::unbounded();
     let (server_tx, server_rx) = mpsc::unbounded();
-    ctx.caches.attach_claim_controller(claim_tx);
-    ctx.caches.attach_server_controller(server_tx);
+    ctx.informer.attach_claim_controller(claim_tx);
+    ctx.informer.attach_server_controller(server_tx);
     tracing::info!(
         concurrency = options.concurrency,
         "starting the claim and server controllers"
@@ -100,7 +100,7 @@ async fn run_controllers(
     // The watches belong to the informer; every trigger arrives through `reconcile_on`.
     let claims = Controller::for_stream(
         stream::pending::<Result<CachedClaim, watcher::Error>>(),
-        ctx.caches.claim_store.clone(),
+        ctx.informer.claim_store.clone(),
     )
     .reconcile_on(claim_rx)
     .with_config(config.clone())
@@ -109,7 +109,7 @@ async fn run_controllers(
     .for_each(|result| async move { log_run_result("claim", result) });
     let servers = Controller::for_stream(
         stream::pending::<Result<CachedServer, watcher::Error>>(),
-        ctx.caches.server_store.clone(),
+        ctx.informer.server_store.clone(),
     )
     .reconcile_on(server_rx)
     .with_config(config)
@@ -138,7 +138,7 @@ async fn run_controllers(
         stop.cancel();
         controllers.await;
     }
-    ctx.caches.detach_controllers();
+    ctx.informer.detach_controllers();
     tracing::info!("controllers stopped");
 }
 

@@ -31,7 +31,7 @@ pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
         let next = every.min(recount_all(&ctx).await.unwrap_or(every));
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = ctx.caches.recount_wanted.notified() => {}
+            _ = ctx.informer.recount_wanted.notified() => {}
             _ = tokio::time::sleep(next) => {}
         }
     }
@@ -39,7 +39,7 @@ pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
 
 /// Recounts every quota; how soon to try again if one could not be written.
 async fn recount_all(ctx: &Context) -> Option<Duration> {
-    let seen: Vec<Recount> = ctx.caches.read().world().recounts();
+    let seen: Vec<Recount> = ctx.informer.read().world().recounts();
     let mut again: Option<Duration> = None;
     for quota in seen {
         if let Err(error) = recount_one(ctx, quota).await {

@@ -44,7 +44,7 @@ pub async fn run(ctx: Arc<Context>, interval: Duration, stop: CancellationToken)
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = clock.tick() => ctx.caches.resync_tick(&mut cursor, ticks),
+            _ = clock.tick() => ctx.informer.resync_tick(&mut cursor, ticks),
         }
     }
 }
@@ -54,12 +54,12 @@ pub async fn run(ctx: Arc<Context>, interval: Duration, stop: CancellationToken)
 async fn start(ctx: &Context) {
     let mut cursor = ResyncCursor::default();
     loop {
-        let begun = ctx.caches.reconciles_begun();
-        if !ctx.caches.start_step(&mut cursor, START_SHARE) {
+        let begun = ctx.informer.reconciles_begun();
+        if !ctx.informer.start_step(&mut cursor, START_SHARE) {
             return;
         }
         let deadline = tokio::time::Instant::now() + START_STEP_MAX;
-        while ctx.caches.reconciles_begun() < begun + START_REFILL
+        while ctx.informer.reconciles_begun() < begun + START_REFILL
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(START_POLL).await;

@@ -36,7 +36,7 @@ pub fn error_policy(server: Arc<CachedServer>, error: &Error, ctx: Arc<Context>)
 }
 
 async fn reconcile_server(server: &CachedServer, ctx: &Context) -> Result<Action> {
-    let latest = match ctx.caches.current(&ctx.caches.server_store, server) {
+    let latest = match ctx.informer.current(&ctx.informer.server_store, server) {
         Current::Latest(latest) => latest,
         Current::Gone => return Ok(Action::await_change()),
         Current::Behind => {
@@ -81,7 +81,7 @@ fn decide(
     ctx: &Context,
     live: Option<(&ServerClaimRef, Option<&CachedClaim>)>,
 ) -> ServerStep {
-    ctx.caches
+    ctx.informer
         .read()
         .server_step(None, server, live, Timestamp::now())
 }
@@ -132,7 +132,7 @@ fn report_refusal<T>(server: &CachedServer, written: Result<T>, ctx: &Context) -
         && let Some(message) = error.refusal()
     {
         tracing::warn!(%message, "server write refused; claims naming it are told");
-        ctx.caches.server_write_refused(server, &message);
+        ctx.informer.server_write_refused(server, &message);
     }
     written
 }

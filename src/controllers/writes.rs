@@ -69,7 +69,7 @@ where
     };
     ctx.metrics.write(controller, &resource, outcome);
     if let Ok(written) = &result {
-        ctx.caches
+        ctx.informer
             .wrote(read, written.metadata.resource_version.as_deref());
     }
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))

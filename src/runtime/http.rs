@@ -15,12 +15,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::leader::ElectionStatus;
-use crate::controllers::{Caches, Metrics};
+use crate::controllers::{Metrics, SharedInformer};
 
 #[derive(Clone)]
 struct Endpoints {
     metrics: Metrics,
-    caches: Arc<Caches>,
+    informer: Arc<SharedInformer>,
     election: Option<ElectionStatus>,
 }
 
@@ -29,7 +29,7 @@ struct Endpoints {
 pub async fn bind(
     addr: SocketAddr,
     metrics: Metrics,
-    caches: Arc<Caches>,
+    informer: Arc<SharedInformer>,
     election: Option<ElectionStatus>,
     shutdown: CancellationToken,
 ) -> std::io::Result<(SocketAddr, impl Future<Output = std::io::Result<()>>)> {
@@ -41,7 +41,7 @@ pub async fn bind(
         .route("/readyz", get(readyz))
         .with_state(Endpoints {
             metrics,
-            caches,
+            informer,
             election,
         });
     let serve = async move {
@@ -53,7 +53,7 @@ pub async fn bind(
 }
 
 async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
-    let binder = e.caches.read();
+    let binder = e.informer.read();
     e.metrics
         .refresh_inventory(binder.world().claims(), binder.world().servers());
     e.metrics.refresh_classes(
@@ -73,8 +73,8 @@ async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
 }
 
 async fn readyz(State(e): State<Endpoints>) -> impl IntoResponse {
-    if !e.caches.has_synced() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n");
+    if !e.informer.has_synced() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "informer not synced\n");
     }
     match &e.election {
         None => (StatusCode::OK, "ok\n"),

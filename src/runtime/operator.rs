@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{Server, ServerClaim};
-use crate::controllers::{self, Caches, Context, Metrics, Options};
+use crate::controllers::{self, Context, Metrics, Options, SharedInformer};
 
 use super::http;
 use super::leader::{ElectionStatus, Elector, LeaderElection};
@@ -50,7 +50,7 @@ pub enum OperatorError {
 /// A running operator.
 pub struct OperatorHandle {
     pub metrics: Metrics,
-    pub caches: Arc<Caches>,
+    pub informer: Arc<SharedInformer>,
     /// Where the metrics endpoint listens, if it does.
     pub metrics_addr: Option<SocketAddr>,
     /// The election's state, with leader election.
@@ -70,12 +70,12 @@ pub async fn start(
         crate::binding::state::gates::check_gate_name(gate)?;
     }
     check_crds(&client).await?;
-    let (caches, writers) = Caches::new(config.options.binder_config());
+    let (informer, writers) = SharedInformer::new(config.options.binder_config());
     let metrics = Metrics::new();
     let leadership = Leadership::new(&client, config.leader_election, &config.identity, &metrics);
     let ctx = Arc::new(Context::new(
         client,
-        caches.clone(),
+        informer.clone(),
         metrics.clone(),
         config.identity.clone(),
     ));
@@ -89,7 +89,7 @@ pub async fn start(
         let (bound, serve) = http::bind(
             addr,
             metrics.clone(),
-            caches.clone(),
+            informer.clone(),
             leadership.status.clone(),
             http_stop.clone(),
         )
@@ -113,7 +113,7 @@ pub async fn start(
     ));
     Ok(OperatorHandle {
         metrics,
-        caches,
+        informer,
         metrics_addr,
         election: leadership.status,
         shutdown,

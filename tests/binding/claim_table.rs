@@ -352,7 +352,12 @@ fn unbound_ref_empty() -> Vec<Row> {
             .servers([server("a"), server("b")])
             .on(On::With(|c, world| {
                 let world = servers(world.to_vec());
-                decide_claim(c, &world, &alone(&|n| n == "a"), Liveness::Cached)
+                decide_claim(
+                    c,
+                    &world,
+                    &ClaimInputs::unclassed(alone(&|n| n == "a")),
+                    Liveness::Cached,
+                )
             }))
             .is(D::PickBestFit { server: s("b") }),
         row("PickBestFit [i]: passes over a server a user's claim names")
@@ -595,7 +600,12 @@ fn pick_with_rivals(c: &CachedClaim, world: &[CachedServer], others: &[CachedCla
     let world = servers(world.to_vec());
     let others = claims([std::slice::from_ref(c), others].concat());
     let skip = pass_over(c, &world, &others, &|_| false, &|_, _| true);
-    decide_claim(c, &world, &alone(&skip), Liveness::Cached)
+    decide_claim(
+        c,
+        &world,
+        &ClaimInputs::unclassed(alone(&skip)),
+        Liveness::Cached,
+    )
 }
 
 fn check(c: &CachedClaim, d: &ClaimDecision, checks: &[Check]) {
@@ -695,9 +705,9 @@ fn unbound_pick_leaves_a_selective_claim_its_only_server() {
         waiting: waiting.waiting(),
         ..alone(&|_| false)
     };
-    let d = decide_claim(&a, &world, &pick, Liveness::Cached);
+    let d = decide_claim(&a, &world, &ClaimInputs::unclassed(pick), Liveness::Cached);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s2") });
-    let d = decide_claim(&b, &world, &pick, Liveness::Cached);
+    let d = decide_claim(&b, &world, &ClaimInputs::unclassed(pick), Liveness::Cached);
     assert_eq!(d, ClaimDecision::PickBestFit { server: s("s1") });
 }
 
@@ -713,7 +723,7 @@ fn scarce_servers_go_to_claims_in_turn_across_namespaces() {
             waiting: waiting.waiting(),
             ..alone(&|_| false)
         };
-        decide_claim(c, world, &pick, Liveness::Cached)
+        decide_claim(c, world, &ClaimInputs::unclassed(pick), Liveness::Cached)
     };
     let world = servers(vec![server("s1")]);
     let waiting = claims(vec![a1.clone(), a2.clone(), b1.clone()]);
@@ -758,7 +768,12 @@ fn a_claim_waiting_its_turn_names_the_first_claims_ahead_then_a_count() {
         waiting: waiting.waiting(),
         ..alone(&|_| false)
     };
-    let d = decide_claim(&all[5], &world, &pick, Liveness::Cached);
+    let d = decide_claim(
+        &all[5],
+        &world,
+        &ClaimInputs::unclassed(pick),
+        Liveness::Cached,
+    );
     assert!(
         waits_turn(&d).ends_with(" Ahead of it: team-a/c1, team-a/c2, team-a/c3 and 2 more."),
         "{}",
@@ -786,7 +801,7 @@ fn a_users_claim_naming_a_server_waits_its_turn() {
             waiting: cache.waiting(),
             ..alone(&skip)
         };
-        decide_claim(c, world, &pick, Liveness::Cached)
+        decide_claim(c, world, &ClaimInputs::unclassed(pick), Liveness::Cached)
     };
     let cache = claims(vec![a.clone(), b.clone()]);
     let one = servers(vec![server("s1")]);

@@ -65,7 +65,12 @@ pub fn pick_alone<'a>(
 /// The claim controller's decision with an empty assumed cache, on the cache.
 pub fn decide_c(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
-    decide_claim(claim, &servers, &alone(&|_| false), Liveness::Cached)
+    decide_claim(
+        claim,
+        &servers,
+        &ClaimInputs::unclassed(alone(&|_| false)),
+        Liveness::Cached,
+    )
 }
 
 /// The claim controller's decision on the cache when the claim's `serverRef` is its own
@@ -84,7 +89,12 @@ pub fn decide_c_picked(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDeci
         assumed: &assumed,
         ..alone(&|_| false)
     };
-    decide_claim(claim, &servers, &pick, Liveness::Cached)
+    decide_claim(
+        claim,
+        &servers,
+        &ClaimInputs::unclassed(pick),
+        Liveness::Cached,
+    )
 }
 
 /// A binder that listed these objects, with a summary interval that never holds a test
@@ -125,7 +135,12 @@ pub fn reconcile_claim(
 /// The same after a live read confirmed what the view says.
 pub fn decide_c_live(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
-    decide_claim(claim, &servers, &alone(&|_| false), Liveness::Confirmed)
+    decide_claim(
+        claim,
+        &servers,
+        &ClaimInputs::unclassed(alone(&|_| false)),
+        Liveness::Confirmed,
+    )
 }
 
 /// Every claim naming a server has its turn for it: the server table's rows, with the
@@ -181,15 +196,15 @@ pub fn annotation<K: Parts>(obj: &CachedObject<K>, key: &str) -> Option<String> 
 pub fn lowest_name_first(
     claim: &CachedClaim,
     servers: &dyn ServerView,
-    pick: &PickInputs<'_>,
+    inputs: &ClaimInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
     let nobody = WaitingClaims::default();
-    let alone = PickInputs {
+    let pick = PickInputs {
         waiting: &nobody,
-        ..*pick
+        ..inputs.pick
     };
-    decide_claim(claim, servers, &alone, liveness)
+    decide_claim(claim, servers, &ClaimInputs { pick, ..*inputs }, liveness)
 }
 
 /// Runs every row of a table and fails once at the end, naming each failing row by `id`

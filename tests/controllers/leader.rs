@@ -578,15 +578,15 @@ async fn a_replica_that_cannot_reach_its_lease_is_alive_but_not_ready() {
 async fn the_controllers_stop_when_nobody_is_left_to_say_they_lead() {
     use crate::common::fixtures::{claim, server};
     use crate::controllers::stage::wait_bound;
-    use server_binder::controllers::{self, Caches, Context, Metrics};
+    use server_binder::controllers::{self, Context, Metrics, SharedInformer};
     use tokio_util::sync::CancellationToken;
 
     let env = Env::new().await;
     let options = options(2);
-    let (caches, writers) = Caches::new(options.binder_config());
+    let (informer, writers) = SharedInformer::new(options.binder_config());
     let ctx = std::sync::Arc::new(Context::new(
         env.client.clone(),
-        caches,
+        informer,
         Metrics::new(),
         "test".into(),
     ));

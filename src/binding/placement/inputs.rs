@@ -8,6 +8,7 @@ use crate::binding::placement::in_flight::InFlight;
 use super::waiting_claims::WaitingClaims;
 
 /// What a pick weighs besides the servers.
+#[derive(Clone, Copy)]
 pub struct PickInputs<'a> {
     /// Servers the pick passes over (`pass_over`: chosen for another claim, or named by a
     /// claim that would win them).

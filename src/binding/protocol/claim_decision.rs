@@ -172,6 +172,12 @@ impl ClaimDecision {
         self.summary_reason().is_some()
     }
 
+    /// Whether the decision came from weighing every server against the claim: a pick,
+    /// or a wait for one ([`ClaimDecision::waits`]).
+    pub fn weighs_servers(&self) -> bool {
+        self.waits() || matches!(self, ClaimDecision::PickBestFit { .. })
+    }
+
     /// The `Bound` condition reason of a claim that waits, whose message is a summary
     /// of the servers; `None` for a decision that does not wait.
     pub fn summary_reason(&self) -> Option<&'static str> {
@@ -305,22 +311,69 @@ pub fn pass_over<'a>(
     }
 }
 
-/// Decides what to do with `claim`. `pick` is what a pick weighs besides the servers:
-/// the servers it passes over ([`pass_over`]), the other waiting claims, and the picks
-/// still in flight (the assumed-choice cache).
+/// What a claim's decision weighs besides the claim and the servers: how the claim
+/// stands with its class and its quotas ([`crate::binding::world`]), the servers whose
+/// last write the API server refused, and what a pick weighs.
+#[derive(Clone, Copy)]
+pub struct ClaimInputs<'a> {
+    pub class: &'a ClassCheck,
+    pub quota: &'a QuotaCheck,
+    /// The message of a server's last refused write, while it is refused
+    /// ([`crate::binding::claim_side::backoff::RefusingServers`]).
+    pub refusing: &'a dyn Fn(&str) -> Option<String>,
+    pub pick: PickInputs<'a>,
+}
+
+impl<'a> ClaimInputs<'a> {
+    /// The inputs of a claim no class and no quota applies to, no server refusing writes.
+    pub fn unclassed(pick: PickInputs<'a>) -> Self {
+        Self {
+            class: &ClassCheck::NoClass,
+            quota: &QuotaCheck::Unlimited,
+            refusing: &|_| None,
+            pick,
+        }
+    }
+}
+
+/// Decides what to do with `claim`, row by row of the claim table: the class, quota and
+/// refusing-server rows first ([`decide_entitlement`]) but for a claim backing off (its
+/// refusal decides) and a bind that stands (it is completed again whatever its class or
+/// quota says now), then the bound path, a bind that stands, and the unbound path.
+/// `inputs.pick` is what a pick weighs besides the servers: the servers it passes over
+/// ([`pass_over`]), the other waiting claims, and the picks still in flight (the
+/// assumed-choice cache).
 pub fn decide_claim(
     claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
-    pick: &PickInputs<'_>,
+    inputs: &ClaimInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
+    let standing = standing_bind(claim, servers);
+    if inputs.pick.refused.is_none()
+        && standing.is_none()
+        && let Some(decision) = decide_entitlement(claim, servers, inputs)
+    {
+        return decision;
+    }
     if meta::is_bind_completed(claim) {
         return decide_bound(claim, servers, liveness);
     }
-    match standing_bind(claim, servers) {
+    match standing {
         Some(bind) => restore_standing_bind(claim, bind),
-        None => decide_unbound(claim, servers, pick),
+        None => decide_unbound(claim, servers, &inputs.pick),
     }
+}
+
+/// The class rows, the quota rows and the refusing-server rows, in that order.
+fn decide_entitlement(
+    claim: &CachedClaim,
+    servers: &(impl ServerView + ?Sized),
+    inputs: &ClaimInputs<'_>,
+) -> Option<ClaimDecision> {
+    decide_class(claim, inputs.class)
+        .or_else(|| decide_quota(claim, inputs.quota, restoring(claim, servers)))
+        .or_else(|| decide_refusing(claim, servers, inputs.refusing))
 }
 
 /// A bind that stands without `bind-completed`: the server holds the claim's uid and the
@@ -398,7 +451,7 @@ fn restore_standing_bind(claim: &CachedClaim, bind: StandingBind<'_>) -> ClaimDe
 /// a class gets the default one written, and a claim whose class is missing or does not
 /// let its namespace in says so. A bound claim keeps its server whatever its class says
 /// now, as it keeps it through a relabel.
-pub fn decide_class(claim: &CachedClaim, check: &ClassCheck) -> Option<ClaimDecision> {
+fn decide_class(claim: &CachedClaim, check: &ClassCheck) -> Option<ClaimDecision> {
     if meta::is_bind_completed(claim) {
         return None;
     }
@@ -416,7 +469,7 @@ pub fn decide_class(claim: &CachedClaim, check: &ClassCheck) -> Option<ClaimDeci
 /// quota does not charge waits. A bound claim keeps its server whatever its quota says
 /// now, and counts in it. A claim `restoring` its server across a restore is no bound
 /// claim, whatever annotations it carries: it waits for room keeping the server.
-pub fn decide_quota(
+fn decide_quota(
     claim: &CachedClaim,
     check: &QuotaCheck,
     restoring: Option<&CachedServer>,
@@ -441,7 +494,7 @@ pub fn decide_quota(
 /// (`refusing`: its message, until the server changes), which holds no bind of it: the
 /// server controller cannot complete a bind there, so the claim is told why, and a
 /// controller-chosen ref is withdrawn. Checked on the unbound path after the quota row.
-pub fn decide_refusing(
+fn decide_refusing(
     claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     refusing: &dyn Fn(&str) -> Option<String>,

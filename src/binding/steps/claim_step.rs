@@ -13,13 +13,13 @@ use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta;
 use crate::binding::placement::PickInputs;
 use crate::binding::protocol::claim_decision::{
-    ClaimDecision, assumption_for, decide_class, decide_quota, decide_refusing, pass_over,
-    restoring, standing_bind,
+    ClaimDecision, ClaimInputs, assumption_for, pass_over, restoring,
 };
 use crate::binding::protocol::claim_plan::plan_claim;
 use crate::binding::protocol::coalesce::is_summary_refresh;
 use crate::binding::protocol::winner::may_take_named;
 use crate::binding::wakeups::Wake;
+use crate::binding::world::World;
 use crate::binding::world::classes::{ClassCheck, rebase, without_servers};
 use crate::binding::world::quota::QuotaCheck;
 use crate::binding::world::view::{ClaimCatalog, Liveness, WithLiveServer};
@@ -44,13 +44,7 @@ pub fn claim_step(
     }
     let (world, claim_side) = (inputs.world, inputs.claim_side);
     let key = claim_key(claim);
-    // The decisions read the claim as its class makes it; what they write goes onto
-    // the claim as it is.
-    let (mut effective, class) = world.classes().resolve_ref(claim);
-    let quota = world.quota_check_of(claim, &class);
-    if world.over_quota(claim, &class) {
-        effective = Cow::Owned(without_servers(&effective));
-    }
+    let (effective, class, quota) = as_its_class_makes_it(world, claim);
     let decision = decide(inputs, &effective, (&class, &quota), live, sight, now);
     let mut plan = plan_claim(&effective, &decision, &Time(now));
     if let (Cow::Owned(_), Some(object)) = (&effective, plan.object.as_mut()) {
@@ -103,28 +97,68 @@ pub fn claim_step(
     }))
 }
 
-/// The decision for `claim` as its class makes it: the class and quota rows first
-/// (a bind that stands is completed again whatever its class or quota says now), then
-/// the claim's decider with the pass-over and pick inputs of the claim side.
+/// `claim` as its class makes it (and without servers while a full quota holds it),
+/// with how it stands with its class and its quotas: what its decision reads. What the
+/// decision writes goes onto the claim as it is ([`rebase`]).
+pub fn as_its_class_makes_it<'c>(
+    world: &World,
+    claim: &'c CachedClaim,
+) -> (Cow<'c, CachedClaim>, ClassCheck, QuotaCheck) {
+    let (mut effective, class) = world.classes().resolve_ref(claim);
+    let quota = world.quota_check_of(claim, &class);
+    if world.over_quota(claim, &class) {
+        effective = Cow::Owned(without_servers(&effective));
+    }
+    (effective, class, quota)
+}
+
+/// The decision for `claim` as its class makes it, by the claim's decider with what the
+/// world and the claim side give it ([`with_claim_inputs`]).
 fn decide(
     inputs: &StepInputs<'_>,
     claim: &CachedClaim,
-    (class, quota): (&ClassCheck, &QuotaCheck),
+    checks: (&ClassCheck, &QuotaCheck),
     live: LiveServer<'_>,
     sight: Sight,
     now: Timestamp,
 ) -> ClaimDecision {
+    let world = inputs.world;
+    let decide = inputs.rules.claim;
+    with_claim_inputs(
+        inputs,
+        claim,
+        checks,
+        sight,
+        now,
+        |claim_inputs| match live {
+            None => decide(claim, world.servers(), claim_inputs, Liveness::Cached),
+            Some((name, live)) => {
+                let live_view = live.and_then(|s| world.classes().resolve_server(s));
+                let view = WithLiveServer {
+                    base: world.servers(),
+                    name,
+                    live: live_view.as_ref().or(live),
+                };
+                decide(claim, &view, claim_inputs, Liveness::Confirmed)
+            }
+        },
+    )
+}
+
+/// What a decision for `claim` (as its class makes it) weighs besides the servers, as
+/// the world and the claim side show it: its class and quota `checks`, the servers
+/// refusing writes, and the pick's inputs (the servers it passes over, the claims
+/// waiting, the picks in flight). `decide` is called with them.
+pub fn with_claim_inputs<R>(
+    inputs: &StepInputs<'_>,
+    claim: &CachedClaim,
+    (class, quota): (&ClassCheck, &QuotaCheck),
+    sight: Sight,
+    now: Timestamp,
+    decide: impl FnOnce(&ClaimInputs<'_>) -> R,
+) -> R {
     let (world, claim_side) = (inputs.world, inputs.claim_side);
     let key = claim_key(claim);
-    let servers = world.servers();
-    if claim_side.refused.backing_off(&key, now).is_none()
-        && standing_bind(claim, servers).is_none()
-        && let Some(decision) = decide_class(claim, class)
-            .or_else(|| decide_quota(claim, quota, restoring(claim, servers)))
-            .or_else(|| decide_refusing(claim, servers, &claim_side.refusal_of(now)))
-    {
-        return decision;
-    }
     let held_back = claim_side.refused.held_back(now);
     let (nobody, blind);
     let (claims, waiting) = match sight {
@@ -144,31 +178,25 @@ fn decide(
             has_turn(inputs, rival, server, now, &first)
         })
     };
+    let servers = world.servers();
     let passed_over = pass_over(claim, servers, claims, &chosen_for_others, &turn);
     let refuses = |server: &str| claim_side.refusing.contains(server, now);
     let skip = |server: &str| refuses(server) || passed_over(server);
-    let pick = PickInputs {
-        skip: &skip,
-        refuses: &refuses,
-        waiting,
-        assumed,
-        held_back: &held_back,
-        refused: claim_side.refused.backing_off(&key, now),
-        in_flight: inputs.in_flight,
-    };
-    let decide = inputs.rules.claim;
-    match live {
-        None => decide(claim, servers, &pick, Liveness::Cached),
-        Some((name, live)) => {
-            let live_view = live.and_then(|s| world.classes().resolve_server(s));
-            let view = WithLiveServer {
-                base: servers,
-                name,
-                live: live_view.as_ref().or(live),
-            };
-            decide(claim, &view, &pick, Liveness::Confirmed)
-        }
-    }
+    let refusing = claim_side.refusal_of(now);
+    decide(&ClaimInputs {
+        class,
+        quota,
+        refusing: &refusing,
+        pick: PickInputs {
+            skip: &skip,
+            refuses: &refuses,
+            waiting,
+            assumed,
+            held_back: &held_back,
+            refused: claim_side.refused.backing_off(&key, now),
+            in_flight: inputs.in_flight,
+        },
+    })
 }
 
 /// Whom a decision wakes as soon as it starts: a pick taken up without a write wakes its

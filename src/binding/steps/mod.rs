@@ -10,7 +10,7 @@ mod server_step;
 mod turns;
 mod work;
 
-pub use claim_step::claim_step;
+pub use claim_step::{as_its_class_makes_it, claim_step, with_claim_inputs};
 pub use inputs::StepInputs;
 pub use reading::{claim_step_reading, server_step_reading};
 pub use rules::{BinderConfig, ClaimDecider, Rules, ServerDecider, Sight};

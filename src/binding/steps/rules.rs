@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use crate::api::{CachedClaim, CachedServer};
 use crate::binding::claim_side::assumed::{EndRule, ends_on_claim_event};
-use crate::binding::placement::PickInputs;
-use crate::binding::protocol::claim_decision::{ClaimDecision, decide_claim};
+use crate::binding::protocol::claim_decision::{ClaimDecision, ClaimInputs, decide_claim};
 use crate::binding::protocol::server_decision::{ServerDecision, decide_server};
 use crate::binding::protocol::winner::{Admit, Turn};
 use crate::binding::state::gates::{self, ClassGatesRule};
@@ -16,7 +15,7 @@ use crate::binding::world::view::{ClaimView, Liveness, ServerView};
 
 /// The claim controller's decision function (swappable for the model check's mutants).
 pub type ClaimDecider =
-    fn(&CachedClaim, &dyn ServerView, &PickInputs<'_>, Liveness) -> ClaimDecision;
+    fn(&CachedClaim, &dyn ServerView, &ClaimInputs<'_>, Liveness) -> ClaimDecision;
 /// The server controller's decision function; the slice is the default release gates,
 /// then whether a claim naming the server has its turn, and whether its quotas charge
 /// it.
@@ -40,7 +39,9 @@ pub struct Rules {
 impl Rules {
     pub fn real() -> Self {
         Self {
-            claim: |claim, servers, pick, liveness| decide_claim(claim, servers, pick, liveness),
+            claim: |claim, servers, inputs, liveness| {
+                decide_claim(claim, servers, inputs, liveness)
+            },
             server: |server, claims, liveness, gates, turn, admit| {
                 decide_server(server, claims, liveness, gates, turn, admit)
             },

@@ -12,7 +12,7 @@ use crate::binding::world::classes::ClassCheck;
 use crate::binding::world::quota;
 use crate::binding::{
     Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, LiveServer, PickState,
-    ServerView, Sight, Unavailability, claim_step_reading, find_bound, hindrance, meta, pass_over,
+    ServerView, Sight, Unavailability, claim_step_reading, find_bound, hindrance, meta,
 };
 
 #[derive(Debug, Serialize)]
@@ -79,16 +79,8 @@ pub fn explain(world: &World, ns: &str, name: &str) -> Result<ClaimExplanation, 
         })?;
     let binder = world.binder();
     let decision = decide(claim, &binder);
-    let waits = matches!(
-        decision,
-        Some(
-            ClaimDecision::NoMatchingServer { .. }
-                | ClaimDecision::WaitForTurn { .. }
-                | ClaimDecision::PickBestFit { .. }
-        )
-    );
     let (summary, verdicts) = match &decision {
-        Some(decision) if waits => {
+        Some(decision) if decision.weighs_servers() => {
             let (summary, verdicts) = verdicts(claim, &binder, decision);
             (Some(summary), verdicts)
         }
@@ -193,65 +185,49 @@ fn chosen_by(claim: &CachedClaim) -> &'static str {
     }
 }
 
-/// The summary and every server's verdict, usable first, then closest to serving.
+/// The summary and every server's verdict, usable first, then closest to serving: the
+/// claim as its class makes it, weighed with what the claim controller's decision weighs.
 fn verdicts(
     claim: &CachedClaim,
     binder: &Binder,
     decision: &ClaimDecision,
 ) -> (String, Vec<Verdict>) {
-    // Judged as the controller judges it: the claim as its class makes it.
-    let resolved = binder.world().classes().resolve_ref(claim).0;
-    match decision {
-        // Held by a quota it takes no server, whatever they are: say why once, not per
-        // server.
-        ClaimDecision::QuotaExceeded { full }
-        | ClaimDecision::RestoreAwaitingQuota { full, .. } => {
-            return (full.to_string(), Vec::new());
-        }
-        ClaimDecision::QuotaNotCounted { quota } => return (quota.to_string(), Vec::new()),
-        _ => {}
-    }
-    let claim = &*resolved;
-    let (servers, claims) = (binder.world().servers(), binder.world().claims());
-    let nobody = |_: &str| false;
-    let now = Timestamp::now();
-    let turn = |rival: &CachedClaim, server: &str| binder.has_turn(rival, server, now);
-    let skip = pass_over(claim, servers, claims, &nobody, &turn);
-    // A server's refused writes are the running controller's memory, not the objects':
-    // the claim's own status says so when it names one.
-    let state = PickState {
-        skip: &skip,
-        refuses: &nobody,
-        waits_turn: matches!(decision, ClaimDecision::WaitForTurn { .. }),
-    };
-    // The summary the condition carries: a claim waiting its turn also names the claims
-    // ahead of it, which only the decision knows.
-    let summary = match decision {
-        ClaimDecision::WaitForTurn { why } => why.to_string(),
-        _ => Unavailability::of(claim, servers.all(), state).to_string(),
-    };
-    let picked = match decision {
-        ClaimDecision::PickBestFit { server } => Some(server.as_str()),
-        _ => None,
-    };
-    let mut out: Vec<(u8, Verdict)> = servers
-        .iter()
-        .map(|s| {
-            let name = meta::name(s).to_string();
-            let h = hindrance(s, claim, state);
-            let rank = h.as_ref().map_or(0, |h| 1 + Cause::of(h).distance());
-            let verdict = Verdict {
-                picked: picked == Some(name.as_str()),
-                usable: h.is_none(),
-                cause: h.as_ref().map(|h| format!("{:?}", Cause::of(h))),
-                reason: h.map(|h| h.to_string()),
-                name,
-            };
-            (rank, verdict)
-        })
-        .collect();
-    out.sort_by(|a, b| (!a.1.picked, a.0, &a.1.name).cmp(&(!b.1.picked, b.0, &b.1.name)));
-    (summary, out.into_iter().map(|(_, v)| v).collect())
+    let servers = binder.world().servers();
+    binder.with_claim_inputs(claim, Timestamp::now(), |claim, inputs| {
+        let state = PickState {
+            skip: inputs.pick.skip,
+            refuses: inputs.pick.refuses,
+            waits_turn: matches!(decision, ClaimDecision::WaitForTurn { .. }),
+        };
+        // The summary the condition carries: a claim waiting its turn also names the
+        // claims ahead of it, which only the decision knows.
+        let summary = match decision {
+            ClaimDecision::WaitForTurn { why } => why.to_string(),
+            _ => Unavailability::of(claim, servers.all(), state).to_string(),
+        };
+        let picked = match decision {
+            ClaimDecision::PickBestFit { server } => Some(server.as_str()),
+            _ => None,
+        };
+        let mut out: Vec<(u8, Verdict)> = servers
+            .iter()
+            .map(|s| {
+                let name = meta::name(s).to_string();
+                let h = hindrance(s, claim, state);
+                let rank = h.as_ref().map_or(0, |h| 1 + Cause::of(h).distance());
+                let verdict = Verdict {
+                    picked: picked == Some(name.as_str()),
+                    usable: h.is_none(),
+                    cause: h.as_ref().map(|h| format!("{:?}", Cause::of(h))),
+                    reason: h.map(|h| h.to_string()),
+                    name,
+                };
+                (rank, verdict)
+            })
+            .collect();
+        out.sort_by(|a, b| (!a.1.picked, a.0, &a.1.name).cmp(&(!b.1.picked, b.0, &b.1.name)));
+        (summary, out.into_iter().map(|(_, v)| v).collect())
+    })
 }
 
 /// The decision's row of docs/binding.md's claim table, in the words the claim

@@ -145,10 +145,10 @@ pub(super) fn without_winner_priority(
 pub(super) fn without_withdraw(
     claim: &CachedClaim,
     servers: &dyn ServerView,
-    pick: &PickInputs<'_>,
+    inputs: &ClaimInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
-    match decide_claim(claim, servers, pick, liveness) {
+    match decide_claim(claim, servers, inputs, liveness) {
         ClaimDecision::WithdrawTakenServer { server, .. } => {
             ClaimDecision::WaitForServer { server }
         }
@@ -214,15 +214,15 @@ pub(super) fn keeps_a_given_back_server(
 pub(super) fn ignores_namespace_turns(
     claim: &CachedClaim,
     servers: &dyn ServerView,
-    pick: &PickInputs<'_>,
+    inputs: &ClaimInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
-    let blind = pick.waiting.without_service();
+    let blind = inputs.pick.waiting.without_service();
     let pick = PickInputs {
         waiting: &blind,
-        ..*pick
+        ..inputs.pick
     };
-    decide_claim(claim, servers, &pick, liveness)
+    decide_claim(claim, servers, &ClaimInputs { pick, ..*inputs }, liveness)
 }
 
 /// The server side before turns: a user's claim naming a free server wins it whatever
@@ -323,14 +323,14 @@ pub(super) fn freed_server_wakes_nobody(
 pub(super) fn decides_with_no_one_held_back(
     claim: &CachedClaim,
     servers: &dyn ServerView,
-    pick: &PickInputs<'_>,
+    inputs: &ClaimInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
     let pick = PickInputs {
         held_back: &[],
-        ..*pick
+        ..inputs.pick
     };
-    decide_claim(claim, servers, &pick, liveness)
+    decide_claim(claim, servers, &ClaimInputs { pick, ..*inputs }, liveness)
 }
 
 /// The assumed-choice rule before issue 10: an assumption is "seen" only by the one event
