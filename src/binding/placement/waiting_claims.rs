@@ -276,11 +276,23 @@ impl WaitingClaims {
     /// turns stay as they are: such a cache shows those claims waiting, ranked in their
     /// namespace's queue, which moves the others' turns as much as taking a server does.
     pub fn without_serving(&self) -> Self {
+        // Field by field: cloning the whole, then dropping what goes, copied it twice.
         Self {
+            by_shape: self.by_shape.clone(),
+            shape_of: self.shape_of.clone(),
             serving: BTreeMap::new(),
             picks: BTreeMap::new(),
             pick_of: HashMap::new(),
-            ..self.clone()
+            served: self.served.clone(),
+            served_at: self.served_at.clone(),
+            created: self.created.clone(),
+            created_at: self.created_at.clone(),
+            taking: self.taking.clone(),
+            known: self.known.clone(),
+            known_of: self.known_of.clone(),
+            known_pins: self.known_pins.clone(),
+            contest: self.contest.clone(),
+            rows: self.rows.clone(),
         }
     }
 

@@ -160,14 +160,13 @@ pub fn with_claim_inputs<R>(
     let (world, claim_side) = (inputs.world, inputs.claim_side);
     let key = claim_key(claim);
     let held_back = claim_side.refused.held_back(now);
-    let (nobody, blind);
+    let nobody;
     let (claims, waiting) = match sight {
         Sight::All => (world.claims(), world.claims().waiting()),
         Sight::NotYetRivals => {
             // Not their refs (their namespaces' turns count them as served).
             nobody = ClaimCatalog::new();
-            blind = world.claims().waiting().without_serving();
-            (&nobody, &blind)
+            (&nobody, world.claims().waiting_unseen())
         }
     };
     let assumed = &claim_side.assumed;

@@ -265,6 +265,10 @@ pub struct ClaimCatalog {
     claims: BTreeMap<ClaimKey, Arc<CachedClaim>>,
     naming: HashMap<String, Few<ClaimKey>>,
     waiting: WaitingClaims,
+    /// `waiting` as a cache that has not seen the claims naming servers would show it
+    /// ([`WaitingClaims::without_serving`]), made at most once per state of the catalog:
+    /// the model check decides every claim of a state so ([`crate::binding::steps::Sight`]).
+    waiting_unseen: std::sync::OnceLock<WaitingClaims>,
 }
 
 impl ClaimCatalog {
@@ -292,6 +296,7 @@ impl ClaimCatalog {
                 .insert(key.clone());
         }
         self.waiting.put(&key, Some(&claim));
+        self.waiting_unseen.take();
         self.claims.insert(key, claim);
     }
 
@@ -300,6 +305,7 @@ impl ClaimCatalog {
         let key = claim_key(namespace, name);
         self.forget_naming(&key);
         self.waiting.put(&key, None);
+        self.waiting_unseen.take();
         self.claims.remove(&key);
     }
 
@@ -367,6 +373,13 @@ impl ClaimCatalog {
     /// The waiting claims by shape, as the matching and the fair order read them.
     pub fn waiting(&self) -> &WaitingClaims {
         &self.waiting
+    }
+
+    /// The waiting claims as a cache that has not seen the claims naming servers would
+    /// show them ([`WaitingClaims::without_serving`]).
+    pub fn waiting_unseen(&self) -> &WaitingClaims {
+        self.waiting_unseen
+            .get_or_init(|| self.waiting.without_serving())
     }
 
     pub fn len(&self) -> usize {
