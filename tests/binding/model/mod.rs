@@ -652,13 +652,15 @@ impl State {
         };
     }
 
+    /// The claims the claim controller holds back after a refused write, whose back-off
+    /// timers are still running.
+    pub(super) fn backing_off(&self) -> Vec<ClaimKey> {
+        let refused = &self.claim_ctl.binder.claim_side().refused;
+        refused.held_back(now().0)
+    }
+
     fn is_quiescent(&self, scenario: &Scenario) -> bool {
-        let timers = self
-            .claim_ctl
-            .binder
-            .claim_side()
-            .refused
-            .held_back(now().0);
+        let timers = self.backing_off();
         [&self.claim_ctl, &self.server_ctl].iter().all(|c| {
             c.claim_events.is_empty()
                 && c.server_events.is_empty()

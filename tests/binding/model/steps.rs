@@ -210,12 +210,7 @@ pub(super) fn backoffs_end(state: &State) -> Vec<(String, State)> {
     if state.backoff_ends == 0 {
         return Vec::new();
     }
-    let backing_off = state
-        .claim_ctl
-        .binder
-        .claim_side()
-        .refused
-        .held_back(now().0);
+    let backing_off = state.backing_off();
     backing_off
         .into_iter()
         .map(|key| {
