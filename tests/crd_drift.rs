@@ -74,7 +74,10 @@ fn crds_carry_the_protocol_names() {
         columns(0),
         ["Phase", "Claim", "Reason", "Unclaimable", "Age"]
     );
-    assert_eq!(columns(1), ["Phase", "Server", "Reason", "Age"]);
+    assert_eq!(
+        columns(1),
+        ["Phase", "Server", "Reason", "Disruption", "Age"]
+    );
     let yaml = committed();
     assert!(yaml.contains(
         "!has(oldSelf.serverRef) || !has(self.serverRef) || self.serverRef.name == oldSelf.serverRef.name"

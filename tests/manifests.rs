@@ -765,6 +765,7 @@ fn rbac_is_one_clusterrole_and_one_lease_role_bound_to_the_service_account() {
 /// use a histogram's or counter's series names.
 const METRICS: &[&str] = &[
     "claims",
+    "claims_evicted",
     "servers",
     "bind_duration_seconds",
     "binds_total",

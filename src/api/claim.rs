@@ -43,6 +43,13 @@ use super::server::TaintEffect;
         description = "Why the claim is in its phase"
     ),
     printcolumn(
+        name = "Disruption",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"DisruptionTarget\")].reason",
+        priority = "1",
+        description = "EvictionByTaint while an Evict taint's deadline runs against the bind"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -124,6 +131,11 @@ pub struct Toleration {
     /// The effect to tolerate; empty tolerates every effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<TaintEffect>,
+    /// How long a bound claim keeps its server under an `Evict` taint this toleration
+    /// matches, counted from the taint's `timeAdded` (zero or less: not at all). Absent:
+    /// for ever. A toleration with it does not let a claim bind a server so tainted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
 }
 
 /// How a toleration compares a taint's value.

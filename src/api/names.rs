@@ -50,6 +50,9 @@ pub fn in_our_domain(prefix: &str) -> bool {
 pub const CONDITION_BOUND: &str = "Bound";
 /// The condition type a server carries while it waits for its release gates.
 pub const CONDITION_CLEANING: &str = "Cleaning";
+/// The condition type a bound claim carries while an `Evict` taint's deadline runs, as a
+/// Pod's `DisruptionTarget`.
+pub const CONDITION_DISRUPTION_TARGET: &str = "DisruptionTarget";
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 // mistakes for duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,13 @@ use serde::{Deserialize, Serialize};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    // An `Evict` taint's grace counts from `timeAdded`: an effect changed under an old
+    // time (a `NoBind` taint of last month made `Evict`) would evict at once. The time
+    // goes with the change, and the server controller writes the new one.
+    validation = Rule::new(
+        "!has(oldSelf.spec.taints) || !has(self.spec.taints) || self.spec.taints.all(t, !has(t.timeAdded) || oldSelf.spec.taints.all(o, o.key != t.key || !has(o.timeAdded) || o.timeAdded != t.timeAdded || o.effect == t.effect))"
+    ).message("a taint whose effect changes takes a new timeAdded: leave timeAdded out in the same write, and the server controller writes the time of the change")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ServerSpec {
@@ -116,10 +122,9 @@ pub struct ServerClaimRef {
     pub uid: Option<String>,
 }
 
-/// A taint keeps claims that do not tolerate it off the server.
-#[derive(
-    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+/// A taint keeps claims that do not tolerate it off the server, and an `Evict` taint
+/// ends the binds of those it keeps off.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Taint {
     /// The taint's key.
@@ -129,6 +134,32 @@ pub struct Taint {
     pub value: Option<String>,
     /// What the taint does.
     pub effect: TaintEffect,
+    /// When the taint was added, or its effect last changed. The server controller sets
+    /// it where it is absent; an `Evict` taint evicts nobody before it is set, and a
+    /// toleration's `tolerationSeconds` count from it. Leave it out when adding a taint
+    /// or changing its effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::optional_time")]
+    pub time_added: Option<Time>,
+}
+
+impl Taint {
+    /// The taint as it decides who may bind: without the time it was added, which only
+    /// an eviction's deadline reads (so servers tainted alike at different times share
+    /// a class of the free-server index).
+    pub fn as_bind_rule(&self) -> Self {
+        Self {
+            time_added: None,
+            ..self.clone()
+        }
+    }
+}
+
+impl std::hash::Hash for Taint {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.key, &self.value, self.effect).hash(state);
+        self.time_added.as_ref().map(|t| t.0).hash(state);
+    }
 }
 
 /// The effects a taint can have.
@@ -138,6 +169,11 @@ pub struct Taint {
 pub enum TaintEffect {
     /// No claim binds to the server unless it tolerates the taint.
     NoBind,
+    /// As `NoBind` (for a new bind, only a toleration without `tolerationSeconds`
+    /// tolerates it), and a bound claim that does not tolerate it loses the server: at
+    /// once, or `tolerationSeconds` after `timeAdded`. The claim ends `Lost` / `Evicted`;
+    /// the server is released through its release gates.
+    Evict,
 }
 
 /// What happens to a server when its claim is deleted.

@@ -125,6 +125,8 @@ pub enum LostReason {
     ServerRefCleared,
     ServerMissing,
     ServerMisbound,
+    /// An `Evict` taint ended the bind.
+    Evicted,
 }
 
 impl LostReason {
@@ -133,6 +135,7 @@ impl LostReason {
             Self::ServerRefCleared => "ServerRefCleared",
             Self::ServerMissing => "ServerMissing",
             Self::ServerMisbound => "ServerMisbound",
+            Self::Evicted => "Evicted",
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    Labels, SelectorOperator, SelectorRequirement, ServerSelector, Taint, Toleration,
+    Labels, SelectorOperator, SelectorRequirement, ServerSelector, Taint, TaintEffect, Toleration,
     TolerationOperator,
 };
 
@@ -51,9 +51,19 @@ pub(super) fn requirement_matches(
     }
 }
 
-/// Whether one toleration accepts one taint (Kubernetes semantics, with the single
-/// effect `NoBind`).
+/// Whether one toleration lets a claim bind a server with one taint (Kubernetes
+/// semantics; an `Evict` taint only by a toleration without `tolerationSeconds`, which
+/// would end the bind it made).
 pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    matches_taint(toleration, taint)
+        && !(taint.effect == TaintEffect::Evict && toleration.toleration_seconds.is_some())
+}
+
+/// Whether `toleration` names `taint` (its effect, key and value), for however long it
+/// tolerates it: an `Evict` toleration with `tolerationSeconds` matches the taint but
+/// tolerates it only for a bind that stands, and only that long
+/// ([`crate::binding::state::eviction`]).
+pub fn matches_taint(toleration: &Toleration, taint: &Taint) -> bool {
     if toleration
         .effect
         .is_some_and(|effect| effect != taint.effect)

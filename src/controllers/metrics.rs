@@ -15,6 +15,7 @@ use prometheus::{
 
 use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
 use crate::binding::meta;
+use crate::binding::state::eviction::was_evicted;
 use crate::binding::world::classes::{ClassCatalog, capacity};
 use crate::binding::world::quota::{self, QuotaCatalog};
 use crate::binding::{
@@ -79,6 +80,7 @@ pub struct Metrics {
     /// client exports them (a registry's prefix would rename them).
     process: Registry,
     claims: IntGaugeVec,
+    claims_evicted: IntGaugeVec,
     servers: IntGaugeVec,
     class_servers: IntGaugeVec,
     class_claims: IntGaugeVec,
@@ -109,6 +111,14 @@ fn class_servers_gauge(r: &Registrar<'_>) -> IntGaugeVec {
         "class_servers",
         "Servers of each ServerClass, each counted once by state (available, bound, cleaning, released, unclaimable), as its status counts them",
         &["class", "state"],
+    )
+}
+
+fn claims_evicted_gauge(r: &Registrar<'_>) -> IntGaugeVec {
+    r.gauges(
+        "claims_evicted",
+        "Lost ServerClaims whose bind an Evict taint ended, by namespace (every namespace with a claim)",
+        &["namespace"],
     )
 }
 
@@ -156,6 +166,7 @@ impl Metrics {
                 "ServerClaims in the controller's cache, by namespace and status.phase (Pending, Bound, Lost; a claim without status counts as Pending)",
                 &["namespace", "phase"],
             ),
+            claims_evicted: claims_evicted_gauge(&r),
             servers: r.gauges(
                 "servers",
                 "Servers in the controller's cache, by status.phase (Available, Bound, Released, Cleaning; a server without status counts as Available)",
@@ -244,6 +255,7 @@ impl Metrics {
             LostReason::ServerRefCleared,
             LostReason::ServerMissing,
             LostReason::ServerMisbound,
+            LostReason::Evicted,
         ] {
             self.lost_claims.with_label_values(&[reason.as_str()]);
         }
@@ -379,9 +391,12 @@ impl Metrics {
     /// Recomputes the `claims` and `servers` gauges from the caches.
     pub fn refresh_inventory(&self, claims: &ClaimCatalog, servers: &ServerCatalog) {
         let mut by_claim: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        // Every namespace with a claim, evicted or not: the alert subtracts it.
+        let mut evicted: BTreeMap<String, i64> = BTreeMap::new();
         for c in claims.iter() {
             let phase = claim_phase_name(claim_phase(c));
             let ns = c.meta().namespace.clone().unwrap_or_default();
+            *evicted.entry(ns.clone()).or_default() += i64::from(was_evicted(c));
             *by_claim.entry((ns, phase)).or_default() += 1;
         }
         let mut by_server: BTreeMap<&'static str, i64> = BTreeMap::new();
@@ -396,6 +411,10 @@ impl Metrics {
         self.claims.reset();
         for ((ns, phase), n) in by_claim {
             self.claims.with_label_values(&[ns.as_str(), phase]).set(n);
+        }
+        self.claims_evicted.reset();
+        for (ns, n) in evicted {
+            self.claims_evicted.with_label_values(&[ns.as_str()]).set(n);
         }
         self.servers.reset();
         for (phase, n) in by_server {

@@ -8,6 +8,7 @@
 use ClaimDecision as D;
 use ClaimPhase::{Bound, Lost, Pending};
 use EventKind::{Normal, Warning};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
@@ -153,6 +154,7 @@ fn bound_path() -> Vec<Row> {
         server_uid: s("uid-server-s1"),
         selector_mismatch,
         server_deleting,
+        eviction: None,
     };
     vec![
         row("RestoreServerRef [j]: the serverRef cleared: written back from the server holding it")
@@ -294,7 +296,54 @@ fn bound_path() -> Vec<Row> {
             .claim(bound_to("s1"))
             .servers([server("s1").claimed_for("c", "uid-older-c")])
             .like(|d| matches!(d, D::BoundMisbound { .. })),
+        row("Evicted: an Evict taint C does not tolerate is past its deadline")
+            .claim(bound_to("s1"))
+            .servers([evicting(holds_c())])
+            .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. }))
+            .writes([
+                Status(Lost, "Evicted"),
+                MessageHas("evicted from server s1: server taint maintenance:Evict"),
+                Event(Warning, "ClaimEvicted"),
+                Counts(Some(Outcome::Lost(LostReason::Evicted))),
+            ]),
+        row("Evicted: S released it past the deadline, its record naming S")
+            .claim(bound_to("s1"))
+            .servers([evicting(server("s1"))])
+            .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. })),
+        row("Evicted: C's status says Lost / Evicted: it stays so, whatever it carries")
+            .claim(evicted(claim("c").chose("s1")))
+            .servers([server("s1")])
+            .is(D::Evicted { server: s("s1"), eviction: None })
+            .writes([Noop]),
+        row("BoundConfirmed (eviction): the deadline is ahead: the notice")
+            .claim(tolerating_for(bound_to("s1"), 600))
+            .servers([evicting(holds_c())])
+            .like(|d| matches!(d, D::BoundConfirmed { eviction: Some(_), .. }))
+            .writes([
+                Status(Bound, "Bound"),
+                MessageHas("ends the bind at"),
+                Event(Warning, "EvictionScheduled"),
+            ]),
+        row("BoundConfirmed (eviction): a toleration without seconds tolerates for ever")
+            .claim(bound_to("s1").tolerates("maintenance"))
+            .servers([evicting(holds_c())])
+            .is(confirmed(false, false)),
     ]
+}
+
+/// A claim whose status says an eviction ended its bind to the server it names.
+fn evicted(c: CachedClaim) -> CachedClaim {
+    let mut c = c.bind_completed().phase(Lost);
+    let status = c.status.as_mut().expect("status");
+    status.conditions = vec![Condition {
+        type_: CONDITION_BOUND.into(),
+        status: "False".into(),
+        reason: "Evicted".into(),
+        message: "evicted".into(),
+        last_transition_time: t(500),
+        observed_generation: Some(1),
+    }];
+    c
 }
 
 /// Unbound path: C has no `bind-completed`; the rows of a standing bind, and of a claim

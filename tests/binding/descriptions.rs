@@ -4,6 +4,7 @@
 //! `explain server` share.
 
 use server_binder::api::*;
+use server_binder::binding::state::eviction::Eviction;
 use server_binder::binding::state::gates::Pending;
 use server_binder::binding::*;
 
@@ -61,6 +62,22 @@ fn claim_examples() -> Vec<(CachedClaim, ClaimDecision)> {
                 server_uid: s("uid-server-s1"),
                 selector_mismatch: true,
                 server_deleting: true,
+                eviction: None,
+            },
+        ),
+        (
+            bound(),
+            Evicted {
+                server: s1(),
+                eviction: Some(Eviction {
+                    taint: Taint {
+                        key: s("maintenance"),
+                        value: None,
+                        effect: TaintEffect::Evict,
+                        time_added: Some(t(900)),
+                    },
+                    deadline: NOW,
+                }),
             },
         ),
         (

@@ -513,6 +513,45 @@ fn uid() -> Vec<Row> {
             .server(holds_c().retain())
             .on(On::Gates(Liveness::Confirmed, &["wipe"]))
             .is(retain),
+        row("StampTaints: an Evict taint without timeAdded gets the time now")
+            .server(unstamped(holds_c()))
+            .claims([claim("c").chose("s1")])
+            .is(D::StampTaints)
+            .writes([
+                Then(|_, plan| {
+                    let written = plan.object.as_ref().expect("the server written");
+                    let times = written.spec.taints.iter().map(|t| t.time_added.clone());
+                    assert!(times.into_iter().all(|t| t == Some(now())));
+                    assert!(plan.status.is_none() && plan.event.is_none());
+                }),
+            ]),
+        row("Evict: H's eviction is past its deadline: released as for a claim gone")
+            .server(evicting(holds_c()))
+            .claims([claim("c").chose("s1").bind_completed().phase(ClaimPhase::Bound)])
+            .like(|d| matches!(d, D::Evict { policy: ReclaimPolicy::Recycle, .. }))
+            .writes([
+                Ref(None),
+                Phase(Available),
+                Event(Normal, "Evicted"),
+                NoteHas("which an Evict taint evicted"),
+                Counts(Some(Outcome::Released(ReclaimPolicy::Recycle))),
+            ]),
+        row("Evict: through its release gates")
+            .server(evicting(holds_c().gates(&["wipe"])))
+            .claims([claim("c").chose("s1").bind_completed().phase(ClaimPhase::Bound)])
+            .like(|d| matches!(d, D::Evict { gates, .. } if gates == &["wipe".to_string()]))
+            .writes([Phase(Cleaning), Event(Normal, "Evicted")]),
+        row("Evict: H's status says Lost / Evicted, however it tolerates the taint now")
+            .server(holds_c())
+            .claims([evicted_claim()])
+            .like(|d| matches!(d, D::Evict { .. })),
+        row("BoundConfirmed: H's grace under an Evict taint runs: the bind stays")
+            .server(evicting(holds_c()))
+            .claims([tolerating_for(
+                claim("c").chose("s1").bind_completed().phase(ClaimPhase::Bound),
+                600,
+            )])
+            .is(D::BoundConfirmed),
         row("BoundConfirmed: H names S; the finalizer put back, then no churn")
             .server(without_finalizers(holds_c()))
             .claims([claim("c").chose("s1")])
@@ -579,6 +618,7 @@ fn run(row: &Row) {
                 &gates,
                 IN_TURN,
                 ADMITTED,
+                NOW,
             )
         }
         On::With(decide) => decide(srv, world),
@@ -634,6 +674,7 @@ fn picks_only(srv: &CachedServer, world: &[CachedClaim]) -> ServerDecision {
         &[],
         picks_only,
         ADMITTED,
+        NOW,
     )
 }
 
@@ -687,7 +728,15 @@ fn without_finalizers(mut s: CachedServer) -> CachedServer {
 /// passed as the binder computes them ([`gates::release_gates`], no class).
 fn decide_alone(server: &CachedServer, liveness: Liveness, default: &[String]) -> ServerDecision {
     let gates = gates::release_gates(server, None, default);
-    decide_server(server, &claims(vec![]), liveness, &gates, IN_TURN, ADMITTED)
+    decide_server(
+        server,
+        &claims(vec![]),
+        liveness,
+        &gates,
+        IN_TURN,
+        ADMITTED,
+        NOW,
+    )
 }
 
 // ---- Across steps, and the restore's rule ----
@@ -780,4 +829,34 @@ fn a_pair_agrees_across_a_restore_only_as_it_was() {
         !evidence::pair_agrees(&recorded(None), &same_uid),
         "that is a bind"
     );
+}
+
+/// `server` with an `Evict` taint `maintenance` no one stamped yet.
+fn unstamped(mut server: CachedServer) -> CachedServer {
+    server.spec.taints.push(Taint {
+        key: "maintenance".into(),
+        value: None,
+        effect: TaintEffect::Evict,
+        time_added: None,
+    });
+    server
+}
+
+/// Claim `c`, bound to s1 until an eviction ended it: its status says `Lost` /
+/// `Evicted`.
+fn evicted_claim() -> CachedClaim {
+    let mut c = claim("c")
+        .chose("s1")
+        .bind_completed()
+        .phase(ClaimPhase::Lost);
+    let status = c.status.as_mut().expect("status");
+    status.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: CONDITION_BOUND.into(),
+        status: "False".into(),
+        reason: "Evicted".into(),
+        message: "evicted".into(),
+        last_transition_time: t(500),
+        observed_generation: Some(1),
+    }];
+    c
 }

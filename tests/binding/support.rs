@@ -68,7 +68,10 @@ pub fn decide_c(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
     decide_claim(
         claim,
         &servers,
-        &ClaimInputs::unclassed(alone(&|_| false)),
+        &ClaimInputs {
+            now: NOW,
+            ..ClaimInputs::unclassed(alone(&|_| false))
+        },
         Liveness::Cached,
     )
 }
@@ -151,6 +154,33 @@ pub const IN_TURN: Turn<'static> = &|_| true;
 /// Every claim is charged to its quotas, or none limits it: the rows without quotas.
 pub const ADMITTED: Admit<'static> = &|_| true;
 
+/// The time the tables decide at: [`now`], 100 seconds after their `Evict` taints were
+/// added ([`evicting`]).
+pub const NOW: Timestamp = Timestamp::constant(1_700_001_000, 0);
+
+/// `server` with an `Evict` taint `maintenance`, added 100 seconds before [`NOW`].
+pub fn evicting(mut server: CachedServer) -> CachedServer {
+    server.spec.taints.push(Taint {
+        key: "maintenance".into(),
+        value: None,
+        effect: TaintEffect::Evict,
+        time_added: Some(t(900)),
+    });
+    server
+}
+
+/// `claim` tolerating the `maintenance` taint's eviction for `seconds`.
+pub fn tolerating_for(mut claim: CachedClaim, seconds: i64) -> CachedClaim {
+    claim.spec.tolerations.push(Toleration {
+        key: "maintenance".into(),
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: Some(TaintEffect::Evict),
+        toleration_seconds: Some(seconds),
+    });
+    claim
+}
+
 /// The server controller's decision, on the cache, with the gates a release of the
 /// server records (its own; no class, no default), as the binder passes them.
 pub fn decide_s(server: &CachedServer, world: &[CachedClaim]) -> ServerDecision {
@@ -161,6 +191,7 @@ pub fn decide_s(server: &CachedServer, world: &[CachedClaim]) -> ServerDecision 
         &gates::release_gates(server, None, &[]),
         IN_TURN,
         ADMITTED,
+        NOW,
     )
 }
 
@@ -172,6 +203,7 @@ pub fn decide_s_live(server: &CachedServer, world: &[CachedClaim]) -> ServerDeci
         &gates::release_gates(server, None, &[]),
         IN_TURN,
         ADMITTED,
+        NOW,
     )
 }
 

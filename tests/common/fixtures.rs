@@ -201,6 +201,7 @@ impl ServerExt for Server {
             key: key.into(),
             value: None,
             effect: TaintEffect::NoBind,
+            time_added: None,
         });
         self
     }
@@ -352,6 +353,7 @@ impl ClaimExt for ServerClaim {
             operator: TolerationOperator::Exists,
             value: None,
             effect: None,
+            toleration_seconds: None,
         });
         self
     }

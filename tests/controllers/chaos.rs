@@ -946,6 +946,7 @@ fn gpu_toleration() -> Toleration {
         operator: TolerationOperator::Exists,
         value: None,
         effect: None,
+        toleration_seconds: None,
     }
 }
 

@@ -20,7 +20,7 @@ use crate::controllers::support::*;
 /// embedded API server treats a list as atomic in an apply (docs/binding.md, "Release
 /// gates"). A server not being cleaned is passed for its generation, as a sloppy
 /// cleaner would (a pass that never counts).
-async fn pass_gate(env: &Env, server: &str, gate: &str) {
+pub(super) async fn pass_gate(env: &Env, server: &str, gate: &str) {
     let api = env.servers();
     let passed = || async {
         let mut s = api.get(server).await.expect("the server");

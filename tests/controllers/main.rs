@@ -4,6 +4,7 @@
 mod admission;
 mod chaos;
 mod classes;
+mod eviction;
 use crate::common::claim_admission;
 mod claim_rows;
 mod cli;

@@ -44,13 +44,14 @@ pub fn selector_keys(selector: &ServerSelector) -> impl Iterator<Item = &str> {
 pub struct Class {
     /// The server's labels restricted to the tracked keys.
     pub labels: BTreeMap<String, String>,
-    /// Sorted and deduplicated, so two servers with the same taints share a class.
+    /// Sorted and deduplicated, so two servers with the same taints share a class;
+    /// without the times they were added ([`Taint::as_bind_rule`]).
     pub taints: Vec<Taint>,
 }
 
 impl Class {
     fn of(server: &CachedServer, keys: &BTreeSet<String>) -> Self {
-        let mut taints = server.spec.taints.clone();
+        let mut taints: Vec<Taint> = server.spec.taints.iter().map(Taint::as_bind_rule).collect();
         taints.sort();
         taints.dedup();
         let labels = meta::labels(server)

@@ -2,6 +2,8 @@
 //! table in docs/binding.md. Pure: the caller supplies the claim, a view of the servers and
 //! what it has chosen for other claims; the result says what to do, not how to do it.
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::api::{CachedClaim, CachedServer, ServerClaimRef, ServerPhase};
 
 use crate::binding::claim_side::assumed::claim_key;
@@ -13,6 +15,7 @@ use crate::binding::protocol::winner::{is_picked, outranked_on, turn_on};
 use crate::binding::selector::selector_matches;
 use crate::binding::state::class_labels::own_part;
 use crate::binding::state::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
+use crate::binding::state::eviction::{Eviction, eviction, was_evicted};
 use crate::binding::state::evidence::{
     can_restore, gave_back, pair_agrees, records_bind_named, records_bind_to,
 };
@@ -47,13 +50,24 @@ pub enum ClaimDecision {
     /// `selector_mismatch`: the claim's selector (added after the bind) does not match
     /// the server; the binding stays, and the condition says so. `server_deleting`: the
     /// server has a deletionTimestamp (its protection finalizer keeps it while the claim
-    /// lives); the condition and a Warning say so. The status records the server
+    /// lives); the condition and a Warning say so. `eviction`: an `Evict` taint ends the
+    /// bind at its deadline; condition `DisruptionTarget` and a Warning say when, and
+    /// the condition goes when the eviction is cancelled. The status records the server
     /// (`server_uid`) as the evidence of the bind.
     BoundConfirmed {
         server: String,
         server_uid: String,
         selector_mismatch: bool,
         server_deleting: bool,
+        eviction: Option<Eviction>,
+    },
+    /// The claim's bind ended by an eviction: its server's `Evict` taint reached its
+    /// deadline (`eviction`), or its status already says so (`None`). Phase Lost,
+    /// reason `Evicted`, Warning `ClaimEvicted`, once; from then on the claim takes no
+    /// server, as a `Lost` PersistentVolumeClaim (docs/binding.md, "Eviction").
+    Evicted {
+        server: String,
+        eviction: Option<Eviction>,
     },
     /// Bound claim, the server names another claim or uid: phase Lost, Warning `ClaimMisbound`.
     BoundMisbound {
@@ -221,6 +235,17 @@ impl ClaimDecision {
         matches!(self, ClaimDecision::CompleteBind { .. })
     }
 
+    /// When the eviction a bound claim's decision sees running ends its bind.
+    pub fn eviction_deadline(&self) -> Option<Timestamp> {
+        match self {
+            ClaimDecision::BoundConfirmed {
+                eviction: Some(eviction),
+                ..
+            } => Some(eviction.deadline),
+            _ => None,
+        }
+    }
+
     /// The server the decision is about, if it names one.
     pub fn server(&self) -> Option<&str> {
         use ClaimDecision::*;
@@ -231,6 +256,7 @@ impl ClaimDecision {
             | BoundServerRefLost { server }
             | BoundConfirmed { server, .. }
             | BoundMisbound { server, .. }
+            | Evicted { server, .. }
             | AdoptReservedServer { server }
             | PickBestFit { server }
             | WithdrawMissingServer { server }
@@ -322,6 +348,8 @@ pub struct ClaimInputs<'a> {
     /// ([`crate::binding::claim_side::backoff::RefusingServers`]).
     pub refusing: &'a dyn Fn(&str) -> Option<String>,
     pub pick: PickInputs<'a>,
+    /// The time an eviction's deadline is weighed against ([`eviction`]).
+    pub now: Timestamp,
 }
 
 impl<'a> ClaimInputs<'a> {
@@ -332,6 +360,8 @@ impl<'a> ClaimInputs<'a> {
             quota: &QuotaCheck::Unlimited,
             refusing: &|_| None,
             pick,
+            // No eviction is due at the epoch.
+            now: Timestamp::UNIX_EPOCH,
         }
     }
 }
@@ -349,6 +379,11 @@ pub fn decide_claim(
     inputs: &ClaimInputs<'_>,
     liveness: Liveness,
 ) -> ClaimDecision {
+    // Controller-written, so no tenant edit undoes it: not a stripped `bind-completed`,
+    // nor a new `serverRef`.
+    if was_evicted(claim) {
+        return evicted_already(claim);
+    }
     let standing = standing_bind(claim, servers);
     if inputs.pick.refused.is_none()
         && standing.is_none()
@@ -357,7 +392,7 @@ pub fn decide_claim(
         return decision;
     }
     if meta::is_bind_completed(claim) {
-        return decide_bound(claim, servers, liveness);
+        return decide_bound(claim, servers, liveness, inputs.now);
     }
     match standing {
         Some(bind) => restore_standing_bind(claim, bind),
@@ -523,6 +558,7 @@ fn decide_bound(
     claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     liveness: Liveness,
+    now: Timestamp,
 ) -> ClaimDecision {
     use ClaimDecision::*;
     let finished = claim
@@ -545,6 +581,16 @@ fn decide_bound(
             Liveness::Confirmed => ClearStaleBindCompleted,
         };
     };
+    let eviction = eviction(s, claim);
+    if let Some(due) = eviction.as_ref().filter(|e| e.is_due(now))
+        && (ref_match(s, claim) == RefMatch::SameUid || records_bind_to(claim, s))
+    {
+        // Whether or not the server controller released the server yet.
+        return Evicted {
+            server,
+            eviction: Some(due.clone()),
+        };
+    }
     match ref_match(s, claim) {
         RefMatch::SameUid => BoundConfirmed {
             // Read directly, not as eligibility's first reason: a server being deleted
@@ -557,6 +603,7 @@ fn decide_bound(
                 .is_some_and(|sel| !selector_matches(&own_part(sel), meta::labels(s))),
             server_deleting: meta::is_deleting(s),
             server_uid: meta::uid(s).unwrap_or_default().to_string(),
+            eviction,
             server,
         },
         _ if records_bind_to(claim, s) => match ref_match(s, claim) {
@@ -574,6 +621,23 @@ fn decide_bound(
         // uid if the claim may have it, or releases it; either way nothing moves here.
         _ if pair_agrees(s, claim) => BoundServerRefLost { server },
         _ => ClearStaleBindCompleted,
+    }
+}
+
+/// The row of a claim whose status says an eviction ended its bind: it stays so.
+fn evicted_already(claim: &CachedClaim) -> ClaimDecision {
+    let recorded = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.bound_server_ref.as_ref());
+    let named = claim.spec.server_ref.as_ref().map(|r| &r.name);
+    ClaimDecision::Evicted {
+        server: recorded
+            .map(|r| &r.name)
+            .or(named)
+            .cloned()
+            .unwrap_or_default(),
+        eviction: None,
     }
 }
 

@@ -5,7 +5,9 @@
 use crate::binding::world::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::names::{ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND};
+use crate::api::names::{
+    ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, CONDITION_DISRUPTION_TARGET,
+};
 use crate::api::{BoundServerRef, CachedClaim, ClaimPhase, ServerClaimStatus, ServerRef};
 
 use crate::binding::claim_side::backoff::{
@@ -16,7 +18,8 @@ use crate::binding::meta::{self, is_controller_chosen};
 use crate::binding::placement::WAITING_FOR_TURN;
 use crate::binding::protocol::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
 use crate::binding::protocol::why::Unavailability;
-use crate::binding::state::status::{BoundCondition, with_bound};
+use crate::binding::state::eviction::{Eviction, was_evicted};
+use crate::binding::state::status::{BoundCondition, with_bound, with_condition};
 
 /// The writes and side effects of one claim decision.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -80,14 +83,19 @@ fn plan_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             server_uid,
             selector_mismatch,
             server_deleting,
+            eviction,
         } => {
             let notes = BoundNotes {
                 selector_mismatch: *selector_mismatch,
                 server_deleting: *server_deleting,
             };
             let record = bound_to(server, server_uid);
-            bound_confirmed(claim, &record, notes, decision.describe(), now)
+            let plan = bound_confirmed(claim, &record, notes, decision.describe(), now);
+            with_disruption(claim, plan, eviction.as_ref(), now)
         }
+        // Once: a claim whose status says so already stays as it is.
+        Evicted { .. } if was_evicted(claim) => ClaimPlan::default(),
+        Evicted { .. } => lost(claim, LostReason::Evicted, decision.describe(), now),
         BoundMisbound { .. } => lost(claim, LostReason::ServerMisbound, decision.describe(), now),
         // Every other decision is on the unbound path.
         unbound => plan_unbound_row(claim, unbound, now),
@@ -267,6 +275,7 @@ fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> Cl
         LostReason::ServerRefCleared => ("ServerRefCleared", "ClaimLost"),
         LostReason::ServerMissing => ("ServerMissing", "ClaimLost"),
         LostReason::ServerMisbound => ("ServerMisbound", "ClaimMisbound"),
+        LostReason::Evicted => ("Evicted", "ClaimEvicted"),
     };
     let event = BindingEvent::warning(event_reason, "Binding", format!("claim is lost: {what}"));
     let condition = BoundCondition {
@@ -341,6 +350,66 @@ impl BoundNotes {
             BindingEvent::warning("SelectorMismatch", "Binding", note)
         })
     }
+}
+
+/// `plan` with the claim's `DisruptionTarget` condition as `eviction` makes it: True,
+/// reason `EvictionByTaint`, while an eviction runs (a Warning `EvictionScheduled` when it
+/// starts or its deadline moves); gone once it is cancelled (a Normal
+/// `EvictionCancelled`). The condition is the claim's own; the Bound condition says
+/// the bind stands.
+fn with_disruption(
+    claim: &CachedClaim,
+    mut plan: ClaimPlan,
+    eviction: Option<&Eviction>,
+    now: &Time,
+) -> ClaimPlan {
+    let mut status = plan
+        .status
+        .clone()
+        .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
+    let conditions = &status.conditions;
+    let running = conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET);
+    let (edited, event) = match eviction {
+        Some(eviction) => {
+            let desired = BoundCondition {
+                bound: true,
+                reason: "EvictionByTaint",
+                message: eviction.to_string(),
+            };
+            let generation = claim.meta().generation;
+            let set = with_condition(
+                conditions,
+                CONDITION_DISRUPTION_TARGET,
+                &desired,
+                generation,
+                now,
+            );
+            let note = format!("the bind ends at {}: {eviction}", eviction.deadline);
+            let warning = BindingEvent::warning("EvictionScheduled", "Evicting", note);
+            (set, Some(warning))
+        }
+        None if running => {
+            let kept = conditions
+                .iter()
+                .filter(|c| c.type_ != CONDITION_DISRUPTION_TARGET)
+                .cloned()
+                .collect();
+            let note = "the eviction is cancelled: the server's taint is gone or tolerated now; the bind stays".to_string();
+            (
+                Some(kept),
+                Some(BindingEvent::normal("EvictionCancelled", "Evicting", note)),
+            )
+        }
+        None => (None, None),
+    };
+    if let Some(conditions) = edited {
+        status.conditions = conditions;
+        plan.status = Some(status);
+        plan.event = plan.event.or(event);
+    }
+    plan
 }
 
 /// The record of a bind to the server `name` with uid `uid`.

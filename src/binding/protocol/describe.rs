@@ -14,6 +14,7 @@ use crate::binding::protocol::claim_decision::ClaimDecision;
 use crate::binding::protocol::server_decision::{RecordProblem, RollBackCause, ServerDecision};
 use crate::binding::protocol::why::names_ahead;
 use crate::binding::state::eligibility::describe_ref;
+use crate::binding::state::eviction::Eviction;
 use crate::binding::state::gates::{Pending, release_generation};
 
 /// What a claim being deleted gets from the claim controller (no decision: `Idle`).
@@ -34,6 +35,7 @@ impl ClaimDecision {
             BoundServerRefLost { .. } => "BoundServerRefLost",
             BoundConfirmed { .. } => "BoundConfirmed",
             BoundMisbound { .. } => "BoundMisbound",
+            Evicted { .. } => "Evicted",
             WriteRefused { .. } => "WriteRefused",
             GiveBackServer { .. } => "GiveBackServer",
             AssignDefaultClass { .. } => "AssignDefaultClass",
@@ -87,11 +89,13 @@ impl ClaimDecision {
                 server,
                 selector_mismatch,
                 server_deleting,
+                eviction,
                 ..
-            } => bound_message(server, *selector_mismatch, *server_deleting),
+            } => bound_message(server, *selector_mismatch, *server_deleting, eviction.as_ref()),
             BoundMisbound { server, holder } => {
                 format!("bound server {server} now serves {}", describe_ref(holder))
             }
+            Evicted { server, eviction } => evicted_message(server, eviction.as_ref()),
             WriteRefused { refusal } | GiveBackServer { refusal, .. } => refusal.describe(),
             AssignDefaultClass { class } => {
                 format!("the claim names no class: it gets the default class {class}")
@@ -132,7 +136,7 @@ impl ClaimDecision {
             ServerMismatch { server, why } => {
                 format!("server {server} cannot serve this claim: {why}")
             }
-            CompleteBind { server, .. } => bound_message(server, false, false),
+            CompleteBind { server, .. } => bound_message(server, false, false, None),
             WithdrawRefusingServer { server, message } => refusing(server, message, true),
             ServerRefusesWrites { server, message } => refusing(server, message, false),
             WithdrawTakenServer { server, holder } => {
@@ -176,15 +180,35 @@ fn withdrawal(server: &str, what: &str) -> String {
     format!("chosen server {server} {what}; choosing again")
 }
 
+/// The message of an evicted claim's condition: the eviction that ended its bind, or
+/// (a claim whose status already says so) that it takes no server again.
+fn evicted_message(server: &str, eviction: Option<&Eviction>) -> String {
+    match eviction {
+        Some(eviction) => format!("evicted from server {server}: {eviction}"),
+        None => format!(
+            "evicted from server {server}: the claim takes no server again; create a new claim for a new one"
+        ),
+    }
+}
+
 /// The message of a bound claim's condition: its server, and what the binding keeps
-/// despite (a selector added after the bind, the server's deletion).
-fn bound_message(server: &str, selector_mismatch: bool, server_deleting: bool) -> String {
+/// despite (a selector added after the bind, the server's deletion), or until when (an
+/// eviction).
+fn bound_message(
+    server: &str,
+    selector_mismatch: bool,
+    server_deleting: bool,
+    eviction: Option<&Eviction>,
+) -> String {
     let mut message = format!("bound to server {server}");
     if selector_mismatch {
         message.push_str("; the server does not match the claim's serverSelector (added after the bind), and the binding stays");
     }
     if server_deleting {
         message.push_str("; the server is being deleted, and is kept until this claim is deleted");
+    }
+    if let Some(eviction) = eviction {
+        message.push_str(&format!("; {eviction}"));
     }
     message
 }
@@ -213,6 +237,8 @@ impl ServerDecision {
             RepairCleaningRecord { .. } => "RepairCleaningRecord",
             Cleaning { .. } => "Cleaning",
             Cleaned => "Cleaned",
+            StampTaints => "StampTaints",
+            Evict { .. } => "Evict",
         }
     }
 
@@ -283,6 +309,14 @@ impl ServerDecision {
             } => repaired(*release, gates, problem),
             Cleaning { release, pending } => waiting_for_gates(*release, pending),
             Cleaned => "every release gate passed; the server is available again".into(),
+            StampTaints => {
+                "an Evict taint has no timeAdded: the time now is written into it, and its grace periods count from it".into()
+            }
+            Evict {
+                holder,
+                policy,
+                gates,
+            } => evicted(holder, *policy, gates, server),
         }
     }
 }
@@ -310,6 +344,27 @@ fn released(server: &CachedServer, policy: ReclaimPolicy) -> String {
             "released from claim {holder}, which is gone (reclaimPolicy Retain: clear spec.serverClaimRef to reuse)"
         ),
     }
+}
+
+fn evicted(
+    holder: &ServerClaimRef,
+    policy: ReclaimPolicy,
+    gates: &[String],
+    server: &CachedServer,
+) -> String {
+    let holder = describe_ref(holder);
+    let then = match (policy, gates) {
+        (ReclaimPolicy::Retain, _) => {
+            "reclaimPolicy Retain: clear spec.serverClaimRef to reuse".to_string()
+        }
+        (ReclaimPolicy::Recycle, []) => "reclaimPolicy Recycle".to_string(),
+        (ReclaimPolicy::Recycle, gates) => format!(
+            "no claim may bind until the release gates pass for release {}: {}",
+            release_generation(server),
+            gates.join(", ")
+        ),
+    };
+    format!("released from claim {holder}, which an Evict taint evicted ({then})")
 }
 
 fn rolled_back(server: &CachedServer, cause: &RollBackCause) -> String {

@@ -1,13 +1,16 @@
 //! The server controller's decisions: one variant, and one match arm, per row of the
 //! server table in docs/binding.md. Pure, like the claim side.
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
-use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef};
+use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint, TaintEffect};
 
 use crate::binding::meta::{self, claim_ref_of};
 use crate::binding::protocol::winner::{Admit, Turn, winner};
 use crate::binding::state::eligibility::{Ineligible, ref_uid};
+use crate::binding::state::eviction::{eviction, was_evicted};
 use crate::binding::state::evidence::{
     can_restore, can_take_back, gave_back, pair_agrees, records_bind_to,
 };
@@ -78,6 +81,18 @@ pub enum ServerDecision {
     /// Being cleaned, every gate passed for this release: drop the `cleaning` annotation
     /// (one write: the server is claimable again); then phase Available.
     Cleaned,
+    /// An `Evict` taint has no `timeAdded`: write the time now into each such taint (its
+    /// grace counts from it), then decide again.
+    StampTaints,
+    /// Ref with the claim's uid, and an `Evict` taint ended the claim's bind (its
+    /// deadline passed, or the claim's status says so): release the server as for a
+    /// claim gone, through cleaning when `gates` is not empty (`Recycle` with release
+    /// gates); Normal `Evicted` (docs/binding.md, "Eviction").
+    Evict {
+        holder: ServerClaimRef,
+        policy: ReclaimPolicy,
+        gates: Vec<String>,
+    },
 }
 
 /// What made a server's cleaning record unusable.
@@ -112,10 +127,10 @@ pub fn decide_server(
     gates_now: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
     use ServerDecision::*;
 
-    let name = meta::name(server);
     let claim_ref = server.spec.server_claim_ref.as_ref();
     // The claim the ref names, but only the incarnation with the ref's uid.
     let holder = claim_ref.and_then(|r| {
@@ -133,6 +148,10 @@ pub fn decide_server(
             (Some(r), Some(c)) if holds_server(server, c) => DeletionBlocked { holder: r.clone() },
             _ => DeletionAllowed,
         };
+    }
+
+    if needs_stamp(server) {
+        return StampTaints;
     }
 
     // Cleaning comes before any ref: a reservation made meanwhile waits for it to end.
@@ -160,6 +179,23 @@ pub fn decide_server(
             },
         };
     };
+    decide_held(server, (r, c), gates_now, now)
+}
+
+/// The rows of a server whose ref carries the uid of claim `c`, which the cache holds:
+/// an eviction ends the bind, else the claim keeps, adopts, restores or gives the
+/// server back.
+fn decide_held(
+    server: &CachedServer,
+    (r, c): (&ServerClaimRef, &CachedClaim),
+    gates_now: &[String],
+    now: Timestamp,
+) -> ServerDecision {
+    use ServerDecision::*;
+    let name = meta::name(server);
+    if was_evicted(c) || eviction(server, c).is_some_and(|e| e.is_due(now)) {
+        return evict(server, r, gates_now);
+    }
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
         Some(n) if n == name => BoundConfirmed,
         Some(other) => RollBack {
@@ -189,6 +225,33 @@ fn release(server: &CachedServer, gates_now: &[String]) -> ServerDecision {
         return ServerDecision::ReleaseToCleaning { gates };
     }
     ServerDecision::Release { policy }
+}
+
+/// Whether an `Evict` taint of `server` has no `timeAdded` yet.
+pub fn needs_stamp(server: &CachedServer) -> bool {
+    let unstamped = |t: &&Taint| t.time_added.is_none();
+    server
+        .spec
+        .taints
+        .iter()
+        .filter(unstamped)
+        .any(|t| t.effect == TaintEffect::Evict)
+}
+
+/// The release of a server whose claim an eviction ends: as [`release`], through
+/// cleaning when it has release gates and is recycled.
+fn evict(server: &CachedServer, holder: &ServerClaimRef, gates_now: &[String]) -> ServerDecision {
+    let policy = server.spec.reclaim_policy;
+    // `Retain` never cleans: an admin wipes before clearing the ref.
+    let gates = match policy {
+        ReclaimPolicy::Recycle => gates_now.to_vec(),
+        ReclaimPolicy::Retain => Vec::new(),
+    };
+    ServerDecision::Evict {
+        holder: holder.clone(),
+        policy,
+        gates,
+    }
 }
 
 /// The rows of a server being cleaned: repair a record no cleaner can match, else wait
@@ -239,7 +302,7 @@ fn restored(
     admit: Admit<'_>,
 ) -> Option<ServerDecision> {
     let c = claims.claim(&r.namespace, &r.name)?;
-    if !pair_agrees(server, c) || can_restore(server).is_err() {
+    if !pair_agrees(server, c) || can_restore(server).is_err() || was_evicted(c) {
         return None;
     }
     Some(match admit(c) {
@@ -285,6 +348,9 @@ fn decide_reserved(
 /// `serverRef`. A claim that names nothing without such a record never adopts a deleting
 /// server (it is not eligible), so it does not block the deletion.
 fn holds_server(server: &CachedServer, claim: &CachedClaim) -> bool {
+    if was_evicted(claim) {
+        return false;
+    }
     match &claim.spec.server_ref {
         Some(r) => r.name == meta::name(server),
         None => records_bind_to(claim, server),

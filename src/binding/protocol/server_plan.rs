@@ -6,7 +6,9 @@ use crate::api::names::{
     ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING,
     ANNOTATION_CLEANING_GATES, CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
 };
-use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
+use crate::api::{
+    CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus, TaintEffect,
+};
 
 use crate::binding::effects::{BindingEvent, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, ClaimKey};
@@ -100,7 +102,7 @@ fn plan_row(server: &CachedServer, decision: &ServerDecision, now: &Time) -> Ser
             confirm_claim: Some(claim.clone()),
             ..ServerPlan::default()
         },
-        Release { policy } => release(server, *policy, note(), now),
+        Release { policy } => release(server, *policy, (note(), "is gone"), now),
         BoundConfirmed => bound(server, "Bound", note(), now),
         BoundAwaitingAdoption => bound(server, "AwaitingClaim", note(), now),
         RollBack { .. } => roll_back(server, note(), now),
@@ -114,6 +116,20 @@ fn plan_row(server: &CachedServer, decision: &ServerDecision, now: &Time) -> Ser
             ..ServerPlan::default()
         },
         Cleaned => cleaned(server, note(), now),
+        StampTaints => ServerPlan {
+            object: Some(stamped(server, now)),
+            ..ServerPlan::default()
+        },
+        Evict { policy, gates, .. } => {
+            let plan = match gates.is_empty() {
+                true => release(server, *policy, (note(), "was evicted"), now),
+                false => release_to_cleaning(server, gates, note(), now),
+            };
+            ServerPlan {
+                event: Some(BindingEvent::normal("Evicted", "Evicting", note())),
+                ..plan
+            }
+        }
         DeletionAllowed => ServerPlan {
             object: changed(server, |s| {
                 meta::remove_finalizer(s, FINALIZER_SERVER_PROTECTION)
@@ -218,8 +234,14 @@ fn claim_for(
     }
 }
 
-/// Releases a server whose bound claim is gone; its event's `note` says so.
-fn release(server: &CachedServer, policy: ReclaimPolicy, note: String, now: &Time) -> ServerPlan {
+/// Releases a server whose bound claim is gone (or was evicted: `what`, how the `Retain`
+/// status says it); its event's `note` says so.
+fn release(
+    server: &CachedServer,
+    policy: ReclaimPolicy,
+    (note, what): (String, &str),
+    now: &Time,
+) -> ServerPlan {
     let holder = server.spec.server_claim_ref.clone().unwrap_or_default();
     let (object, status) = match policy {
         ReclaimPolicy::Recycle => {
@@ -239,7 +261,7 @@ fn release(server: &CachedServer, policy: ReclaimPolicy, note: String, now: &Tim
                     bound: false,
                     reason: "Released",
                     message: format!(
-                        "claim {} is gone; reclaimPolicy Retain keeps the server until an admin clears serverClaimRef",
+                        "claim {} {what}; reclaimPolicy Retain keeps the server until an admin clears serverClaimRef",
                         describe_ref(&holder)
                     ),
                 },
@@ -256,6 +278,17 @@ fn release(server: &CachedServer, policy: ReclaimPolicy, note: String, now: &Tim
         outcome: wrote.then_some(Outcome::Released(policy)),
         confirm_claim: None,
     }
+}
+
+/// `server` with `now` as the `timeAdded` of each `Evict` taint that has none.
+fn stamped(server: &CachedServer, now: &Time) -> CachedServer {
+    let mut object = server.clone();
+    for taint in &mut object.spec.taints {
+        if taint.effect == TaintEffect::Evict && taint.time_added.is_none() {
+            taint.time_added = Some(now.clone());
+        }
+    }
+    object
 }
 
 /// The server without its binding: a controller-made ref is cleared with its annotation;

@@ -97,6 +97,8 @@ pub enum Cause {
     Released,
     Cleaning,
     Deleting,
+    /// The claim itself was evicted: no server serves it again.
+    Evicted,
 }
 
 impl Cause {
@@ -112,6 +114,7 @@ impl Cause {
                 Ineligible::ClaimedByOther(_) => Self::Held,
                 Ineligible::Released => Self::Released,
                 Ineligible::Cleaning => Self::Cleaning,
+                Ineligible::Evicted => Self::Evicted,
             },
             Hindrance::SpokenFor => Self::SpokenFor,
             Hindrance::KeptForOthers => Self::KeptForOthers,
@@ -133,6 +136,7 @@ impl Cause {
             Self::Selector => 7,
             Self::OutsideClass | Self::SetAside => 8,
             Self::Deleting => 9,
+            Self::Evicted => 10,
         }
     }
 
@@ -164,6 +168,8 @@ impl Cause {
             Self::Cleaning => "are being cleaned",
             Self::Deleting if one => "is being deleted",
             Self::Deleting => "are being deleted",
+            Self::Evicted if one => "does not serve it: the claim was evicted",
+            Self::Evicted => "do not serve it: the claim was evicted",
         }
     }
 }

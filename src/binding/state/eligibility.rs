@@ -33,6 +33,9 @@ pub enum Ineligible {
     Released,
     /// The server was released and waits for its release gates (a cleaner).
     Cleaning,
+    /// An eviction ended the claim's bind: it takes no server again
+    /// ([`crate::binding::state::eviction::was_evicted`]).
+    Evicted,
 }
 
 impl fmt::Display for Ineligible {
@@ -65,6 +68,7 @@ impl fmt::Display for Ineligible {
                 f,
                 "the server is being cleaned after its last release and waits for its release gates"
             ),
+            Self::Evicted => write!(f, "the claim was evicted and takes no server again"),
         }
     }
 }

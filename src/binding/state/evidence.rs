@@ -17,6 +17,7 @@ use crate::binding::meta;
 use crate::binding::state::eligibility::{
     Ineligible, RefMatch, eligibility, ref_match, server_is_claimable,
 };
+use crate::binding::state::eviction::was_evicted;
 use crate::binding::state::gates;
 
 /// The server object the claim's status records it as bound to, if any.
@@ -112,6 +113,9 @@ pub fn can_restore(server: &CachedServer) -> Result<(), Ineligible> {
 /// (cordon, taint, relabel: an existing binding stays), unless the server is being
 /// deleted, was released, or is being cleaned; without, the server must be eligible.
 pub fn can_take_back(server: &CachedServer, claim: &CachedClaim) -> Result<(), Ineligible> {
+    if was_evicted(claim) {
+        return Err(Ineligible::Evicted);
+    }
     if !records_bind_to(claim, server) {
         return eligibility(server, claim);
     }

@@ -4,6 +4,7 @@
 
 pub(super) mod class_labels;
 pub(super) mod eligibility;
+pub mod eviction;
 pub mod evidence;
 pub mod gates;
 pub(super) mod status;

@@ -76,6 +76,9 @@ pub fn claim_step(
         Some(r) => remaining(r.until, now),
         None => decision.waits().then(|| claim_side.summaries.interval()),
     };
+    // A bind an eviction runs against is looked at again when it is due.
+    let due = decision.eviction_deadline().and_then(|d| remaining(d, now));
+    let then = then.into_iter().chain(due).min();
     // A restored pair is charged as a claim moving toward its bind (the server
     // controller completes it once it is).
     let moves = decision.moves_toward_bind() || restoring(claim, world.servers()).is_some();
@@ -195,6 +198,7 @@ pub fn with_claim_inputs<R>(
             refused: claim_side.refused.backing_off(&key, now),
             in_flight: inputs.in_flight,
         },
+        now,
     })
 }
 

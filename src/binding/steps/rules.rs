@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::api::{CachedClaim, CachedServer};
 use crate::binding::claim_side::assumed::{EndRule, ends_on_claim_event};
 use crate::binding::protocol::claim_decision::{ClaimDecision, ClaimInputs, decide_claim};
@@ -19,8 +21,15 @@ pub type ClaimDecider =
 /// The server controller's decision function; the slice is the default release gates,
 /// then whether a claim naming the server has its turn, and whether its quotas charge
 /// it.
-pub type ServerDecider =
-    fn(&CachedServer, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
+pub type ServerDecider = fn(
+    &CachedServer,
+    &dyn ClaimView,
+    Liveness,
+    &[String],
+    Turn<'_>,
+    Admit<'_>,
+    Timestamp,
+) -> ServerDecision;
 
 /// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
 #[derive(Clone, Copy)]
@@ -42,8 +51,8 @@ impl Rules {
             claim: |claim, servers, inputs, liveness| {
                 decide_claim(claim, servers, inputs, liveness)
             },
-            server: |server, claims, liveness, gates, turn, admit| {
-                decide_server(server, claims, liveness, gates, turn, admit)
+            server: |server, claims, liveness, gates, turn, admit, now| {
+                decide_server(server, claims, liveness, gates, turn, admit, now)
             },
             triggers: Triggers::real(),
             assumption_ends: ends_on_claim_event,

@@ -47,6 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::claim_side::assumed::Assumption;

@@ -12,8 +12,9 @@ pub(super) fn skips_release_gates(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn, admit) {
+    match decide_server(server, claims, liveness, gates, turn, admit, now) {
         ServerDecision::ReleaseToCleaning { .. } => ServerDecision::Release {
             policy: ReclaimPolicy::Recycle,
         },
@@ -30,8 +31,9 @@ pub(super) fn trusts_bind_completed(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    let decision = decide_server(server, claims, liveness, gates, turn, admit);
+    let decision = decide_server(server, claims, liveness, gates, turn, admit, now);
     let free = server.spec.server_claim_ref.is_none()
         && !gates::is_cleaning(server)
         && matches!(
@@ -65,6 +67,7 @@ pub(super) fn gate_passes_itself(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let alias = |g: &str| format!("x.io/{g}-alias");
@@ -95,7 +98,7 @@ pub(super) fn gate_passes_itself(
             .collect();
         status.conditions.extend(copies);
     }
-    decide_server(&seen, claims, liveness, gates, turn, admit)
+    decide_server(&seen, claims, liveness, gates, turn, admit, now)
 }
 
 /// Release gates before issue 20: every reconcile of a cleaning server reads the gates
@@ -107,13 +110,14 @@ pub(super) fn gates_from_the_flag(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
     let mut seen = server.clone();
-    let now: Vec<String> = gates.to_vec();
+    let flag: Vec<String> = gates.to_vec();
     if let Some(recorded) = seen.annotations_mut().get_mut(ANNOTATION_CLEANING_GATES) {
-        *recorded = now.join(",");
+        *recorded = flag.join(",");
     }
-    decide_server(&seen, claims, liveness, gates, turn, admit)
+    decide_server(&seen, claims, liveness, gates, turn, admit, now)
 }
 
 /// A server controller without the winner rule's priorities: it hands a server to the
@@ -125,8 +129,9 @@ pub(super) fn without_winner_priority(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn, admit) {
+    match decide_server(server, claims, liveness, gates, turn, admit, now) {
         ServerDecision::ClaimForWinner { .. } => {
             let mut contenders = claims.claims_naming(meta::name(server));
             contenders.retain(|c| eligibility(server, c).is_ok());
@@ -203,10 +208,16 @@ pub(super) fn keeps_a_given_back_server(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(server, claims, liveness, gates, (turn, admit), |cause| {
-        *cause == RollBackCause::GivenBack
-    })
+    waits_instead_of_rolling_back(
+        server,
+        claims,
+        liveness,
+        gates,
+        (turn, admit, now),
+        |cause| *cause == RollBackCause::GivenBack,
+    )
 }
 
 /// The fair order without namespaces' service: each namespace's queue alone, so the
@@ -234,8 +245,9 @@ pub(super) fn name_jumps_the_queue(
     gates: &[String],
     _turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    decide_server(server, claims, liveness, gates, &|_| true, admit)
+    decide_server(server, claims, liveness, gates, &|_| true, admit, now)
 }
 
 /// The server decision before "Whose pick is it": any `pre-bound` ref is taken as a pick
@@ -247,9 +259,10 @@ pub(super) fn trusts_pre_bound(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
     let trusting = |c: &CachedClaim| is_controller_chosen(c) || turn(c);
-    decide_server(server, claims, liveness, gates, &trusting, admit)
+    decide_server(server, claims, liveness, gates, &trusting, admit, now)
 }
 
 /// The server decision, but waiting for an adoption where it would roll back for a
@@ -259,10 +272,10 @@ pub(super) fn waits_instead_of_rolling_back(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
-    (turn, admit): (Turn<'_>, Admit<'_>),
+    (turn, admit, now): (Turn<'_>, Admit<'_>, Timestamp),
     which: fn(&RollBackCause) -> bool,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn, admit) {
+    match decide_server(server, claims, liveness, gates, turn, admit, now) {
         ServerDecision::RollBack { cause } if which(&cause) => {
             ServerDecision::BoundAwaitingAdoption
         }
@@ -356,6 +369,7 @@ pub(super) fn empty_uid_is_a_uid(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
     let mut seen_as = server.clone();
     if let Some(r) = seen_as.spec.server_claim_ref.as_mut()
@@ -363,7 +377,7 @@ pub(super) fn empty_uid_is_a_uid(
     {
         r.uid = Some("an empty uid".into());
     }
-    decide_server(&seen_as, claims, liveness, gates, turn, admit)
+    decide_server(&seen_as, claims, liveness, gates, turn, admit, now)
 }
 
 /// The server side before issue 10: it waits for a claim that names nothing to adopt the
@@ -375,10 +389,16 @@ pub(super) fn waits_for_any_adoption(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(server, claims, liveness, gates, (turn, admit), |cause| {
-        matches!(cause, RollBackCause::CannotAdopt(_))
-    })
+    waits_instead_of_rolling_back(
+        server,
+        claims,
+        liveness,
+        gates,
+        (turn, admit, now),
+        |cause| matches!(cause, RollBackCause::CannotAdopt(_)),
+    )
 }
 
 /// The server side before quotas: it binds a claim whether or not a quota charges it.
@@ -389,8 +409,9 @@ pub(super) fn ignores_the_charge(
     gates: &[String],
     turn: Turn<'_>,
     _admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
-    decide_server(server, claims, liveness, gates, turn, &|_| true)
+    decide_server(server, claims, liveness, gates, turn, &|_| true, now)
 }
 
 /// A restore without the pair: the claim now living under the name a server's ref
@@ -402,6 +423,7 @@ pub(super) fn inherits_by_name(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
+    now: Timestamp,
 ) -> ServerDecision {
     let r = server.spec.server_claim_ref.as_ref();
     let heir = r.and_then(|r| claims.claim(&r.namespace, &r.name).map(|c| (r, c)));
@@ -411,7 +433,7 @@ pub(super) fn inherits_by_name(
                 claim: meta::claim_ref_of(c),
             }
         }
-        _ => decide_server(server, claims, liveness, gates, turn, admit),
+        _ => decide_server(server, claims, liveness, gates, turn, admit, now),
     }
 }
 

@@ -72,6 +72,7 @@ fn claim(namespace: &str, name: &str, s: &State) -> CachedClaim {
         operator: TolerationOperator::Exists,
         value: None,
         effect: None,
+        toleration_seconds: None,
     });
     CachedClaim::from(crate::api::ServerClaim {
         metadata: ObjectMeta {

@@ -133,6 +133,7 @@ fn gpu_taint() -> Taint {
         key: TAINT_KEY.to_owned(),
         value: Some(TAINT_VALUE.to_owned()),
         effect: TaintEffect::NoBind,
+        time_added: None,
     }
 }
 
@@ -142,6 +143,7 @@ fn gpu_toleration() -> Toleration {
         operator: TolerationOperator::Equal,
         value: Some(TAINT_VALUE.to_owned()),
         effect: Some(TaintEffect::NoBind),
+        toleration_seconds: None,
     }
 }
 

@@ -1,0 +1,206 @@
+//! Taking a server back: when an `Evict` taint ends a bound claim's bind, and how a
+//! claim records that its bind ended so (docs/binding.md, "Eviction").
+
+use std::fmt;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::api::{CachedClaim, CachedServer, ClaimPhase, Taint, TaintEffect, Toleration};
+
+use crate::binding::selector::matches_taint;
+use crate::binding::state::status::find_bound;
+
+/// The reason of a claim's `Bound` condition once an eviction ended its bind.
+pub const EVICTED: &str = "Evicted";
+
+/// An eviction a server's taint starts for the claim bound to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// The `Evict` taint whose deadline comes first.
+    pub taint: Taint,
+    /// When the bind ends: the taint's `timeAdded` plus the longest `tolerationSeconds`
+    /// among the claim's tolerations that match it (none matching: at once).
+    pub deadline: Timestamp,
+}
+
+impl Eviction {
+    /// Whether the bind ends now.
+    pub fn is_due(&self, now: Timestamp) -> bool {
+        now >= self.deadline
+    }
+
+    /// How long the bind has left at `now` (zero once due).
+    pub fn left(&self, now: Timestamp) -> std::time::Duration {
+        std::time::Duration::try_from(self.deadline.duration_since(now)).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Eviction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let added = self.taint.time_added.as_ref().map(|t| t.0);
+        write!(f, "server taint {}", describe_taint(&self.taint))?;
+        if let Some(added) = added {
+            write!(f, " (added {added})")?;
+        }
+        write!(f, " ends the bind at {}", self.deadline)
+    }
+}
+
+/// A taint as `key=value:Effect`, as kubectl writes a node's.
+pub fn describe_taint(taint: &Taint) -> String {
+    let value = taint.value.as_deref().unwrap_or("");
+    let effect = match taint.effect {
+        TaintEffect::NoBind => "NoBind",
+        TaintEffect::Evict => "Evict",
+    };
+    match value {
+        "" => format!("{}:{effect}", taint.key),
+        value => format!("{}={value}:{effect}", taint.key),
+    }
+}
+
+/// The eviction `server`'s taints start for `claim` (its tolerations, its class's folded
+/// in), if any: of the `Evict` taints the claim does not tolerate for ever, the one whose
+/// deadline comes first. A taint without `timeAdded` evicts nobody yet: the server
+/// controller sets it first, and the grace counts from it.
+pub fn eviction(server: &CachedServer, claim: &CachedClaim) -> Option<Eviction> {
+    server
+        .spec
+        .taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::Evict)
+        .filter_map(|taint| {
+            let added = taint.time_added.as_ref()?.0;
+            let grace = grace(&claim.spec.tolerations, taint)?;
+            let deadline = added.checked_add(grace).unwrap_or(Timestamp::MAX);
+            Some(Eviction {
+                taint: taint.clone(),
+                deadline,
+            })
+        })
+        .min_by_key(|e| e.deadline)
+}
+
+/// How long `tolerations` let a bind stand under an `Evict` `taint`: `None` for ever (a
+/// matching toleration without `tolerationSeconds`), else the longest `tolerationSeconds`
+/// of those that match (zero or less, or none matching: no time at all).
+fn grace(tolerations: &[Toleration], taint: &Taint) -> Option<SignedDuration> {
+    let mut longest = SignedDuration::ZERO;
+    for toleration in tolerations.iter().filter(|t| matches_taint(t, taint)) {
+        let seconds = toleration.toleration_seconds?;
+        longest = longest.max(SignedDuration::from_secs(seconds.max(0)));
+    }
+    Some(longest)
+}
+
+/// Whether an eviction ended `claim`'s bind: its status (controller-written) says `Lost`
+/// / `Evicted`. Such a claim is done, as a `Lost` PersistentVolumeClaim is: it takes no
+/// server again, not even the one its status records; its tenant creates a new claim.
+pub fn was_evicted(claim: &CachedClaim) -> bool {
+    let Some(status) = claim.status.as_ref() else {
+        return false;
+    };
+    status.phase == Some(ClaimPhase::Lost)
+        && find_bound(&status.conditions).is_some_and(|c| c.reason == EVICTED)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::api::{ServerClaimSpec, ServerSpec, TolerationOperator};
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    fn taint(key: &str, effect: TaintEffect, added: Option<i64>) -> Taint {
+        Taint {
+            key: key.into(),
+            value: None,
+            effect,
+            time_added: added.map(|s| Time(at(s))),
+        }
+    }
+
+    fn toleration(key: &str, effect: Option<TaintEffect>, seconds: Option<i64>) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect,
+            toleration_seconds: seconds,
+        }
+    }
+
+    fn deadline(taints: Vec<Taint>, tolerations: Vec<Toleration>) -> Option<Timestamp> {
+        let server = CachedServer::new(
+            "s",
+            ServerSpec {
+                taints,
+                ..ServerSpec::default()
+            },
+        );
+        let claim = CachedClaim::new(
+            "c",
+            ServerClaimSpec {
+                tolerations,
+                ..ServerClaimSpec::default()
+            },
+        );
+        eviction(&server, &claim).map(|e| e.deadline)
+    }
+
+    #[test]
+    fn the_deadline_is_the_time_added_plus_the_longest_matching_grace() {
+        let evict = TaintEffect::Evict;
+        let t = || taint("rack", evict, Some(0));
+        // No toleration: at once.
+        assert_eq!(deadline(vec![t()], vec![]), Some(at(0)));
+        // The longest grace of those that match; one for another key does not count.
+        let limited = vec![
+            toleration("rack", Some(evict), Some(60)),
+            toleration("", None, Some(300)),
+            toleration("disk", None, None),
+        ];
+        assert_eq!(deadline(vec![t()], limited), Some(at(300)));
+        // A matching toleration without seconds tolerates for ever.
+        assert_eq!(
+            deadline(vec![t()], vec![toleration("rack", None, None)]),
+            None
+        );
+        // Negative seconds are no grace at all.
+        let negative = vec![toleration("rack", None, Some(-5))];
+        assert_eq!(deadline(vec![t()], negative), Some(at(0)));
+    }
+
+    #[test]
+    fn only_a_stamped_evict_taint_evicts_and_the_effects_do_not_tolerate_each_other() {
+        let (no_bind, evict) = (TaintEffect::NoBind, TaintEffect::Evict);
+        assert_eq!(
+            deadline(vec![taint("rack", no_bind, Some(0))], vec![]),
+            None
+        );
+        assert_eq!(deadline(vec![taint("rack", evict, None)], vec![]), None);
+        // A NoBind toleration does not tolerate an Evict taint.
+        let no_bind_only = vec![toleration("rack", Some(no_bind), None)];
+        assert_eq!(
+            deadline(vec![taint("rack", evict, Some(10))], no_bind_only),
+            Some(at(10))
+        );
+        // Of two taints, the first deadline.
+        let two = vec![taint("a", evict, Some(50)), taint("b", evict, Some(20))];
+        assert_eq!(deadline(two, vec![]), Some(at(20)));
+    }
+
+    #[test]
+    fn a_grace_limited_toleration_does_not_let_a_claim_bind_an_evicting_server() {
+        use crate::binding::selector::tolerates;
+        let evict = taint("rack", TaintEffect::Evict, Some(0));
+        assert!(!tolerates(&toleration("rack", None, Some(60)), &evict));
+        assert!(tolerates(&toleration("rack", None, None), &evict));
+        let no_bind = taint("rack", TaintEffect::NoBind, None);
+        assert!(tolerates(&toleration("rack", None, Some(60)), &no_bind));
+    }
+}

@@ -1,0 +1,234 @@
+//! Taking a server back with an `Evict` taint, end to end (docs/binding.md,
+//! "Eviction"): the notice on the claim, the bind ended at the deadline, the server
+//! released through its gates and not bound again while tainted, a cancel, and a
+//! restart mid-grace.
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Patch, PatchParams};
+use server_binder::api::names::CONDITION_DISRUPTION_TARGET;
+use server_binder::api::{
+    ClaimPhase, Server, ServerClaim, ServerPhase, TaintEffect, Toleration, TolerationOperator,
+};
+
+use crate::controllers::stage::*;
+use crate::controllers::support::*;
+
+/// The key of the maintenance taint.
+const MAINTENANCE: &str = "example.com/maintenance";
+
+/// A toleration of the maintenance taint's `Evict` effect for `seconds`.
+fn tolerates_for(mut claim: ServerClaim, seconds: i64) -> ServerClaim {
+    claim.spec.tolerations.push(Toleration {
+        key: MAINTENANCE.into(),
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: Some(TaintEffect::Evict),
+        toleration_seconds: Some(seconds),
+    });
+    claim
+}
+
+/// An admin's write: the server's taints are exactly `taints` (key, effect), with no
+/// `timeAdded`, as `kubectl patch` would write them.
+async fn set_taints(env: &Env, server: &str, taints: &[(&str, &str)]) {
+    let taints: Vec<serde_json::Value> = taints
+        .iter()
+        .map(|(key, effect)| serde_json::json!({"key": key, "effect": effect}))
+        .collect();
+    let patch = serde_json::json!({"spec": {"taints": taints}});
+    env.servers()
+        .patch(server, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the admin's taint");
+}
+
+/// The `DisruptionTarget` condition's message, while the claim has one.
+fn disruption(c: &ServerClaim) -> Option<&str> {
+    let conditions = &c.status.as_ref()?.conditions;
+    let found = conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_DISRUPTION_TARGET);
+    found
+        .filter(|c| c.status == "True" && c.reason == "EvictionByTaint")
+        .map(|c| c.message.as_str())
+}
+
+/// When the server's maintenance taint was added, once the server controller set it.
+fn time_added(s: &Server) -> Option<Timestamp> {
+    let taint = s.spec.taints.iter().find(|t| t.key == MAINTENANCE)?;
+    taint.time_added.as_ref().map(|t| t.0)
+}
+
+/// `a` bound to s1 (gated by a wipe), tolerating the maintenance taint for `seconds`;
+/// `b`, tolerating nothing, waits.
+async fn bound_with_grace(env: &mut Env, seconds: i64) {
+    env.start(4).await;
+    env.put_server(server("s1").gates(&["example.com/wipe"]))
+        .await;
+    env.put_claim(tolerates_for(claim("a").names("s1"), seconds))
+        .await;
+    env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    env.put_claim(claim("b")).await;
+    env.wait_claim_phase("b", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+}
+
+/// The notice, then the bind ends no earlier than `timeAdded` plus the grace; the server
+/// goes through its gates and, still tainted, binds nobody; the evicted claim stays
+/// `Lost` / `Evicted` when the taint goes, and the waiting claim gets the server.
+#[tokio::test]
+async fn an_evict_taint_gives_notice_then_ends_the_bind_through_the_gates() {
+    let mut env = Env::new().await;
+    bound_with_grace(&mut env, 3).await;
+    set_taints(&env, "s1", &[(MAINTENANCE, "Evict")]).await;
+    let s1 = env
+        .wait_server("s1", "the taint stamped", |s| time_added(s).is_some())
+        .await;
+    let added = time_added(&s1).expect("timeAdded");
+    let a = env
+        .wait_claim("a", "DisruptionTarget", |c| disruption(c).is_some())
+        .await;
+    let notice = disruption(&a).expect("the notice").to_string();
+    let deadline = added + SignedDuration::from_secs(3);
+    assert!(notice.contains(&deadline.to_string()), "{notice}");
+    assert_eq!(
+        phase(&a),
+        Some(ClaimPhase::Bound),
+        "bound until the deadline"
+    );
+    let warning = env
+        .wait_event("ServerClaim", "a", "Warning", "EvictionScheduled")
+        .await;
+    assert!(warning.contains(MAINTENANCE), "{warning}");
+
+    let a = env.wait_claim_phase("a", ClaimPhase::Lost, "Evicted").await;
+    let conditions = a.status.as_ref().map(|s| s.conditions.as_slice());
+    let lost = conditions
+        .unwrap_or_default()
+        .iter()
+        .find(|c| c.type_ == "Bound");
+    let lost_at = lost
+        .map(|c| c.last_transition_time.0)
+        .expect("the condition");
+    assert!(
+        lost_at >= deadline,
+        "lost at {lost_at}, deadline {deadline}: {:?}",
+        a.status
+    );
+    env.wait_event("ServerClaim", "a", "Warning", "ClaimEvicted")
+        .await;
+    env.wait_server_phase("s1", ServerPhase::Cleaning, "Cleaning")
+        .await;
+    env.wait_event("Server", "s1", "Normal", "Evicted").await;
+    assert_eq!(
+        env.metric("server_binder_lost_claims_total", &[("reason", "Evicted")]),
+        1.0
+    );
+
+    // Wiped, and still tainted: nobody that does not tolerate it for ever binds it.
+    super::gates::pass_gate(&env, "s1", "example.com/wipe").await;
+    env.wait_server_phase("s1", ServerPhase::Available, "Available")
+        .await;
+    let b = env.claim("b").await.expect("b");
+    assert_eq!(phase(&b), Some(ClaimPhase::Pending));
+
+    // Maintenance over: the waiting claim binds; the evicted one stays as it was.
+    set_taints(&env, "s1", &[]).await;
+    env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+    let a = env.claim("a").await.expect("a");
+    assert!(is(&a, ClaimPhase::Lost, "Evicted"), "{a:?}");
+    let (servers, claims) = env.all().await;
+    assert_invariants(&servers, &claims);
+}
+
+/// A taint removed before the deadline cancels the eviction: the condition goes, a
+/// Normal event says so, and the bind stays.
+#[tokio::test]
+async fn a_taint_removed_before_the_deadline_cancels_the_eviction() {
+    let mut env = Env::new().await;
+    bound_with_grace(&mut env, 3600).await;
+    set_taints(&env, "s1", &[(MAINTENANCE, "Evict")]).await;
+    env.wait_claim("a", "DisruptionTarget", |c| disruption(c).is_some())
+        .await;
+    set_taints(&env, "s1", &[]).await;
+    let a = env
+        .wait_claim("a", "the condition gone", |c| {
+            let conditions = c.status.as_ref().map(|s| s.conditions.as_slice());
+            let types = conditions.unwrap_or_default().iter().map(|c| &c.type_);
+            !types.into_iter().any(|t| t == CONDITION_DISRUPTION_TARGET)
+        })
+        .await;
+    assert!(is(&a, ClaimPhase::Bound, "Bound"), "{a:?}");
+    let note = env
+        .wait_event("ServerClaim", "a", "Normal", "EvictionCancelled")
+        .await;
+    assert!(note.contains("the bind stays"), "{note}");
+    env.wait_server_phase("s1", ServerPhase::Bound, "Bound")
+        .await;
+}
+
+/// The deadline is the taint's, not the process's: a controller stopped mid-grace and
+/// started after the deadline ends the bind at once, at the deadline the notice named.
+#[tokio::test]
+async fn a_restart_mid_grace_keeps_the_deadline() {
+    let mut env = Env::new().await;
+    bound_with_grace(&mut env, 2).await;
+    set_taints(&env, "s1", &[(MAINTENANCE, "Evict")]).await;
+    let a = env
+        .wait_claim("a", "DisruptionTarget", |c| disruption(c).is_some())
+        .await;
+    let notice = disruption(&a).expect("the notice").to_string();
+    env.stop().await;
+    let s1 = env.server("s1").await.expect("s1");
+    let deadline = time_added(&s1).expect("stamped") + SignedDuration::from_secs(2);
+    wait_for(
+        "the clock past the deadline",
+        DEADLINE,
+        || async { Timestamp::now() },
+        |now| *now > deadline,
+    )
+    .await;
+    env.start(4).await;
+    let a = env.wait_claim_phase("a", ClaimPhase::Lost, "Evicted").await;
+    let message = bound_message(&a);
+    assert!(message.contains(&deadline.to_string()), "{message}");
+    assert!(notice.contains(&deadline.to_string()), "{notice}");
+    env.wait_server_phase("s1", ServerPhase::Cleaning, "Cleaning")
+        .await;
+}
+
+/// A patch of the server's taints, as an admin writes it.
+async fn patch_taints(env: &Env, taints: serde_json::Value) -> kube::Result<Server> {
+    let patch = serde_json::json!({"spec": {"taints": taints}});
+    env.servers()
+        .patch("s1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+}
+
+/// An effect changed under an old `timeAdded` would evict at once: admission refuses it
+/// and says what to do; without the time, the change goes through and the server
+/// controller writes the time of the change.
+#[tokio::test]
+async fn an_effect_changed_under_an_old_time_added_is_refused() {
+    let mut env = Env::new().await;
+    env.start(2).await;
+    env.put_server(server("s1")).await;
+    let old = "2026-01-01T00:00:00Z";
+    let taint = |effect: &str| serde_json::json!([{"key": MAINTENANCE, "effect": effect, "timeAdded": old}]);
+    patch_taints(&env, taint("NoBind"))
+        .await
+        .expect("a NoBind taint with its time, as a restore leaves it");
+    match patch_taints(&env, taint("Evict")).await {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 422, "{e:?}");
+            assert!(e.message.contains("takes a new timeAdded"), "{e:?}");
+        }
+        other => panic!("the effect changed under the old time: {other:?}"),
+    }
+    set_taints(&env, "s1", &[(MAINTENANCE, "Evict")]).await;
+    let old: Timestamp = old.parse().expect("a timestamp");
+    env.wait_server("s1", "the time of the change", |s| {
+        time_added(s).is_some_and(|t| t > old)
+    })
+    .await;
+}
