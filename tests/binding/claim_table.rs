@@ -302,7 +302,7 @@ fn bound_path() -> Vec<Row> {
             .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. }))
             .writes([
                 Status(Lost, "Evicted"),
-                MessageHas("evicted from server s1: server taint maintenance:Evict"),
+                MessageHas("evicted from server s1: the bind ended at 2023-11-14T22:28:20Z under server taint maintenance:Evict"),
                 Event(Warning, "ClaimEvicted"),
                 Counts(Some(Outcome::Lost(LostReason::Evicted))),
             ]),

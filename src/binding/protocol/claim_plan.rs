@@ -386,7 +386,8 @@ fn with_disruption(
                 generation,
                 now,
             );
-            let note = format!("the bind ends at {}: {eviction}", eviction.deadline);
+            let note =
+                format!("{eviction}, unless the taint goes or the claim tolerates it for ever");
             let warning = BindingEvent::warning("EvictionScheduled", "Evicting", note);
             (set, Some(warning))
         }

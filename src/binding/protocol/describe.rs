@@ -184,7 +184,7 @@ fn withdrawal(server: &str, what: &str) -> String {
 /// (a claim whose status already says so) that it takes no server again.
 fn evicted_message(server: &str, eviction: Option<&Eviction>) -> String {
     match eviction {
-        Some(eviction) => format!("evicted from server {server}: {eviction}"),
+        Some(eviction) => format!("evicted from server {server}: {}", eviction.ended()),
         None => format!(
             "evicted from server {server}: the claim takes no server again; create a new claim for a new one"
         ),

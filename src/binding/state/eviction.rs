@@ -24,6 +24,19 @@ pub struct Eviction {
 }
 
 impl Eviction {
+    /// The eviction as done: when the bind ended, and by which taint.
+    pub fn ended(&self) -> String {
+        let mut text = format!(
+            "the bind ended at {} under server taint {}",
+            self.deadline,
+            describe_taint(&self.taint)
+        );
+        if let Some(added) = &self.taint.time_added {
+            text.push_str(&format!(" (added {})", added.0));
+        }
+        text
+    }
+
     /// Whether the bind ends now.
     pub fn is_due(&self, now: Timestamp) -> bool {
         now >= self.deadline
