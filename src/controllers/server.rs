@@ -70,9 +70,9 @@ async fn reconcile_server(server: &CachedServer, ctx: &Context) -> Result<Action
         .unwrap_or_default();
     tracing::debug!(version, decision = work.decision.name(), "decided");
     execute(server, &work, ctx).await?;
-    // Back when an eviction is due; otherwise a change wakes it, and the resync
-    // (`super::resync`) does now and then.
-    Ok(work.then.map_or_else(Action::await_change, Action::requeue))
+    // Nothing to come back for: a change wakes it, and the resync (`super::resync`) does
+    // now and then.
+    Ok(Action::await_change())
 }
 
 /// One binder step on the claim cache, or with one claim replaced by what a live GET

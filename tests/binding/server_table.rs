@@ -525,9 +525,9 @@ fn uid() -> Vec<Row> {
                     assert!(plan.status.is_none() && plan.event.is_none());
                 }),
             ]),
-        row("Evict: H's eviction is past its deadline: released as for a claim gone")
+        row("Evict: H's status says Lost / Evicted: released as for a claim gone")
             .server(evicting(holds_c()))
-            .claims([claim("c").chose("s1").bind_completed().phase(ClaimPhase::Bound)])
+            .claims([evicted_claim()])
             .like(|d| matches!(d, D::Evict { policy: ReclaimPolicy::Recycle, .. }))
             .writes([
                 Ref(None),
@@ -537,14 +537,15 @@ fn uid() -> Vec<Row> {
                 Counts(Some(Outcome::Released(ReclaimPolicy::Recycle))),
             ]),
         row("Evict: through its release gates")
-            .server(evicting(holds_c().gates(&["wipe"])))
-            .claims([claim("c").chose("s1").bind_completed().phase(ClaimPhase::Bound)])
+            .server(holds_c().gates(&["wipe"]))
+            .claims([evicted_claim()])
             .like(|d| matches!(d, D::Evict { gates, .. } if gates == &["wipe".to_string()]))
             .writes([Phase(Cleaning), Event(Normal, "Evicted")]),
-        row("Evict: H's status says Lost / Evicted, however it tolerates the taint now")
-            .server(holds_c())
-            .claims([evicted_claim()])
-            .like(|d| matches!(d, D::Evict { .. })),
+        // The claim side ends the bind first: its status is the record.
+        row("BoundConfirmed: H's deadline passed, its status not Lost / Evicted yet")
+            .server(evicting(holds_c()))
+            .claims([claim("c").chose("s1").bind_completed().phase(ClaimPhase::Bound)])
+            .is(D::BoundConfirmed),
         row("BoundConfirmed: H's grace under an Evict taint runs: the bind stays")
             .server(evicting(holds_c()))
             .claims([tolerating_for(
@@ -618,7 +619,6 @@ fn run(row: &Row) {
                 &gates,
                 IN_TURN,
                 ADMITTED,
-                NOW,
             )
         }
         On::With(decide) => decide(srv, world),
@@ -674,7 +674,6 @@ fn picks_only(srv: &CachedServer, world: &[CachedClaim]) -> ServerDecision {
         &[],
         picks_only,
         ADMITTED,
-        NOW,
     )
 }
 
@@ -728,15 +727,7 @@ fn without_finalizers(mut s: CachedServer) -> CachedServer {
 /// passed as the binder computes them ([`gates::release_gates`], no class).
 fn decide_alone(server: &CachedServer, liveness: Liveness, default: &[String]) -> ServerDecision {
     let gates = gates::release_gates(server, None, default);
-    decide_server(
-        server,
-        &claims(vec![]),
-        liveness,
-        &gates,
-        IN_TURN,
-        ADMITTED,
-        NOW,
-    )
+    decide_server(server, &claims(vec![]), liveness, &gates, IN_TURN, ADMITTED)
 }
 
 // ---- Across steps, and the restore's rule ----

@@ -191,7 +191,6 @@ pub fn decide_s(server: &CachedServer, world: &[CachedClaim]) -> ServerDecision 
         &gates::release_gates(server, None, &[]),
         IN_TURN,
         ADMITTED,
-        NOW,
     )
 }
 
@@ -203,7 +202,6 @@ pub fn decide_s_live(server: &CachedServer, world: &[CachedClaim]) -> ServerDeci
         &gates::release_gates(server, None, &[]),
         IN_TURN,
         ADMITTED,
-        NOW,
     )
 }
 

@@ -1,8 +1,6 @@
 //! The server controller's decisions: one variant, and one match arm, per row of the
 //! server table in docs/binding.md. Pure, like the claim side.
 
-use k8s_openapi::jiff::Timestamp;
-
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
 use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint, TaintEffect};
@@ -10,7 +8,7 @@ use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint
 use crate::binding::meta::{self, claim_ref_of};
 use crate::binding::protocol::winner::{Admit, Turn, winner};
 use crate::binding::state::eligibility::{Ineligible, ref_uid};
-use crate::binding::state::eviction::{eviction, was_evicted};
+use crate::binding::state::eviction::was_evicted;
 use crate::binding::state::evidence::{
     can_restore, can_take_back, gave_back, pair_agrees, records_bind_to,
 };
@@ -84,10 +82,10 @@ pub enum ServerDecision {
     /// An `Evict` taint has no `timeAdded`: write the time now into each such taint (its
     /// grace counts from it), then decide again.
     StampTaints,
-    /// Ref with the claim's uid, and an `Evict` taint ended the claim's bind (its
-    /// deadline passed, or the claim's status says so): release the server as for a
-    /// claim gone, through cleaning when `gates` is not empty (`Recycle` with release
-    /// gates); Normal `Evicted` (docs/binding.md, "Eviction").
+    /// Ref with the claim's uid, and the claim's status says an eviction ended its bind
+    /// (the claim side writes it at the deadline): release the server as for a claim
+    /// gone, through cleaning when `gates` is not empty (`Recycle` with release gates);
+    /// Normal `Evicted` (docs/binding.md, "Eviction").
     Evict {
         holder: ServerClaimRef,
         policy: ReclaimPolicy,
@@ -127,7 +125,6 @@ pub fn decide_server(
     gates_now: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
     use ServerDecision::*;
 
@@ -179,7 +176,7 @@ pub fn decide_server(
             },
         };
     };
-    decide_held(server, (r, c), gates_now, now)
+    decide_held(server, (r, c), gates_now)
 }
 
 /// The rows of a server whose ref carries the uid of claim `c`, which the cache holds:
@@ -189,11 +186,12 @@ fn decide_held(
     server: &CachedServer,
     (r, c): (&ServerClaimRef, &CachedClaim),
     gates_now: &[String],
-    now: Timestamp,
 ) -> ServerDecision {
     use ServerDecision::*;
     let name = meta::name(server);
-    if was_evicted(c) || eviction(server, c).is_some_and(|e| e.is_due(now)) {
+    // The claim side ends the bind first (its status is the record, as its pick is),
+    // then the server is released: no moment shows a `Bound` claim whose server went on.
+    if was_evicted(c) {
         return evict(server, r, gates_now);
     }
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {

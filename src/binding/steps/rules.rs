@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
-
 use crate::api::{CachedClaim, CachedServer};
 use crate::binding::claim_side::assumed::{EndRule, ends_on_claim_event};
 use crate::binding::protocol::claim_decision::{ClaimDecision, ClaimInputs, decide_claim};
@@ -21,15 +19,8 @@ pub type ClaimDecider =
 /// The server controller's decision function; the slice is the default release gates,
 /// then whether a claim naming the server has its turn, and whether its quotas charge
 /// it.
-pub type ServerDecider = fn(
-    &CachedServer,
-    &dyn ClaimView,
-    Liveness,
-    &[String],
-    Turn<'_>,
-    Admit<'_>,
-    Timestamp,
-) -> ServerDecision;
+pub type ServerDecider =
+    fn(&CachedServer, &dyn ClaimView, Liveness, &[String], Turn<'_>, Admit<'_>) -> ServerDecision;
 
 /// The rules a binder runs: the project's ([`Rules::real`]), or a model check's mutant.
 #[derive(Clone, Copy)]
@@ -51,8 +42,8 @@ impl Rules {
             claim: |claim, servers, inputs, liveness| {
                 decide_claim(claim, servers, inputs, liveness)
             },
-            server: |server, claims, liveness, gates, turn, admit, now| {
-                decide_server(server, claims, liveness, gates, turn, admit, now)
+            server: |server, claims, liveness, gates, turn, admit| {
+                decide_server(server, claims, liveness, gates, turn, admit)
             },
             triggers: Triggers::real(),
             assumption_ends: ends_on_claim_event,

@@ -1,8 +1,6 @@
 //! One step of a server: its decision as the world shows it (the fair turn read from
 //! the claim side), the plan that carries it out, and the class a bind records.
 
-use std::time::Duration;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -12,11 +10,9 @@ use crate::binding::meta;
 use crate::binding::protocol::server_decision::ServerDecision;
 use crate::binding::protocol::server_plan::{ServerPlan, plan_server};
 use crate::binding::protocol::winner::{Admit, Turn, may_take_named};
-use crate::binding::state::eligibility::ref_uid;
-use crate::binding::state::eviction::eviction;
 use crate::binding::state::gates::{self, BoundClass, cleaning_took};
 use crate::binding::world::World;
-use crate::binding::world::view::{ClaimView, Liveness, WithLiveClaim};
+use crate::binding::world::view::{Liveness, WithLiveClaim};
 
 use super::inputs::StepInputs;
 use super::rules::{BinderConfig, Rules};
@@ -48,15 +44,7 @@ pub fn server_step(
     let view = world.classes().resolve_server(server);
     let server = view.as_ref().unwrap_or(original);
     let decision = match live {
-        None => decide(
-            server,
-            world.claims(),
-            Liveness::Cached,
-            gates,
-            turn,
-            admit,
-            now,
-        ),
+        None => decide(server, world.claims(), Liveness::Cached, gates, turn, admit),
         Some((r, live)) => {
             let live = live.map(|c| world.classes().resolve_ref(c).0);
             let view = WithLiveClaim {
@@ -65,7 +53,7 @@ pub fn server_step(
                 name: &r.name,
                 live: live.as_deref(),
             };
-            decide(server, &view, Liveness::Confirmed, gates, turn, admit, now)
+            decide(server, &view, Liveness::Confirmed, gates, turn, admit)
         }
     };
     // What is written starts from the server as it is, never the classes' view.
@@ -79,23 +67,10 @@ pub fn server_step(
         _ => None,
     };
     ServerStep::Act(Box::new(ServerWork {
-        then: eviction_due_in(world, server, now),
         decision,
         plan,
         cleaning_took,
     }))
-}
-
-/// How long until the eviction of the claim `server` is bound to ends the bind, while
-/// one runs: the server controller releases the server then, even if the claim's
-/// controller never marks the claim.
-fn eviction_due_in(world: &World, server: &CachedServer, now: Timestamp) -> Option<Duration> {
-    let r = server.spec.server_claim_ref.as_ref()?;
-    let uid = ref_uid(r)?;
-    let holder = world.claims().claim(&r.namespace, &r.name);
-    let holder = holder.filter(|c| meta::uid(*c) == Some(uid))?;
-    let eviction = eviction(server, holder)?;
-    (!eviction.is_due(now)).then(|| eviction.left(now))
 }
 
 /// The gates a release of `server` records now ([`gates::release_gates`]): its own,

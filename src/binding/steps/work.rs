@@ -90,9 +90,6 @@ pub struct ServerWork {
     pub plan: ServerPlan,
     /// How long the server's cleaning took, when this step ends it (for the metric).
     pub cleaning_took: Option<Duration>,
-    /// Look at the server again after this long, with no change to wake it: its bound
-    /// claim's eviction is due then.
-    pub then: Option<Duration>,
 }
 
 /// How a claim's object write ended, as the binder needs to hear it.

@@ -176,6 +176,11 @@ fn release_gates_hold_in_every_interleaving() {
 }
 
 #[test]
+fn an_eviction_holds_in_every_interleaving() {
+    assert_holds(eviction());
+}
+
+#[test]
 fn user_annotations_are_the_protocol_names() {
     // Guards the model's notion of "user-chosen" against a rename.
     assert!(is_controller_chosen(&claim("c").chose("s")));
@@ -196,6 +201,7 @@ fn experiment() {
         "orphan" => orphan_and_cordon(),
         "uid" => empty_uid_and_copies(),
         "gates" => release_gates(),
+        "eviction" => eviction(),
         "config" => gate_config_changes(),
         "late" => late_pass(),
         "forgery" => tenant_forgery(),

@@ -47,7 +47,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::claim_side::assumed::Assumption;
@@ -118,6 +117,9 @@ pub enum ServerEdit {
     Cordon,
     Uncordon,
     Taint(&'static str),
+    /// An `Evict` taint of this key, without `timeAdded` (the server controller writes
+    /// the time now, so a claim that does not tolerate it is evicted at once).
+    Evict(&'static str),
     Untaint,
     Label(&'static str, &'static str),
     ClearRef,

@@ -12,9 +12,8 @@ pub(super) fn skips_release_gates(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn, admit, now) {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
         ServerDecision::ReleaseToCleaning { .. } => ServerDecision::Release {
             policy: ReclaimPolicy::Recycle,
         },
@@ -31,9 +30,8 @@ pub(super) fn trusts_bind_completed(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    let decision = decide_server(server, claims, liveness, gates, turn, admit, now);
+    let decision = decide_server(server, claims, liveness, gates, turn, admit);
     let free = server.spec.server_claim_ref.is_none()
         && !gates::is_cleaning(server)
         && matches!(
@@ -67,7 +65,6 @@ pub(super) fn gate_passes_itself(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let alias = |g: &str| format!("x.io/{g}-alias");
@@ -98,7 +95,7 @@ pub(super) fn gate_passes_itself(
             .collect();
         status.conditions.extend(copies);
     }
-    decide_server(&seen, claims, liveness, gates, turn, admit, now)
+    decide_server(&seen, claims, liveness, gates, turn, admit)
 }
 
 /// Release gates before issue 20: every reconcile of a cleaning server reads the gates
@@ -110,14 +107,13 @@ pub(super) fn gates_from_the_flag(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
     let mut seen = server.clone();
     let flag: Vec<String> = gates.to_vec();
     if let Some(recorded) = seen.annotations_mut().get_mut(ANNOTATION_CLEANING_GATES) {
         *recorded = flag.join(",");
     }
-    decide_server(&seen, claims, liveness, gates, turn, admit, now)
+    decide_server(&seen, claims, liveness, gates, turn, admit)
 }
 
 /// A server controller without the winner rule's priorities: it hands a server to the
@@ -129,9 +125,8 @@ pub(super) fn without_winner_priority(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn, admit, now) {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
         ServerDecision::ClaimForWinner { .. } => {
             let mut contenders = claims.claims_naming(meta::name(server));
             contenders.retain(|c| eligibility(server, c).is_ok());
@@ -199,6 +194,22 @@ pub(super) fn refusal_wakes_nobody(
     wake
 }
 
+/// The server side without eviction: a server whose claim an `Evict` taint evicted stays
+/// bound to it.
+pub(super) fn keeps_an_evicted_claim(
+    server: &CachedServer,
+    claims: &dyn ClaimView,
+    liveness: Liveness,
+    gates: &[String],
+    turn: Turn<'_>,
+    admit: Admit<'_>,
+) -> ServerDecision {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
+        ServerDecision::Evict { .. } => ServerDecision::BoundConfirmed,
+        other => other,
+    }
+}
+
 /// The server side without "a server its claim gave back is rolled back": it waits for
 /// the claim to adopt it, which the claim never does.
 pub(super) fn keeps_a_given_back_server(
@@ -208,16 +219,10 @@ pub(super) fn keeps_a_given_back_server(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(
-        server,
-        claims,
-        liveness,
-        gates,
-        (turn, admit, now),
-        |cause| *cause == RollBackCause::GivenBack,
-    )
+    waits_instead_of_rolling_back(server, claims, liveness, gates, (turn, admit), |cause| {
+        *cause == RollBackCause::GivenBack
+    })
 }
 
 /// The fair order without namespaces' service: each namespace's queue alone, so the
@@ -245,9 +250,8 @@ pub(super) fn name_jumps_the_queue(
     gates: &[String],
     _turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    decide_server(server, claims, liveness, gates, &|_| true, admit, now)
+    decide_server(server, claims, liveness, gates, &|_| true, admit)
 }
 
 /// The server decision before "Whose pick is it": any `pre-bound` ref is taken as a pick
@@ -259,10 +263,9 @@ pub(super) fn trusts_pre_bound(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
     let trusting = |c: &CachedClaim| is_controller_chosen(c) || turn(c);
-    decide_server(server, claims, liveness, gates, &trusting, admit, now)
+    decide_server(server, claims, liveness, gates, &trusting, admit)
 }
 
 /// The server decision, but waiting for an adoption where it would roll back for a
@@ -272,10 +275,10 @@ pub(super) fn waits_instead_of_rolling_back(
     claims: &dyn ClaimView,
     liveness: Liveness,
     gates: &[String],
-    (turn, admit, now): (Turn<'_>, Admit<'_>, Timestamp),
+    (turn, admit): (Turn<'_>, Admit<'_>),
     which: fn(&RollBackCause) -> bool,
 ) -> ServerDecision {
-    match decide_server(server, claims, liveness, gates, turn, admit, now) {
+    match decide_server(server, claims, liveness, gates, turn, admit) {
         ServerDecision::RollBack { cause } if which(&cause) => {
             ServerDecision::BoundAwaitingAdoption
         }
@@ -369,7 +372,6 @@ pub(super) fn empty_uid_is_a_uid(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
     let mut seen_as = server.clone();
     if let Some(r) = seen_as.spec.server_claim_ref.as_mut()
@@ -377,7 +379,7 @@ pub(super) fn empty_uid_is_a_uid(
     {
         r.uid = Some("an empty uid".into());
     }
-    decide_server(&seen_as, claims, liveness, gates, turn, admit, now)
+    decide_server(&seen_as, claims, liveness, gates, turn, admit)
 }
 
 /// The server side before issue 10: it waits for a claim that names nothing to adopt the
@@ -389,16 +391,10 @@ pub(super) fn waits_for_any_adoption(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    waits_instead_of_rolling_back(
-        server,
-        claims,
-        liveness,
-        gates,
-        (turn, admit, now),
-        |cause| matches!(cause, RollBackCause::CannotAdopt(_)),
-    )
+    waits_instead_of_rolling_back(server, claims, liveness, gates, (turn, admit), |cause| {
+        matches!(cause, RollBackCause::CannotAdopt(_))
+    })
 }
 
 /// The server side before quotas: it binds a claim whether or not a quota charges it.
@@ -409,9 +405,8 @@ pub(super) fn ignores_the_charge(
     gates: &[String],
     turn: Turn<'_>,
     _admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
-    decide_server(server, claims, liveness, gates, turn, &|_| true, now)
+    decide_server(server, claims, liveness, gates, turn, &|_| true)
 }
 
 /// A restore without the pair: the claim now living under the name a server's ref
@@ -423,7 +418,6 @@ pub(super) fn inherits_by_name(
     gates: &[String],
     turn: Turn<'_>,
     admit: Admit<'_>,
-    now: Timestamp,
 ) -> ServerDecision {
     let r = server.spec.server_claim_ref.as_ref();
     let heir = r.and_then(|r| claims.claim(&r.namespace, &r.name).map(|c| (r, c)));
@@ -433,7 +427,7 @@ pub(super) fn inherits_by_name(
                 claim: meta::claim_ref_of(c),
             }
         }
-        _ => decide_server(server, claims, liveness, gates, turn, admit, now),
+        _ => decide_server(server, claims, liveness, gates, turn, admit),
     }
 }
 
@@ -508,6 +502,12 @@ pub(super) const MUTANTS: &[Mutant] = &[
         },
         worlds: &[refused_pick],
         says: LIVENESS,
+    },
+    Mutant {
+        name: "keeps-an-evicted-claim",
+        mutate: |p| p.rules.server = keeps_an_evicted_claim,
+        worlds: &[eviction],
+        says: &["invariant 2"],
     },
     Mutant {
         name: "keeps-given-back-server",
@@ -661,6 +661,7 @@ mutant_tests! {
     the_model_check_catches_the_old_assumed_choice_rule: "old-assumption-rule";
     the_model_check_catches_a_refused_claim_that_keeps_its_place: "refusal-keeps-its-place";
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
+    the_model_check_catches_a_server_that_keeps_an_evicted_claim: "keeps-an-evicted-claim";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";
     the_model_check_catches_a_back_off_that_wakes_no_name: "leaving-claim-wakes-no-name";

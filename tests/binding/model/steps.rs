@@ -823,6 +823,12 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
                     ServerEdit::Cordon => s.spec.unclaimable = true,
                     ServerEdit::Uncordon => s.spec.unclaimable = false,
                     ServerEdit::Taint(key) => s = s.taint(key),
+                    ServerEdit::Evict(key) => s.spec.taints.push(Taint {
+                        key: key.to_string(),
+                        value: None,
+                        effect: TaintEffect::Evict,
+                        time_added: None,
+                    }),
                     ServerEdit::Untaint => s.spec.taints.clear(),
                     ServerEdit::Label(k, v) => s = s.labelled(&[(k, v)]),
                     ServerEdit::ClearRef => s.spec.server_claim_ref = None,

@@ -426,6 +426,31 @@ pub fn release_gates() -> Scenario {
     }
 }
 
+/// An admin takes s1 back from `a` with an `Evict` taint `a` does not tolerate, while
+/// `b` waits; a cleaner wipes s1; the taint goes. Whatever the interleaving (the taint
+/// may also go before the eviction, cancelling it): s1 holds one claim at a time, never
+/// reaches `b` before the wipe, and `a`, once evicted, never holds it again (invariant
+/// 2's phase rule at quiescence).
+pub fn eviction() -> Scenario {
+    Scenario {
+        name: "eviction",
+        servers: vec![a_on_s1(&[WIPE])],
+        claims: a_bound_and_b_waiting(),
+        user_ops: vec![
+            UserOp::EditServer("s1", ServerEdit::Evict("maint")),
+            UserOp::StartCleaner("cleaner", "s1", WIPE),
+            UserOp::FinishCleaner("cleaner"),
+            UserOp::EditServer("s1", ServerEdit::Untaint),
+        ],
+        crashes: 1,
+        faults: 1,
+        resyncs: 0,
+        max_lag: MAX_LAG,
+        all_bind: false,
+        ..Scenario::default()
+    }
+}
+
 /// The gate every gated world uses: a valid name (a domain prefix).
 pub(super) const WIPE: &str = "x.io/wipe";
 
