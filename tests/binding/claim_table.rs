@@ -8,7 +8,6 @@
 use ClaimDecision as D;
 use ClaimPhase::{Bound, Lost, Pending};
 use EventKind::{Normal, Warning};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use server_binder::api::names::*;
 use server_binder::api::*;
 use server_binder::binding::*;
@@ -329,21 +328,6 @@ fn bound_path() -> Vec<Row> {
             .servers([evicting(holds_c())])
             .is(confirmed(false, false)),
     ]
-}
-
-/// A claim whose status says an eviction ended its bind to the server it names.
-fn evicted(c: CachedClaim) -> CachedClaim {
-    let mut c = c.bind_completed().phase(Lost);
-    let status = c.status.as_mut().expect("status");
-    status.conditions = vec![Condition {
-        type_: CONDITION_BOUND.into(),
-        status: "False".into(),
-        reason: "Evicted".into(),
-        message: "evicted".into(),
-        last_transition_time: t(500),
-        observed_generation: Some(1),
-    }];
-    c
 }
 
 /// Unbound path: C has no `bind-completed`; the rows of a standing bind, and of a claim

@@ -527,7 +527,7 @@ fn uid() -> Vec<Row> {
             ]),
         row("Evict: H's status says Lost / Evicted: released as for a claim gone")
             .server(evicting(holds_c()))
-            .claims([evicted_claim()])
+            .claims([evicted(claim("c").chose("s1"))])
             .like(|d| matches!(d, D::Evict { policy: ReclaimPolicy::Recycle, .. }))
             .writes([
                 Ref(None),
@@ -538,7 +538,7 @@ fn uid() -> Vec<Row> {
             ]),
         row("Evict: through its release gates")
             .server(holds_c().gates(&["wipe"]))
-            .claims([evicted_claim()])
+            .claims([evicted(claim("c").chose("s1"))])
             .like(|d| matches!(d, D::Evict { gates, .. } if gates == &["wipe".to_string()]))
             .writes([Phase(Cleaning), Event(Normal, "Evicted")]),
         // The claim side ends the bind first: its status is the record.
@@ -831,23 +831,4 @@ fn unstamped(mut server: CachedServer) -> CachedServer {
         time_added: None,
     });
     server
-}
-
-/// Claim `c`, bound to s1 until an eviction ended it: its status says `Lost` /
-/// `Evicted`.
-fn evicted_claim() -> CachedClaim {
-    let mut c = claim("c")
-        .chose("s1")
-        .bind_completed()
-        .phase(ClaimPhase::Lost);
-    let status = c.status.as_mut().expect("status");
-    status.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-        type_: CONDITION_BOUND.into(),
-        status: "False".into(),
-        reason: "Evicted".into(),
-        message: "evicted".into(),
-        last_transition_time: t(500),
-        observed_generation: Some(1),
-    }];
-    c
 }

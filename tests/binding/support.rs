@@ -265,3 +265,18 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or("(a panic without a message)");
     text.replace('\n', "\n    ")
 }
+
+/// A claim whose status says an eviction ended its bind to the server it names.
+pub fn evicted(c: CachedClaim) -> CachedClaim {
+    let mut c = c.bind_completed().phase(ClaimPhase::Lost);
+    let status = c.status.as_mut().expect("status");
+    status.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: server_binder::api::names::CONDITION_BOUND.into(),
+        status: "False".into(),
+        reason: "Evicted".into(),
+        message: "evicted".into(),
+        last_transition_time: t(500),
+        observed_generation: Some(1),
+    }];
+    c
+}
