@@ -41,11 +41,6 @@ impl Eviction {
     pub fn is_due(&self, now: Timestamp) -> bool {
         now >= self.deadline
     }
-
-    /// How long the bind has left at `now` (zero once due).
-    pub fn left(&self, now: Timestamp) -> std::time::Duration {
-        std::time::Duration::try_from(self.deadline.duration_since(now)).unwrap_or_default()
-    }
 }
 
 impl fmt::Display for Eviction {
