@@ -363,11 +363,9 @@ fn with_disruption(
     eviction: Option<&Eviction>,
     now: &Time,
 ) -> ClaimPlan {
-    let mut status = plan
-        .status
-        .clone()
-        .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
-    let conditions = &status.conditions;
+    // Read in place: every bound claim's reconcile passes here, and most change nothing.
+    let current = plan.status.as_ref().or(claim.status.as_ref());
+    let conditions = current.map_or(&[][..], |s| s.conditions.as_slice());
     let running = conditions
         .iter()
         .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET);
@@ -406,6 +404,7 @@ fn with_disruption(
         None => (None, None),
     };
     if let Some(conditions) = edited {
+        let mut status = current.cloned().unwrap_or_default();
         status.conditions = conditions;
         plan.status = Some(status);
         plan.event = plan.event.or(event);
