@@ -250,6 +250,19 @@ fn bound_path() -> Vec<Row> {
             .servers([server("s1")])
             .is(D::BoundServerRefLost { server: s("s1") })
             .writes([Noop]),
+        row("BoundServerRefLost [z]: a restore: S's ref names a gone uid of C's name, C names S")
+            .claim(claim("c").names("s1").bind_completed())
+            .servers([server("s1").claimed_for("c", "uid-older-c")])
+            .is(D::BoundServerRefLost { server: s("s1") })
+            .writes([Noop]),
+        // The server side released it before it saw C: nothing restores it now, so the
+        // copied annotation goes and the unbound path tells C why (never a claim left
+        // without a phase, waiting for the server controller).
+        row("ClearStaleBindCompleted [z]: a restore whose S was released first")
+            .claim(claim("c").names("s1").bind_completed())
+            .servers([server("s1").claimed_for("c", "uid-older-c").phase(ServerPhase::Released)])
+            .is(D::ClearStaleBindCompleted)
+            .writes([Annotation(ANNOTATION_BIND_COMPLETED, None)]),
         // boundTime is not lost; counted as a bind, not a repair.
         row("BoundConfirmed, no boundTime [d]: a crash fell between bind-completed and the status")
             .claim(claim("c").chose("s1").bind_completed())

@@ -464,7 +464,7 @@ pub fn restoring<'s>(
     let named = claim.spec.server_ref.as_ref()?;
     servers
         .server(&named.name)
-        .filter(|s| pair_agrees(s, claim) && !is_released(s) && can_restore(s).is_ok())
+        .filter(|s| pair_agrees(s, claim) && can_restore(s).is_ok())
 }
 
 /// The row of a standing bind: write `bind-completed` back (`CompleteBind`, which keeps
@@ -618,8 +618,10 @@ fn decide_bound(
         _ if records_bind_named(claim, &server) => BoundServerMissing { server },
         // A restore: the server names an incarnation of this claim's name that is gone,
         // and the claim names the server. The server controller gives it the claim's
-        // uid if the claim may have it, or releases it; either way nothing moves here.
-        _ if pair_agrees(s, claim) => BoundServerRefLost { server },
+        // uid if it may be restored, and nothing moves here meanwhile; one released,
+        // being deleted or cleaned never is (as on the unbound path), so the copied
+        // annotation goes and the unbound path says why.
+        _ if pair_agrees(s, claim) && can_restore(s).is_ok() => BoundServerRefLost { server },
         _ => ClearStaleBindCompleted,
     }
 }
