@@ -141,6 +141,13 @@ pub struct Taint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::optional_time")]
     pub time_added: Option<Time>,
+    /// An admin's hard deadline (`Evict` only): the bind ends by then whatever the
+    /// claim's tolerations and the disruption budgets say (hardware that cannot wait).
+    /// Without it, a toleration without `tolerationSeconds` tolerates the taint for ever,
+    /// and a budget may hold an eviction past its deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::optional_time")]
+    pub hard_deadline: Option<Time>,
 }
 
 impl Taint {
@@ -150,6 +157,7 @@ impl Taint {
     pub fn as_bind_rule(&self) -> Self {
         Self {
             time_added: None,
+            hard_deadline: None,
             ..self.clone()
         }
     }
@@ -159,6 +167,7 @@ impl std::hash::Hash for Taint {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         (&self.key, &self.value, self.effect).hash(state);
         self.time_added.as_ref().map(|t| t.0).hash(state);
+        self.hard_deadline.as_ref().map(|t| t.0).hash(state);
     }
 }
 
@@ -174,6 +183,18 @@ pub enum TaintEffect {
     /// once, or `tolerationSeconds` after `timeAdded`. The claim ends `Lost` / `Evicted`;
     /// the server is released through its release gates.
     Evict,
+    /// Binds and evicts nobody: reports, on the server (`explain`) and in a drain's dry
+    /// run, which bound claims an `Evict` taint of that key and value would evict and
+    /// when, before an admin switches it on.
+    None,
+}
+
+impl TaintEffect {
+    /// Whether a taint of this effect counts time from `timeAdded` (the server controller
+    /// stamps it): `Evict`, and `None`, which previews it.
+    pub fn is_timed(self) -> bool {
+        matches!(self, Self::Evict | Self::None)
+    }
 }
 
 /// What happens to a server when its claim is deleted.

@@ -80,9 +80,11 @@ pub fn matches_taint(toleration: &Toleration, taint: &Taint) -> bool {
     }
 }
 
-/// The first taint that none of `tolerations` accepts, if any.
+/// The first taint that none of `tolerations` accepts, if any. A report-only taint
+/// (`None`) refuses nobody.
 pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
     taints
         .iter()
+        .filter(|taint| taint.effect != TaintEffect::None)
         .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
 }

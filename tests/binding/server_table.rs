@@ -829,6 +829,7 @@ fn unstamped(mut server: CachedServer) -> CachedServer {
         value: None,
         effect: TaintEffect::Evict,
         time_added: None,
+        hard_deadline: None,
     });
     server
 }

@@ -165,6 +165,7 @@ pub fn evicting(mut server: CachedServer) -> CachedServer {
         value: None,
         effect: TaintEffect::Evict,
         time_added: Some(t(900)),
+        hard_deadline: None,
     });
     server
 }

@@ -202,6 +202,7 @@ impl ServerExt for Server {
             value: None,
             effect: TaintEffect::NoBind,
             time_added: None,
+            hard_deadline: None,
         });
         self
     }

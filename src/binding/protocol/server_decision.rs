@@ -3,7 +3,7 @@
 
 use crate::api::names::FINALIZER_SERVER_PROTECTION;
 
-use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint, TaintEffect};
+use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint};
 
 use crate::binding::meta::{self, claim_ref_of};
 use crate::binding::protocol::winner::{Admit, Turn, winner};
@@ -225,7 +225,7 @@ fn release(server: &CachedServer, gates_now: &[String]) -> ServerDecision {
     ServerDecision::Release { policy }
 }
 
-/// Whether an `Evict` taint of `server` has no `timeAdded` yet.
+/// Whether an `Evict` (or report-only `None`) taint of `server` has no `timeAdded` yet.
 pub fn needs_stamp(server: &CachedServer) -> bool {
     let unstamped = |t: &&Taint| t.time_added.is_none();
     server
@@ -233,7 +233,7 @@ pub fn needs_stamp(server: &CachedServer) -> bool {
         .taints
         .iter()
         .filter(unstamped)
-        .any(|t| t.effect == TaintEffect::Evict)
+        .any(|t| t.effect.is_timed())
 }
 
 /// The release of a server whose claim an eviction ends: as [`release`], through

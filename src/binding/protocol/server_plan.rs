@@ -6,9 +6,7 @@ use crate::api::names::{
     ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS, ANNOTATION_CLEANING,
     ANNOTATION_CLEANING_GATES, CONDITION_CLEANING, FINALIZER_SERVER_PROTECTION,
 };
-use crate::api::{
-    CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus, TaintEffect,
-};
+use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, ServerStatus};
 
 use crate::binding::effects::{BindingEvent, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, ClaimKey};
@@ -284,7 +282,7 @@ fn release(
 fn stamped(server: &CachedServer, now: &Time) -> CachedServer {
     let mut object = server.clone();
     for taint in &mut object.spec.taints {
-        if taint.effect == TaintEffect::Evict && taint.time_added.is_none() {
+        if taint.effect.is_timed() && taint.time_added.is_none() {
             taint.time_added = Some(now.clone());
         }
     }

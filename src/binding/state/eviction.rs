@@ -19,8 +19,12 @@ pub struct Eviction {
     /// The `Evict` taint whose deadline comes first.
     pub taint: Taint,
     /// When the bind ends: the taint's `timeAdded` plus the longest `tolerationSeconds`
-    /// among the claim's tolerations that match it (none matching: at once).
+    /// among the claim's tolerations that match it (none matching: at once), or the
+    /// taint's `hardDeadline` if that comes first. A disruption budget may hold it past
+    /// this, never past `hard_deadline`.
     pub deadline: Timestamp,
+    /// The admin's hard deadline of the taint, if it has one.
+    pub hard_deadline: Option<Timestamp>,
 }
 
 impl Eviction {
@@ -41,6 +45,11 @@ impl Eviction {
     pub fn is_due(&self, now: Timestamp) -> bool {
         now >= self.deadline
     }
+
+    /// Whether the admin's hard deadline has passed: no budget holds the eviction now.
+    pub fn is_forced(&self, now: Timestamp) -> bool {
+        self.hard_deadline.is_some_and(|hard| now >= hard)
+    }
 }
 
 impl fmt::Display for Eviction {
@@ -50,7 +59,11 @@ impl fmt::Display for Eviction {
         if let Some(added) = added {
             write!(f, " (added {added})")?;
         }
-        write!(f, " ends the bind at {}", self.deadline)
+        write!(f, " ends the bind at {}", self.deadline)?;
+        match self.hard_deadline {
+            Some(hard) if hard > self.deadline => write!(f, ", at the latest at {hard}"),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -60,6 +73,7 @@ pub fn describe_taint(taint: &Taint) -> String {
     let effect = match taint.effect {
         TaintEffect::NoBind => "NoBind",
         TaintEffect::Evict => "Evict",
+        TaintEffect::None => "None",
     };
     match value {
         "" => format!("{}:{effect}", taint.key),
@@ -68,22 +82,48 @@ pub fn describe_taint(taint: &Taint) -> String {
 }
 
 /// The eviction `server`'s taints start for `claim` (its tolerations, its class's folded
-/// in), if any: of the `Evict` taints the claim does not tolerate for ever, the one whose
-/// deadline comes first. A taint without `timeAdded` evicts nobody yet: the server
-/// controller sets it first, and the grace counts from it.
+/// in), if any: of the `Evict` taints the claim does not tolerate for ever (or that carry
+/// a hard deadline), the one whose deadline comes first. A taint without `timeAdded`
+/// evicts nobody yet: the server controller sets it first, and the grace counts from it.
 pub fn eviction(server: &CachedServer, claim: &CachedClaim) -> Option<Eviction> {
+    first_deadline(server, claim, TaintEffect::Evict)
+}
+
+/// What the report-only (`None`) taints of `server` say of `claim`: the eviction each
+/// would start were its effect `Evict` (the first deadline), for `explain` and a drain's
+/// dry run. Binding reads none of it.
+pub fn would_evict(server: &CachedServer, claim: &CachedClaim) -> Option<Eviction> {
+    first_deadline(server, claim, TaintEffect::None)
+}
+
+fn first_deadline(
+    server: &CachedServer,
+    claim: &CachedClaim,
+    effect: TaintEffect,
+) -> Option<Eviction> {
     server
         .spec
         .taints
         .iter()
-        .filter(|t| t.effect == TaintEffect::Evict)
+        .filter(|t| t.effect == effect)
         .filter_map(|taint| {
             let added = taint.time_added.as_ref()?.0;
-            let grace = grace(&claim.spec.tolerations, taint)?;
-            let deadline = added.checked_add(grace).unwrap_or(Timestamp::MAX);
+            // A report-only taint is read as the Evict taint it previews.
+            let as_evict = Taint {
+                effect: TaintEffect::Evict,
+                ..taint.clone()
+            };
+            let hard = taint.hard_deadline.as_ref().map(|t| t.0);
+            let graced = grace(&claim.spec.tolerations, &as_evict)
+                .map(|grace| added.checked_add(grace).unwrap_or(Timestamp::MAX));
+            let deadline = match (graced, hard) {
+                (Some(graced), Some(hard)) => graced.min(hard),
+                (deadline, None) | (None, deadline) => deadline?,
+            };
             Some(Eviction {
                 taint: taint.clone(),
                 deadline,
+                hard_deadline: hard,
             })
         })
         .min_by_key(|e| e.deadline)
@@ -129,6 +169,7 @@ mod tests {
             value: None,
             effect,
             time_added: added.map(|s| Time(at(s))),
+            hard_deadline: None,
         }
     }
 
@@ -210,5 +251,59 @@ mod tests {
         assert!(tolerates(&toleration("rack", None, None), &evict));
         let no_bind = taint("rack", TaintEffect::NoBind, None);
         assert!(tolerates(&toleration("rack", None, Some(60)), &no_bind));
+    }
+    #[test]
+    fn a_hard_deadline_overrides_a_longer_grace_and_a_toleration_for_ever() {
+        let hard = |added: i64, by: i64| Taint {
+            hard_deadline: Some(Time(at(by))),
+            ..taint("rack", TaintEffect::Evict, Some(added))
+        };
+        let for_ever = vec![toleration("rack", None, None)];
+        assert_eq!(deadline(vec![hard(0, 100)], for_ever), Some(at(100)));
+        let long = vec![toleration("rack", None, Some(600))];
+        assert_eq!(deadline(vec![hard(0, 100)], long), Some(at(100)));
+        // A shorter grace still comes first; the hard deadline stays the limit.
+        let short = vec![toleration("rack", None, Some(30))];
+        assert_eq!(deadline(vec![hard(0, 100)], short.clone()), Some(at(30)));
+        let server = CachedServer::new(
+            "s",
+            ServerSpec {
+                taints: vec![hard(0, 100)],
+                ..ServerSpec::default()
+            },
+        );
+        let claim = CachedClaim::new(
+            "c",
+            ServerClaimSpec {
+                tolerations: short,
+                ..ServerClaimSpec::default()
+            },
+        );
+        let e = eviction(&server, &claim).expect("an eviction");
+        assert!(e.is_due(at(30)) && !e.is_forced(at(99)) && e.is_forced(at(100)));
+    }
+
+    #[test]
+    fn a_report_only_taint_evicts_nobody_and_previews_the_evict_taint() {
+        let none = taint("rack", TaintEffect::None, Some(0));
+        assert_eq!(deadline(vec![none.clone()], vec![]), None);
+        let server = CachedServer::new(
+            "s",
+            ServerSpec {
+                taints: vec![none],
+                ..ServerSpec::default()
+            },
+        );
+        let graced = CachedClaim::new(
+            "c",
+            ServerClaimSpec {
+                tolerations: vec![toleration("rack", Some(TaintEffect::Evict), Some(60))],
+                ..ServerClaimSpec::default()
+            },
+        );
+        let preview = would_evict(&server, &graced).expect("a preview");
+        assert_eq!(preview.deadline, at(60));
+        // Nor does it keep a claim off the server.
+        assert!(crate::binding::first_untolerated(&server.spec.taints, &[]).is_none());
     }
 }

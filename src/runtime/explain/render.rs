@@ -103,6 +103,9 @@ pub fn server_text(e: &ServerExplanation) -> String {
         let _ = writeln!(out, "Claim bound {t}");
     }
     let _ = writeln!(out, "Now:        {}", e.row);
+    if let Some(eviction) = &e.eviction {
+        let _ = writeln!(out, "Eviction:   {eviction}");
+    }
     if e.not_available.is_empty() {
         let _ = writeln!(out, "Available:  yes, to any claim that can use it");
     } else {

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use super::error::ExplainError;
 use super::world::World;
-use crate::api::{CachedServer, ServerClaimRef};
+use crate::api::{CachedClaim, CachedServer, ServerClaimRef};
+use crate::binding::state::eviction::{eviction, would_evict};
 use crate::binding::{
     Binder, ClaimView, LiveClaim, ServerDecision, ServerStep, describe_ref, find_bound,
     is_controller_chosen, meta, not_free, ref_uid, server_step_reading,
@@ -25,6 +26,9 @@ pub struct ServerExplanation {
     /// When the server's `Bound` condition last changed, and its claim's bind time.
     pub since: Option<String>,
     pub claim_bound_time: Option<String>,
+    /// The eviction an `Evict` taint starts for the claim holding it, or the one a
+    /// report-only (`None`) taint previews.
+    pub eviction: Option<String>,
     /// Why no new claim may take it, if any.
     pub not_available: Vec<String>,
     /// Claims whose `serverRef` names it, and which of them the winner rule picks.
@@ -89,6 +93,9 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
         claim_bound_time: holder_claim
             .and_then(|c| c.status.as_ref()?.bound_time.as_ref())
             .map(|t| t.0.to_string()),
+        eviction: holder_claim
+            .filter(|c| r.is_some_and(|r| ref_uid(r) == meta::uid(*c)))
+            .and_then(|c| eviction_of(server, c)),
         not_available: not_available(server),
         named_by,
         row: row(&decision, server),
@@ -111,6 +118,19 @@ fn decide(server: &CachedServer, binder: &Binder) -> Result<ServerDecision, Expl
             r.namespace, r.name
         ))),
     }
+}
+
+/// What the server's taints do to `holder`: an eviction under way, or what a
+/// report-only taint would start.
+fn eviction_of(server: &CachedServer, holder: &CachedClaim) -> Option<String> {
+    let who = format!("{}/{}", meta::namespace(holder), meta::name(holder));
+    if let Some(e) = eviction(server, holder) {
+        return Some(format!("{who}: {e}"));
+    }
+    let preview = would_evict(server, holder)?;
+    Some(format!(
+        "{who}, report only: were its effect Evict, {preview}"
+    ))
 }
 
 /// Every reason no new claim may take the server, by the rule the free-server index

@@ -828,6 +828,7 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
                         value: None,
                         effect: TaintEffect::Evict,
                         time_added: None,
+                        hard_deadline: None,
                     }),
                     ServerEdit::Untaint => s.spec.taints.clear(),
                     ServerEdit::Label(k, v) => s = s.labelled(&[(k, v)]),

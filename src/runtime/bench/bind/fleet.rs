@@ -134,6 +134,7 @@ fn gpu_taint() -> Taint {
         value: Some(TAINT_VALUE.to_owned()),
         effect: TaintEffect::NoBind,
         time_added: None,
+        hard_deadline: None,
     }
 }
 
