@@ -79,12 +79,16 @@ fn strs(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-const BASE_OBJECTS: [(&str, &str); 21] = [
+const BASE_OBJECTS: [(&str, &str); 24] = [
     ("Namespace", NAMESPACE),
     ("CustomResourceDefinition", "servers.metal.binder.dev"),
     ("CustomResourceDefinition", "serverclaims.metal.binder.dev"),
     ("CustomResourceDefinition", "serverclasses.metal.binder.dev"),
     ("CustomResourceDefinition", "serverquotas.metal.binder.dev"),
+    (
+        "CustomResourceDefinition",
+        "serverdisruptionbudgets.metal.binder.dev",
+    ),
     ("ServiceAccount", "server-binder"),
     ("ClusterRole", "server-binder"),
     ("ClusterRoleBinding", "server-binder"),
@@ -93,6 +97,8 @@ const BASE_OBJECTS: [(&str, &str); 21] = [
     ("ClusterRole", "server-binder-classes-view"),
     ("ClusterRole", "server-binder-quotas-view"),
     ("ClusterRole", "server-binder-quotas-admin"),
+    ("ClusterRole", "server-binder-budgets-view"),
+    ("ClusterRole", "server-binder-budgets-edit"),
     ("ClusterRole", "server-binder-servers-view"),
     ("ClusterRole", "server-binder-servers-admin"),
     ("ClusterRole", "server-binder-cleaner"),
@@ -104,12 +110,14 @@ const BASE_OBJECTS: [(&str, &str); 21] = [
 ];
 
 /// ClusterRoles for people and cleaners, bound to nobody by the install.
-const PEOPLE_ROLES: [&str; 8] = [
+const PEOPLE_ROLES: [&str; 10] = [
     "server-binder-claims-view",
     "server-binder-claims-edit",
     "server-binder-classes-view",
     "server-binder-quotas-view",
     "server-binder-quotas-admin",
+    "server-binder-budgets-view",
+    "server-binder-budgets-edit",
     "server-binder-servers-view",
     "server-binder-servers-admin",
     "server-binder-cleaner",
@@ -169,6 +177,14 @@ fn aggregated_roles_give_tenants_claims_and_nobody_servers() {
         grants.iter().all(|(r, _)| r == "serverclaims"),
         "never the status: {grants:?}"
     );
+    // Budgets are the tenant's own, as PodDisruptionBudgets: viewers read, editors write.
+    let (to, grants) = aggregation(&objects, "server-binder-budgets-view");
+    assert_eq!(to, set(&["view", "edit", "admin"]));
+    assert!(grants.contains(&("serverdisruptionbudgets".into(), "list".into())));
+    let (to, grants) = aggregation(&objects, "server-binder-budgets-edit");
+    assert_eq!(to, set(&["edit", "admin"]));
+    assert!(grants.contains(&("serverdisruptionbudgets".into(), "create".into())));
+    assert!(grants.iter().all(|(r, _)| r == "serverdisruptionbudgets"));
     // Classes say which servers a claim may take: every tenant reads them, none writes.
     let (to, grants) = aggregation(&objects, "server-binder-classes-view");
     assert_eq!(to, set(&["view", "edit", "admin"]));
@@ -766,6 +782,7 @@ fn rbac_is_one_clusterrole_and_one_lease_role_bound_to_the_service_account() {
 const METRICS: &[&str] = &[
     "claims",
     "claims_evicted",
+    "evictions_held_oldest_seconds",
     "servers",
     "bind_duration_seconds",
     "binds_total",

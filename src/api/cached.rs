@@ -28,6 +28,7 @@ use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::claim::{ServerClaim, ServerClaimSpec, ServerClaimStatus};
+use super::disruption_budget::{ServerDisruptionBudget, ServerDisruptionBudgetSpec};
 use super::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS,
     ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, ANNOTATION_PRE_BOUND, in_our_domain,
@@ -87,6 +88,27 @@ parts! {
     Namespace => Option<NamespaceSpec>, NamespaceStatus;
 }
 
+/// A budget has no status: the claims it covers show where each eviction stands.
+impl Parts for ServerDisruptionBudget {
+    type Spec = ServerDisruptionBudgetSpec;
+    type Status = ();
+    fn from_parts(metadata: ObjectMeta, spec: Self::Spec, _: Option<()>) -> Self {
+        Self { metadata, spec }
+    }
+    fn into_parts(self) -> (ObjectMeta, Self::Spec, Option<()>) {
+        (self.metadata, self.spec, None)
+    }
+    fn spec(&self) -> &Self::Spec {
+        &self.spec
+    }
+    fn status(&self) -> Option<&()> {
+        None
+    }
+    fn metadata_json(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::to_value(&self.metadata)
+    }
+}
+
 impl<'de, K: Parts> Deserialize<'de> for Trimmed<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::<K::Spec, K::Status, BTreeMap<String, String>>::deserialize(deserializer)?;
@@ -124,10 +146,10 @@ impl Projected for Server {
     ];
 }
 
-/// No decision reads a claim's labels; its annotations are the claim controller's
-/// record of a pick and of a completed bind.
+/// A claim's labels are what disruption budgets select; its annotations are the claim
+/// controller's record of a pick and of a completed bind.
 impl Projected for ServerClaim {
-    const LABELS: bool = false;
+    const LABELS: bool = true;
     const ANNOTATIONS: &'static [&'static str] = &[ANNOTATION_PRE_BOUND, ANNOTATION_BIND_COMPLETED];
 }
 

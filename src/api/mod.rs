@@ -1,8 +1,9 @@
 //! The `metal.binder.dev/v1alpha1` API: `Server` and `ServerClass` (cluster-scoped),
-//! `ServerClaim` and `ServerQuota` (namespaced), and the CRDs generated from them.
+//! `ServerClaim`, `ServerQuota` and `ServerDisruptionBudget` (namespaced), and the CRDs generated from them.
 
 mod cached;
 mod claim;
+mod disruption_budget;
 pub mod names;
 mod schema;
 mod selector;
@@ -15,6 +16,7 @@ pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
     Toleration, TolerationOperator,
 };
+pub use disruption_budget::{ServerDisruptionBudget, ServerDisruptionBudgetSpec};
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,
@@ -34,6 +36,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         ServerClaim::crd(),
         ServerClass::crd(),
         ServerQuota::crd(),
+        ServerDisruptionBudget::crd(),
     ]
     .into_iter()
     .map(|crd| {

@@ -54,6 +54,14 @@ pub const CONDITION_CLEANING: &str = "Cleaning";
 /// Pod's `DisruptionTarget`.
 pub const CONDITION_DISRUPTION_TARGET: &str = "DisruptionTarget";
 
+/// The reason of a claim's `DisruptionTarget` condition while an `Evict` taint's
+/// deadline runs against its bind.
+pub const REASON_EVICTION_BY_TAINT: &str = "EvictionByTaint";
+
+/// The reason of a claim's `DisruptionTarget` condition once its eviction is due and a
+/// disruption budget holds it (the message names the budget).
+pub const REASON_EVICTION_HELD_BY_BUDGET: &str = "EvictionHeldByBudget";
+
 #[cfg(test)]
 mod tests {
     use kube::Resource;

@@ -52,3 +52,13 @@ pub(crate) fn optional_time(_: &mut SchemaGenerator) -> Schema {
         "format": "date-time",
     })
 }
+
+/// An optional `intstr.IntOrString` (a number, or a percentage such as `"25%"`), as
+/// Kubernetes' own schemas say it.
+pub(crate) fn optional_int_or_string(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "x-kubernetes-int-or-string": true,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "nullable": true,
+    })
+}

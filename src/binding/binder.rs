@@ -103,6 +103,12 @@ impl Binder {
     /// the step to here, keeps a step taken at once from picking the same server.
     pub fn start(&mut self, claim: &CachedClaim, step: &ClaimStep) {
         if let ClaimStep::Act(work) = step
+            && work.decision.ends_a_bind_by_eviction()
+        {
+            // Counted as without a server in its budgets until the watch shows it.
+            self.claim_side.evicting.assume(claim);
+        }
+        if let ClaimStep::Act(work) = step
             && let Some(server) = &work.picked
         {
             let based_on = claim.meta().resource_version.clone();

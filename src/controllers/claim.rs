@@ -165,6 +165,7 @@ async fn execute(claim: &CachedClaim, work: &ClaimWork, ctx: &Context) -> Result
             event.note
         );
         record(ctx, claim, event).await;
+        ctx.metrics.eviction_event(event.reason);
     }
     if let Some(outcome) = plan.outcome {
         ctx.metrics.outcome(KIND, outcome, work.since_created);

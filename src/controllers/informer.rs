@@ -27,7 +27,8 @@ use tokio::sync::watch;
 use super::own_writes::OwnWrites;
 
 use crate::api::{
-    CachedClaim, CachedObject, CachedServer, Projected, ServerClass, ServerQuota, Trimmed,
+    CachedClaim, CachedObject, CachedServer, Projected, ServerClass, ServerDisruptionBudget,
+    ServerQuota, Trimmed,
 };
 use crate::binding::wakeups::{on_resync_tick, on_start_step};
 use crate::binding::{
@@ -50,9 +51,9 @@ pub struct SharedInformer {
     binder: RwLock<Binder>,
     pub server_store: Store<CachedServer>,
     pub claim_store: Store<CachedClaim>,
-    /// Whether servers, claims, classes, namespaces and quotas have each been listed
-    /// into the binder once.
-    synced: [watch::Sender<bool>; 5],
+    /// Whether servers, claims, classes, namespaces, quotas and disruption budgets have
+    /// each been listed into the binder once.
+    synced: [watch::Sender<bool>; 6],
     /// Rung when the quotas' recount ([`super::quota`]) has work ([`wants_recount`]): a
     /// claim deleted (a charge may free), a relist, a quota not counted yet.
     pub recount_wanted: tokio::sync::Notify,
@@ -81,6 +82,7 @@ pub struct CacheWriters {
     classes: Writer<ServerClass>,
     namespaces: Writer<Namespace>,
     quotas: Writer<ServerQuota>,
+    budgets: Writer<ServerDisruptionBudget>,
 }
 
 impl SharedInformer {
@@ -90,6 +92,7 @@ impl SharedInformer {
         let (_, classes) = reflector::store();
         let (_, namespaces) = reflector::store();
         let (_, quotas) = reflector::store();
+        let (_, budgets) = reflector::store();
         let binder = Binder::new(Rules::real(), config, Timestamp::now());
         let informer = Arc::new(Self {
             binder: RwLock::new(binder),
@@ -108,6 +111,7 @@ impl SharedInformer {
             classes,
             namespaces,
             quotas,
+            budgets,
         };
         (informer, writers)
     }
@@ -230,8 +234,9 @@ impl SharedInformer {
             self.clone(),
             Kind::Namespaces,
         );
-        let quotas = watch(client, writers.quotas, self.clone(), Kind::Quotas);
-        futures::join!(servers, claims, classes, namespaces, quotas);
+        let quotas = watch(client.clone(), writers.quotas, self.clone(), Kind::Quotas);
+        let budgets = watch(client, writers.budgets, self.clone(), Kind::Budgets);
+        futures::join!(servers, claims, classes, namespaces, quotas, budgets);
     }
 
     /// Routes claim-controller triggers to `tx`. Every claim is woken by the start
@@ -333,6 +338,7 @@ enum Kind {
     Classes,
     Namespaces,
     Quotas,
+    Budgets,
 }
 
 /// Feeds one kind's watch into its store and the binder, then wakes the controllers.
@@ -415,7 +421,7 @@ macro_rules! read_whole {
     )*};
 }
 
-read_whole!(ServerClass, ServerQuota, Namespace);
+read_whole!(ServerClass, ServerQuota, ServerDisruptionBudget, Namespace);
 
 /// The event with its object as the cache keeps it.
 fn cached_event<K: Read>(event: Event<K::Wire>) -> Event<K> {
@@ -454,6 +460,7 @@ impl Recounts<CachedServer> for Binder {}
 impl Recounts<CachedClaim> for Binder {}
 impl Recounts<ServerClass> for Binder {}
 impl Recounts<Namespace> for Binder {}
+impl Recounts<ServerDisruptionBudget> for Binder {}
 
 impl Recounts<ServerQuota> for Binder {
     fn wants_recount(&self, quota: &ServerQuota) -> bool {

@@ -13,7 +13,10 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::api::{ClaimPhase, ReclaimPolicy, ServerPhase};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
+use crate::api::{CachedClaim, ClaimPhase, ReclaimPolicy, ServerPhase};
 use crate::binding::meta;
 use crate::binding::state::eviction::was_evicted;
 use crate::binding::world::classes::{ClassCatalog, capacity};
@@ -81,6 +84,9 @@ pub struct Metrics {
     process: Registry,
     claims: IntGaugeVec,
     claims_evicted: IntGaugeVec,
+    evictions_held: IntGaugeVec,
+    evictions_held_seconds: IntGaugeVec,
+    evictions: IntCounterVec,
     servers: IntGaugeVec,
     class_servers: IntGaugeVec,
     class_claims: IntGaugeVec,
@@ -114,12 +120,58 @@ fn class_servers_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     )
 }
 
+fn claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
+    r.gauges(
+        "claims",
+        "ServerClaims in the controller's cache, by namespace and status.phase (Pending, Bound, Lost; a claim without status counts as Pending)",
+        &["namespace", "phase"],
+    )
+}
+
 fn claims_evicted_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     r.gauges(
         "claims_evicted",
         "Lost ServerClaims whose bind an Evict taint ended, by namespace (every namespace with a claim)",
         &["namespace"],
     )
+}
+
+fn evictions_held_gauges(r: &Registrar<'_>) -> (IntGaugeVec, IntGaugeVec) {
+    let held = r.gauges(
+        "evictions_held",
+        "ServerClaims whose eviction is due but a ServerDisruptionBudget holds (condition DisruptionTarget / EvictionHeldByBudget), by namespace (every namespace with a claim)",
+        &["namespace"],
+    );
+    let oldest = r.gauges(
+        "evictions_held_oldest_seconds",
+        "How long the longest-held eviction of each namespace has waited on a ServerDisruptionBudget, in seconds (0: none held)",
+        &["namespace"],
+    );
+    (held, oldest)
+}
+
+/// Every event's series exists from the start, at 0.
+fn evictions_counter(r: &Registrar<'_>) -> IntCounterVec {
+    let counter = r.counters(
+        "evictions_total",
+        "Evictions by Evict taints, by event: started (a claim's notice, or its deadline moved), held (a budget holds a due eviction), cancelled (the taint went or is tolerated), completed (the bind ended)",
+        &["event"],
+    );
+    for event in ["started", "held", "cancelled", "completed"] {
+        counter.with_label_values(&[event]);
+    }
+    counter
+}
+
+/// The `evictions_total` event a claim's event reason counts as, if any.
+fn eviction_event(reason: &str) -> Option<&'static str> {
+    match reason {
+        "EvictionScheduled" => Some("started"),
+        "EvictionHeldByBudget" => Some("held"),
+        "EvictionCancelled" => Some("cancelled"),
+        "ClaimEvicted" => Some("completed"),
+        _ => None,
+    }
 }
 
 fn class_claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
@@ -160,13 +212,13 @@ impl Metrics {
             .expect("a valid metric prefix");
         let r = Registrar(&registry);
         build_info(&r);
+        let (evictions_held, evictions_held_seconds) = evictions_held_gauges(&r);
         let metrics = Self {
-            claims: r.gauges(
-                "claims",
-                "ServerClaims in the controller's cache, by namespace and status.phase (Pending, Bound, Lost; a claim without status counts as Pending)",
-                &["namespace", "phase"],
-            ),
+            claims: claims_gauge(&r),
             claims_evicted: claims_evicted_gauge(&r),
+            evictions_held,
+            evictions_held_seconds,
+            evictions: evictions_counter(&r),
             servers: r.gauges(
                 "servers",
                 "Servers in the controller's cache, by status.phase (Available, Bound, Released, Cleaning; a server without status counts as Available)",
@@ -393,10 +445,13 @@ impl Metrics {
         let mut by_claim: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
         // Every namespace with a claim, evicted or not: the alert subtracts it.
         let mut evicted: BTreeMap<String, i64> = BTreeMap::new();
+        let mut held = Held::default();
+        let now = Timestamp::now();
         for c in claims.iter() {
             let phase = claim_phase_name(claim_phase(c));
             let ns = c.meta().namespace.clone().unwrap_or_default();
             *evicted.entry(ns.clone()).or_default() += i64::from(was_evicted(c));
+            held.note(&ns, c, now);
             *by_claim.entry((ns, phase)).or_default() += 1;
         }
         let mut by_server: BTreeMap<&'static str, i64> = BTreeMap::new();
@@ -416,9 +471,24 @@ impl Metrics {
         for (ns, n) in evicted {
             self.claims_evicted.with_label_values(&[ns.as_str()]).set(n);
         }
+        self.evictions_held.reset();
+        self.evictions_held_seconds.reset();
+        for (ns, (n, oldest)) in held.0 {
+            self.evictions_held.with_label_values(&[ns.as_str()]).set(n);
+            self.evictions_held_seconds
+                .with_label_values(&[ns.as_str()])
+                .set(oldest);
+        }
         self.servers.reset();
         for (phase, n) in by_server {
             self.servers.with_label_values(&[phase]).set(n);
+        }
+    }
+
+    /// Counts a claim's event that marks a step of an eviction.
+    pub fn eviction_event(&self, reason: &str) {
+        if let Some(event) = eviction_event(reason) {
+            self.evictions.with_label_values(&[event]).inc();
         }
     }
 
@@ -570,4 +640,29 @@ impl Registrar<'_> {
         let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
         self.register(HistogramVec::new(opts, labels).expect("a valid histogram"))
     }
+}
+
+/// Each namespace's held evictions: how many, and the oldest hold's age in seconds.
+#[derive(Default)]
+struct Held(BTreeMap<String, (i64, i64)>);
+
+impl Held {
+    fn note(&mut self, namespace: &str, claim: &CachedClaim, now: Timestamp) {
+        let entry = self.0.entry(namespace.to_string()).or_default();
+        let Some(since) = held_since(claim) else {
+            return;
+        };
+        let age = now.duration_since(since).as_secs().max(0);
+        entry.0 += 1;
+        entry.1 = entry.1.max(age);
+    }
+}
+
+/// When a budget started holding the claim's eviction (its condition's transition).
+fn held_since(claim: &CachedClaim) -> Option<Timestamp> {
+    let status = claim.status.as_ref()?;
+    let held = status.conditions.iter().find(|c| {
+        c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
+    })?;
+    Some(held.last_transition_time.0)
 }

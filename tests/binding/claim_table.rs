@@ -154,6 +154,7 @@ fn bound_path() -> Vec<Row> {
         selector_mismatch,
         server_deleting,
         eviction: None,
+        held: None,
     };
     vec![
         row("RestoreServerRef [j]: the serverRef cleared: written back from the server holding it")
@@ -340,6 +341,32 @@ fn bound_path() -> Vec<Row> {
             .claim(bound_to("s1").tolerates("maintenance"))
             .servers([evicting(holds_c())])
             .is(confirmed(false, false)),
+        row("BoundConfirmed (held): the deadline passed, a disruption budget holds it")
+            .claim(bound_to("s1"))
+            .servers([evicting(holds_c())])
+            .on(On::With(decide_c_budget_holds))
+            .like(|d| matches!(d, D::BoundConfirmed { eviction: Some(_), held: Some(_), .. }))
+            .writes([
+                Status(Bound, "Bound"),
+                MessageHas("disruption budget web (maxUnavailable 1) allows no eviction now"),
+                Event(Warning, REASON_EVICTION_HELD_BY_BUDGET),
+            ]),
+        row("BoundConfirmed (held): a hard deadline ahead bounds the hold")
+            .claim(bound_to("s1"))
+            .servers([evicting_by(holds_c(), 60)])
+            .on(On::With(decide_c_budget_holds))
+            .like(|d| matches!(d, D::BoundConfirmed { held: Some(_), .. }))
+            .writes([MessageHas("at the latest")]),
+        row("Evicted: the taint's hard deadline passed: no budget holds it")
+            .claim(bound_to("s1"))
+            .servers([evicting_by(holds_c(), 0)])
+            .on(On::With(decide_c_budget_holds))
+            .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. }))
+            .writes([Status(Lost, "Evicted")]),
+        row("Evicted: the hard deadline passed: a toleration for ever does not hold it")
+            .claim(bound_to("s1").tolerates("maintenance"))
+            .servers([evicting_by(holds_c(), -5)])
+            .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. })),
     ]
 }
 

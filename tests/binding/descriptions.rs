@@ -63,6 +63,7 @@ fn claim_examples() -> Vec<(CachedClaim, ClaimDecision)> {
                 selector_mismatch: true,
                 server_deleting: true,
                 eviction: None,
+                held: None,
             },
         ),
         (

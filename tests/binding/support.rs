@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use server_binder::api::*;
 use server_binder::binding::state::gates;
+pub use server_binder::binding::world::budgets::BudgetHold;
 use server_binder::binding::*;
 
 // The one fixture builder (shared with tests/controllers), its objects as the binder
@@ -168,6 +170,41 @@ pub fn evicting(mut server: CachedServer) -> CachedServer {
         hard_deadline: None,
     });
     server
+}
+
+/// `server` [`evicting`], its taint carrying an admin's hard deadline `seconds` after
+/// [`NOW`] (negative: passed).
+pub fn evicting_by(server: CachedServer, seconds: i64) -> CachedServer {
+    let mut server = evicting(server);
+    let hard = NOW.checked_add(SignedDuration::from_secs(seconds)).unwrap();
+    server.spec.taints.last_mut().unwrap().hard_deadline = Some(Time(hard));
+    server
+}
+
+/// A budget that holds every eviction it is asked about.
+pub fn holding_budget() -> BudgetHold {
+    BudgetHold {
+        budget: "web".into(),
+        limit: "maxUnavailable 1".into(),
+        covered: 3,
+        unavailable: 1,
+    }
+}
+
+/// The claim controller's decision on the cache, a disruption budget holding any
+/// eviction ([`holding_budget`]).
+pub fn decide_c_budget_holds(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
+    let servers = servers(world.to_vec()).tracking([claim]);
+    decide_claim(
+        claim,
+        &servers,
+        &ClaimInputs {
+            now: NOW,
+            budget_hold: &|_| Some(holding_budget()),
+            ..ClaimInputs::unclassed(alone(&|_| false))
+        },
+        Liveness::Cached,
+    )
 }
 
 /// `claim` tolerating the `maintenance` taint's eviction for `seconds`.

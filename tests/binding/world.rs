@@ -24,6 +24,8 @@ pub struct Truth {
     pub quotas: BTreeMap<String, ServerQuota>,
     /// The classes, fixed for a run (nobody writes them).
     pub classes: Vec<ServerClass>,
+    /// The disruption budgets, fixed for a run.
+    pub budgets: Vec<ServerDisruptionBudget>,
     // Visible to the model check, whose fingerprint destructures every field.
     pub(crate) next_rv: u64,
 }

@@ -1,15 +1,19 @@
 //! Taking a server back with an `Evict` taint, end to end (docs/binding.md,
 //! "Eviction"): the notice on the claim, the bind ended at the deadline, the server
 //! released through its gates and not bound again while tainted, a cancel, and a
-//! restart mid-grace.
+//! restart mid-grace; a disruption budget holding an eviction, and an admin's hard
+//! deadline ending the hold.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Patch, PatchParams};
-use server_binder::api::names::CONDITION_DISRUPTION_TARGET;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use server_binder::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
 use server_binder::api::{
-    ClaimPhase, Server, ServerClaim, ServerPhase, TaintEffect, Toleration, TolerationOperator,
+    ClaimPhase, Server, ServerClaim, ServerDisruptionBudget, ServerPhase, TaintEffect, Toleration,
+    TolerationOperator,
 };
 
+use crate::common::names::NS;
 use crate::controllers::stage::*;
 use crate::controllers::support::*;
 
@@ -231,4 +235,165 @@ async fn an_effect_changed_under_an_old_time_added_is_refused() {
         time_added(s).is_some_and(|t| t > old)
     })
     .await;
+}
+
+/// `claim` labelled `app=web`, which the budget below covers.
+fn web(mut claim: ServerClaim) -> ServerClaim {
+    let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert("app".into(), "web".into());
+    claim
+}
+
+/// A tenant's budget over its `app=web` claims.
+async fn put_budget(env: &Env, spec: serde_json::Value) {
+    let budget: ServerDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "apiVersion": "metal.binder.dev/v1alpha1",
+        "kind": "ServerDisruptionBudget",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": spec,
+    }))
+    .expect("a budget");
+    Api::<ServerDisruptionBudget>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &budget)
+        .await
+        .expect("the tenant's budget");
+}
+
+/// The `DisruptionTarget` condition's reason and message, while the claim has one.
+fn disruption_reason(c: &ServerClaim) -> Option<(String, String)> {
+    let conditions = &c.status.as_ref()?.conditions;
+    let found = conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_DISRUPTION_TARGET)?;
+    Some((found.reason.clone(), found.message.clone()))
+}
+
+fn held(c: &ServerClaim) -> bool {
+    disruption_reason(c).is_some_and(|(r, _)| r == REASON_EVICTION_HELD_BY_BUDGET)
+}
+
+/// Two `app=web` claims under `maxUnavailable: 1`, both servers tainted at once: one
+/// bind ends, the other waits on the budget (its claim and its server say which), until
+/// the tenant's replacement is Bound; then it ends too.
+#[tokio::test]
+async fn a_budget_holds_the_second_eviction_until_a_replacement_is_bound() {
+    let mut env = Env::new().await;
+    env.start(4).await;
+    for s in ["s1", "s2", "s3"] {
+        env.put_server(server(s)).await;
+    }
+    env.put_claim(web(claim("a").names("s1"))).await;
+    env.put_claim(web(claim("b").names("s2"))).await;
+    env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+    put_budget(
+        &env,
+        serde_json::json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    set_taints(&env, "s1", &[(MAINTENANCE, "Evict")]).await;
+    set_taints(&env, "s2", &[(MAINTENANCE, "Evict")]).await;
+
+    // One goes, the other is held.
+    let (gone, kept) = loop_until_one_evicted(&env).await;
+    let kept_claim = env.wait_claim(kept, "held by the budget", held).await;
+    let (_, message) = disruption_reason(&kept_claim).expect("the condition");
+    assert!(
+        message.contains("disruption budget web (maxUnavailable 1)"),
+        "{message}"
+    );
+    assert_eq!(phase(&kept_claim), Some(ClaimPhase::Bound));
+    env.wait_event(
+        "ServerClaim",
+        kept,
+        "Warning",
+        REASON_EVICTION_HELD_BY_BUDGET,
+    )
+    .await;
+    let kept_server = if kept == "a" { "s1" } else { "s2" };
+    let s = env
+        .wait_server(kept_server, "the hold on the server", |s| {
+            server_message(s).contains("disruption budget web")
+        })
+        .await;
+    assert_eq!(s.status.and_then(|s| s.phase), Some(ServerPhase::Bound));
+    assert_eq!(
+        env.metric("server_binder_evictions_total", &[("event", "held")]),
+        1.0
+    );
+
+    // The tenant replaces the evicted claim; once it is Bound, the hold ends.
+    env.delete_claim(gone).await;
+    env.put_claim(web(claim("c"))).await;
+    env.wait_claim_phase("c", ClaimPhase::Bound, "Bound").await;
+    env.wait_claim_phase(kept, ClaimPhase::Lost, "Evicted")
+        .await;
+    assert_eq!(
+        env.metric("server_binder_evictions_total", &[("event", "completed")]),
+        2.0
+    );
+}
+
+/// Waits until exactly one of `a` and `b` is evicted (the other Bound), and returns
+/// (evicted, kept).
+async fn loop_until_one_evicted(env: &Env) -> (&'static str, &'static str) {
+    let a = env
+        .wait_claim("a", "a evicted or held", |c| {
+            phase(c) == Some(ClaimPhase::Lost) || held(c)
+        })
+        .await;
+    if phase(&a) == Some(ClaimPhase::Lost) {
+        let b = env.wait_claim("b", "b held", held).await;
+        assert_eq!(phase(&b), Some(ClaimPhase::Bound));
+        ("a", "b")
+    } else {
+        env.wait_claim_phase("b", ClaimPhase::Lost, "Evicted").await;
+        ("b", "a")
+    }
+}
+
+/// The server's `Bound` condition's message.
+fn server_message(s: &Server) -> String {
+    let conditions = s.status.as_ref().map(|s| s.conditions.as_slice());
+    let bound = conditions
+        .unwrap_or_default()
+        .iter()
+        .find(|c| c.type_ == "Bound");
+    bound.map(|c| c.message.clone()).unwrap_or_default()
+}
+
+/// A budget that allows nothing holds the eviction, until the taint's `hardDeadline`:
+/// then the bind ends, budget or not.
+#[tokio::test]
+async fn a_hard_deadline_ends_a_bind_the_budget_holds() {
+    let mut env = Env::new().await;
+    env.start(4).await;
+    env.put_server(server("s1")).await;
+    env.put_claim(web(claim("a").names("s1"))).await;
+    env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    put_budget(&env, serde_json::json!({"minAvailable": "100%"})).await;
+    let hard = Timestamp::now() + SignedDuration::from_secs(3);
+    let patch = serde_json::json!({"spec": {"taints": [
+        {"key": MAINTENANCE, "effect": "Evict", "hardDeadline": hard.to_string()}
+    ]}});
+    env.servers()
+        .patch("s1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the admin's taint");
+    let a = env.wait_claim("a", "held by the budget", held).await;
+    let (_, message) = disruption_reason(&a).expect("the condition");
+    assert!(message.contains("at the latest"), "{message}");
+    let a = env.wait_claim_phase("a", ClaimPhase::Lost, "Evicted").await;
+    let lost_at = a
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Bound"))
+        .map(|c| c.last_transition_time.0)
+        .expect("the condition");
+    // Conditions carry whole seconds (metav1.Time).
+    let hard_second = Timestamp::from_second(hard.as_second()).expect("a time");
+    assert!(
+        lost_at >= hard_second,
+        "lost at {lost_at}, hard deadline {hard}"
+    );
 }

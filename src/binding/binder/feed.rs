@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::api::{CachedClaim, CachedServer, ServerClass, ServerQuota};
+use crate::api::{CachedClaim, CachedServer, ServerClass, ServerDisruptionBudget, ServerQuota};
 use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::wakeups::{Wake, on_relist};
+use crate::binding::world::budgets::{is_available, is_held_by_budget};
 use crate::binding::world::quota::QuotaCheck;
 use crate::binding::world::view::{ClaimView, ServerView};
 use crate::binding::world::{Change, Listing};
@@ -50,6 +51,7 @@ impl Feed<CachedClaim> for Binder {
         let lookup = |k: &ClaimKey| claims.claim(&k.namespace, &k.name).cloned();
         let rule = self.rules.assumption_ends;
         let ended = self.claim_side.assumed.relisted_claims(rule, &lookup);
+        self.claim_side.evicting.relisted(&lookup);
         self.recount_in_flight();
         let mut wake = on_relist(self.world.servers(), self.world.claims());
         for server in ended {
@@ -103,6 +105,37 @@ impl Feed<ServerQuota> for Binder {
     }
 }
 
+/// A budget changed: the evictions it may hold or free are decided again.
+impl Feed<ServerDisruptionBudget> for Binder {
+    fn apply(&mut self, obj: Arc<ServerDisruptionBudget>) -> Wake {
+        let namespace = meta::namespace(&*obj).to_string();
+        self.world.budgets_mut().upsert(obj);
+        self.budget_holds(&namespace)
+    }
+    fn delete(&mut self, last: Arc<ServerDisruptionBudget>) -> Wake {
+        let namespace = meta::namespace(&*last);
+        self.world
+            .budgets_mut()
+            .remove(namespace, meta::name(&*last));
+        self.budget_holds(namespace)
+    }
+    fn relist(&mut self, all: Vec<Arc<ServerDisruptionBudget>>) -> Wake {
+        self.world.budgets_mut().replace_all(all);
+        let mut wake = Wake::default();
+        let held = self.world.claims().iter().filter(|c| is_held_by_budget(c));
+        for claim in held {
+            wake.claims.insert(claim_key(claim));
+        }
+        wake
+    }
+}
+
+/// Whether the claim counts as available to its budgets, as the watch shows it (no
+/// eviction in flight: those change nothing another claim sees until written).
+fn availability(claim: Option<&CachedClaim>) -> bool {
+    claim.is_some_and(|c| is_available(c, &|_| false))
+}
+
 /// Namespaces matter only for their labels: a class's `namespaceSelector` reads them.
 impl Feed<Namespace> for Binder {
     fn apply(&mut self, obj: Arc<Namespace>) -> Wake {
@@ -141,6 +174,9 @@ impl Binder {
     fn change_claim(&mut self, key: &ClaimKey, change: Change<CachedClaim>) -> Wake {
         let (old, new) = self.world.put_claim(key, change);
         self.claim_side.refused.observe_claim(key, new.as_deref());
+        self.claim_side.evicting.observe(key, new.as_deref());
+        let budgets_moved = self.world.budgets().has_namespace(&key.namespace)
+            && availability(old.as_deref()) != availability(new.as_deref());
         let rule = self.rules.assumption_ends;
         let assumed = &mut self.claim_side.assumed;
         let ended = assumed.observe_claim_with(rule, key, new.as_deref());
@@ -150,6 +186,20 @@ impl Binder {
         let mut wake = changed(old.as_deref(), new.as_deref(), servers, claims);
         if let Some(server) = ended {
             wake.extend(self.assumption_ended(&server));
+        }
+        if budgets_moved {
+            wake.extend(self.budget_holds(&key.namespace));
+        }
+        wake
+    }
+
+    /// The claims of `namespace` whose eviction a budget holds: a budget or a claim it
+    /// covers changed.
+    fn budget_holds(&self, namespace: &str) -> Wake {
+        let mut wake = Wake::default();
+        let held = self.world.claims().in_namespace(namespace);
+        for claim in held.filter(|c| is_held_by_budget(c)) {
+            wake.claims.insert(claim_key(claim));
         }
         wake
     }

@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::assumed::AssumedChoices;
 use super::backoff::{RefusedWrites, RefusingServers};
+use super::evicting::Evicting;
 use super::summaries::SummaryClock;
 
 /// The claim controller's memory. See the module docs.
@@ -21,6 +22,8 @@ pub struct ClaimSide {
     pub refusing: RefusingServers,
     /// When each waiting claim's summary was last written.
     pub summaries: SummaryClock,
+    /// The evictions whose writes the watches have not shown yet.
+    pub evicting: Evicting,
 }
 
 impl ClaimSide {
@@ -32,6 +35,7 @@ impl ClaimSide {
             refused: RefusedWrites::default(),
             refusing: RefusingServers::default(),
             summaries: SummaryClock::new(status_interval, now),
+            evicting: Evicting::default(),
         }
     }
 

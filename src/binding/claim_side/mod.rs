@@ -4,6 +4,7 @@
 
 pub mod assumed;
 pub mod backoff;
+pub mod evicting;
 mod memory;
 pub mod summaries;
 

@@ -19,6 +19,7 @@ use crate::binding::state::eviction::{Eviction, eviction, was_evicted};
 use crate::binding::state::evidence::{
     can_restore, gave_back, pair_agrees, records_bind_named, records_bind_to,
 };
+use crate::binding::world::budgets::BudgetHold;
 use crate::binding::world::classes::ClassCheck;
 use crate::binding::world::quota::{QuotaCheck, QuotaFull, QuotaUncounted};
 use crate::binding::world::view::{ClaimView, Liveness, ServerView};
@@ -52,7 +53,9 @@ pub enum ClaimDecision {
     /// server has a deletionTimestamp (its protection finalizer keeps it while the claim
     /// lives); the condition and a Warning say so. `eviction`: an `Evict` taint ends the
     /// bind at its deadline; condition `DisruptionTarget` and a Warning say when, and
-    /// the condition goes when the eviction is cancelled. The status records the server
+    /// the condition goes when the eviction is cancelled. `held`: the deadline passed
+    /// but a disruption budget holds the eviction (the condition says which; the
+    /// admin's hard deadline ends the hold). The status records the server
     /// (`server_uid`) as the evidence of the bind.
     BoundConfirmed {
         server: String,
@@ -60,6 +63,7 @@ pub enum ClaimDecision {
         selector_mismatch: bool,
         server_deleting: bool,
         eviction: Option<Eviction>,
+        held: Option<Box<BudgetHold>>,
     },
     /// The claim's bind ended by an eviction: its server's `Evict` taint reached its
     /// deadline (`eviction`), or its status already says so (`None`). Phase Lost,
@@ -235,6 +239,31 @@ impl ClaimDecision {
         matches!(self, ClaimDecision::CompleteBind { .. })
     }
 
+    /// Whether the decision ends the claim's bind by an eviction now (its status says
+    /// so next).
+    pub fn ends_a_bind_by_eviction(&self) -> bool {
+        matches!(
+            self,
+            ClaimDecision::Evicted {
+                eviction: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Whether a disruption budget holds the eviction of the claim's bind, and until
+    /// when at the latest (the taint's hard deadline).
+    pub fn budget_holds_until(&self) -> Option<Option<Timestamp>> {
+        match self {
+            ClaimDecision::BoundConfirmed {
+                eviction: Some(eviction),
+                held: Some(_),
+                ..
+            } => Some(eviction.hard_deadline),
+            _ => None,
+        }
+    }
+
     /// When the eviction a bound claim's decision sees running ends its bind.
     pub fn eviction_deadline(&self) -> Option<Timestamp> {
         match self {
@@ -350,6 +379,9 @@ pub struct ClaimInputs<'a> {
     pub pick: PickInputs<'a>,
     /// The time an eviction's deadline is weighed against ([`eviction`]).
     pub now: Timestamp,
+    /// The disruption budget an eviction of the claim would break now, if any
+    /// ([`crate::binding::world::budgets::budget_hold`]).
+    pub budget_hold: &'a dyn Fn(&CachedClaim) -> Option<BudgetHold>,
 }
 
 impl<'a> ClaimInputs<'a> {
@@ -362,6 +394,7 @@ impl<'a> ClaimInputs<'a> {
             pick,
             // No eviction is due at the epoch.
             now: Timestamp::UNIX_EPOCH,
+            budget_hold: &|_| None,
         }
     }
 }
@@ -392,7 +425,7 @@ pub fn decide_claim(
         return decision;
     }
     if meta::is_bind_completed(claim) {
-        return decide_bound(claim, servers, liveness, inputs.now);
+        return decide_bound(claim, servers, liveness, inputs);
     }
     match standing {
         Some(bind) => restore_standing_bind(claim, bind),
@@ -558,7 +591,7 @@ fn decide_bound(
     claim: &CachedClaim,
     servers: &(impl ServerView + ?Sized),
     liveness: Liveness,
-    now: Timestamp,
+    inputs: &ClaimInputs<'_>,
 ) -> ClaimDecision {
     use ClaimDecision::*;
     let finished = claim
@@ -582,15 +615,12 @@ fn decide_bound(
         };
     };
     let eviction = eviction(s, claim);
-    if let Some(due) = eviction.as_ref().filter(|e| e.is_due(now))
-        && (ref_match(s, claim) == RefMatch::SameUid || records_bind_to(claim, s))
-    {
+    let held = match due_eviction(claim, s, eviction.as_ref(), inputs) {
+        Due::Ahead => None,
+        Due::Held(hold) => Some(hold),
         // Whether or not the server controller released the server yet.
-        return Evicted {
-            server,
-            eviction: Some(due.clone()),
-        };
-    }
+        Due::Ends => return Evicted { server, eviction },
+    };
     match ref_match(s, claim) {
         RefMatch::SameUid => BoundConfirmed {
             // Read directly, not as eligibility's first reason: a server being deleted
@@ -604,6 +634,7 @@ fn decide_bound(
             server_deleting: meta::is_deleting(s),
             server_uid: meta::uid(s).unwrap_or_default().to_string(),
             eviction,
+            held,
             server,
         },
         _ if records_bind_to(claim, s) => match ref_match(s, claim) {
@@ -623,6 +654,39 @@ fn decide_bound(
         // annotation goes and the unbound path says why.
         _ if pair_agrees(s, claim) && can_restore(s).is_ok() => BoundServerRefLost { server },
         _ => ClearStaleBindCompleted,
+    }
+}
+
+/// Where a bind's eviction stands now ([`due_eviction`]).
+enum Due {
+    /// Not due (or not this bind's).
+    Ahead,
+    /// Due, and a disruption budget holds it (until the admin's hard deadline).
+    Held(Box<BudgetHold>),
+    /// Due: the bind ends now.
+    Ends,
+}
+
+/// Whether the eviction of the bind of `claim` to `s` is due now, and held by a budget.
+fn due_eviction(
+    claim: &CachedClaim,
+    s: &CachedServer,
+    eviction: Option<&Eviction>,
+    inputs: &ClaimInputs<'_>,
+) -> Due {
+    let now = inputs.now;
+    let Some(due) = eviction.filter(|e| e.is_due(now)) else {
+        return Due::Ahead;
+    };
+    if ref_match(s, claim) != RefMatch::SameUid && !records_bind_to(claim, s) {
+        return Due::Ahead;
+    }
+    let held = (!due.is_forced(now))
+        .then(|| (inputs.budget_hold)(claim))
+        .flatten();
+    match held {
+        Some(hold) => Due::Held(Box::new(hold)),
+        None => Due::Ends,
     }
 }
 

@@ -2,11 +2,13 @@
 //! event and the outcome. The controller performs the writes in order (object, then
 //! status), each with the resourceVersion it read as a precondition.
 
+use crate::binding::world::budgets::BudgetHold;
 use crate::binding::world::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_PRE_BOUND, CONDITION_DISRUPTION_TARGET,
+    REASON_EVICTION_BY_TAINT, REASON_EVICTION_HELD_BY_BUDGET,
 };
 use crate::api::{BoundServerRef, CachedClaim, ClaimPhase, ServerClaimStatus, ServerRef};
 
@@ -84,6 +86,7 @@ fn plan_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             selector_mismatch,
             server_deleting,
             eviction,
+            held,
         } => {
             let notes = BoundNotes {
                 selector_mismatch: *selector_mismatch,
@@ -91,7 +94,8 @@ fn plan_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -> ClaimP
             };
             let record = bound_to(server, server_uid);
             let plan = bound_confirmed(claim, &record, notes, decision.describe(), now);
-            with_disruption(claim, plan, eviction.as_ref(), now)
+            let disruption = eviction.as_ref().map(|e| (e, held.as_deref()));
+            with_disruption(claim, plan, disruption, now)
         }
         // Once: a claim whose status says so already stays as it is.
         Evicted { .. } if was_evicted(claim) => ClaimPlan::default(),
@@ -360,7 +364,7 @@ impl BoundNotes {
 fn with_disruption(
     claim: &CachedClaim,
     mut plan: ClaimPlan,
-    eviction: Option<&Eviction>,
+    disruption: Option<(&Eviction, Option<&BudgetHold>)>,
     now: &Time,
 ) -> ClaimPlan {
     // Read in place: every bound claim's reconcile passes here, and most change nothing.
@@ -368,13 +372,17 @@ fn with_disruption(
     let conditions = current.map_or(&[][..], |s| s.conditions.as_slice());
     let running = conditions
         .iter()
-        .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET);
-    let (edited, event) = match eviction {
-        Some(eviction) => {
+        .find(|c| c.type_ == CONDITION_DISRUPTION_TARGET);
+    let (edited, event) = match disruption {
+        Some((eviction, held)) => {
+            let (reason, message) = match held {
+                None => (REASON_EVICTION_BY_TAINT, eviction.to_string()),
+                Some(hold) => (REASON_EVICTION_HELD_BY_BUDGET, held_message(eviction, hold)),
+            };
             let desired = BoundCondition {
                 bound: true,
-                reason: "EvictionByTaint",
-                message: eviction.to_string(),
+                reason,
+                message: message.clone(),
             };
             let generation = claim.meta().generation;
             let set = with_condition(
@@ -384,12 +392,22 @@ fn with_disruption(
                 generation,
                 now,
             );
-            let note =
-                format!("{eviction}, unless the taint goes or the claim tolerates it for ever");
-            let warning = BindingEvent::warning("EvictionScheduled", "Evicting", note);
-            (set, Some(warning))
+            let warning = match held {
+                None => {
+                    let note = format!(
+                        "{eviction}, unless the taint goes or the claim tolerates it for ever"
+                    );
+                    BindingEvent::warning("EvictionScheduled", "Evicting", note)
+                }
+                Some(_) => {
+                    BindingEvent::warning(REASON_EVICTION_HELD_BY_BUDGET, "Evicting", message)
+                }
+            };
+            // A hold's counts change as claims come and go: told when it starts only.
+            let news = held.is_none() || running.is_none_or(|c| c.reason != reason);
+            (set, news.then_some(warning))
         }
-        None if running => {
+        None if running.is_some() => {
             let kept = conditions
                 .iter()
                 .filter(|c| c.type_ != CONDITION_DISRUPTION_TARGET)
@@ -410,6 +428,18 @@ fn with_disruption(
         plan.event = plan.event.or(event);
     }
     plan
+}
+
+/// The condition's message while a budget holds a due eviction.
+fn held_message(eviction: &Eviction, hold: &BudgetHold) -> String {
+    let mut message = format!("{eviction}, but {hold}; the eviction waits");
+    match eviction.hard_deadline {
+        Some(hard) => message.push_str(&format!(
+            " until {hard} at the latest (the taint's hardDeadline)"
+        )),
+        None => message.push_str(" until a claim it covers is Bound again or the budget changes"),
+    }
+    message
 }
 
 /// The record of a bind to the server `name` with uid `uid`.

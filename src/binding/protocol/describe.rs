@@ -16,6 +16,7 @@ use crate::binding::protocol::why::names_ahead;
 use crate::binding::state::eligibility::describe_ref;
 use crate::binding::state::eviction::Eviction;
 use crate::binding::state::gates::{Pending, release_generation};
+use crate::binding::world::budgets::BudgetHold;
 
 /// What a claim being deleted gets from the claim controller (no decision: `Idle`).
 pub const CLAIM_BEING_DELETED: &str =
@@ -85,13 +86,7 @@ impl ClaimDecision {
             BoundServerRefLost { server } => format!(
                 "bound to server {server}, which lost its serverClaimRef: the server controller restores it"
             ),
-            BoundConfirmed {
-                server,
-                selector_mismatch,
-                server_deleting,
-                eviction,
-                ..
-            } => bound_message(server, *selector_mismatch, *server_deleting, eviction.as_ref()),
+            confirmed @ BoundConfirmed { .. } => bound_confirmed_message(confirmed),
             BoundMisbound { server, holder } => {
                 format!("bound server {server} now serves {}", describe_ref(holder))
             }
@@ -136,7 +131,7 @@ impl ClaimDecision {
             ServerMismatch { server, why } => {
                 format!("server {server} cannot serve this claim: {why}")
             }
-            CompleteBind { server, .. } => bound_message(server, false, false, None),
+            CompleteBind { server, .. } => bound_message(server, (false, false), None, None),
             WithdrawRefusingServer { server, message } => refusing(server, message, true),
             ServerRefusesWrites { server, message } => refusing(server, message, false),
             WithdrawTakenServer { server, holder } => {
@@ -194,11 +189,28 @@ fn evicted_message(server: &str, eviction: Option<&Eviction>) -> String {
 /// The message of a bound claim's condition: its server, and what the binding keeps
 /// despite (a selector added after the bind, the server's deletion), or until when (an
 /// eviction).
+/// The message of a [`ClaimDecision::BoundConfirmed`].
+fn bound_confirmed_message(decision: &ClaimDecision) -> String {
+    let ClaimDecision::BoundConfirmed {
+        server,
+        selector_mismatch,
+        server_deleting,
+        eviction,
+        held,
+        ..
+    } = decision
+    else {
+        return String::new();
+    };
+    let notes = (*selector_mismatch, *server_deleting);
+    bound_message(server, notes, eviction.as_ref(), held.as_deref())
+}
+
 fn bound_message(
     server: &str,
-    selector_mismatch: bool,
-    server_deleting: bool,
+    (selector_mismatch, server_deleting): (bool, bool),
     eviction: Option<&Eviction>,
+    held: Option<&BudgetHold>,
 ) -> String {
     let mut message = format!("bound to server {server}");
     if selector_mismatch {
@@ -209,6 +221,9 @@ fn bound_message(
     }
     if let Some(eviction) = eviction {
         message.push_str(&format!("; {eviction}"));
+    }
+    if let Some(hold) = held {
+        message.push_str(&format!("; the eviction is due, but {hold}"));
     }
     message
 }
@@ -229,6 +244,7 @@ impl ServerDecision {
             ConfirmClaimGone { .. } => "ConfirmClaimGone",
             Release { .. } => "Release",
             BoundConfirmed => "BoundConfirmed",
+            EvictionHeld { .. } => "EvictionHeld",
             BoundAwaitingAdoption => "BoundAwaitingAdoption",
             RollBack { .. } => "RollBack",
             DeletionBlocked { .. } => "DeletionBlocked",
@@ -284,6 +300,11 @@ impl ServerDecision {
             ),
             Release { policy } => released(server, *policy),
             BoundConfirmed => format!("bound to claim {}", describe_ref(&held_ref(server))),
+            EvictionHeld { hold } => format!(
+                "bound to claim {}, whose eviction waits: {}",
+                describe_ref(&held_ref(server)),
+                hold
+            ),
             BoundAwaitingAdoption => format!(
                 "bound to claim {}, which has yet to record this server",
                 describe_ref(&held_ref(server))

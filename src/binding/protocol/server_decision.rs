@@ -1,7 +1,9 @@
 //! The server controller's decisions: one variant, and one match arm, per row of the
 //! server table in docs/binding.md. Pure, like the claim side.
 
-use crate::api::names::FINALIZER_SERVER_PROTECTION;
+use crate::api::names::{
+    CONDITION_DISRUPTION_TARGET, FINALIZER_SERVER_PROTECTION, REASON_EVICTION_HELD_BY_BUDGET,
+};
 
 use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint};
 
@@ -48,6 +50,10 @@ pub enum ServerDecision {
     /// Ref with the claim's uid, and the claim names this server: ensure phase Bound and
     /// the finalizer.
     BoundConfirmed,
+    /// As `BoundConfirmed`, and the claim's status says a disruption budget holds the
+    /// eviction of its bind (`hold`, the claim's `DisruptionTarget` message): the
+    /// server's condition says so, so that whoever took it back sees what it waits for.
+    EvictionHeld { hold: String },
     /// Ref with the claim's uid, the claim has no `serverRef` and will take the server:
     /// an unbound claim the server can serve adopts it (the claim write was lost in a
     /// crash), a bound claim restores its cleared `serverRef`.
@@ -195,7 +201,10 @@ fn decide_held(
         return evict(server, r, gates_now);
     }
     match c.spec.server_ref.as_ref().map(|s| s.name.as_str()) {
-        Some(n) if n == name => BoundConfirmed,
+        Some(n) if n == name => match budget_hold_of(c) {
+            Some(hold) => EvictionHeld { hold },
+            None => BoundConfirmed,
+        },
         Some(other) => RollBack {
             cause: RollBackCause::NamesAnother(other.to_string()),
         },
@@ -223,6 +232,16 @@ fn release(server: &CachedServer, gates_now: &[String]) -> ServerDecision {
         return ServerDecision::ReleaseToCleaning { gates };
     }
     ServerDecision::Release { policy }
+}
+
+/// The claim's own account of a budget holding its eviction (its `DisruptionTarget`
+/// condition, controller-written), if it says so.
+fn budget_hold_of(claim: &CachedClaim) -> Option<String> {
+    let conditions = &claim.status.as_ref()?.conditions;
+    let held = conditions.iter().find(|c| {
+        c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
+    })?;
+    Some(held.message.clone())
 }
 
 /// Whether an `Evict` (or report-only `None`) taint of `server` has no `timeAdded` yet.

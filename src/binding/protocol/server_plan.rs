@@ -101,7 +101,7 @@ fn plan_row(server: &CachedServer, decision: &ServerDecision, now: &Time) -> Ser
             ..ServerPlan::default()
         },
         Release { policy } => release(server, *policy, (note(), "is gone"), now),
-        BoundConfirmed => bound(server, "Bound", note(), now),
+        BoundConfirmed | EvictionHeld { .. } => bound(server, "Bound", note(), now),
         BoundAwaitingAdoption => bound(server, "AwaitingClaim", note(), now),
         RollBack { .. } => roll_back(server, note(), now),
         DeletionBlocked { .. } => deletion_blocked(server, note(), now),

@@ -76,9 +76,15 @@ pub fn claim_step(
         Some(r) => remaining(r.until, now),
         None => decision.waits().then(|| claim_side.summaries.interval()),
     };
-    // A bind an eviction runs against is looked at again when it is due.
+    // A bind an eviction runs against is looked at again when it is due; one a budget
+    // holds, at the hard deadline, and meanwhile as often as a waiting claim's summary.
     let due = decision.eviction_deadline().and_then(|d| remaining(d, now));
-    let then = then.into_iter().chain(due).min();
+    let held = decision.budget_holds_until().map(|hard| {
+        let interval = claim_side.summaries.interval();
+        hard.and_then(|h| remaining(h, now))
+            .map_or(interval, |h| h.min(interval))
+    });
+    let then = then.into_iter().chain(due).chain(held).min();
     // A restored pair is charged as a claim moving toward its bind (the server
     // controller completes it once it is).
     let moves = decision.moves_toward_bind() || restoring(claim, world.servers()).is_some();
@@ -185,6 +191,8 @@ pub fn with_claim_inputs<R>(
     let refuses = |server: &str| claim_side.refusing.contains(server, now);
     let skip = |server: &str| refuses(server) || passed_over(server);
     let refusing = claim_side.refusal_of(now);
+    let evicting = |c: &CachedClaim| claim_side.evicting.contains(c);
+    let budget_hold = |c: &CachedClaim| world.budget_hold(c, &evicting);
     decide(&ClaimInputs {
         class,
         quota,
@@ -199,6 +207,7 @@ pub fn with_claim_inputs<R>(
             in_flight: inputs.in_flight,
         },
         now,
+        budget_hold: &budget_hold,
     })
 }
 

@@ -13,12 +13,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::api::{CachedClaim, CachedServer, QuotaCharge, ServerClass, ServerQuota};
+use crate::api::{
+    CachedClaim, CachedServer, QuotaCharge, ServerClass, ServerDisruptionBudget, ServerQuota,
+};
 use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::state::eligibility::{RefMatch, ref_match};
 use crate::binding::state::evidence::pair_agrees;
 
+use super::budgets::{self, BudgetCatalog, BudgetHold};
 use super::classes::{ClassCatalog, ClassCheck, without_servers};
 use super::quota::{self, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck, Recount};
 use super::view::{ClaimCatalog, ServerCatalog, ServerView};
@@ -32,6 +35,7 @@ pub struct Listing {
     /// Each namespace's labels (a class's `namespaceSelector` reads them).
     pub namespaces: HashMap<String, BTreeMap<String, String>>,
     pub quotas: Vec<Arc<ServerQuota>>,
+    pub budgets: Vec<Arc<ServerDisruptionBudget>>,
 }
 
 impl Listing {
@@ -103,6 +107,7 @@ pub struct World {
     claims: ClaimCatalog,
     classes: ClassCatalog,
     quotas: QuotaCatalog,
+    budgets: BudgetCatalog,
     /// The claims as they are, where their class or quotas make them differ.
     claims_as_they_are: HashMap<ClaimKey, Arc<CachedClaim>>,
     /// The servers as they are, where the classes label them.
@@ -117,6 +122,7 @@ impl World {
             claims: ClaimCatalog::new(),
             classes: ClassCatalog::default(),
             quotas: QuotaCatalog::new(counted),
+            budgets: BudgetCatalog::default(),
             claims_as_they_are: HashMap::new(),
             servers_as_they_are: HashMap::new(),
         }
@@ -127,6 +133,7 @@ impl World {
         let mut world = Self::new(counted);
         world.claims = ClaimCatalog::from_claims(listing.claims);
         world.servers = ServerCatalog::from_servers(listing.servers).tracking(world.claims.iter());
+        world.budgets.replace_all(listing.budgets);
         let (classes, quotas) = (listing.classes.is_empty(), listing.quotas.is_empty());
         if !classes || !listing.namespaces.is_empty() {
             world.classes.replace_classes(listing.classes);
@@ -154,6 +161,28 @@ impl World {
 
     pub fn quotas(&self) -> &QuotaCatalog {
         &self.quotas
+    }
+
+    pub fn budgets(&self) -> &BudgetCatalog {
+        &self.budgets
+    }
+
+    pub(crate) fn budgets_mut(&mut self) -> &mut BudgetCatalog {
+        &mut self.budgets
+    }
+
+    /// The disruption budget an eviction of `claim` would break now
+    /// ([`budgets::budget_hold`]), the evictions on their way counted (`evicting`).
+    pub fn budget_hold(
+        &self,
+        claim: &CachedClaim,
+        evicting: &dyn Fn(&CachedClaim) -> bool,
+    ) -> Option<BudgetHold> {
+        let namespace = meta::namespace(claim);
+        let mut budgets = self.budgets.of_namespace(namespace).peekable();
+        budgets.peek()?;
+        let claims: Vec<&CachedClaim> = self.claims.in_namespace(namespace).map(|c| &**c).collect();
+        budgets::budget_hold(claim, budgets, &claims, evicting)
     }
 
     /// The server as it is (not as the classes label it): what a driver hands a server

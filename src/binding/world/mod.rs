@@ -1,6 +1,7 @@
 //! The fleet as the binder sees it: the catalogs of servers and claims, and the views
 //! classes and quotas make of them.
 
+pub mod budgets;
 pub mod classes;
 mod fleet;
 pub mod quota;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::api::{CachedClaim, CachedServer, ServerClass, ServerQuota};
+use crate::api::{CachedClaim, CachedServer, ServerClass, ServerDisruptionBudget, ServerQuota};
 use crate::binding::{Binder, BinderConfig, Listing, Rules};
 use k8s_openapi::jiff::Timestamp;
 
@@ -30,6 +30,9 @@ pub(crate) struct World {
     /// The server quotas (of the claim's namespace only, when listing them in every
     /// namespace is forbidden).
     pub quotas: Vec<ServerQuota>,
+    /// The disruption budgets (of the claim's namespace only, when listing them in
+    /// every namespace is forbidden; none when they cannot be read).
+    pub budgets: Vec<ServerDisruptionBudget>,
 }
 
 impl World {
@@ -44,6 +47,7 @@ impl World {
             classes: self.classes.iter().cloned().map(Arc::new).collect(),
             namespaces: self.namespaces.clone(),
             quotas: self.quotas.iter().cloned().map(Arc::new).collect(),
+            budgets: self.budgets.iter().cloned().map(Arc::new).collect(),
             ..Listing::of(self.servers.iter().cloned(), self.claims.iter().cloned())
         };
         Binder::listed(Rules::real(), config, listing, Timestamp::now())
@@ -72,6 +76,15 @@ impl World {
             }
             Err(e) => return Err(e),
         };
+        let budgets = match list(Api::<ServerDisruptionBudget>::all(client.clone())).await {
+            Ok(budgets) => budgets,
+            Err(_) => match namespace {
+                Some(ns) => list(Api::namespaced(client.clone(), ns))
+                    .await
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            },
+        };
         let namespaces = match Api::<Namespace>::all(client.clone())
             .list(&ListParams::default())
             .await
@@ -89,6 +102,7 @@ impl World {
             classes,
             namespaces,
             quotas,
+            budgets,
         })
     }
 }

@@ -181,6 +181,11 @@ fn an_eviction_holds_in_every_interleaving() {
 }
 
 #[test]
+fn a_budget_of_one_holds_in_every_interleaving() {
+    assert_holds(budget_of_one());
+}
+
+#[test]
 fn user_annotations_are_the_protocol_names() {
     // Guards the model's notion of "user-chosen" against a rename.
     assert!(is_controller_chosen(&claim("c").chose("s")));
@@ -202,6 +207,7 @@ fn experiment() {
         "uid" => empty_uid_and_copies(),
         "gates" => release_gates(),
         "eviction" => eviction(),
+        "budget-of-one" => budget_of_one(),
         "config" => gate_config_changes(),
         "late" => late_pass(),
         "forgery" => tenant_forgery(),

@@ -39,6 +39,7 @@ pub(super) fn fingerprint(state: &State) -> u64 {
         quotas,
         // Fixed for a whole exploration.
         classes: _,
+        budgets: _,
         next_rv: _,
     } = &**truth;
     let ranks = Ranks::of(state);

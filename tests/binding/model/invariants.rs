@@ -4,6 +4,8 @@ use std::borrow::Cow;
 
 use super::*;
 use crate::common::invariants::{self as shared, History, Snapshot, holds};
+use server_binder::binding::state::eviction::was_evicted;
+use server_binder::binding::world::budgets::scaled;
 
 /// The reservations admins wrote on servers at the start, which no controller may
 /// overwrite (invariant 4; the claims' refs are the `user_claim_refs` ghost).
@@ -66,7 +68,47 @@ pub(super) fn check_always(state: &State, user: &UserRefs) -> Result<(), String>
         over_at_creation: Some(&state.over_at_creation),
         ..History::default()
     };
-    first(shared::always(&snapshot(&state.truth), &history))
+    let mut violated = shared::always(&snapshot(&state.truth), &history);
+    violated.extend(budgets_hold(&state.truth));
+    first(violated)
+}
+
+/// Invariant 8: no eviction breaks a disruption budget. Of the claims a budget covers,
+/// no more were evicted than it allows to be without a server (other reasons a claim
+/// has none, such as waiting for its first bind, are not the binder's doing).
+fn budgets_hold(truth: &Truth) -> Vec<String> {
+    let mut violated = Vec::new();
+    for budget in &truth.budgets {
+        let covered: Vec<&CachedClaim> = truth
+            .claims
+            .values()
+            .filter(|c| covers(budget, c))
+            .collect();
+        let evicted = covered.iter().filter(|c| was_evicted(c)).count();
+        let spec = &budget.spec;
+        let allowed = match (&spec.min_available, &spec.max_unavailable) {
+            (Some(min), None) => covered
+                .len()
+                .saturating_sub(scaled(min, covered.len()).unwrap_or(0)),
+            (None, Some(max)) => scaled(max, covered.len()).unwrap_or(0),
+            _ => 0,
+        };
+        if evicted > allowed {
+            violated.push(format!(
+                "invariant 8: {evicted} claims covered by disruption budget {} were evicted, it allows {allowed}",
+                meta::name(budget)
+            ));
+        }
+    }
+    violated
+}
+
+fn covers(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool {
+    budget
+        .spec
+        .selector
+        .as_ref()
+        .is_none_or(|s| selector_matches(s, meta::labels(claim)))
 }
 
 /// Each (quota, class) with more live claims of its namespace and class holding a server

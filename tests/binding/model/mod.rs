@@ -212,6 +212,8 @@ pub struct Scenario {
     pub classes: Vec<ServerClass>,
     /// The quotas at the start (invariant 7).
     pub quotas: Vec<ServerQuota>,
+    /// The disruption budgets (fixed for the run; invariant 8).
+    pub budgets: Vec<ServerDisruptionBudget>,
     /// Exactly one of these claims is bound in every quiescent state (a quota lets one
     /// in, whichever).
     pub one_bound_of: Vec<&'static str>,
@@ -320,6 +322,7 @@ impl Ctl {
         let listing = Listing {
             classes: truth.classes.iter().cloned().map(Arc::new).collect(),
             quotas: truth.quotas.values().cloned().map(Arc::new).collect(),
+            budgets: truth.budgets.iter().cloned().map(Arc::new).collect(),
             ..Listing::of(
                 truth.servers.values().cloned(),
                 truth.claims.values().cloned(),
@@ -708,6 +711,7 @@ pub const MAX_LAG: usize = 3;
 pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     let mut truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
     truth.classes = scenario.classes.clone();
+    truth.budgets = scenario.budgets.clone();
     for quota in &scenario.quotas {
         truth.put_quota(quota.clone());
     }

@@ -210,6 +210,20 @@ pub(super) fn keeps_an_evicted_claim(
     }
 }
 
+/// The claim side without disruption budgets: every due eviction goes ahead.
+pub(super) fn ignores_budgets(
+    claim: &CachedClaim,
+    servers: &dyn ServerView,
+    inputs: &ClaimInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    let inputs = ClaimInputs {
+        budget_hold: &|_| None,
+        ..*inputs
+    };
+    decide_claim(claim, servers, &inputs, liveness)
+}
+
 /// The server side without "a server its claim gave back is rolled back": it waits for
 /// the claim to adopt it, which the claim never does.
 pub(super) fn keeps_a_given_back_server(
@@ -510,6 +524,12 @@ pub(super) const MUTANTS: &[Mutant] = &[
         says: &["invariant 2"],
     },
     Mutant {
+        name: "ignores-budgets",
+        mutate: |p| p.rules.claim = ignores_budgets,
+        worlds: &[budget_of_one],
+        says: &["invariant 8"],
+    },
+    Mutant {
         name: "keeps-given-back-server",
         mutate: |p| p.rules.server = keeps_a_given_back_server,
         worlds: &[refused_completion],
@@ -662,6 +682,7 @@ mutant_tests! {
     the_model_check_catches_a_refused_claim_that_keeps_its_place: "refusal-keeps-its-place";
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
     the_model_check_catches_a_server_that_keeps_an_evicted_claim: "keeps-an-evicted-claim";
+    the_model_check_catches_a_claim_side_that_ignores_budgets: "ignores-budgets";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";
     the_model_check_catches_a_back_off_that_wakes_no_name: "leaving-claim-wakes-no-name";

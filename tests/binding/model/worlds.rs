@@ -451,6 +451,54 @@ pub fn eviction() -> Scenario {
     }
 }
 
+/// `a` on s1 and `c` on s2, both `app=web` under a budget of `maxUnavailable: 1`; an
+/// admin taints both servers `Evict` (neither claim tolerates it), and a crash may fall
+/// anywhere. Whatever the order, one bind ends and the budget holds the other
+/// (invariant 8): the claim side's lock and its memory of evictions in flight keep two
+/// decisions from both taking the budget's one disruption.
+pub fn budget_of_one() -> Scenario {
+    let web = |c: CachedClaim| {
+        let mut c = c;
+        c.labels_mut().insert("app".into(), "web".into());
+        c
+    };
+    let bound = |name: &str, server: &str, created: i64| {
+        web(claim(name)
+            .chose(server)
+            .bind_completed()
+            .phase(ClaimPhase::Bound)
+            .created(created))
+    };
+    let budget: ServerDisruptionBudget = serde_json::from_value(serde_json::json!({
+        "apiVersion": "metal.binder.dev/v1alpha1",
+        "kind": "ServerDisruptionBudget",
+        "metadata": {"name": "web", "namespace": crate::common::names::NS},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1},
+    }))
+    .expect("a budget");
+    Scenario {
+        name: "budget-of-one",
+        servers: vec![
+            a_on_s1(&[]),
+            server("s2")
+                .claimed_for("c", "uid-c")
+                .phase(ServerPhase::Bound),
+        ],
+        claims: vec![bound("a", "s1", 1), bound("c", "s2", 2)],
+        user_ops: vec![
+            UserOp::EditServer("s1", ServerEdit::Evict("maint")),
+            UserOp::EditServer("s2", ServerEdit::Evict("maint")),
+        ],
+        crashes: 1,
+        faults: 0,
+        resyncs: 0,
+        max_lag: MAX_LAG,
+        all_bind: false,
+        budgets: vec![budget],
+        ..Scenario::default()
+    }
+}
+
 /// The gate every gated world uses: a valid name (a domain prefix).
 pub(super) const WIPE: &str = "x.io/wipe";
 
@@ -509,6 +557,7 @@ pub fn gate_config_changes() -> Scenario {
         classes: vec![],
         quotas: vec![],
         one_bound_of: vec![],
+        budgets: vec![],
     }
 }
 
@@ -576,6 +625,7 @@ pub fn tenant_forgery() -> Scenario {
         classes: vec![],
         quotas: vec![],
         one_bound_of: vec![],
+        budgets: vec![],
     }
 }
 
@@ -620,6 +670,7 @@ pub fn lost_and_re_pointed() -> Scenario {
         classes: vec![],
         quotas: vec![],
         one_bound_of: vec![],
+        budgets: vec![],
     }
 }
 

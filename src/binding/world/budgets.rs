@@ -1,0 +1,194 @@
+//! Disruption budgets as the binder sees them: each namespace's
+//! `ServerDisruptionBudget`s, and the rule of whether one holds an eviction
+//! (docs/binding.md, "Disruption budgets"). Pure: the claims and the evictions in flight
+//! are passed in.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
+use crate::api::{CachedClaim, ClaimPhase, ServerDisruptionBudget};
+use crate::binding::meta;
+use crate::binding::selector::selector_matches;
+use crate::binding::state::eviction::was_evicted;
+
+/// Every namespace's budgets, by namespace and name.
+#[derive(Clone, Debug, Default)]
+pub struct BudgetCatalog {
+    by_namespace: BTreeMap<String, BTreeMap<String, Arc<ServerDisruptionBudget>>>,
+}
+
+impl BudgetCatalog {
+    pub fn upsert(&mut self, budget: Arc<ServerDisruptionBudget>) {
+        let namespace = meta::namespace(&*budget).to_string();
+        let name = meta::name(&*budget).to_string();
+        self.by_namespace
+            .entry(namespace)
+            .or_default()
+            .insert(name, budget);
+    }
+
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        if let Some(budgets) = self.by_namespace.get_mut(namespace) {
+            budgets.remove(name);
+            if budgets.is_empty() {
+                self.by_namespace.remove(namespace);
+            }
+        }
+    }
+
+    pub fn replace_all(&mut self, all: impl IntoIterator<Item = Arc<ServerDisruptionBudget>>) {
+        self.by_namespace.clear();
+        for budget in all {
+            self.upsert(budget);
+        }
+    }
+
+    /// The namespace's budgets, by name.
+    pub fn of_namespace(&self, namespace: &str) -> impl Iterator<Item = &ServerDisruptionBudget> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flat_map(|b| b.values().map(|b| &**b))
+    }
+
+    pub fn has_namespace(&self, namespace: &str) -> bool {
+        self.by_namespace.contains_key(namespace)
+    }
+}
+
+/// A budget that holds an eviction, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetHold {
+    /// The budget's name (of the claim's namespace).
+    pub budget: String,
+    /// The budget's limit as written (`minAvailable 2`, `maxUnavailable 25%`).
+    pub limit: String,
+    /// The claims it covers, and of them those without a server now (not `Bound`, or
+    /// being evicted).
+    pub covered: usize,
+    pub unavailable: usize,
+}
+
+impl fmt::Display for BudgetHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "disruption budget {} ({}) allows no eviction now: {} of the {} claims it covers {} without a server",
+            self.budget,
+            self.limit,
+            self.unavailable,
+            self.covered,
+            if self.unavailable == 1 { "is" } else { "are" }
+        )
+    }
+}
+
+/// Whether the claim's status says a budget holds its eviction (controller-written).
+pub fn is_held_by_budget(claim: &CachedClaim) -> bool {
+    claim.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
+        })
+    })
+}
+
+/// Whether a claim counts as available to its budgets: `Bound`, not evicted, and not
+/// being evicted by a write not seen yet (`evicting`).
+pub fn is_available(claim: &CachedClaim, evicting: &dyn Fn(&CachedClaim) -> bool) -> bool {
+    let bound = claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound);
+    bound && !was_evicted(claim) && !evicting(claim)
+}
+
+/// The first of `budgets` (the claim's namespace's) that covers `claim` and would be
+/// broken were `claim` evicted now, given the namespace's `claims` and the evictions in
+/// flight (`evicting`). A budget whose limit cannot be read holds every eviction it
+/// covers (it can only hold its own namespace's claims; an admin's hard deadline ends
+/// any hold).
+pub fn budget_hold<'a>(
+    claim: &CachedClaim,
+    budgets: impl Iterator<Item = &'a ServerDisruptionBudget>,
+    claims: &[&CachedClaim],
+    evicting: &dyn Fn(&CachedClaim) -> bool,
+) -> Option<BudgetHold> {
+    budgets
+        .filter(|b| covers(b, claim))
+        .find_map(|budget| hold_of(budget, claim, claims, evicting))
+}
+
+fn covers(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool {
+    budget
+        .spec
+        .selector
+        .as_ref()
+        .is_none_or(|s| selector_matches(s, meta::labels(claim)))
+}
+
+fn hold_of(
+    budget: &ServerDisruptionBudget,
+    claim: &CachedClaim,
+    claims: &[&CachedClaim],
+    evicting: &dyn Fn(&CachedClaim) -> bool,
+) -> Option<BudgetHold> {
+    let (mut covered, mut available) = (0usize, 0usize);
+    for c in claims.iter().filter(|c| covers(budget, c)) {
+        covered += 1;
+        available += usize::from(is_available(c, evicting));
+    }
+    // The claim itself counts as available until its eviction: it is bound.
+    let before = available.max(usize::from(is_available(claim, evicting)));
+    let allowed = match limit(budget, covered) {
+        Some(Limit::MinAvailable(min)) => before > min,
+        Some(Limit::MaxUnavailable(max)) => covered - before < max,
+        None => false,
+    };
+    (!allowed).then(|| BudgetHold {
+        budget: meta::name(budget).to_string(),
+        limit: written_limit(budget),
+        covered,
+        unavailable: covered - available.min(covered),
+    })
+}
+
+enum Limit {
+    MinAvailable(usize),
+    MaxUnavailable(usize),
+}
+
+/// The budget's limit for `covered` claims: a percentage rounded up, as a
+/// PodDisruptionBudget's. `None`: neither set, or one that cannot be read.
+fn limit(budget: &ServerDisruptionBudget, covered: usize) -> Option<Limit> {
+    let spec = &budget.spec;
+    match (&spec.min_available, &spec.max_unavailable) {
+        (Some(min), None) => scaled(min, covered).map(Limit::MinAvailable),
+        (None, Some(max)) => scaled(max, covered).map(Limit::MaxUnavailable),
+        _ => None,
+    }
+}
+
+/// A number, or a percentage of `of` rounded up.
+pub fn scaled(value: &IntOrString, of: usize) -> Option<usize> {
+    match value {
+        IntOrString::Int(n) => usize::try_from(*n).ok(),
+        IntOrString::String(s) => {
+            let percent: usize = s.strip_suffix('%')?.parse().ok()?;
+            Some((percent * of).div_ceil(100))
+        }
+    }
+}
+
+fn written_limit(budget: &ServerDisruptionBudget) -> String {
+    let show = |v: &IntOrString| match v {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    let spec = &budget.spec;
+    match (&spec.min_available, &spec.max_unavailable) {
+        (Some(min), None) => format!("minAvailable {}", show(min)),
+        (None, Some(max)) => format!("maxUnavailable {}", show(max)),
+        _ => "set exactly one of minAvailable and maxUnavailable".to_string(),
+    }
+}
