@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cli;
 pub mod client;
+mod connect;
 pub mod controller_args;
 #[cfg(feature = "embedded-apiserver")]
 mod crds;
