@@ -12,6 +12,7 @@ pub mod controller_args;
 mod crds;
 #[cfg(feature = "embedded-apiserver")]
 mod dev;
+pub mod drain;
 pub mod error;
 pub mod explain;
 mod http;
