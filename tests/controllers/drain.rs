@@ -10,6 +10,7 @@ use server_binder::api::names::TAINT_DRAIN;
 use server_binder::api::{
     ClaimPhase, Server, ServerClaim, ServerPhase, TaintEffect, Toleration, TolerationOperator,
 };
+use server_binder::apiserver::RequestMatcher;
 use server_binder::runtime::drain::{EXIT_TIMED_OUT, USER_AGENT_VALUE};
 
 use crate::controllers::explain::{Plugin, stderr, stdout};
@@ -318,6 +319,33 @@ async fn drain_then_uncordon_makes_the_server_claimable_again() {
     env.put_claim(claim("c2").tolerates("example.com/other"))
         .await;
     wait_bound(&env, "c2", "s1").await;
+}
+
+/// A write refused for a conflict (409: the server changed since it was read) is read
+/// again and retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_retries_a_write_that_conflicted() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(2).await;
+    env.put_server(server("s1").taint("example.com/other"))
+        .await;
+    let plugin = Plugin::install(|p| env.apiserver.write_kubeconfig(p).unwrap());
+    let patches = RequestMatcher::any()
+        .verb("patch")
+        .user_agent(USER_AGENT_VALUE);
+    env.apiserver.faults().fail(patches, 2, 409);
+    let text = verb(&plugin, &["drain", "s1"]).await;
+    let expected = "server/s1 cordoned\nserver/s1 tainted metal.binder.dev/drain:Evict\n\
+        server/s1 has no bound claim\n";
+    assert_eq!(text, expected);
+    assert_eq!(verb_writes(&env), 3, "two refused, the third written");
+    let s1 = env.server("s1").await.expect("s1");
+    let keys: Vec<&str> = s1.spec.taints.iter().map(|t| t.key.as_str()).collect();
+    assert_eq!(keys, ["example.com/other", TAINT_DRAIN]);
+    assert!(s1.spec.unclaimable);
 }
 
 /// Bad usage exits 2 with a message, before any cluster is reached.

@@ -51,7 +51,7 @@ pub async fn drain(args: &DrainArgs) -> Result<(), DrainError> {
     for server in &servers {
         let server = act(&client, server, verb, args.verb.dry_run, suffix).await?;
         let Some(claim) = read::holder(&client, &server).await? else {
-            println!("server/{} holds no claim{suffix}", meta::name(&server));
+            println!("server/{} has no bound claim{suffix}", meta::name(&server));
             continue;
         };
         let effective = read::effective(&claim, catalog.as_ref());
