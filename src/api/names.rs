@@ -27,6 +27,9 @@ pub const ANNOTATION_BOUND_CLASS: &str = "metal.binder.dev/bound-class";
 /// On a ServerClass: `"true"` marks the default class, which a claim without
 /// `spec.serverClassName` gets (as `storageclass.kubernetes.io/is-default-class`).
 pub const ANNOTATION_DEFAULT_CLASS: &str = "serverclass.metal.binder.dev/is-default-class";
+/// The key of the taint `server-binder drain` adds (effect `Evict`) and `uncordon`
+/// removes (docs/operations.md, "Taking a server back").
+pub const TAINT_DRAIN: &str = "metal.binder.dev/drain";
 /// The value every protocol annotation carries.
 pub const ANNOTATION_YES: &str = "yes";
 
@@ -82,6 +85,7 @@ mod tests {
             ANNOTATION_CLEANING_GATES,
             ANNOTATION_BOUND_CLASS,
             FINALIZER_SERVER_PROTECTION,
+            TAINT_DRAIN,
         ] {
             assert_eq!(
                 name.split_once('/').map(|(g, _)| g),

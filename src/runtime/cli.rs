@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use super::bench::{self, BenchTarget};
 #[cfg(feature = "embedded-apiserver")]
 use super::dev::{self, DevArgs};
+use super::drain::{self, DrainArgs, VerbArgs};
 use super::error::CommandError;
 use super::explain::{self, ExplainArgs};
 use super::run::{self, RunArgs};
@@ -40,6 +41,16 @@ pub enum Command {
     /// why it is not Available). Read-only. Also a kubectl plugin: installed as
     /// `kubectl-server_binder` on PATH, run it as `kubectl server-binder explain ...`.
     Explain(ExplainArgs),
+    /// Cordon servers: set `spec.unclaimable`, so that no new claim binds them. A bound
+    /// claim keeps its server. Also a kubectl plugin verb, as explain.
+    Cordon(VerbArgs),
+    /// Uncordon servers: clear `spec.unclaimable` and remove the drain taint (which
+    /// cancels an eviction whose deadline has not come). Also a kubectl plugin verb.
+    Uncordon(VerbArgs),
+    /// Drain servers: cordon them and add the drain taint (metal.binder.dev/drain,
+    /// effect Evict), which ends their claims' binds; print whom it evicts and when.
+    /// Also a kubectl plugin verb.
+    Drain(DrainArgs),
     /// Run both controllers against a cluster until SIGTERM.
     ///
     /// Connects like kubectl: in-cluster service account, else KUBECONFIG or ~/.kube/config.
@@ -67,6 +78,10 @@ pub async fn main() -> ExitCode {
         // Explain prints its own errors: its exit code tells a missing object from an
         // unreachable cluster.
         Command::Explain(args) => explain::main(args).await,
+        // So do the verbs: a wait that timed out has its own code too.
+        Command::Cordon(args) => drain::cordon(args).await,
+        Command::Uncordon(args) => drain::uncordon(args).await,
+        Command::Drain(args) => drain::drain(args).await,
         Command::Run(args) => exit(run::run(args).await),
         #[cfg(feature = "embedded-apiserver")]
         Command::Dev(args) => exit(dev::run(args).await),
@@ -122,9 +137,19 @@ mod tests {
         let cli = Cli::command();
         let commands: Vec<&str> = cli.get_subcommands().map(|c| c.get_name()).collect();
         let expected: &[&str] = if cfg!(feature = "embedded-apiserver") {
-            &["crd", "apiserver", "explain", "run", "dev", "bench"]
+            &[
+                "crd",
+                "apiserver",
+                "explain",
+                "cordon",
+                "uncordon",
+                "drain",
+                "run",
+                "dev",
+                "bench",
+            ]
         } else {
-            &["crd", "explain", "run"]
+            &["crd", "explain", "cordon", "uncordon", "drain", "run"]
         };
         assert_eq!(commands, expected);
     }

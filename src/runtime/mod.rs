@@ -6,11 +6,13 @@
 pub mod bench;
 pub mod cli;
 pub mod client;
+mod connect;
 pub mod controller_args;
 #[cfg(feature = "embedded-apiserver")]
 mod crds;
 #[cfg(feature = "embedded-apiserver")]
 mod dev;
+pub mod drain;
 pub mod error;
 pub mod explain;
 mod http;

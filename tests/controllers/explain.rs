@@ -15,15 +15,16 @@ use server_binder::runtime::explain::USER_AGENT_VALUE;
 use crate::controllers::stage::*;
 use crate::controllers::support::*;
 
-/// A directory holding the plugin, and the kubeconfig kubectl uses.
+/// A directory holding the plugin, and the kubeconfig kubectl uses (the drain verbs'
+/// tests drive it too).
 #[derive(Clone)]
-struct Plugin {
+pub(super) struct Plugin {
     dir: std::sync::Arc<tempfile::TempDir>,
     kubeconfig: PathBuf,
 }
 
 impl Plugin {
-    fn install(write_kubeconfig: impl FnOnce(&Path)) -> Self {
+    pub(super) fn install(write_kubeconfig: impl FnOnce(&Path)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let plugin = dir.path().join("kubectl-server_binder");
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_server-binder"), &plugin).unwrap();
@@ -37,7 +38,7 @@ impl Plugin {
 
     /// `kubectl ARGS` with the plugin's directory first on PATH, as a blocking child:
     /// the in-process API server keeps serving on the runtime's workers meanwhile.
-    async fn run(&self, args: &[&str]) -> Output {
+    pub(super) async fn run(&self, args: &[&str]) -> Output {
         let path = format!(
             "{}:{}",
             self.dir.path().display(),
@@ -58,11 +59,11 @@ impl Plugin {
     }
 }
 
-fn stdout(out: &Output) -> String {
+pub(super) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn stderr(out: &Output) -> String {
+pub(super) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 

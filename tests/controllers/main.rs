@@ -8,6 +8,7 @@ mod eviction;
 use crate::common::claim_admission;
 mod claim_rows;
 mod cli;
+mod drain;
 mod explain;
 mod gates;
 mod half_bound;

@@ -12,9 +12,9 @@ mod world;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 
+use super::connect::{self, ConnectError};
 use super::controller_args::gate_name;
 pub use claim::Verdict;
 pub use error::{EXIT_CLUSTER, EXIT_NOT_FOUND, ExplainError};
@@ -89,30 +89,10 @@ async fn explain(args: &ExplainArgs) -> Result<String, ExplainError> {
 
 /// A client configured like kubectl's, and the context's namespace.
 async fn connect(args: &ExplainArgs) -> Result<(Client, String), ExplainError> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match (&args.kubeconfig, &args.context) {
-        (Some(path), _) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| ExplainError::Usage(format!("cannot read {}: {e}", path.display())))?;
-            let config = Config::from_custom_kubeconfig(kubeconfig, &options).await;
-            config.map_err(|e| e.to_string())
-        }
-        (None, Some(_)) => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| e.to_string()),
-        (None, None) => Config::infer().await.map_err(|e| e.to_string()),
-    }
-    .map_err(|e| ExplainError::Cluster(format!("cannot configure a Kubernetes client: {e}")))?;
-    let namespace = config.default_namespace.clone();
-    let mut config = config;
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(USER_AGENT_VALUE),
-    ));
-    let client = Client::try_from(config)
-        .map_err(|e| ExplainError::Cluster(format!("cannot build a Kubernetes client: {e}")))?;
-    Ok((client, namespace))
+    let kubeconfig = args.kubeconfig.as_deref();
+    let connected = connect::connect(kubeconfig, args.context.as_deref(), USER_AGENT_VALUE);
+    connected.await.map_err(|e| match e {
+        ConnectError::Kubeconfig(m) => ExplainError::Usage(m),
+        ConnectError::Client(m) => ExplainError::Cluster(m),
+    })
 }
