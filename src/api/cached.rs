@@ -603,11 +603,16 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_claim_keeps_no_labels_and_only_the_annotations_a_decision_reads() {
+    fn a_cached_claim_keeps_its_labels_and_only_the_annotations_a_decision_reads() {
         let cached: CachedClaim = serde_json::from_value(tenant_claim()).unwrap();
-        assert!(
-            cached.labels().is_empty(),
-            "no decision reads a claim's labels"
+        let wire = tenant_claim();
+        let labels = wire["metadata"]["labels"]
+            .as_object()
+            .map_or(0, |l| l.len());
+        assert_eq!(
+            cached.labels().len(),
+            labels,
+            "a claim's labels are what disruption budgets select"
         );
         let kept: Vec<&str> = cached
             .annotations()

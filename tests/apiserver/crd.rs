@@ -144,7 +144,7 @@ async fn discovery_lists_groups_resources_verbs_and_names() {
 async fn the_real_metal_binder_crds_install_and_serve() {
     let server = start().await;
     let docs = install_real_crds(&server).await;
-    assert_eq!(docs.len(), 4);
+    assert_eq!(docs.len(), 5);
     let c = server.client();
     let ar = |kind: &str, plural: &str| {
         kube::api::ApiResource::from_gvk_with_plural(

@@ -315,7 +315,7 @@ fn bound_path() -> Vec<Row> {
             .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. }))
             .writes([
                 Status(Lost, "Evicted"),
-                MessageHas("evicted from server s1: the bind ended at 2023-11-14T22:28:20Z under server taint maintenance:Evict"),
+                MessageHas("evicted from server s1: the bind ended under server taint maintenance:Evict (added 2023-11-14T22:28:20Z), due at 2023-11-14T22:28:20Z"),
                 Event(Warning, "ClaimEvicted"),
                 Counts(Some(Outcome::Lost(LostReason::Evicted))),
             ]),

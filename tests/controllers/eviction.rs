@@ -326,8 +326,14 @@ async fn a_budget_holds_the_second_eviction_until_a_replacement_is_bound() {
     env.delete_claim(gone).await;
     env.put_claim(web(claim("c"))).await;
     env.wait_claim_phase("c", ClaimPhase::Bound, "Bound").await;
-    env.wait_claim_phase(kept, ClaimPhase::Lost, "Evicted")
+    let ended = env
+        .wait_claim_phase(kept, ClaimPhase::Lost, "Evicted")
         .await;
+    assert_eq!(
+        disruption_reason(&ended),
+        None,
+        "no hold once the bind ended"
+    );
     assert_eq!(
         env.metric("server_binder_evictions_total", &[("event", "completed")]),
         2.0

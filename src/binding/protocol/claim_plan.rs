@@ -287,7 +287,13 @@ fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> Cl
         reason: condition_reason,
         message: what,
     };
-    let status = claim_status(claim, ClaimPhase::Lost, condition, now);
+    let mut status = claim_status(claim, ClaimPhase::Lost, condition, now);
+    if let Some(status) = status.as_mut() {
+        // The bind ended: no disruption runs against it any more (a hold included).
+        status
+            .conditions
+            .retain(|c| c.type_ != CONDITION_DISRUPTION_TARGET);
+    }
     ClaimPlan {
         event: status.is_some().then_some(event),
         outcome: status.is_some().then_some(Outcome::Lost(reason)),

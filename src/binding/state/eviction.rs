@@ -28,16 +28,17 @@ pub struct Eviction {
 }
 
 impl Eviction {
-    /// The eviction as done: when the bind ended, and by which taint.
+    /// The eviction as done: under which taint, and when it was due (a budget may have
+    /// held it past then).
     pub fn ended(&self) -> String {
         let mut text = format!(
-            "the bind ended at {} under server taint {}",
-            self.deadline,
+            "the bind ended under server taint {}",
             describe_taint(&self.taint)
         );
         if let Some(added) = &self.taint.time_added {
             text.push_str(&format!(" (added {})", added.0));
         }
+        text.push_str(&format!(", due at {}", self.deadline));
         text
     }
 

@@ -13,6 +13,9 @@ use crate::api::names::CONDITION_DISRUPTION_TARGET;
 use crate::api::{CachedClaim, CachedServer, Server, ServerClaim};
 use crate::binding::meta;
 use crate::binding::state::eviction::{Eviction, describe_taint, eviction, was_evicted};
+use crate::binding::world::budgets::{BudgetHold, budget_hold};
+
+use super::read::Budgets;
 
 /// What the drain does to the claim bound to a server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,11 +80,45 @@ pub fn notice(claim: &ServerClaim) -> Option<(String, String)> {
     Some((found.reason.clone(), bounded(&found.message)))
 }
 
-/// The plan's lines, each ending in `suffix` (` (dry run)` or nothing).
-pub fn lines(p: &Planned, now: Timestamp, suffix: &str) -> Vec<String> {
+/// Whether a disruption budget holds `planned` now, were it evicted after the claims of
+/// `evicting` (the evictions the drain planned before it, due now too): by the rule the
+/// claim controller applies ([`budget_hold`]). `None` for an eviction not due now or past
+/// its hard deadline, whose budgets are weighed when it is due.
+pub fn held(
+    planned: &Planned,
+    effective: &CachedClaim,
+    budgets: &Budgets,
+    evicting: &[String],
+    now: Timestamp,
+) -> Option<BudgetHold> {
+    let Fate::Evicted(e) = &planned.fate else {
+        return None;
+    };
+    if !e.is_due(now) || e.is_forced(now) {
+        return None;
+    }
+    let namespace = meta::namespace(effective);
+    let claims: Vec<&CachedClaim> = budgets
+        .claims
+        .iter()
+        .filter(|c| meta::namespace(*c) == namespace)
+        .collect();
+    let key = |c: &CachedClaim| format!("{}/{}", meta::namespace(c), meta::name(c));
+    let planned_first = |c: &CachedClaim| evicting.contains(&key(c));
+    let of_namespace = budgets.catalog.of_namespace(namespace);
+    budget_hold(effective, of_namespace, &claims, &planned_first)
+}
+
+/// The plan's lines, each ending in `suffix` (` (dry run)` or nothing); `hold`: the
+/// budget that holds the eviction ([`held`]).
+pub fn lines(p: &Planned, hold: Option<&BudgetHold>, now: Timestamp, suffix: &str) -> Vec<String> {
     let (claim, server) = (&p.claim, &p.server);
     let mut out = vec![match &p.fate {
         Fate::AlreadyEvicted => format!("{claim} on {server}: already evicted{suffix}"),
+        Fate::Evicted(e) if let Some(hold) = hold => format!(
+            "{claim} on {server}: due {}, but {hold}: it waits{suffix}",
+            deadline_words(e, now)
+        ),
         Fate::Evicted(e) => format!(
             "evicting {claim} from {server} {}{suffix}",
             deadline_words(e, now)
@@ -168,7 +205,7 @@ mod tests {
             panic!("{p:?}")
         };
         assert_eq!(e.deadline, at(3600));
-        let text = lines(&p, at(0), " (dry run)").join("\n");
+        let text = lines(&p, None, at(0), " (dry run)").join("\n");
         let expected = format!(
             "evicting team-a/web-0 from s1 at {} (in 1h) (dry run)",
             at(3600)
@@ -180,14 +217,14 @@ mod tests {
     fn a_claim_tolerating_for_ever_stays_unless_a_hard_deadline_is_set() {
         let p = planned(&server(None), &claim(None));
         assert_eq!(p.fate, Fate::Stays);
-        let text = lines(&p, at(0), "").join("\n");
+        let text = lines(&p, None, at(0), "").join("\n");
         assert!(text.contains("--grace sets a hard deadline"), "{text}");
         let p = planned(&server(Some(at(30))), &claim(None));
         assert!(
             matches!(&p.fate, Fate::Evicted(e) if e.deadline == at(30)),
             "{p:?}"
         );
-        let text = lines(&p, at(0), "").join("\n");
+        let text = lines(&p, None, at(0), "").join("\n");
         assert!(text.ends_with("(in 30s), the hard deadline"), "{text}");
     }
 

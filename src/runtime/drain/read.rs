@@ -1,5 +1,6 @@
 //! What the verbs read: the servers named or selected, the claim bound to each, and the
-//! classes, whose tolerations a claim's eviction counts as binding does.
+//! classes, whose tolerations a claim's eviction counts as binding does, and the
+//! disruption budgets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -9,7 +10,8 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use super::error::DrainError;
-use crate::api::{CachedClaim, Server, ServerClaim, ServerClass};
+use crate::api::{CachedClaim, Server, ServerClaim, ServerClass, ServerDisruptionBudget};
+use crate::binding::world::budgets::BudgetCatalog;
 use crate::binding::world::classes::ClassCatalog;
 use crate::binding::{meta, ref_uid};
 
@@ -107,4 +109,29 @@ pub fn effective(claim: &ServerClaim, catalog: Option<&ClassCatalog>) -> CachedC
         Some(catalog) => catalog.resolve_ref(&cached).0.into_owned(),
         None => cached,
     }
+}
+
+/// The disruption budgets and the claims they count, as the claim controller sees
+/// them; `None` if either cannot be listed (then a dry run says nothing of budgets).
+pub async fn budgets(client: &Client) -> Option<Budgets> {
+    let budgets = Api::<ServerDisruptionBudget>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    let claims = Api::<CachedClaim>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    let mut catalog = BudgetCatalog::default();
+    catalog.replace_all(budgets.items.into_iter().map(Arc::new));
+    Some(Budgets {
+        catalog,
+        claims: claims.items,
+    })
+}
+
+/// What the budgets' rule reads ([`crate::binding::world::budgets::budget_hold`]).
+pub struct Budgets {
+    pub catalog: BudgetCatalog,
+    pub claims: Vec<CachedClaim>,
 }

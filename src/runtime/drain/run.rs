@@ -46,8 +46,10 @@ pub async fn drain(args: &DrainArgs) -> Result<(), DrainError> {
             "(server classes cannot be listed: the deadlines count the claims' own tolerations only)"
         );
     }
+    let budgets = read::budgets(&client).await;
     let suffix = suffix(&args.verb);
     let mut watched = Vec::new();
+    let mut evicting_now: Vec<String> = Vec::new();
     for server in &servers {
         let server = act(&client, server, verb, args.verb.dry_run, suffix).await?;
         let Some(claim) = read::holder(&client, &server).await? else {
@@ -57,7 +59,13 @@ pub async fn drain(args: &DrainArgs) -> Result<(), DrainError> {
         let effective = read::effective(&claim, catalog.as_ref());
         let copy = plan::stamped(&server, now);
         let planned = plan::plan(&copy, &claim, &effective);
-        for line in plan::lines(&planned, now, suffix) {
+        let hold = budgets
+            .as_ref()
+            .and_then(|b| plan::held(&planned, &effective, b, &evicting_now, now));
+        if hold.is_none() && matches!(planned.fate, Fate::Evicted(_)) {
+            evicting_now.push(planned.claim.clone());
+        }
+        for line in plan::lines(&planned, hold.as_ref(), now, suffix) {
             println!("{line}");
         }
         if planned.fate != Fate::AlreadyEvicted {
