@@ -16,6 +16,7 @@ use server_binder::api::{
     CachedClaim, CachedServer, ClaimPhase, QuotaCharge, ReclaimPolicy, Server, ServerClaim,
     ServerClaimRef, ServerClass, ServerPhase, ServerQuota,
 };
+use server_binder::binding::state::eviction::was_evicted;
 use server_binder::binding::state::{evidence, gates};
 use server_binder::binding::world::classes::ClassCatalog;
 use server_binder::binding::world::quota::{self, QUOTA_EXCEEDED};
@@ -183,7 +184,9 @@ pub fn one_claim_per_server(snap: &Snapshot) -> Vec<String> {
 }
 
 /// Invariant 2 (release): a `Released` server's ref carries the uid of a claim that is
-/// gone, never an empty uid nor a live claim's.
+/// gone, or of one an eviction ended (`Retain` keeps the server for its tenant; the claim
+/// stays as its record, docs/binding.md "Eviction"); never an empty uid nor another
+/// live claim's.
 pub fn released_only_when_gone(snap: &Snapshot) -> Vec<String> {
     let mut v = Vec::new();
     for server in &snap.servers {
@@ -191,8 +194,10 @@ pub fn released_only_when_gone(snap: &Snapshot) -> Vec<String> {
         let Some(r) = server.spec.server_claim_ref.as_ref().filter(|_| released) else {
             continue;
         };
-        let holder_lives = ref_uid(r)
-            .is_none_or(|uid| snap.claim_of(r).is_some_and(|c| meta::uid(c) == Some(uid)));
+        let holder_lives = ref_uid(r).is_none_or(|uid| {
+            snap.claim_of(r)
+                .is_some_and(|c| meta::uid(c) == Some(uid) && !was_evicted(c))
+        });
         if holder_lives {
             v.push(format!(
                 "invariant 2: server {} is Released though its claim {} was never gone",

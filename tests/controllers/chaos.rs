@@ -7,7 +7,8 @@
 //! replicas restarted with another `--release-gates`, a cleaner that passes gates at
 //! random times), a server class (`gpu`, the servers labelled `pool=gpu`, which churn
 //! relabels in and out) and a quota on it in the claims' namespace that fewer claims fit
-//! in than name the class. Invariants 1, 5, 6 and 7 hold throughout; once churn and
+//! in than name the class; `Evict` taints among the taints churn writes, and a
+//! disruption budget over half the claims. Invariants 1, 5, 6, 7 and 8 hold throughout; once churn and
 //! faults stop, invariants 1-4 of docs/binding.md must hold within a deadline, every
 //! claim that a free eligible server can serve must be Bound unless its namespace holds
 //! its quota's `hard` of its class, and the quota charges only live claims.
@@ -36,6 +37,7 @@ use server_binder::api::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_PRE_BOUND,
 };
 use server_binder::api::*;
+use server_binder::binding::state::eviction::EVICTED;
 use server_binder::binding::world::quota::QUOTA_EXCEEDED;
 use server_binder::binding::{is_controller_chosen, ref_uid, state::gates};
 
@@ -67,6 +69,10 @@ const CLASS: &str = "gpu";
 const POOL: &str = "pool";
 /// The ServerQuota on [`CLASS`] in the claims' namespace.
 const QUOTA: &str = "gpu-quota";
+/// The label of the claims the disruption budget [`BUDGET`] covers.
+const TIER: (&str, &str) = ("tier", "web");
+/// The ServerDisruptionBudget over the [`TIER`] claims: one at a time may be evicted.
+const BUDGET: &str = "web";
 
 fn seeds() -> Vec<u64> {
     let var = |name: &str| {
@@ -293,6 +299,7 @@ impl World {
 impl World {
     async fn create_fleet(&mut self) {
         self.create_class_and_quota().await;
+        self.create_budget().await;
         let first_claims = self.claim_names.len() - 3;
         for name in self.server_names.clone() {
             self.create_server(&name).await;
@@ -323,6 +330,25 @@ impl World {
         self.note(format!(
             "create class {CLASS} ({POOL}={CLASS}, tolerates gpu), quota {QUOTA} hard {CLASS}: {}",
             self.hard
+        ));
+    }
+
+    /// The tenant's budget: of the claims labelled [`TIER`], one may be without a server.
+    async fn create_budget(&mut self) {
+        let budget: ServerDisruptionBudget = serde_json::from_value(json!({
+            "apiVersion": "metal.binder.dev/v1alpha1",
+            "kind": "ServerDisruptionBudget",
+            "metadata": {"name": BUDGET, "namespace": NS},
+            "spec": {"selector": {"matchLabels": {TIER.0: TIER.1}}, "maxUnavailable": 1},
+        }))
+        .expect("a budget");
+        Api::<ServerDisruptionBudget>::namespaced(self.env.client.clone(), NS)
+            .create(&PostParams::default(), &budget)
+            .await
+            .expect("budget created");
+        self.note(format!(
+            "create budget {BUDGET} over {}={}: maxUnavailable 1",
+            TIER.0, TIER.1
         ));
     }
 
@@ -412,6 +438,11 @@ impl World {
                 draft = draft.tolerates(key);
                 write!(what, " tolerates={key}").unwrap();
             }
+        }
+        if self.rng.random_bool(0.5) {
+            let labels = draft.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert(TIER.0.into(), TIER.1.into());
+            write!(what, " {}={}", TIER.0, TIER.1).unwrap();
         }
         // A manifest copied from a bound claim carries `bind-completed`.
         if self.rng.random_bool(0.1) {
@@ -618,15 +649,22 @@ impl World {
         self.patch_server(name, what, patch).await;
     }
 
+    /// A `NoBind` taint, an `Evict` taint (an admin taking the server back), or none.
     async fn taint(&mut self, name: &str) {
-        let (what, taints) = if self.rng.random_bool(0.5) {
-            let key = TAINTS[self.rng.random_range(0..2)];
-            (
-                format!("taint {key}"),
-                json!([{"key": key, "effect": "NoBind"}]),
-            )
-        } else {
-            ("untaint".to_owned(), json!([]))
+        let effect = match self.rng.random_range(0..6) {
+            0..2 => Some("NoBind"),
+            2 => Some("Evict"),
+            _ => None,
+        };
+        let (what, taints) = match effect {
+            Some(effect) => {
+                let key = TAINTS[self.rng.random_range(0..2)];
+                (
+                    format!("taint {key}:{effect}"),
+                    json!([{"key": key, "effect": effect}]),
+                )
+            }
+            None => ("untaint".to_owned(), json!([])),
         };
         self.patch_server(name, what, json!({"spec": {"taints": taints}}))
             .await;
@@ -865,6 +903,7 @@ impl World {
         let unpassed: Vec<(&str, i64)> = self.unpassed().collect();
         violations.extend(invariants::stays_cleaning_until_passed(&snap, &unpassed));
         violations.extend(invariants::entitlement(&snap, &history));
+        violations.extend(budget_problems(&claims));
         if let Some(msg) = violations.first() {
             panic!("{}", self.failure(msg).await);
         }
@@ -992,6 +1031,7 @@ impl World {
             let mut violated = invariants::quota_holds(&snap, None);
             violated.extend(invariants::clean_before_reuse(&snap, &history.dirty));
             violated.extend(invariants::entitlement(&snap, &history));
+            violated.extend(budget_problems(&claims));
             if let Some(msg) = violated.first() {
                 panic!("{}", self.failure(msg).await);
             }
@@ -1033,8 +1073,12 @@ impl World {
             .iter()
             .filter(|c| bound_reason(c).as_deref() == Some(QUOTA_EXCEEDED))
             .count();
+        let evicted = claims
+            .iter()
+            .filter(|c| bound_reason(c).as_deref() == Some(EVICTED))
+            .count();
         eprintln!(
-            "chaos seed {}: converged {:?} after faults stopped ({} actions, {} crashes; {bound}/{} claims Bound, {refused} QuotaExceeded, {} servers)",
+            "chaos seed {}: converged {:?} after faults stopped ({} actions, {} crashes; {bound}/{} claims Bound, {refused} QuotaExceeded, {evicted} Evicted, {} servers)",
             self.seed,
             stopped.elapsed(),
             self.actions.len(),
@@ -1067,6 +1111,23 @@ impl World {
             &quota_holders(quota, servers, claims),
         ));
         p
+    }
+}
+
+/// Invariant 8: of the claims the budget covers ([`TIER`]), at most one is evicted.
+fn budget_problems(claims: &[ServerClaim]) -> Vec<String> {
+    let evicted: Vec<String> = claims
+        .iter()
+        .filter(|c| c.labels().get(TIER.0).map(String::as_str) == Some(TIER.1))
+        .filter(|c| phase(c) == Some(ClaimPhase::Lost))
+        .filter(|c| bound_reason(c).as_deref() == Some(EVICTED))
+        .map(|c| c.name_any())
+        .collect();
+    match evicted.len() {
+        0 | 1 => Vec::new(),
+        _ => vec![format!(
+            "invariant 8: budget {BUDGET} allows one eviction, but {evicted:?} are evicted"
+        )],
     }
 }
 
@@ -1121,13 +1182,15 @@ fn quota_problems(quota: &ServerQuota, holding: &BTreeSet<String>) -> Vec<String
     p
 }
 
-/// Every claim has a phase, and none is Lost: no churn here makes one.
+/// Every claim has a phase, and none is Lost but those an `Evict` taint evicted: no
+/// other churn here makes one.
 fn claim_phases(claims: &[ServerClaim]) -> Vec<String> {
     let mut p = Vec::new();
     for c in claims {
         let name = c.name_any();
         match phase(c) {
             None => p.push(format!("claim {name} has no phase")),
+            Some(ClaimPhase::Lost) if bound_reason(c).as_deref() == Some(EVICTED) => {}
             Some(ClaimPhase::Lost) => {
                 p.push(format!("claim {name} is Lost ({:?})", bound_reason(c)))
             }
@@ -1157,7 +1220,9 @@ fn server_phases(servers: &[Server], claims: &[ServerClaim]) -> Vec<String> {
         let deleting = s.metadata.deletion_timestamp.is_some();
         if let Some(c) = holder {
             let names = c.spec.server_ref.as_ref().map(|r| r.name.as_str());
-            if names == Some(name.as_str()) && phase != Some(ServerPhase::Bound) {
+            // An evicted claim's server is released (kept Released under Retain).
+            let evicted = bound_reason(c).as_deref() == Some(EVICTED);
+            if names == Some(name.as_str()) && phase != Some(ServerPhase::Bound) && !evicted {
                 p.push(format!(
                     "server {name} holds {} but is {phase:?}",
                     c.name_any()

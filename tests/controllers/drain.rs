@@ -375,3 +375,50 @@ fn drain_verbs_refuse_bad_usage() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
 }
+
+/// A dry run of a rack under a tenant's budget of one says which eviction the budget
+/// holds: the first claim goes, the second waits (the claim controller's own rule, the
+/// drain's first eviction counted), and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_dry_run_says_which_eviction_a_budget_holds() {
+    if !kubectl_present() {
+        return;
+    }
+    let mut env = Env::new().await;
+    env.start(2).await;
+    for name in ["a1", "a2"] {
+        env.create_server(name, &[("rack", "r1")]).await;
+    }
+    let web = |name: &str| {
+        let mut c = claim(name);
+        let labels = c.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert("app".into(), "web".into());
+        c
+    };
+    bound(&env, &[(web("w0"), "a1"), (web("w1"), "a2")]).await;
+    let budget: server_binder::api::ServerDisruptionBudget =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "metal.binder.dev/v1alpha1",
+            "kind": "ServerDisruptionBudget",
+            "metadata": {"name": "web", "namespace": crate::common::names::NS},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1},
+        }))
+        .expect("a budget");
+    kube::Api::namespaced(env.client.clone(), crate::common::names::NS)
+        .create(&kube::api::PostParams::default(), &budget)
+        .await
+        .expect("the tenant's budget");
+    let plugin = Plugin::install(|p| env.apiserver.write_kubeconfig(p).unwrap());
+    let text = verb(&plugin, &["drain", "-l", "rack=r1", "--dry-run"]).await;
+    assert!(
+        text.contains("evicting team-a/w0 from a1 now (dry run)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "team-a/w1 on a2: due now, but disruption budget web (maxUnavailable 1) allows no eviction now"
+        ),
+        "{text}"
+    );
+    assert_eq!(verb_writes(&env), 0, "a dry run writes nothing");
+}
