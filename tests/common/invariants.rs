@@ -376,6 +376,11 @@ pub fn bound_claims_hold(snap: &Snapshot) -> Vec<String> {
 }
 
 fn phase_disagrees(snap: &Snapshot, claim: &CachedClaim) -> Option<String> {
+    // An eviction ended the bind: `Lost` for good, whatever its server's ref still says
+    // (a `Retain` server keeps its uid, `Released`).
+    if was_evicted(claim) {
+        return None;
+    }
     let bound_pair = server_ref_name(claim)
         .and_then(|s| snap.server(s))
         .is_some_and(|s| holds(s, claim));

@@ -119,7 +119,8 @@ pub fn budget_hold<'a>(
         .find_map(|budget| hold_of(budget, claim, claims, evicting))
 }
 
-fn covers(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool {
+/// Whether `budget` covers `claim` (its selector; none: every claim of its namespace).
+pub fn covers(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool {
     budget
         .spec
         .selector

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::common::invariants::{self as shared, History, Snapshot, holds};
 use server_binder::binding::state::eviction::was_evicted;
-use server_binder::binding::world::budgets::scaled;
+use server_binder::binding::world::budgets::{covers, scaled};
 
 /// The reservations admins wrote on servers at the start, which no controller may
 /// overwrite (invariant 4; the claims' refs are the `user_claim_refs` ghost).
@@ -101,14 +101,6 @@ fn budgets_hold(truth: &Truth) -> Vec<String> {
         }
     }
     violated
-}
-
-fn covers(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool {
-    budget
-        .spec
-        .selector
-        .as_ref()
-        .is_none_or(|s| selector_matches(s, meta::labels(claim)))
 }
 
 /// Each (quota, class) with more live claims of its namespace and class holding a server
