@@ -376,10 +376,24 @@ pub fn bound_claims_hold(snap: &Snapshot) -> Vec<String> {
 }
 
 fn phase_disagrees(snap: &Snapshot, claim: &CachedClaim) -> Option<String> {
-    // An eviction ended the bind: `Lost` for good, whatever its server's ref still says
-    // (a `Retain` server keeps its uid, `Released`).
+    // An eviction ended the bind: `Lost` for good, and its server released (a `Retain`
+    // server keeps its uid, `Released`; any other holds it no more).
     if was_evicted(claim) {
-        return None;
+        let released = |s: &CachedServer| {
+            s.spec.reclaim_policy == ReclaimPolicy::Retain
+                && s.status.as_ref().and_then(|s| s.phase) == Some(ServerPhase::Released)
+        };
+        let kept = snap
+            .servers
+            .iter()
+            .find(|s| holds(s, claim) && !released(s));
+        return kept.map(|s| {
+            format!(
+                "invariant 2: claim {} was evicted, but server {} still holds it",
+                meta::name(claim),
+                meta::name(*s)
+            )
+        });
     }
     let bound_pair = server_ref_name(claim)
         .and_then(|s| snap.server(s))
