@@ -193,3 +193,98 @@ fn written_limit(budget: &ServerDisruptionBudget) -> String {
         _ => "set exactly one of minAvailable and maxUnavailable".to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ServerClaimSpec, ServerClaimStatus, ServerDisruptionBudgetSpec};
+
+    fn claim(name: &str, web: bool, phase: ClaimPhase) -> CachedClaim {
+        let mut c = CachedClaim::new(name, ServerClaimSpec::default());
+        c.meta_mut().namespace = Some("team-a".into());
+        if web {
+            c.labels_mut().insert("app".into(), "web".into());
+        }
+        c.status = Some(ServerClaimStatus {
+            phase: Some(phase),
+            ..ServerClaimStatus::default()
+        });
+        c
+    }
+
+    fn budget(min: Option<IntOrString>, max: Option<IntOrString>) -> ServerDisruptionBudget {
+        let selector = serde_json::from_value(serde_json::json!({"matchLabels": {"app": "web"}}));
+        let mut b = ServerDisruptionBudget::new(
+            "web",
+            ServerDisruptionBudgetSpec {
+                selector: Some(selector.expect("a selector")),
+                min_available: min,
+                max_unavailable: max,
+            },
+        );
+        b.metadata.namespace = Some("team-a".into());
+        b
+    }
+
+    fn hold(b: &ServerDisruptionBudget, claims: &[CachedClaim]) -> Option<BudgetHold> {
+        let refs: Vec<&CachedClaim> = claims.iter().collect();
+        budget_hold(&claims[0], std::iter::once(b), &refs, &|_| false)
+    }
+
+    #[test]
+    fn a_percentage_rounds_up_as_a_pod_disruption_budget_s() {
+        assert_eq!(scaled(&IntOrString::String("25%".into()), 5), Some(2));
+        assert_eq!(scaled(&IntOrString::String("100%".into()), 3), Some(3));
+        assert_eq!(scaled(&IntOrString::Int(2), 9), Some(2));
+        assert_eq!(scaled(&IntOrString::String("lots".into()), 9), None);
+        assert_eq!(scaled(&IntOrString::Int(-1), 9), None);
+    }
+
+    #[test]
+    fn max_unavailable_counts_the_claims_without_a_server() {
+        use ClaimPhase::{Bound, Pending};
+        let one = budget(None, Some(IntOrString::Int(1)));
+        let all_bound = [claim("a", true, Bound), claim("b", true, Bound)];
+        assert_eq!(hold(&one, &all_bound), None);
+        let one_pending = [claim("a", true, Bound), claim("b", true, Pending)];
+        let held = hold(&one, &one_pending).expect("held");
+        assert_eq!((held.covered, held.unavailable), (2, 1));
+        // A claim the selector does not cover counts for nothing.
+        let other_pending = [claim("a", true, Bound), claim("b", false, Pending)];
+        assert_eq!(hold(&one, &other_pending), None);
+        // Nor does a claim not covered get held.
+        let refs: Vec<&CachedClaim> = one_pending.iter().collect();
+        let outsider = claim("x", false, Bound);
+        assert_eq!(
+            budget_hold(&outsider, std::iter::once(&one), &refs, &|_| false),
+            None
+        );
+    }
+
+    #[test]
+    fn min_available_and_an_eviction_in_flight() {
+        use ClaimPhase::Bound;
+        let two = budget(Some(IntOrString::Int(2)), None);
+        let three = [
+            claim("a", true, Bound),
+            claim("b", true, Bound),
+            claim("c", true, Bound),
+        ];
+        assert_eq!(hold(&two, &three), None);
+        // `c` is being evicted: two left, and `a` may not go too.
+        let refs: Vec<&CachedClaim> = three.iter().collect();
+        let evicting = |c: &CachedClaim| meta::name(c) == "c";
+        let held = budget_hold(&three[0], std::iter::once(&two), &refs, &evicting);
+        assert!(held.is_some_and(|h| h.to_string().contains("minAvailable 2")));
+    }
+
+    #[test]
+    fn a_budget_that_cannot_be_read_holds_what_it_covers() {
+        use ClaimPhase::Bound;
+        let both = budget(Some(IntOrString::Int(0)), Some(IntOrString::Int(5)));
+        let claims = [claim("a", true, Bound)];
+        assert!(hold(&both, &claims).is_some());
+        let unreadable = budget(None, Some(IntOrString::String("half".into())));
+        assert!(hold(&unreadable, &claims).is_some());
+    }
+}
