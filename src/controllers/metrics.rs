@@ -15,10 +15,10 @@ use prometheus::{
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
 use crate::api::{CachedClaim, ClaimPhase, ReclaimPolicy, ServerPhase};
 use crate::binding::meta;
 use crate::binding::state::eviction::was_evicted;
+use crate::binding::world::budgets::held_condition;
 use crate::binding::world::classes::{ClassCatalog, capacity};
 use crate::binding::world::quota::{self, QuotaCatalog};
 use crate::binding::{
@@ -660,9 +660,5 @@ impl Held {
 
 /// When a budget started holding the claim's eviction (its condition's transition).
 fn held_since(claim: &CachedClaim) -> Option<Timestamp> {
-    let status = claim.status.as_ref()?;
-    let held = status.conditions.iter().find(|c| {
-        c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
-    })?;
-    Some(held.last_transition_time.0)
+    held_condition(claim).map(|c| c.last_transition_time.0)
 }

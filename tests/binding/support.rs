@@ -66,12 +66,22 @@ pub fn pick_alone<'a>(
 
 /// The claim controller's decision with an empty assumed cache, on the cache.
 pub fn decide_c(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
+    decide_c_with_budgets(claim, world, &|_| None)
+}
+
+/// [`decide_c`], with the disruption budgets' answer `budget_hold`.
+fn decide_c_with_budgets(
+    claim: &CachedClaim,
+    world: &[CachedServer],
+    budget_hold: &dyn Fn(&CachedClaim) -> Option<BudgetHold>,
+) -> ClaimDecision {
     let servers = servers(world.to_vec()).tracking([claim]);
     decide_claim(
         claim,
         &servers,
         &ClaimInputs {
             now: NOW,
+            budget_hold,
             ..ClaimInputs::unclassed(alone(&|_| false))
         },
         Liveness::Cached,
@@ -194,17 +204,7 @@ pub fn holding_budget() -> BudgetHold {
 /// The claim controller's decision on the cache, a disruption budget holding any
 /// eviction ([`holding_budget`]).
 pub fn decide_c_budget_holds(claim: &CachedClaim, world: &[CachedServer]) -> ClaimDecision {
-    let servers = servers(world.to_vec()).tracking([claim]);
-    decide_claim(
-        claim,
-        &servers,
-        &ClaimInputs {
-            now: NOW,
-            budget_hold: &|_| Some(holding_budget()),
-            ..ClaimInputs::unclassed(alone(&|_| false))
-        },
-        Liveness::Cached,
-    )
+    decide_c_with_budgets(claim, world, &|_| Some(holding_budget()))
 }
 
 /// `claim` tolerating the `maintenance` taint's eviction for `seconds`.

@@ -121,13 +121,17 @@ impl Feed<ServerDisruptionBudget> for Binder {
     }
     fn relist(&mut self, all: Vec<Arc<ServerDisruptionBudget>>) -> Wake {
         self.world.budgets_mut().replace_all(all);
-        let mut wake = Wake::default();
-        let held = self.world.claims().iter().filter(|c| is_held_by_budget(c));
-        for claim in held {
-            wake.claims.insert(claim_key(claim));
-        }
-        wake
+        held_claims(self.world.claims().iter())
     }
+}
+
+/// Wakes those of `claims` whose eviction a budget holds.
+fn held_claims<'a>(claims: impl Iterator<Item = &'a CachedClaim>) -> Wake {
+    let mut wake = Wake::default();
+    for claim in claims.filter(|c| is_held_by_budget(c)) {
+        wake.claims.insert(claim_key(claim));
+    }
+    wake
 }
 
 /// Whether the claim counts as available to its budgets, as the watch shows it (no
@@ -196,12 +200,7 @@ impl Binder {
     /// The claims of `namespace` whose eviction a budget holds: a budget or a claim it
     /// covers changed.
     fn budget_holds(&self, namespace: &str) -> Wake {
-        let mut wake = Wake::default();
-        let held = self.world.claims().in_namespace(namespace);
-        for claim in held.filter(|c| is_held_by_budget(c)) {
-            wake.claims.insert(claim_key(claim));
-        }
-        wake
+        held_claims(self.world.claims().in_namespace(namespace).map(|c| &**c))
     }
 
     /// The claims whose standing with the quotas changed since `before` (of `namespace`,

@@ -1,9 +1,8 @@
 //! The server controller's decisions: one variant, and one match arm, per row of the
 //! server table in docs/binding.md. Pure, like the claim side.
 
-use crate::api::names::{
-    CONDITION_DISRUPTION_TARGET, FINALIZER_SERVER_PROTECTION, REASON_EVICTION_HELD_BY_BUDGET,
-};
+use crate::api::names::FINALIZER_SERVER_PROTECTION;
+use crate::binding::world::budgets::held_condition;
 
 use crate::api::{CachedClaim, CachedServer, ReclaimPolicy, ServerClaimRef, Taint};
 
@@ -237,11 +236,7 @@ fn release(server: &CachedServer, gates_now: &[String]) -> ServerDecision {
 /// The claim's own account of a budget holding its eviction (its `DisruptionTarget`
 /// condition, controller-written), if it says so.
 fn budget_hold_of(claim: &CachedClaim) -> Option<String> {
-    let conditions = &claim.status.as_ref()?.conditions;
-    let held = conditions.iter().find(|c| {
-        c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
-    })?;
-    Some(held.message.clone())
+    held_condition(claim).map(|c| c.message.clone())
 }
 
 /// Whether an `Evict` (or report-only `None`) taint of `server` has no `timeAdded` yet.

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
 use crate::api::{CachedClaim, ClaimPhase, ServerDisruptionBudget};
 use crate::binding::meta;
 use crate::binding::selector::selector_matches;
@@ -87,13 +89,18 @@ impl fmt::Display for BudgetHold {
     }
 }
 
-/// Whether the claim's status says a budget holds its eviction (controller-written).
-pub fn is_held_by_budget(claim: &CachedClaim) -> bool {
-    claim.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
-        })
+/// The claim's `DisruptionTarget` condition while it says a budget holds its eviction
+/// (controller-written): its message names the budget, its transition says since when.
+pub fn held_condition(claim: &CachedClaim) -> Option<&Condition> {
+    let conditions = &claim.status.as_ref()?.conditions;
+    conditions.iter().find(|c| {
+        c.type_ == CONDITION_DISRUPTION_TARGET && c.reason == REASON_EVICTION_HELD_BY_BUDGET
     })
+}
+
+/// Whether the claim's status says a budget holds its eviction ([`held_condition`]).
+pub fn is_held_by_budget(claim: &CachedClaim) -> bool {
+    held_condition(claim).is_some()
 }
 
 /// Whether a claim counts as available to its budgets: `Bound`, not evicted, and not
@@ -141,11 +148,8 @@ fn hold_of(
     }
     // The claim itself counts as available until its eviction: it is bound.
     let before = available.max(usize::from(is_available(claim, evicting)));
-    let allowed = match limit(budget, covered) {
-        Some(Limit::MinAvailable(min)) => before > min,
-        Some(Limit::MaxUnavailable(max)) => covered - before < max,
-        None => false,
-    };
+    let unavailable_after = covered.saturating_sub(before) + 1;
+    let allowed = unavailable_after <= allowed_unavailable(budget, covered);
     (!allowed).then(|| BudgetHold {
         budget: meta::name(budget).to_string(),
         limit: written_limit(budget),
@@ -154,20 +158,17 @@ fn hold_of(
     })
 }
 
-enum Limit {
-    MinAvailable(usize),
-    MaxUnavailable(usize),
-}
-
-/// The budget's limit for `covered` claims: a percentage rounded up, as a
-/// PodDisruptionBudget's. `None`: neither set, or one that cannot be read.
-fn limit(budget: &ServerDisruptionBudget, covered: usize) -> Option<Limit> {
+/// How many of `covered` claims the budget lets be without a server: `maxUnavailable`,
+/// or the covered claims less `minAvailable` (a percentage rounded up, as a
+/// PodDisruptionBudget's). None at all for a budget whose limit cannot be read.
+pub fn allowed_unavailable(budget: &ServerDisruptionBudget, covered: usize) -> usize {
     let spec = &budget.spec;
-    match (&spec.min_available, &spec.max_unavailable) {
-        (Some(min), None) => scaled(min, covered).map(Limit::MinAvailable),
-        (None, Some(max)) => scaled(max, covered).map(Limit::MaxUnavailable),
+    let allowed = match (&spec.min_available, &spec.max_unavailable) {
+        (Some(min), None) => scaled(min, covered).map(|min| covered.saturating_sub(min)),
+        (None, Some(max)) => scaled(max, covered),
         _ => None,
-    }
+    };
+    allowed.unwrap_or(0)
 }
 
 /// A number, or a percentage of `of` rounded up.

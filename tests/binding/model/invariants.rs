@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::common::invariants::{self as shared, History, Snapshot, holds};
 use server_binder::binding::state::eviction::was_evicted;
-use server_binder::binding::world::budgets::{covers, scaled};
+use server_binder::binding::world::budgets::{allowed_unavailable, covers};
 
 /// The reservations admins wrote on servers at the start, which no controller may
 /// overwrite (invariant 4; the claims' refs are the `user_claim_refs` ghost).
@@ -85,14 +85,7 @@ fn budgets_hold(truth: &Truth) -> Vec<String> {
             .filter(|c| covers(budget, c))
             .collect();
         let evicted = covered.iter().filter(|c| was_evicted(c)).count();
-        let spec = &budget.spec;
-        let allowed = match (&spec.min_available, &spec.max_unavailable) {
-            (Some(min), None) => covered
-                .len()
-                .saturating_sub(scaled(min, covered.len()).unwrap_or(0)),
-            (None, Some(max)) => scaled(max, covered.len()).unwrap_or(0),
-            _ => 0,
-        };
+        let allowed = allowed_unavailable(budget, covered.len());
         if evicted > allowed {
             violated.push(format!(
                 "invariant 8: {evicted} claims covered by disruption budget {} were evicted, it allows {allowed}",
