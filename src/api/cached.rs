@@ -28,7 +28,9 @@ use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::claim::{ServerClaim, ServerClaimSpec, ServerClaimStatus};
-use super::disruption_budget::{ServerDisruptionBudget, ServerDisruptionBudgetSpec};
+use super::disruption_budget::{
+    ServerDisruptionBudget, ServerDisruptionBudgetSpec, ServerDisruptionBudgetStatus,
+};
 use super::names::{
     ANNOTATION_BIND_COMPLETED, ANNOTATION_BOUND_BY_CONTROLLER, ANNOTATION_BOUND_CLASS,
     ANNOTATION_CLEANING, ANNOTATION_CLEANING_GATES, ANNOTATION_PRE_BOUND, in_our_domain,
@@ -85,28 +87,8 @@ parts! {
     ServerClaim => ServerClaimSpec, ServerClaimStatus;
     ServerClass => ServerClassSpec, ServerClassStatus;
     ServerQuota => ServerQuotaSpec, ServerQuotaStatus;
+    ServerDisruptionBudget => ServerDisruptionBudgetSpec, ServerDisruptionBudgetStatus;
     Namespace => Option<NamespaceSpec>, NamespaceStatus;
-}
-
-/// A budget has no status: the claims it covers show where each eviction stands.
-impl Parts for ServerDisruptionBudget {
-    type Spec = ServerDisruptionBudgetSpec;
-    type Status = ();
-    fn from_parts(metadata: ObjectMeta, spec: Self::Spec, _: Option<()>) -> Self {
-        Self { metadata, spec }
-    }
-    fn into_parts(self) -> (ObjectMeta, Self::Spec, Option<()>) {
-        (self.metadata, self.spec, None)
-    }
-    fn spec(&self) -> &Self::Spec {
-        &self.spec
-    }
-    fn status(&self) -> Option<&()> {
-        None
-    }
-    fn metadata_json(&self) -> serde_json::Result<serde_json::Value> {
-        serde_json::to_value(&self.metadata)
-    }
 }
 
 impl<'de, K: Parts> Deserialize<'de> for Trimmed<K> {

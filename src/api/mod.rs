@@ -16,7 +16,10 @@ pub use claim::{
     BoundServerRef, ClaimPhase, ServerClaim, ServerClaimSpec, ServerClaimStatus, ServerRef,
     Toleration, TolerationOperator,
 };
-pub use disruption_budget::{ServerDisruptionBudget, ServerDisruptionBudgetSpec};
+pub use disruption_budget::{
+    DisruptedClaim, ServerDisruptionBudget, ServerDisruptionBudgetSpec,
+    ServerDisruptionBudgetStatus,
+};
 pub use selector::{SelectorOperator, SelectorRequirement, ServerSelector};
 pub use server::{
     GATE_NAME_MESSAGE, GATE_NAME_RULE, ReclaimPolicy, ReleaseGate, Server, ServerClaimRef,

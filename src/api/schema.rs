@@ -53,6 +53,14 @@ pub(crate) fn optional_time(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// A `metav1.Time`, as Kubernetes' own schemas say it.
+pub(crate) fn time(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "format": "date-time",
+    })
+}
+
 /// An optional `intstr.IntOrString` (a number, or a percentage such as `"25%"`), as
 /// Kubernetes' own schemas say it.
 pub(crate) fn optional_int_or_string(_: &mut SchemaGenerator) -> Schema {

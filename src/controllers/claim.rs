@@ -14,7 +14,7 @@ use super::informer::Current;
 use super::metrics::ControllerKind;
 use super::own_writes::OWN_WRITE_WAIT;
 use super::writes::{Part, patch, record};
-use crate::api::{CachedClaim, CachedServer, ServerQuota};
+use crate::api::{CachedClaim, CachedServer, ServerDisruptionBudget, ServerQuota};
 use crate::binding::world::quota::QUOTA_EXCEEDED;
 use crate::binding::{
     ClaimDecision, ClaimStep, ClaimWork, ObjectWrite, claim_key, claim_status_after, find_bound,
@@ -78,11 +78,16 @@ async fn reconcile_claim(claim: &CachedClaim, ctx: &Context) -> Result<Action> {
         decision = work.decision.name(),
         picked = work.picked.as_deref(),
         charges = work.charges.len(),
+        records = work.records.len(),
         "decided"
     );
-    if let Err(error) = charge(&work, ctx).await {
+    let before = match record_eviction(&work, ctx).await {
+        Ok(()) => charge(&work, ctx).await,
+        failed => failed,
+    };
+    if let Err(error) = before {
         // Nothing else is written: the pick ends as a conflicting write's would, and the
-        // claim decides again on the quota as the watch brings it.
+        // claim decides again on the quota or the budget as the watch brings it.
         ctx.informer
             .claim_object_written(&work, claim, ObjectWrite::Conflict);
         return Err(error);
@@ -119,6 +124,27 @@ async fn charge(work: &ClaimWork, ctx: &Context) -> Result<()> {
             &api,
             &*c.read,
             &c.charged,
+            Part::Status,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Records the claim's eviction on each budget covering it before the eviction is
+/// written (docs/binding.md, "Disruption budgets"): each budget's status is written at
+/// the resourceVersion the decision read, so of two writers taking a budget's last
+/// disruption (two processes during a leader hand-over) one gets a conflict.
+async fn record_eviction(work: &ClaimWork, ctx: &Context) -> Result<()> {
+    for r in &work.records {
+        let namespace = meta::namespace(&*r.read);
+        let api = Api::<ServerDisruptionBudget>::namespaced(ctx.client.clone(), namespace);
+        patch(
+            ctx,
+            ControllerKind::Budget,
+            &api,
+            &*r.read,
+            &r.recorded,
             Part::Status,
         )
         .await?;

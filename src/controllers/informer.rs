@@ -57,6 +57,9 @@ pub struct SharedInformer {
     /// Rung when the quotas' recount ([`super::quota`]) has work ([`wants_recount`]): a
     /// claim deleted (a charge may free), a relist, a quota not counted yet.
     pub recount_wanted: tokio::sync::Notify,
+    /// Rung when the disruption budgets' status ([`super::budget_status`]) may change: a
+    /// claim of a namespace with budgets changed, or a budget did.
+    pub budget_recount_wanted: tokio::sync::Notify,
     claim_triggers: TriggerSlot<CachedClaim>,
     server_triggers: TriggerSlot<CachedServer>,
     /// Writes of this process the watches have not delivered yet (locked alone).
@@ -100,6 +103,7 @@ impl SharedInformer {
             claim_store,
             synced: std::array::from_fn(|_| watch::channel(false).0),
             recount_wanted: tokio::sync::Notify::new(),
+            budget_recount_wanted: tokio::sync::Notify::new(),
             claim_triggers: Mutex::new(None),
             server_triggers: Mutex::new(None),
             own_writes: Mutex::default(),
@@ -374,6 +378,9 @@ async fn watch<K>(
         if wants_recount::<K>(kind, &event, &binder) {
             informer.recount_wanted.notify_one();
         }
+        if wants_budget_recount::<K>(&event, &binder) {
+            informer.budget_recount_wanted.notify_one();
+        }
         let wake = match event {
             Event::Apply(obj) => {
                 let Some(new) = store.get(&ObjectRef::from_obj(&obj)) else {
@@ -448,19 +455,49 @@ where
     }
 }
 
+/// Whether an event calls for the disruption budgets' recount
+/// ([`Recounts::wants_budget_recount`]), or a relist.
+fn wants_budget_recount<K>(event: &Event<K>, binder: &Binder) -> bool
+where
+    Binder: Recounts<K>,
+{
+    match event {
+        Event::Apply(obj) | Event::Delete(obj) => binder.wants_budget_recount(obj),
+        Event::InitDone => true,
+        Event::Init | Event::InitApply(_) => false,
+    }
+}
+
 /// Whether a changed object of this kind calls for the quotas' recount: a quota with
 /// work for the recount as the binder sees it ([`crate::binding::World::quota_wants_recount`]).
 trait Recounts<K> {
     fn wants_recount(&self, _obj: &K) -> bool {
         false
     }
+
+    /// Whether a changed object of this kind calls for the disruption budgets' recount: a
+    /// budget, or a claim of a namespace with budgets.
+    fn wants_budget_recount(&self, _obj: &K) -> bool {
+        false
+    }
 }
 
 impl Recounts<CachedServer> for Binder {}
-impl Recounts<CachedClaim> for Binder {}
 impl Recounts<ServerClass> for Binder {}
 impl Recounts<Namespace> for Binder {}
-impl Recounts<ServerDisruptionBudget> for Binder {}
+
+impl Recounts<CachedClaim> for Binder {
+    fn wants_budget_recount(&self, claim: &CachedClaim) -> bool {
+        let budgets = self.world().budgets();
+        budgets.has_namespace(crate::binding::meta::namespace(claim))
+    }
+}
+
+impl Recounts<ServerDisruptionBudget> for Binder {
+    fn wants_budget_recount(&self, _: &ServerDisruptionBudget) -> bool {
+        true
+    }
+}
 
 impl Recounts<ServerQuota> for Binder {
     fn wants_recount(&self, quota: &ServerQuota) -> bool {

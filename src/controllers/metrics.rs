@@ -36,6 +36,9 @@ pub enum ControllerKind {
     /// The quotas' charges: the claim controller's, and the recount's
     /// ([`super::quota`]).
     Quota,
+    /// The disruption budgets' records and counts: the claim controller's, and the
+    /// recount's ([`super::budget_status`]).
+    Budget,
 }
 
 impl ControllerKind {
@@ -45,6 +48,7 @@ impl ControllerKind {
             ControllerKind::Server => "server",
             ControllerKind::Class => "class",
             ControllerKind::Quota => "quota",
+            ControllerKind::Budget => "budget",
         }
     }
 
@@ -54,6 +58,7 @@ impl ControllerKind {
             ControllerKind::Server => "servers",
             ControllerKind::Class => "serverclasses",
             ControllerKind::Quota => "serverquotas",
+            ControllerKind::Budget => "serverdisruptionbudgets",
         }
     }
 }

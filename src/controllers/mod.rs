@@ -5,6 +5,7 @@
 //! reconcile asks the binding core what to do and does exactly that, writing only its
 //! own kind, each write with the resourceVersion it read as a precondition.
 
+mod budget_status;
 pub mod claim;
 pub mod class_status;
 pub mod context;
@@ -119,8 +120,10 @@ async fn run_controllers(
 
     let class_status = class_status::run(ctx.clone(), options.status_interval, stop.clone());
     let quotas = quota::run(ctx.clone(), options.status_interval, stop.clone());
+    let budgets = budget_status::run(ctx.clone(), options.status_interval, stop.clone());
     let resync = resync::run(ctx.clone(), options.resync, stop.clone());
-    let controllers = futures::future::join5(claims, servers, class_status, quotas, resync);
+    let statuses = futures::future::join3(class_status, quotas, budgets);
+    let controllers = futures::future::join4(claims, servers, statuses, resync);
     tokio::pin!(controllers);
     let lost = async {
         // `Ok`: leadership lost; `Err`: its sender is gone. Either way, stop.

@@ -309,8 +309,16 @@ fn bound_path() -> Vec<Row> {
             .claim(bound_to("s1"))
             .servers([server("s1").claimed_for("c", "uid-older-c")])
             .like(|d| matches!(d, D::BoundMisbound { .. })),
-        row("Evicted: an Evict taint C does not tolerate is past its deadline")
+        row("BoundConfirmed (eviction): past its deadline, C not told yet: the notice first")
             .claim(bound_to("s1"))
+            .servers([evicting(holds_c())])
+            .like(|d| matches!(d, D::BoundConfirmed { eviction: Some(_), held: None, .. }))
+            .writes([
+                Status(Bound, "Bound"),
+                Event(Warning, "EvictionScheduled"),
+            ]),
+        row("Evicted: an Evict taint C does not tolerate is past its deadline")
+            .claim(noticed(bound_to("s1")))
             .servers([evicting(holds_c())])
             .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. }))
             .writes([
@@ -358,13 +366,13 @@ fn bound_path() -> Vec<Row> {
             .like(|d| matches!(d, D::BoundConfirmed { held: Some(_), .. }))
             .writes([MessageHas("at the latest")]),
         row("Evicted: the taint's hard deadline passed: no budget holds it")
-            .claim(bound_to("s1"))
+            .claim(noticed(bound_to("s1")))
             .servers([evicting_by(holds_c(), 0)])
             .on(On::With(decide_c_budget_holds))
             .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. }))
             .writes([Status(Lost, "Evicted")]),
         row("Evicted: the hard deadline passed: a toleration for ever does not hold it")
-            .claim(bound_to("s1").tolerates("maintenance"))
+            .claim(noticed(bound_to("s1")).tolerates("maintenance"))
             .servers([evicting_by(holds_c(), -5)])
             .like(|d| matches!(d, D::Evicted { eviction: Some(_), .. })),
     ]

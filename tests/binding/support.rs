@@ -304,6 +304,24 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     text.replace('\n', "\n    ")
 }
 
+/// A bound claim whose status says an eviction runs against its bind (the notice,
+/// `DisruptionTarget` True), as it does before an eviction can end the bind.
+pub fn noticed(c: CachedClaim) -> CachedClaim {
+    let mut c = c;
+    let status = c.status.get_or_insert_with(Default::default);
+    status
+        .conditions
+        .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: server_binder::api::names::CONDITION_DISRUPTION_TARGET.into(),
+            status: "True".into(),
+            reason: server_binder::api::names::REASON_EVICTION_BY_TAINT.into(),
+            message: "the bind ends".into(),
+            last_transition_time: t(500),
+            observed_generation: Some(1),
+        });
+    c
+}
+
 /// A claim whose status says an eviction ended its bind to the server it names.
 pub fn evicted(c: CachedClaim) -> CachedClaim {
     let mut c = c.bind_completed().phase(ClaimPhase::Lost);

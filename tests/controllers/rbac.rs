@@ -7,8 +7,12 @@
 
 use std::collections::BTreeSet;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, PostParams};
-use server_binder::api::{ClaimPhase, ServerClass, ServerClassSpec, ServerQuota, ServerQuotaSpec};
+use server_binder::api::{
+    ClaimPhase, ServerClass, ServerClassSpec, ServerDisruptionBudget, ServerDisruptionBudgetSpec,
+    ServerQuota, ServerQuotaSpec,
+};
 use server_binder::runtime::client::USER_AGENT_VALUE;
 
 use crate::controllers::stage::*;
@@ -112,7 +116,25 @@ async fn the_roles_grant_exactly_what_the_controllers_use() {
             q.is_ok_and(|q| q.status.is_some_and(|s| s.used.get("any") == Some(&n)))
         }
     };
+    // A disruption budget over the namespace's claims: its recount writes its status.
+    let budgets = Api::<ServerDisruptionBudget>::namespaced(env.client.clone(), NS);
+    let spec = ServerDisruptionBudgetSpec {
+        max_unavailable: Some(IntOrString::Int(1)),
+        ..ServerDisruptionBudgetSpec::default()
+    };
+    budgets
+        .create(
+            &PostParams::default(),
+            &ServerDisruptionBudget::new("b", spec),
+        )
+        .await
+        .expect("budget created");
     env.start_leading(2, LEASE_NAMESPACE, LEASE_NAME).await;
+    eventually("the budget's claims counted", DEADLINE, || async {
+        let budget = budgets.get("b").await;
+        budget.is_ok_and(|b| b.status.is_some_and(|s| s.expected_claims >= 1))
+    })
+    .await;
     eventually("the class's servers counted", DEADLINE, || async {
         let class = Api::<ServerClass>::all(env.client.clone()).get("any").await;
         class.is_ok_and(|c| c.status.is_some_and(|s| s.servers == 1))

@@ -15,7 +15,7 @@ use crate::binding::protocol::winner::{is_picked, outranked_on, turn_on};
 use crate::binding::selector::selector_matches;
 use crate::binding::state::class_labels::own_part;
 use crate::binding::state::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
-use crate::binding::state::eviction::{Eviction, eviction, was_evicted};
+use crate::binding::state::eviction::{Eviction, eviction, is_noticed, was_evicted};
 use crate::binding::state::evidence::{
     can_restore, gave_back, pair_agrees, records_bind_named, records_bind_to,
 };
@@ -684,8 +684,14 @@ fn due_eviction(
     let held = (!due.is_forced(now))
         .then(|| (inputs.budget_hold)(claim))
         .flatten();
+    let bound = ref_match(s, claim) == RefMatch::SameUid;
     match held {
         Some(hold) => Due::Held(Box::new(hold)),
+        // A bound claim says an eviction runs before one ends its bind: the notice write
+        // moves its resourceVersion, so a cancel later writes the claim again, and an
+        // eviction a budget recorded on the noticed version can no longer land after it
+        // (the budget's recount then drops the record, `budgets::record_ends`).
+        None if bound && !is_noticed(claim) => Due::Ahead,
         None => Due::Ends,
     }
 }

@@ -7,6 +7,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::{CachedClaim, CachedServer, ClaimPhase, Taint, TaintEffect, Toleration};
 
+use crate::api::names::CONDITION_DISRUPTION_TARGET;
 use crate::binding::selector::matches_taint;
 use crate::binding::state::status::find_bound;
 
@@ -140,6 +141,18 @@ fn grace(tolerations: &[Toleration], taint: &Taint) -> Option<SignedDuration> {
         longest = longest.max(SignedDuration::from_secs(seconds.max(0)));
     }
     Some(longest)
+}
+
+/// Whether the claim's status says an eviction runs against its bind: its
+/// `DisruptionTarget` condition is True (the notice, or a budget's hold).
+pub fn is_noticed(claim: &CachedClaim) -> bool {
+    let Some(status) = claim.status.as_ref() else {
+        return false;
+    };
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_DISRUPTION_TARGET && c.status == "True")
 }
 
 /// Whether an eviction ended `claim`'s bind: its status (controller-written) says `Lost`

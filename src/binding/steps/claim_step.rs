@@ -94,9 +94,15 @@ pub fn claim_step(
         }
         _ => Vec::new(),
     };
+    // An eviction is recorded on the budgets covering the claim before it is written.
+    let records = match decision.ends_a_bind_by_eviction() {
+        true => world.budget_records(claim, &Time(now)),
+        false => Vec::new(),
+    };
     ClaimStep::Act(Box::new(ClaimWork {
         key,
         charges,
+        records,
         wakes: wakes_on_start(&decision),
         picked: assumption_for(&decision).map(str::to_string),
         since_created: seconds_since_created(claim, now),

@@ -10,6 +10,7 @@ use crate::binding::protocol::claim_plan::ClaimPlan;
 use crate::binding::protocol::server_decision::ServerDecision;
 use crate::binding::protocol::server_plan::ServerPlan;
 use crate::binding::wakeups::Wake;
+use crate::binding::world::budgets::BudgetRecord;
 use crate::binding::world::quota::Charge;
 
 /// The server a claim's step asked to read, as read (`None` inside: NotFound).
@@ -57,6 +58,11 @@ pub struct ClaimWork {
     /// "Server quotas"). If one cannot be written, nothing else is: the pick is given up
     /// as a conflicting write would be, and the claim decides again.
     pub charges: Vec<Charge>,
+    /// The disruption budgets to record the claim's eviction on before any other write
+    /// (docs/binding.md, "Disruption budgets"), each to be written at the
+    /// resourceVersion it was read at; as for a charge, if one cannot be written, nothing
+    /// else is.
+    pub records: Vec<BudgetRecord>,
 }
 
 impl ClaimWork {

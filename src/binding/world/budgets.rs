@@ -3,16 +3,18 @@
 //! (docs/binding.md, "Disruption budgets"). Pure: the claims and the evictions in flight
 //! are passed in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{CachedClaim, ClaimPhase, ServerDisruptionBudget};
+use crate::api::{
+    CachedClaim, ClaimPhase, DisruptedClaim, ServerDisruptionBudget, ServerDisruptionBudgetStatus,
+};
 use crate::binding::meta;
 use crate::binding::selector::selector_matches;
 use crate::binding::state::eviction::was_evicted;
@@ -55,6 +57,19 @@ impl BudgetCatalog {
             .get(namespace)
             .into_iter()
             .flat_map(|b| b.values().map(|b| &**b))
+    }
+
+    /// The namespace's budgets, each shared.
+    pub fn shared_of(&self, namespace: &str) -> impl Iterator<Item = &Arc<ServerDisruptionBudget>> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flat_map(|b| b.values())
+    }
+
+    /// Every budget, by namespace and name.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ServerDisruptionBudget>> {
+        self.by_namespace.values().flat_map(|b| b.values())
     }
 
     pub fn has_namespace(&self, namespace: &str) -> bool {
@@ -141,21 +156,189 @@ fn hold_of(
     claims: &[&CachedClaim],
     evicting: &dyn Fn(&CachedClaim) -> bool,
 ) -> Option<BudgetHold> {
-    let (mut covered, mut available) = (0usize, 0usize);
-    for c in claims.iter().filter(|c| covers(budget, c)) {
-        covered += 1;
-        available += usize::from(is_available(c, evicting));
+    if is_recorded(budget, claim) {
+        // The budget let this eviction go ahead already: it counts it as unavailable.
+        return None;
     }
+    let counts = BudgetCounts::of(budget, claims, evicting);
     // The claim itself counts as available until its eviction: it is bound.
-    let before = available.max(usize::from(is_available(claim, evicting)));
-    let unavailable_after = covered.saturating_sub(before) + 1;
-    let allowed = unavailable_after <= allowed_unavailable(budget, covered);
+    let available = counts
+        .available
+        .max(usize::from(is_available(claim, evicting)));
+    let allowed = available > counts.desired;
     (!allowed).then(|| BudgetHold {
         budget: meta::name(budget).to_string(),
         limit: written_limit(budget),
-        covered,
-        unavailable: covered - available.min(covered),
+        covered: counts.covered,
+        unavailable: counts.unavailable(),
     })
+}
+
+/// A budget's claims counted as the rule reads them: the claims it covers, those of them
+/// available (and not recorded as being evicted), and how many must stay available.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetCounts {
+    pub covered: usize,
+    pub available: usize,
+    pub desired: usize,
+}
+
+impl BudgetCounts {
+    /// `budget`'s counts over its namespace's `claims`, the evictions on their way
+    /// (`evicting`) and those it recorded counted as unavailable.
+    pub fn of(
+        budget: &ServerDisruptionBudget,
+        claims: &[&CachedClaim],
+        evicting: &dyn Fn(&CachedClaim) -> bool,
+    ) -> Self {
+        let (mut covered, mut available) = (0usize, 0usize);
+        for c in claims.iter().filter(|c| covers(budget, c)) {
+            covered += 1;
+            available += usize::from(is_available(c, evicting) && !is_recorded(budget, c));
+        }
+        let desired = covered.saturating_sub(allowed_unavailable(budget, covered));
+        Self {
+            covered,
+            available,
+            desired,
+        }
+    }
+
+    pub fn unavailable(&self) -> usize {
+        self.covered - self.available.min(self.covered)
+    }
+
+    /// How many more evictions the budget lets go ahead now.
+    pub fn disruptions_allowed(&self) -> usize {
+        self.available.saturating_sub(self.desired)
+    }
+}
+
+/// The budget's record of the evictions it let go ahead.
+pub fn disrupted(budget: &ServerDisruptionBudget) -> &[DisruptedClaim] {
+    budget
+        .status
+        .as_ref()
+        .map_or(&[], |s| s.disrupted_claims.as_slice())
+}
+
+/// Whether the budget recorded an eviction of `claim` (by uid): it counts the claim as
+/// unavailable whatever a cache shows of it, so a process whose cache has not seen the
+/// eviction yet (a new leader) cannot let a second one go ahead.
+pub fn is_recorded(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool {
+    meta::uid(claim).is_some_and(|uid| disrupted(budget).iter().any(|d| d.uid == uid))
+}
+
+/// The budget with an eviction of `claim` recorded (`None`: recorded already, or the
+/// claim has no uid), to be written with the budget's resourceVersion as a precondition
+/// before the eviction: of two writers that read the same version (two workers, two
+/// processes during a leader hand-over), the second gets a conflict and decides again on
+/// the budget as the first left it.
+pub fn record(
+    budget: &ServerDisruptionBudget,
+    claim: &CachedClaim,
+    now: &Time,
+) -> Option<ServerDisruptionBudget> {
+    let uid = meta::uid(claim)?;
+    if is_recorded(budget, claim) {
+        return None;
+    }
+    let mut recorded = budget.clone();
+    let status = recorded.status.get_or_insert_with(Default::default);
+    // As the Eviction API does a PodDisruptionBudget's: the counts say so at once.
+    status.disruptions_allowed = (status.disruptions_allowed - 1).max(0);
+    status.current_available = (status.current_available - 1).max(0);
+    status.disrupted_claims.push(DisruptedClaim {
+        claim: meta::name(claim).to_string(),
+        uid: uid.to_string(),
+        resource_version: claim.meta().resource_version.clone().unwrap_or_default(),
+        time: now.clone(),
+    });
+    Some(recorded)
+}
+
+/// Whether a read of a recorded eviction's claim (`None`: not found) lets the record go:
+/// the claim is gone (or another claim took its name), or it moved on from the version
+/// the eviction was decided on without being evicted, so that eviction's write, which
+/// carries that version as a precondition, can never land. An evicted claim keeps its
+/// record while it exists.
+pub fn record_ends(record: &DisruptedClaim, read: Option<&CachedClaim>) -> bool {
+    match read {
+        Some(c) if meta::uid(c) == Some(record.uid.as_str()) => {
+            !was_evicted(c)
+                && c.meta().resource_version.as_deref() != Some(record.resource_version.as_str())
+        }
+        _ => true,
+    }
+}
+
+/// The records whose claims the cache (`claims`, the budget's namespace's) does not show
+/// at the version recorded, nor evicted: those a recount reads live ([`record_ends`]).
+pub fn unconfirmed<'b>(
+    budget: &'b ServerDisruptionBudget,
+    claims: &[&CachedClaim],
+) -> Vec<&'b DisruptedClaim> {
+    disrupted(budget)
+        .iter()
+        .filter(|d| {
+            let cached = claims.iter().find(|c| meta::name(**c) == d.claim);
+            cached.is_none_or(|c| record_ends(d, Some(c)))
+        })
+        .collect()
+}
+
+/// The budget's status counted anew from its namespace's `claims` (the cache), keeping
+/// every record but those in `ended` (by uid; read live, [`record_ends`]). As a
+/// PodDisruptionBudget's: `disruptionsAllowed` is what [`budget_hold`] lets go ahead.
+pub fn recount(
+    budget: &ServerDisruptionBudget,
+    claims: &[&CachedClaim],
+    ended: &HashSet<String>,
+) -> ServerDisruptionBudgetStatus {
+    let mut kept = budget.clone();
+    let status = kept.status.get_or_insert_with(Default::default);
+    status.disrupted_claims.retain(|d| !ended.contains(&d.uid));
+    let counts = BudgetCounts::of(&kept, claims, &|_| false);
+    let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    let status = kept.status.take().unwrap_or_default();
+    ServerDisruptionBudgetStatus {
+        observed_generation: budget.metadata.generation,
+        expected_claims: count(counts.covered),
+        current_available: count(counts.available),
+        desired_available: count(counts.desired),
+        disruptions_allowed: count(counts.disruptions_allowed()),
+        disrupted_claims: status.disrupted_claims,
+    }
+}
+
+/// A record to write before an eviction: the budget as the decision read it (the write's
+/// precondition is its resourceVersion) and the budget with the eviction recorded.
+#[derive(Clone, Debug)]
+pub struct BudgetRecord {
+    pub read: Arc<ServerDisruptionBudget>,
+    pub recorded: ServerDisruptionBudget,
+}
+
+/// What a budget's recount reads: the budget, the records to read live
+/// ([`unconfirmed`]), and the namespace's claims as the cache shows them.
+#[derive(Clone, Debug)]
+pub struct BudgetRecount {
+    pub budget: ServerDisruptionBudget,
+    pub unread: Vec<DisruptedClaim>,
+    pub claims: Vec<Arc<CachedClaim>>,
+}
+
+impl BudgetRecount {
+    /// The budget with its status counted anew ([`recount`]), given the uids of the
+    /// unread records a live read ended; `None` if nothing changes.
+    pub fn recounted(&self, ended: &HashSet<String>) -> Option<ServerDisruptionBudget> {
+        let claims: Vec<&CachedClaim> = self.claims.iter().map(|c| &**c).collect();
+        let status = recount(&self.budget, &claims, ended);
+        (self.budget.status.as_ref() != Some(&status)).then(|| ServerDisruptionBudget {
+            status: Some(status),
+            ..self.budget.clone()
+        })
+    }
 }
 
 /// How many of `covered` claims the budget lets be without a server: `maxUnavailable`,

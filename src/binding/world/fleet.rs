@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{
     CachedClaim, CachedServer, QuotaCharge, ServerClass, ServerDisruptionBudget, ServerQuota,
@@ -21,7 +22,7 @@ use crate::binding::meta::{self, ClaimKey};
 use crate::binding::state::eligibility::{RefMatch, ref_match};
 use crate::binding::state::evidence::pair_agrees;
 
-use super::budgets::{self, BudgetCatalog, BudgetHold};
+use super::budgets::{self, BudgetCatalog, BudgetHold, BudgetRecord, BudgetRecount};
 use super::classes::{ClassCatalog, ClassCheck, without_servers};
 use super::quota::{self, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck, Recount};
 use super::view::{ClaimCatalog, ServerCatalog, ServerView};
@@ -183,6 +184,41 @@ impl World {
         budgets.peek()?;
         let claims: Vec<&CachedClaim> = self.claims.in_namespace(namespace).map(|c| &**c).collect();
         budgets::budget_hold(claim, budgets, &claims, evicting)
+    }
+
+    /// The records to write before an eviction of `claim` goes ahead: one for each budget
+    /// covering it that has not recorded it yet ([`budgets::record`]).
+    pub fn budget_records(&self, claim: &CachedClaim, now: &Time) -> Vec<BudgetRecord> {
+        let namespace = meta::namespace(claim);
+        let budgets = self.budgets.shared_of(namespace);
+        budgets
+            .filter(|b| budgets::covers(b, claim))
+            .filter_map(|b| {
+                let recorded = budgets::record(b, claim, now)?;
+                let read = b.clone();
+                Some(BudgetRecord { read, recorded })
+            })
+            .collect()
+    }
+
+    /// What each budget's recount reads now ([`BudgetRecount`]).
+    pub fn budget_recounts(&self) -> Vec<BudgetRecount> {
+        let recount = |budget: &Arc<ServerDisruptionBudget>| {
+            let namespace = meta::namespace(&**budget);
+            let claims: Vec<Arc<CachedClaim>> =
+                self.claims.in_namespace(namespace).cloned().collect();
+            let refs: Vec<&CachedClaim> = claims.iter().map(|c| &**c).collect();
+            let unread = budgets::unconfirmed(budget, &refs)
+                .into_iter()
+                .cloned()
+                .collect();
+            BudgetRecount {
+                budget: (**budget).clone(),
+                unread,
+                claims,
+            }
+        };
+        self.budgets.all().map(recount).collect()
     }
 
     /// The server as it is (not as the classes label it): what a driver hands a server
