@@ -9,8 +9,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use server_binder::api::names::{CONDITION_DISRUPTION_TARGET, REASON_EVICTION_HELD_BY_BUDGET};
 use server_binder::api::{
-    ClaimPhase, Server, ServerClaim, ServerDisruptionBudget, ServerPhase, TaintEffect, Toleration,
-    TolerationOperator,
+    ClaimPhase, Server, ServerClaim, ServerDisruptionBudget, ServerDisruptionBudgetStatus,
+    ServerPhase, TaintEffect, Toleration, TolerationOperator,
 };
 
 use crate::common::names::NS;
@@ -321,6 +321,14 @@ async fn a_budget_holds_the_second_eviction_until_a_replacement_is_bound() {
         env.metric("server_binder_evictions_total", &[("event", "held")]),
         1.0
     );
+    // The budget's status records the eviction it let go ahead, and allows no more.
+    let status = wait_budget(&env, "the budget counted", |s| {
+        s.expected_claims == 2 && s.current_available == 1
+    })
+    .await;
+    assert_eq!(status.disruptions_allowed, 0, "{status:?}");
+    let recorded: Vec<&str> = status.disrupted_claims.iter().map(|d| d.claim.as_str()).collect();
+    assert_eq!(recorded, [gone]);
 
     // The tenant replaces the evicted claim; once it is Bound, the hold ends.
     env.delete_claim(gone).await;
@@ -334,10 +342,92 @@ async fn a_budget_holds_the_second_eviction_until_a_replacement_is_bound() {
         None,
         "no hold once the bind ended"
     );
+    // The deleted claim's record went (a read said it was gone); the kept one's stays
+    // while the evicted claim exists.
+    let status = wait_budget(&env, "the gone claim's record dropped", |s| {
+        s.disrupted_claims.iter().all(|d| d.claim != gone)
+    })
+    .await;
+    let recorded: Vec<&str> = status.disrupted_claims.iter().map(|d| d.claim.as_str()).collect();
+    assert_eq!(recorded, [kept]);
     assert_eq!(
         env.metric("server_binder_evictions_total", &[("event", "completed")]),
         2.0
     );
+}
+
+/// Waits until the `web` budget's status satisfies `ok`, and returns it.
+async fn wait_budget(
+    env: &Env,
+    what: &str,
+    ok: impl Fn(&ServerDisruptionBudgetStatus) -> bool,
+) -> ServerDisruptionBudgetStatus {
+    let budgets = Api::<ServerDisruptionBudget>::namespaced(env.client.clone(), NS);
+    let read = || {
+        let budgets = budgets.clone();
+        async move { budgets.get("web").await.ok().and_then(|b| b.status) }
+    };
+    let status = wait_for(what, DEADLINE, read, |s| s.as_ref().is_some_and(&ok)).await;
+    status.expect("a status")
+}
+
+/// A budget's record of an eviction counts whatever the cache shows of its claim: the
+/// state a new leader finds when the old leader recorded `a`'s eviction and its write
+/// has not landed (or not been seen). `b`'s due eviction waits, until `a` moves on
+/// without being evicted: then the record goes and `b`'s eviction goes ahead.
+#[tokio::test]
+async fn a_recorded_eviction_not_yet_seen_holds_the_next_one() {
+    let mut env = Env::new().await;
+    env.start(4).await;
+    env.put_server(server("s1")).await;
+    env.put_server(server("s2")).await;
+    env.put_claim(web(claim("a").names("s1"))).await;
+    env.put_claim(web(claim("b").names("s2"))).await;
+    let a = env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    env.wait_claim_phase("b", ClaimPhase::Bound, "Bound").await;
+    put_budget(
+        &env,
+        serde_json::json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    wait_budget(&env, "the budget counted", |s| s.disruptions_allowed == 1).await;
+    // The old leader's record of `a`'s eviction, at `a`'s version.
+    let record = serde_json::json!({"status": {"disruptedClaims": [{
+        "claim": "a",
+        "uid": a.metadata.uid,
+        "resourceVersion": a.metadata.resource_version,
+        "time": Timestamp::now().to_string(),
+    }]}});
+    Api::<ServerDisruptionBudget>::namespaced(env.client.clone(), NS)
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&record))
+        .await
+        .expect("the record");
+    let status = wait_budget(&env, "the record counted", |s| s.disruptions_allowed == 0).await;
+    assert_eq!(status.current_available, 1, "{status:?}");
+
+    set_taints(&env, "s2", &[(MAINTENANCE, "Evict")]).await;
+    let b = env.wait_claim("b", "held by the budget", held).await;
+    assert_eq!(phase(&b), Some(ClaimPhase::Bound));
+    // `a` is still at the version recorded: the eviction could still land, so the
+    // record stays.
+    let status = wait_budget(&env, "recounted", |s| s.disruptions_allowed == 0).await;
+    assert_eq!(status.disrupted_claims.len(), 1);
+
+    // The tenant relabels `a` (still covered): it moved on, never evicted by that
+    // decision; the record goes, and `b`'s eviction goes ahead.
+    let patch = serde_json::json!({"metadata": {"labels": {"rack": "r1"}}});
+    env.claims()
+        .patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the tenant's label");
+    env.wait_claim_phase("b", ClaimPhase::Lost, "Evicted").await;
+    let a = env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
+    assert!(disruption_reason(&a).is_none());
+    let status = wait_budget(&env, "b's eviction recorded", |s| {
+        s.disrupted_claims.iter().map(|d| d.claim.as_str()).eq(["b"])
+    })
+    .await;
+    assert_eq!(status.disruptions_allowed, 0, "{status:?}");
 }
 
 /// Waits until exactly one of `a` and `b` is evicted (the other Bound), and returns
