@@ -757,7 +757,7 @@ pub fn quota_freed_by_delete() -> Scenario {
         ],
         crashes: 0,
         faults: 0,
-        max_lag: 2,
+        max_lag: 1,
         classes: vec![gpu_class()],
         quotas: vec![gpu_quota(1, &[("a", "uid-a")])],
         one_bound_of: vec!["a", "b"],
