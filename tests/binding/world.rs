@@ -24,8 +24,9 @@ pub struct Truth {
     pub quotas: BTreeMap<String, ServerQuota>,
     /// The classes, fixed for a run (nobody writes them).
     pub classes: Vec<ServerClass>,
-    /// The disruption budgets, fixed for a run.
-    pub budgets: Vec<ServerDisruptionBudget>,
+    /// The disruption budgets (their specs fixed for a run; the claim controller
+    /// records evictions in their status).
+    pub budgets: BTreeMap<String, ServerDisruptionBudget>,
     // Visible to the model check, whose fingerprint destructures every field.
     pub(crate) next_rv: u64,
 }
@@ -66,6 +67,29 @@ impl Truth {
     pub fn put_quota(&mut self, mut quota: ServerQuota) {
         quota.meta_mut().resource_version = Some(self.bump());
         self.quotas.insert(meta::name(&quota).to_string(), quota);
+    }
+
+    /// Stores a budget as a tenant would create it (no precondition).
+    pub fn put_budget(&mut self, mut budget: ServerDisruptionBudget) {
+        budget.meta_mut().resource_version = Some(self.bump());
+        self.budgets.insert(meta::name(&budget).to_string(), budget);
+    }
+
+    /// Writes a budget's status as [`Truth::write_quota_status`] does a quota's.
+    pub fn write_budget_status(
+        &mut self,
+        based_on: &ServerDisruptionBudget,
+        precondition: bool,
+    ) -> Result<(), Conflict> {
+        let name = meta::name(based_on).to_string();
+        let rv = self.bump();
+        let stored = self.budgets.get_mut(&name).ok_or(Conflict)?;
+        if precondition && rv_of(stored) != rv_of(based_on) {
+            return Err(Conflict);
+        }
+        stored.status = based_on.status.clone();
+        stored.meta_mut().resource_version = Some(rv);
+        Ok(())
     }
 
     /// Writes a quota's status (the status subresource): with `based_on`'s

@@ -327,7 +327,11 @@ async fn a_budget_holds_the_second_eviction_until_a_replacement_is_bound() {
     })
     .await;
     assert_eq!(status.disruptions_allowed, 0, "{status:?}");
-    let recorded: Vec<&str> = status.disrupted_claims.iter().map(|d| d.claim.as_str()).collect();
+    let recorded: Vec<&str> = status
+        .disrupted_claims
+        .iter()
+        .map(|d| d.claim.as_str())
+        .collect();
     assert_eq!(recorded, [gone]);
 
     // The tenant replaces the evicted claim; once it is Bound, the hold ends.
@@ -348,7 +352,11 @@ async fn a_budget_holds_the_second_eviction_until_a_replacement_is_bound() {
         s.disrupted_claims.iter().all(|d| d.claim != gone)
     })
     .await;
-    let recorded: Vec<&str> = status.disrupted_claims.iter().map(|d| d.claim.as_str()).collect();
+    let recorded: Vec<&str> = status
+        .disrupted_claims
+        .iter()
+        .map(|d| d.claim.as_str())
+        .collect();
     assert_eq!(recorded, [kept]);
     assert_eq!(
         env.metric("server_binder_evictions_total", &[("event", "completed")]),
@@ -424,7 +432,10 @@ async fn a_recorded_eviction_not_yet_seen_holds_the_next_one() {
     let a = env.wait_claim_phase("a", ClaimPhase::Bound, "Bound").await;
     assert!(disruption_reason(&a).is_none());
     let status = wait_budget(&env, "b's eviction recorded", |s| {
-        s.disrupted_claims.iter().map(|d| d.claim.as_str()).eq(["b"])
+        s.disrupted_claims
+            .iter()
+            .map(|d| d.claim.as_str())
+            .eq(["b"])
     })
     .await;
     assert_eq!(status.disruptions_allowed, 0, "{status:?}");

@@ -186,6 +186,11 @@ fn a_budget_of_one_holds_in_every_interleaving() {
 }
 
 #[test]
+fn a_budget_across_a_leader_hand_over_holds_in_every_interleaving() {
+    assert_holds(budget_hand_over());
+}
+
+#[test]
 fn user_annotations_are_the_protocol_names() {
     // Guards the model's notion of "user-chosen" against a rename.
     assert!(is_controller_chosen(&claim("c").chose("s")));
@@ -208,6 +213,7 @@ fn experiment() {
         "gates" => release_gates(),
         "eviction" => eviction(),
         "budget-of-one" => budget_of_one(),
+        "budget-hand-over" => budget_hand_over(),
         "config" => gate_config_changes(),
         "late" => late_pass(),
         "forgery" => tenant_forgery(),

@@ -19,6 +19,8 @@ pub(super) fn fingerprint(state: &State) -> u64 {
         crashes,
         faults,
         resyncs,
+        handovers,
+        handed_over,
         next_user_op,
         // Fixed for a whole exploration.
         protocol: _,
@@ -39,7 +41,7 @@ pub(super) fn fingerprint(state: &State) -> u64 {
         quotas,
         // Fixed for a whole exploration.
         classes: _,
-        budgets: _,
+        budgets,
         next_rv: _,
     } = &**truth;
     let ranks = Ranks::of(state);
@@ -56,10 +58,19 @@ pub(super) fn fingerprint(state: &State) -> u64 {
     for q in quotas.values() {
         quota_fp(q, &ranks, &mut h);
     }
+    for b in budgets.values() {
+        budget_fp(b, &ranks, &mut h);
+    }
     for ctl in [claim_ctl, server_ctl] {
         ctl_fp(ctl, &ranks, &mut h);
     }
-    ((*crashes, *faults, *resyncs), *next_user_op, *tenant_budget).hash(&mut h);
+    in_flight_fp(handed_over.as_ref(), &ranks, &mut h);
+    (
+        (*crashes, *faults, *resyncs, *handovers),
+        *next_user_op,
+        *tenant_budget,
+    )
+        .hash(&mut h);
     backoff_ends.hash(&mut h);
     (default_gates, cleaners, dirty, held, user_claim_refs).hash(&mut h);
     entitlement.is_some().hash(&mut h);
@@ -76,6 +87,8 @@ pub(super) struct Ranks<'a> {
     versions: Vec<(bool, &'a str, u64)>,
     /// The quotas' versions, by quota name, the same way.
     quota_versions: Vec<(&'a str, u64)>,
+    /// The budgets' versions, by budget name, the same way.
+    budget_versions: Vec<(&'a str, u64)>,
     /// Release gates apply in this world, even to servers that name none (the default
     /// gates): generations and the cleaners' conditions tell states apart.
     gated: bool,
@@ -104,18 +117,29 @@ impl<'a> Ranks<'a> {
         }
         quota_versions.sort_unstable();
         quota_versions.dedup();
+        let mut budget_versions: Vec<(&str, u64)> = Vec::new();
+        for b in state_budgets(state) {
+            if let Some(rv) = parse_rv(&b.metadata.resource_version) {
+                budget_versions.push((meta::name(b), rv));
+            }
+        }
+        budget_versions.sort_unstable();
+        budget_versions.dedup();
         let gated = !state.default_gates.is_empty() || !state.cleaners.is_empty();
         Self {
             versions,
             quota_versions,
+            budget_versions,
             gated,
         }
     }
 
     pub(super) fn quota_rank(&self, name: &str, rv: &Option<String>) -> Option<usize> {
-        let rv = parse_rv(rv)?;
-        let at = self.quota_versions.binary_search(&(name, rv)).ok()?;
-        Some(at - self.quota_versions.partition_point(|(n, _)| *n < name))
+        named_rank(&self.quota_versions, name, rv)
+    }
+
+    pub(super) fn budget_rank(&self, name: &str, rv: &Option<String>) -> Option<usize> {
+        named_rank(&self.budget_versions, name, rv)
     }
 
     pub(super) fn rank(&self, is_claim: bool, name: &str, rv: &Option<String>) -> Option<usize> {
@@ -126,6 +150,13 @@ impl<'a> Ranks<'a> {
             .partition_point(|(c, n, _)| (*c, *n) < (is_claim, name));
         Some(at - first)
     }
+}
+
+/// The rank of `rv` among the versions of the object named `name` in `versions`.
+fn named_rank(versions: &[(&str, u64)], name: &str, rv: &Option<String>) -> Option<usize> {
+    let rv = parse_rv(rv)?;
+    let at = versions.binary_search(&(name, rv)).ok()?;
+    Some(at - versions.partition_point(|(n, _)| *n < name))
 }
 
 pub(super) fn parse_rv(rv: &Option<String>) -> Option<u64> {
@@ -140,6 +171,7 @@ pub(super) fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
         claim_events,
         server_events,
         quota_events,
+        budget_events,
         woken,
         in_flight,
         recount_due,
@@ -192,6 +224,18 @@ pub(super) fn ctl_fp(ctl: &Ctl, ranks: &Ranks, h: &mut FxHasher) {
     for q in binder.world().quotas().iter() {
         quota_fp(q, ranks, h);
     }
+    budget_events.len().hash(h);
+    for (n, b) in budget_events {
+        n.hash(h);
+        match b {
+            Some(b) => budget_fp(b, ranks, h),
+            None => 0u8.hash(h),
+        }
+    }
+    binder.world().budgets().all().count().hash(h);
+    for b in binder.world().budgets().all() {
+        budget_fp(b, ranks, h);
+    }
     recount_due.hash(h);
     recounts.len().hash(h);
     for q in recounts {
@@ -240,12 +284,17 @@ pub(super) fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut 
             // What it decided is in `object` and `status`, and its pick in `assumed`.
             work: _,
             charges,
+            records,
         }) => {
             1u8.hash(h);
             assumed.hash(h);
             charges.len().hash(h);
             for q in charges {
                 quota_fp(q, ranks, h);
+            }
+            records.len().hash(h);
+            for b in records {
+                budget_fp(b, ranks, h);
             }
             claim_fp(base, ranks, h);
             if let Some(o) = object {
@@ -508,6 +557,58 @@ pub(super) fn quota_fp(q: &ServerQuota, ranks: &Ranks, h: &mut FxHasher) {
     }
 }
 
+/// What of a budget the decisions read: its status (its spec is fixed for a run). A
+/// record's claim version is ranked among the claim's copies.
+pub(super) fn budget_fp(b: &ServerDisruptionBudget, ranks: &Ranks, h: &mut FxHasher) {
+    let ServerDisruptionBudget {
+        metadata,
+        // Fixed for a whole exploration.
+        spec: _,
+        status,
+    } = b;
+    let name = meta::name(b);
+    name.hash(h);
+    ranks.budget_rank(name, &metadata.resource_version).hash(h);
+    if let Some(ServerDisruptionBudgetStatus {
+        observed_generation,
+        expected_claims,
+        current_available,
+        desired_available,
+        disruptions_allowed,
+        disrupted_claims,
+    }) = status
+    {
+        observed_generation.hash(h);
+        (expected_claims, current_available, desired_available).hash(h);
+        disruptions_allowed.hash(h);
+        for DisruptedClaim {
+            claim,
+            uid,
+            resource_version,
+            // The model's clock is fixed.
+            time: _,
+        } in disrupted_claims
+        {
+            let version = Some(resource_version.clone());
+            (claim, uid, ranks.rank(true, claim, &version)).hash(h);
+        }
+    }
+}
+
+/// Every copy of a budget the state holds.
+pub(super) fn state_budgets(state: &State) -> Vec<&ServerDisruptionBudget> {
+    let mut out: Vec<&ServerDisruptionBudget> = state.truth.budgets.values().collect();
+    let ctl = &state.claim_ctl;
+    out.extend(ctl.binder.world().budgets().all().map(|b| &**b));
+    out.extend(ctl.budget_events.iter().filter_map(|(_, b)| b.as_ref()));
+    for in_flight in [&ctl.in_flight, &state.handed_over] {
+        if let Some(InFlight::Claim { records, .. }) = in_flight {
+            out.extend(records.iter());
+        }
+    }
+    out
+}
+
 /// Every copy of a quota the state holds.
 pub(super) fn state_quotas(state: &State) -> Vec<&ServerQuota> {
     let mut out: Vec<&ServerQuota> = state.truth.quotas.values().collect();
@@ -518,6 +619,9 @@ pub(super) fn state_quotas(state: &State) -> Vec<&ServerQuota> {
         if let Some(InFlight::Claim { charges, .. }) = &ctl.in_flight {
             out.extend(charges.iter());
         }
+    }
+    if let Some(InFlight::Claim { charges, .. }) = &state.handed_over {
+        out.extend(charges.iter());
     }
     out
 }
@@ -531,6 +635,10 @@ pub(super) fn state_claims(state: &State) -> Vec<&CachedClaim> {
             out.push(base);
             out.extend(object.iter());
         }
+    }
+    if let Some(InFlight::Claim { base, object, .. }) = &state.handed_over {
+        out.push(base);
+        out.extend(object.iter());
     }
     out
 }

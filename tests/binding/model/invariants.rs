@@ -78,7 +78,7 @@ pub(super) fn check_always(state: &State, user: &UserRefs) -> Result<(), String>
 /// has none, such as waiting for its first bind, are not the binder's doing).
 fn budgets_hold(truth: &Truth) -> Vec<String> {
     let mut violated = Vec::new();
-    for budget in &truth.budgets {
+    for budget in truth.budgets.values() {
         let covered: Vec<&CachedClaim> = truth
             .claims
             .values()

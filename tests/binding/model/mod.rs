@@ -93,6 +93,11 @@ pub struct Protocol {
     /// Whether the recount charges a pair restored across a restore only within `hard`
     /// (`quota::Holds::Restored`), or as a bind, above it.
     pub restored_within_hard: bool,
+    /// Whether the claim controller records an eviction on the budgets covering its
+    /// claim before it writes it (`src/controllers/claim.rs`, `record_eviction`).
+    pub record_evictions: bool,
+    /// Whether a record is written with the budget's resourceVersion as a precondition.
+    pub record_precondition: bool,
 }
 
 fn real_gate_admission(name: &str) -> bool {
@@ -107,6 +112,8 @@ impl Protocol {
             charge_precondition: true,
             recount_reads_live: true,
             restored_within_hard: true,
+            record_evictions: true,
+            record_precondition: true,
         }
     }
 }
@@ -191,6 +198,10 @@ pub struct Scenario {
     pub crashes: u8,
     pub faults: u8,
     pub resyncs: u8,
+    /// Leader hand-overs with a claim plan in flight: the claim controller's process is
+    /// replaced by a fresh one while the old one's writes still land, later, each at the
+    /// version its decision read (a slow network, a leader that lost its lease).
+    pub handovers: u8,
     /// How many watch events a cache may lag behind (see [`MAX_LAG`]).
     pub max_lag: usize,
     /// Every claim ends Bound: a full assignment exists and no pick may strand a claim.
@@ -241,6 +252,9 @@ enum InFlight {
         /// The charges still to write, before anything else (docs/binding.md, "Server
         /// quotas"), each at the quota's resourceVersion the decision read.
         charges: Vec<ServerQuota>,
+        /// The budget records still to write, before the charges (docs/binding.md,
+        /// "Disruption budgets"), each at the budget's resourceVersion the decision read.
+        records: Vec<ServerDisruptionBudget>,
     },
     CachedServer {
         base: CachedServer,
@@ -298,6 +312,9 @@ struct Ctl {
     /// Quota events: both controllers see quotas through a watch, with lag (the claim
     /// controller's charges and the recounts write them).
     quota_events: VecDeque<(String, Option<ServerQuota>)>,
+    /// Budget events: the claim controller sees budgets through a watch, with lag (its
+    /// records write them). The server controller decides nothing on budgets.
+    budget_events: VecDeque<(String, Option<ServerDisruptionBudget>)>,
     woken: BTreeSet<String>,
     in_flight: Option<InFlight>,
     /// The quotas' recount is due in this process: it started (relisted), saw a claim
@@ -322,7 +339,7 @@ impl Ctl {
         let listing = Listing {
             classes: truth.classes.iter().cloned().map(Arc::new).collect(),
             quotas: truth.quotas.values().cloned().map(Arc::new).collect(),
-            budgets: truth.budgets.iter().cloned().map(Arc::new).collect(),
+            budgets: truth.budgets.values().cloned().map(Arc::new).collect(),
             ..Listing::of(
                 truth.servers.values().cloned(),
                 truth.claims.values().cloned(),
@@ -334,6 +351,7 @@ impl Ctl {
             claim_events: VecDeque::new(),
             server_events: VecDeque::new(),
             quota_events: VecDeque::new(),
+            budget_events: VecDeque::new(),
             woken: everything(truth, who),
             in_flight: None,
             recount_due: !truth.quotas.is_empty(),
@@ -393,6 +411,12 @@ impl Ctl {
         self.wake(who, wake);
     }
 
+    /// A budget changed in the claim controller's cache (a watch event delivered).
+    fn see_budget(&mut self, new: ServerDisruptionBudget) {
+        let wake = self.binder_mut().apply(Arc::new(new));
+        self.wake(Who::ClaimController, wake);
+    }
+
     fn see_server(&mut self, who: Who, name: &str, new: Option<CachedServer>) {
         let last = self.binder.world().servers().shared(name).cloned();
         let wake = match (new, last) {
@@ -430,6 +454,11 @@ struct State {
     crashes: u8,
     faults: u8,
     resyncs: u8,
+    handovers: u8,
+    /// The rest of the plan the claim controller's old process was carrying out when it
+    /// handed over: its writes still land, each at the version it read, reporting to
+    /// nobody.
+    handed_over: Option<InFlight>,
     next_user_op: usize,
     protocol: Protocol,
     /// The server controller's `--release-gates` now.
@@ -505,6 +534,14 @@ impl State {
         for ctl in [&mut self.claim_ctl, &mut self.server_ctl] {
             ctl.quota_events.push_back((name.to_string(), obj.clone()));
         }
+    }
+
+    /// Tells the claim controller's watch about a budget's new state: it sees it late.
+    fn budget_changed(&mut self, name: &str) {
+        let obj = self.truth.budgets.get(name).cloned();
+        self.claim_ctl
+            .budget_events
+            .push_back((name.to_string(), obj));
     }
 
     fn server_changed(&mut self, name: &str) {
@@ -671,11 +708,13 @@ impl State {
             c.claim_events.is_empty()
                 && c.server_events.is_empty()
                 && c.quota_events.is_empty()
+                && c.budget_events.is_empty()
                 && c.woken.is_empty()
                 && c.in_flight.is_none()
                 && !c.recount_due
                 && c.recounts.is_empty()
-        }) && self.next_user_op >= scenario.user_ops.len()
+        }) && self.handed_over.is_none()
+            && self.next_user_op >= scenario.user_ops.len()
             && timers
                 .iter()
                 .all(|k| scenario.never_bind.contains(&k.name.as_str()))
@@ -711,7 +750,9 @@ pub const MAX_LAG: usize = 3;
 pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
     let mut truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
     truth.classes = scenario.classes.clone();
-    truth.budgets = scenario.budgets.clone();
+    for budget in &scenario.budgets {
+        truth.put_budget(budget.clone());
+    }
     for quota in &scenario.quotas {
         truth.put_quota(quota.clone());
     }
@@ -728,6 +769,8 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         crashes: scenario.crashes,
         faults: scenario.faults,
         resyncs: scenario.resyncs,
+        handovers: scenario.handovers,
+        handed_over: None,
         next_user_op: 0,
         protocol,
         default_gates,
@@ -823,7 +866,11 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
 }
 
 fn lag(state: &State) -> usize {
-    let quotas = state.claim_ctl.quota_events.len();
+    let quotas = state
+        .claim_ctl
+        .quota_events
+        .len()
+        .max(state.claim_ctl.budget_events.len());
     state
         .claim_ctl
         .server_events

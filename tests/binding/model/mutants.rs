@@ -624,6 +624,18 @@ pub(super) const MUTANTS: &[Mutant] = &[
         says: &["invariant 6"],
     },
     Mutant {
+        name: "evicts-without-a-record",
+        mutate: |p| p.record_evictions = false,
+        worlds: &[budget_hand_over],
+        says: &["invariant 8"],
+    },
+    Mutant {
+        name: "record-without-precondition",
+        mutate: |p| p.record_precondition = false,
+        worlds: &[budget_hand_over],
+        says: &["invariant 8"],
+    },
+    Mutant {
         name: "recount-trusts-the-cache",
         mutate: |p| p.recount_reads_live = false,
         worlds: &[quota_freed_by_delete],
@@ -683,6 +695,8 @@ mutant_tests! {
     the_model_check_catches_a_given_back_server_kept: "keeps-given-back-server";
     the_model_check_catches_a_server_that_keeps_an_evicted_claim: "keeps-an-evicted-claim";
     the_model_check_catches_a_claim_side_that_ignores_budgets: "ignores-budgets";
+    the_model_check_catches_an_eviction_without_a_budget_record: "evicts-without-a-record";
+    the_model_check_catches_a_budget_record_without_its_precondition: "record-without-precondition";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";
     the_model_check_catches_a_back_off_that_wakes_no_name: "leaving-claim-wakes-no-name";

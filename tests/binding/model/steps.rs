@@ -27,6 +27,7 @@ pub(super) fn successors(state: &State, scenario: &Scenario) -> Vec<(String, Sta
         out.extend(restarts(state, who));
         out.extend(recount_steps(state, who));
     }
+    out.extend(handed_over_write(state));
     out.extend(backoffs_end(state));
     if let Some(op) = scenario.user_ops.get(state.next_user_op) {
         let mut next = state.clone();
@@ -100,6 +101,15 @@ pub(super) fn deliveries(state: &State, who: Who) -> Vec<(String, State)> {
             }
         }
         Who::ClaimController => {
+            if !state.claim_ctl.budget_events.is_empty() {
+                let mut next = state.clone();
+                let ctl = &mut next.claim_ctl;
+                let (name, obj) = ctl.budget_events.pop_front().expect("an event");
+                if let Some(budget) = obj {
+                    ctl.see_budget(budget);
+                }
+                out.push((format!("{who:?} sees budget {name} change"), next));
+            }
             if !state.claim_ctl.server_events.is_empty() {
                 let mut next = state.clone();
                 let (name, obj) = next.claim_ctl.server_events.pop_front().expect("an event");
@@ -120,6 +130,12 @@ pub(super) fn restarts(state: &State, who: Who) -> Vec<(String, State)> {
         next.crashes -= 1;
         *next.ctl(who) = Ctl::fresh(&next.truth, who, &next.protocol, &next.default_gates);
         out.push((format!("{who:?} crashes and restarts"), next));
+    }
+    if let Some(next) = hand_over(state, who) {
+        out.push((
+            format!("{who:?} hands over to a new process, its plan still in flight"),
+            next,
+        ));
     }
     let all = everything(&state.truth, who);
     if state.resyncs > 0 && !all.is_subset(&state.ctl_ref(who).woken) {
@@ -197,6 +213,107 @@ pub(super) fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
     out
 }
 
+/// The claim controller's process hands over to a fresh one (it lists everything) while
+/// its claim plan is still in flight, if the world allows one more hand-over.
+fn hand_over(state: &State, who: Who) -> Option<State> {
+    let claim_plan = matches!(state.ctl_ref(who).in_flight, Some(InFlight::Claim { .. }));
+    if state.handovers == 0 || !claim_plan || state.handed_over.is_some() {
+        return None;
+    }
+    let mut next = state.clone();
+    next.handovers -= 1;
+    next.handed_over = next.ctl(who).in_flight.take();
+    *next.ctl(who) = Ctl::fresh(&next.truth, who, &next.protocol, &next.default_gates);
+    Some(next)
+}
+
+/// The next write of the plan the claim controller's old process handed over with: it
+/// lands at the version its decision read, as the binary's would after a hand-over on a
+/// slow network, and reports to nobody; a conflict drops the rest, as in the binary.
+pub(super) fn handed_over_write(state: &State) -> Vec<(String, State)> {
+    let Some(InFlight::Claim {
+        base,
+        object,
+        status,
+        assumed,
+        work,
+        mut charges,
+        mut records,
+    }) = state.handed_over.clone()
+    else {
+        return Vec::new();
+    };
+    let mut next = state.clone();
+    next.handed_over = None;
+    let name = meta::name(&base).to_string();
+    let protocol = next.protocol;
+    let rest = |base, object, status, charges, records| InFlight::Claim {
+        base,
+        object,
+        status,
+        assumed: assumed.clone(),
+        work: work.clone(),
+        charges,
+        records,
+    };
+    let label = if !records.is_empty() {
+        let budget = records.remove(0);
+        let on = meta::name(&budget).to_string();
+        let written = next
+            .truth_mut()
+            .write_budget_status(&budget, protocol.record_precondition);
+        if written.is_err() {
+            return vec![(
+                format!("the old process's record of claim {name} on budget {on} conflicts"),
+                next,
+            )];
+        }
+        next.budget_changed(&on);
+        next.handed_over = Some(rest(base, object, status, charges, records));
+        format!("the old process records claim {name}'s eviction on budget {on}")
+    } else if !charges.is_empty() {
+        let quota = charges.remove(0);
+        let on = meta::name(&quota).to_string();
+        let written = next
+            .truth_mut()
+            .write_quota_status(&quota, protocol.charge_precondition);
+        if written.is_err() {
+            return vec![(
+                format!("the old process's charge of claim {name} conflicts"),
+                next,
+            )];
+        }
+        next.quota_changed(&on);
+        next.handed_over = Some(rest(base, object, status, charges, records));
+        format!("the old process charges claim {name} to quota {on}")
+    } else if let Some(obj) = object {
+        let Ok(written) = next.truth_mut().write_claim(&obj) else {
+            return vec![(
+                format!("the old process's write to claim {name} conflicts"),
+                next,
+            )];
+        };
+        next.claim_changed(&name);
+        next.handed_over = status.map(|s| {
+            let status = Some(Box::new(claim_status_after(&s, &base, &written)));
+            rest(written, None, status, Vec::new(), Vec::new())
+        });
+        format!("the old process writes claim {name}")
+    } else if let Some(s) = status {
+        if next.truth_mut().write_claim_status(&base, &s).is_err() {
+            return vec![(
+                format!("the old process's status write to claim {name} conflicts"),
+                next,
+            )];
+        }
+        next.claim_changed(&name);
+        format!("the old process writes claim {name}'s status")
+    } else {
+        "the old process has nothing left to write".to_string()
+    };
+    vec![(label, next)]
+}
+
 /// How many back-offs may end in one run: a claim refused for good retries, gives back,
 /// picks again, and each round moves its generation, so the rounds are bounded as crashes
 /// are. A back-off that never ends leaves a state that is never quiescent (unless its
@@ -247,6 +364,7 @@ pub(super) fn fail_claim_write(
         assumed,
         work,
         charges: Vec::new(),
+        records: Vec::new(),
     });
     abandon(next, Who::ClaimController, failed);
 }
@@ -271,7 +389,9 @@ pub(super) fn abandon(state: &mut State, who: Who, failed: Option<ObjectWrite<'_
 /// charge ends the pick as a conflict would.
 pub(super) fn injected_failure(state: &State, who: Who) -> Option<ObjectWrite<'static>> {
     match &state.ctl_ref(who).in_flight {
-        Some(InFlight::Claim { charges, .. }) if !charges.is_empty() => Some(ObjectWrite::Conflict),
+        Some(InFlight::Claim {
+            charges, records, ..
+        }) if !charges.is_empty() || !records.is_empty() => Some(ObjectWrite::Conflict),
         Some(InFlight::Claim {
             object: Some(_), ..
         }) => Some(ObjectWrite::Refused("refused (injected)")),
@@ -362,7 +482,7 @@ pub(super) fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)
             Sight::NotYetRivals => " (not yet seeing the claims naming it)",
         };
         let label = format!("decides {:?} for claim {name}{blind}", work.decision);
-        if work.plan.is_noop() && work.charges.is_empty() {
+        if work.plan.is_noop() && work.charges.is_empty() && work.records.is_empty() {
             out.push((format!("ClaimController {label}"), next));
             continue;
         }
@@ -377,6 +497,11 @@ pub(super) fn claim_reconciles(state: &State, name: &str) -> Vec<(String, State)
             // The quotas as charged: at the version read, a patch of the charge stores
             // exactly these.
             charges: work.charges.iter().map(|c| c.charged.clone()).collect(),
+            // The budgets as recorded, likewise; none when the mutant records nothing.
+            records: match next.protocol.record_evictions {
+                true => work.records.iter().map(|r| r.recorded.clone()).collect(),
+                false => Vec::new(),
+            },
         });
         push_decided(&mut out, next, Who::ClaimController, label);
     }
@@ -547,13 +672,21 @@ pub(super) fn server_reconcile(state: &State, name: &str) -> Vec<(String, State)
 /// controller's own kind, which nobody else writes (users aside), so writing later would
 /// only look like the other controller lagging, which the model explores anyway. The
 /// second write of a plan (the status after the object) stays a step of its own, so a
-/// crash can fall between them.
+/// crash can fall between them. A hand-over is the exception: a new process deciding
+/// before the old one's first write lands is no lag, so in worlds with hand-overs the
+/// process may also hand over with its whole plan in flight.
 pub(super) fn push_decided(
     out: &mut Vec<(String, State)>,
     decided: State,
     who: Who,
     label: String,
 ) {
+    if let Some(handed) = hand_over(&decided, who) {
+        out.push((
+            format!("{who:?} {label}; hands over before writing"),
+            handed,
+        ));
+    }
     if decided.faults > 0 {
         let mut failed = decided.clone();
         failed.faults -= 1;
@@ -584,7 +717,21 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             assumed,
             work,
             mut charges,
+            mut records,
         } => {
+            if !records.is_empty() {
+                let budget = records.remove(0);
+                let rest = InFlight::Claim {
+                    base,
+                    object,
+                    status,
+                    assumed,
+                    work,
+                    charges,
+                    records,
+                };
+                return record_write(next, budget, rest);
+            }
             if charges.is_empty() {
                 return claim_write(next, base, object, status.map(|s| *s), (assumed, work));
             }
@@ -596,6 +743,7 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
                 assumed,
                 work,
                 charges,
+                records,
             };
             charge_write(next, quota, rest)
         }
@@ -647,6 +795,35 @@ pub(super) fn perform_write(mut next: State, who: Who) -> Vec<(String, State)> {
             }
         }
     }
+}
+
+/// A budget record of a claim plan, before any other of its writes: the budget's status
+/// with the eviction recorded, at the resourceVersion the decision read. A conflict drops
+/// the rest of the plan, as a conflicting charge does (`src/controllers/claim.rs`).
+pub(super) fn record_write(
+    mut next: State,
+    budget: ServerDisruptionBudget,
+    rest: InFlight,
+) -> Vec<(String, State)> {
+    let (name, claim) = (meta::name(&budget).to_string(), rest.name());
+    let precondition = next.protocol.record_precondition;
+    next.claim_ctl.in_flight = Some(rest);
+    if next
+        .truth_mut()
+        .write_budget_status(&budget, precondition)
+        .is_err()
+    {
+        abandon(&mut next, Who::ClaimController, Some(ObjectWrite::Conflict));
+        return vec![(
+            format!("record of claim {claim}'s eviction on budget {name} conflicts"),
+            next,
+        )];
+    }
+    next.budget_changed(&name);
+    vec![(
+        format!("records claim {claim}'s eviction on budget {name}"),
+        next,
+    )]
 }
 
 /// A charge of a claim plan, before any other of its writes: the quota's status with the
@@ -714,6 +891,7 @@ pub(super) fn claim_write(
                 assumed: None,
                 work: work.clone(),
                 charges: Vec::new(),
+                records: Vec::new(),
             })
         }),
         None => {

@@ -499,6 +499,22 @@ pub fn budget_of_one() -> Scenario {
     }
 }
 
+/// `budget-of-one` across a leader hand-over: the claim controller's process may hand
+/// over once with a plan in flight (before its first write, or between writes), and the
+/// old process's writes land later, each at the version its decision read, while the
+/// new one decides on a fresh list. The budget's record of each eviction, written at the
+/// budget's resourceVersion before the eviction, keeps the two processes from both
+/// taking the budget's one disruption (invariant 8).
+pub fn budget_hand_over() -> Scenario {
+    Scenario {
+        name: "budget-hand-over",
+        crashes: 0,
+        handovers: 1,
+        max_lag: 2,
+        ..budget_of_one()
+    }
+}
+
 /// The gate every gated world uses: a valid name (a domain prefix).
 pub(super) const WIPE: &str = "x.io/wipe";
 
@@ -547,6 +563,7 @@ pub fn gate_config_changes() -> Scenario {
         crashes: 0,
         faults: 1,
         resyncs: 0,
+        handovers: 0,
         max_lag: MAX_LAG,
         all_bind: false,
         default_gates: vec![WIPE],
@@ -606,6 +623,7 @@ pub fn tenant_forgery() -> Scenario {
         crashes: 0,
         faults: 0,
         resyncs: 0,
+        handovers: 0,
         max_lag: 2,
         all_bind: false,
         default_gates: vec![],
@@ -649,6 +667,7 @@ pub fn lost_and_re_pointed() -> Scenario {
         crashes: 1,
         faults: 0,
         resyncs: 0,
+        handovers: 0,
         max_lag: MAX_LAG,
         all_bind: false,
         default_gates: vec![],
