@@ -186,6 +186,11 @@ fn a_budget_of_one_holds_in_every_interleaving() {
 }
 
 #[test]
+fn a_grace_that_runs_out_holds_in_every_interleaving() {
+    assert_holds(grace());
+}
+
+#[test]
 fn a_budget_across_a_leader_hand_over_holds_in_every_interleaving() {
     assert_holds(budget_hand_over());
 }
@@ -214,6 +219,7 @@ fn experiment() {
         "eviction" => eviction(),
         "budget-of-one" => budget_of_one(),
         "budget-hand-over" => budget_hand_over(),
+        "grace" => grace(),
         "config" => gate_config_changes(),
         "late" => late_pass(),
         "forgery" => tenant_forgery(),

@@ -31,6 +31,9 @@ pub(super) fn fingerprint(state: &State) -> u64 {
         held,
         user_claim_refs,
         entitlement,
+        eviction_due,
+        evicted,
+        early_eviction,
         over_at_creation,
         bound_class_gates,
     } = state;
@@ -74,6 +77,7 @@ pub(super) fn fingerprint(state: &State) -> u64 {
     backoff_ends.hash(&mut h);
     (default_gates, cleaners, dirty, held, user_claim_refs).hash(&mut h);
     entitlement.is_some().hash(&mut h);
+    (eviction_due, evicted, early_eviction.is_some()).hash(&mut h);
     (over_at_creation, bound_class_gates).hash(&mut h);
     h.finish()
 }

@@ -70,6 +70,7 @@ pub(super) fn check_always(state: &State, user: &UserRefs) -> Result<(), String>
     };
     let mut violated = shared::always(&snapshot(&state.truth), &history);
     violated.extend(budgets_hold(&state.truth));
+    violated.extend(state.early_eviction.clone());
     first(violated)
 }
 
@@ -177,6 +178,22 @@ pub(super) fn check_bound(truth: &Truth, scenario: &Scenario) -> Result<(), Stri
         if !held || claim_phase(claim) != ClaimPhase::Bound {
             return Err(format!(
                 "liveness: claim {name} is not bound in a quiescent state (must_bind)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Liveness beside invariant 9: these claims' due evictions happened.
+pub(super) fn check_evicted(truth: &Truth, names: &[&str]) -> Result<(), String> {
+    for name in names {
+        let evicted = truth
+            .claims
+            .get(*name)
+            .is_some_and(server_binder::binding::state::eviction::was_evicted);
+        if !evicted {
+            return Err(format!(
+                "liveness: claim {name}'s eviction was due, but it is not evicted at rest"
             ));
         }
     }

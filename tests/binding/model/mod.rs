@@ -130,6 +130,10 @@ pub enum ServerEdit {
     Untaint,
     Label(&'static str, &'static str),
     ClearRef,
+    /// Time passes: every stamped taint's `timeAdded` moves an hour back, so every grace
+    /// shorter than that runs out now (the model's clock is fixed; the binary's claim
+    /// controller is woken at the deadline, here with the server's event).
+    GraceRunsOut,
 }
 
 /// A scripted user action.
@@ -228,6 +232,8 @@ pub struct Scenario {
     /// Exactly one of these claims is bound in every quiescent state (a quota lets one
     /// in, whichever).
     pub one_bound_of: Vec<&'static str>,
+    /// Claims evicted in every quiescent state (liveness: a due eviction happens).
+    pub evicted_at_rest: Vec<&'static str>,
 }
 
 /// Whether admission refuses a claim write from `old` to `new`.
@@ -484,6 +490,14 @@ struct State {
     /// A ghost: per server, the release gates the class of the claim it was last bound to
     /// named at that bind (invariant 5 holds a release to them).
     bound_class_gates: BTreeMap<String, Option<Vec<String>>>,
+    /// A ghost: the uids of the claims whose bind an eviction was due to end at some
+    /// point (a taint they do not tolerate past its deadline, as the truth shows it);
+    /// no other claim's bind may end by eviction (invariant 9).
+    eviction_due: BTreeSet<String>,
+    /// A ghost: the uids of the claims seen evicted, and the first eviction of a claim
+    /// whose eviction was never due (invariant 9).
+    evicted: BTreeSet<String>,
+    early_eviction: Option<String>,
     /// A ghost: each (quota, class) that had more claims holding servers than it allows
     /// when the quota came to exist; invariant 7 counts from a quota with nothing above
     /// it bound.
@@ -520,6 +534,7 @@ impl State {
     /// conflict and a retry, while a stale view of the *other* kind is where the protocol's
     /// races live, so that is where the model spends its states.
     fn claim_changed(&mut self, name: &str) {
+        self.judge_eviction(name);
         let obj = self.truth.claims.get(name).cloned();
         self.claim_ctl
             .see_claim(Who::ClaimController, name, obj.clone());
@@ -545,12 +560,52 @@ impl State {
     }
 
     fn server_changed(&mut self, name: &str) {
+        self.note_evictions_due(name);
         let obj = self.truth.servers.get(name).cloned();
         self.server_ctl
             .see_server(Who::ServerController, name, obj.clone());
         self.claim_ctl
             .server_events
             .push_back((name.to_string(), obj));
+    }
+
+    /// Records every claim whose bind to this server an eviction is due to end now, as
+    /// the truth shows both (the `eviction_due` ghost).
+    fn note_evictions_due(&mut self, server: &str) {
+        let Some(s) = self.truth.servers.get(server) else {
+            return;
+        };
+        let due: Vec<String> = self
+            .truth
+            .claims
+            .values()
+            .filter(|c| ref_match(s, c) == RefMatch::SameUid)
+            .filter(|c| {
+                server_binder::binding::state::eviction::eviction(s, c)
+                    .is_some_and(|e| e.is_due(now().0))
+            })
+            .filter_map(|c| meta::uid(c).map(str::to_string))
+            .collect();
+        self.eviction_due.extend(due);
+    }
+
+    /// A claim write just landed: if it ended the claim's bind by eviction, that eviction
+    /// must have been due (invariant 9).
+    fn judge_eviction(&mut self, name: &str) {
+        let Some(c) = self.truth.claims.get(name) else {
+            return;
+        };
+        let uid = meta::uid(c).unwrap_or_default().to_string();
+        if !server_binder::binding::state::eviction::was_evicted(c)
+            || !self.evicted.insert(uid.clone())
+        {
+            return;
+        }
+        if !self.eviction_due.contains(&uid) && self.early_eviction.is_none() {
+            self.early_eviction = Some(format!(
+                "invariant 9: claim {name} was evicted, but no eviction of its bind was ever due"
+            ));
+        }
     }
 
     /// The ghosts' view of a server write about to land over `base` (its precondition
@@ -780,11 +835,21 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
         held: BTreeSet::new(),
         user_claim_refs: BTreeMap::new(),
         entitlement: None,
+        eviction_due: BTreeSet::new(),
+        evicted: BTreeSet::new(),
+        early_eviction: None,
         over_at_creation: BTreeSet::new(),
         bound_class_gates: BTreeMap::new(),
         truth: Arc::new(truth),
     };
     initial.note_holders();
+    for c in initial.truth.claims.values() {
+        if server_binder::binding::state::eviction::was_evicted(c) {
+            initial
+                .evicted
+                .insert(meta::uid(c).unwrap_or_default().to_string());
+        }
+    }
     for name in scenario.claims.iter().map(|c| meta::name(c).to_string()) {
         initial.note_user_ref(&name);
     }
@@ -827,6 +892,9 @@ pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
             }
             if violation.is_none() {
                 violation = check_one_bound(&state.truth, &scenario.one_bound_of).err();
+            }
+            if violation.is_none() {
+                violation = check_evicted(&state.truth, &scenario.evicted_at_rest).err();
             }
         }
         if let Some(v) = violation {

@@ -210,6 +210,55 @@ pub(super) fn keeps_an_evicted_claim(
     }
 }
 
+/// The claim side that ends a bind as soon as an eviction runs against it, its grace
+/// not run out yet.
+pub(super) fn evicts_at_notice(
+    claim: &CachedClaim,
+    servers: &dyn ServerView,
+    inputs: &ClaimInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    match decide_claim(claim, servers, inputs, liveness) {
+        ClaimDecision::BoundConfirmed {
+            server,
+            eviction: Some(eviction),
+            ..
+        } => ClaimDecision::Evicted {
+            server,
+            eviction: Some(eviction),
+        },
+        other => other,
+    }
+}
+
+/// The claim side that never ends a bind by eviction: a due eviction leaves it bound,
+/// its notice standing.
+pub(super) fn never_evicts(
+    claim: &CachedClaim,
+    servers: &dyn ServerView,
+    inputs: &ClaimInputs<'_>,
+    liveness: Liveness,
+) -> ClaimDecision {
+    match decide_claim(claim, servers, inputs, liveness) {
+        ClaimDecision::Evicted {
+            server,
+            eviction: Some(eviction),
+        } => ClaimDecision::BoundConfirmed {
+            server_uid: servers
+                .server(&server)
+                .and_then(|s| meta::uid(s))
+                .unwrap_or_default()
+                .to_string(),
+            server,
+            selector_mismatch: false,
+            server_deleting: false,
+            eviction: Some(eviction),
+            held: None,
+        },
+        other => other,
+    }
+}
+
 /// The claim side without disruption budgets: every due eviction goes ahead.
 pub(super) fn ignores_budgets(
     claim: &CachedClaim,
@@ -624,6 +673,18 @@ pub(super) const MUTANTS: &[Mutant] = &[
         says: &["invariant 6"],
     },
     Mutant {
+        name: "evicts-at-notice",
+        mutate: |p| p.rules.claim = evicts_at_notice,
+        worlds: &[grace],
+        says: &["invariant 9"],
+    },
+    Mutant {
+        name: "never-evicts",
+        mutate: |p| p.rules.claim = never_evicts,
+        worlds: &[grace],
+        says: &["liveness"],
+    },
+    Mutant {
         name: "evicts-without-a-record",
         mutate: |p| p.record_evictions = false,
         worlds: &[budget_hand_over],
@@ -696,6 +757,8 @@ mutant_tests! {
     the_model_check_catches_a_server_that_keeps_an_evicted_claim: "keeps-an-evicted-claim";
     the_model_check_catches_a_claim_side_that_ignores_budgets: "ignores-budgets";
     the_model_check_catches_an_eviction_without_a_budget_record: "evicts-without-a-record";
+    the_model_check_catches_an_eviction_before_its_deadline: "evicts-at-notice";
+    the_model_check_catches_a_claim_side_that_never_evicts: "never-evicts";
     the_model_check_catches_a_budget_record_without_its_precondition: "record-without-precondition";
     the_model_check_catches_a_freed_server_that_wakes_nobody: "freed-server-wakes-nobody";
     the_model_check_catches_a_name_that_jumps_the_queue: "name-jumps-the-queue";

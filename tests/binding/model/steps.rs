@@ -29,7 +29,11 @@ pub(super) fn successors(state: &State, scenario: &Scenario) -> Vec<(String, Sta
     }
     out.extend(handed_over_write(state));
     out.extend(backoffs_end(state));
-    if let Some(op) = scenario.user_ops.get(state.next_user_op) {
+    if let Some(op) = scenario
+        .user_ops
+        .get(state.next_user_op)
+        .filter(|op| user_op_enabled(state, op))
+    {
         let mut next = state.clone();
         next.next_user_op += 1;
         apply_user_op(&mut next, op);
@@ -950,6 +954,18 @@ pub(super) fn claim_write(
     out
 }
 
+/// Whether the next user action can happen now: time passing ages a taint's grace only
+/// once the server controller stamped it (before, the stamp would take the later time).
+fn user_op_enabled(state: &State, op: &UserOp) -> bool {
+    match op {
+        UserOp::EditServer(name, ServerEdit::GraceRunsOut) => {
+            let server = state.truth.servers.get(*name);
+            server.is_some_and(|s| s.spec.taints.iter().any(|t| t.time_added.is_some()))
+        }
+        _ => true,
+    }
+}
+
 pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
     match op {
         UserOp::DeleteClaim(name) => {
@@ -1011,9 +1027,24 @@ pub(super) fn apply_user_op(state: &mut State, op: &UserOp) {
                     ServerEdit::Untaint => s.spec.taints.clear(),
                     ServerEdit::Label(k, v) => s = s.labelled(&[(k, v)]),
                     ServerEdit::ClearRef => s.spec.server_claim_ref = None,
+                    ServerEdit::GraceRunsOut => {
+                        let hour_ago = now().0 - k8s_openapi::jiff::SignedDuration::from_hours(1);
+                        for t in &mut s.spec.taints {
+                            if t.time_added.is_some() {
+                                t.time_added = Some(
+                                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(hour_ago),
+                                );
+                            }
+                        }
+                    }
                 }
                 state.truth_mut().put_server(s);
                 state.server_changed(name);
+                if matches!(edit, ServerEdit::GraceRunsOut) {
+                    // The claim controller's timer at the deadline.
+                    let all = everything(&state.truth, Who::ClaimController);
+                    state.claim_ctl.woken.extend(all);
+                }
             }
         }
     }

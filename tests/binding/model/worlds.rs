@@ -451,6 +451,40 @@ pub fn eviction() -> Scenario {
     }
 }
 
+/// `a` on s1 tolerates the `Evict` taint `maint` for 600 s; `b` waits. An admin taints
+/// s1 (the server controller stamps it now), and later the grace runs out; a crash may
+/// fall anywhere, mid-grace too. Whatever the interleaving, `a`'s bind ends only once the
+/// grace ran out (invariant 9), and then it does, through the gate.
+pub fn grace() -> Scenario {
+    let mut claims = a_bound_and_b_waiting();
+    let a = &mut claims[0];
+    a.spec.tolerations.push(Toleration {
+        key: "maint".into(),
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: Some(TaintEffect::Evict),
+        toleration_seconds: Some(600),
+    });
+    Scenario {
+        name: "grace",
+        servers: vec![a_on_s1(&[WIPE])],
+        claims,
+        user_ops: vec![
+            UserOp::EditServer("s1", ServerEdit::Evict("maint")),
+            UserOp::EditServer("s1", ServerEdit::GraceRunsOut),
+            UserOp::StartCleaner("cleaner", "s1", WIPE),
+            UserOp::FinishCleaner("cleaner"),
+        ],
+        crashes: 1,
+        faults: 0,
+        resyncs: 0,
+        max_lag: 2,
+        all_bind: false,
+        evicted_at_rest: vec!["a"],
+        ..Scenario::default()
+    }
+}
+
 /// `a` on s1 and `c` on s2, both `app=web` under a budget of `maxUnavailable: 1`; an
 /// admin taints both servers `Evict` (neither claim tolerates it), and a crash may fall
 /// anywhere. Whatever the order, one bind ends and the budget holds the other
@@ -574,6 +608,7 @@ pub fn gate_config_changes() -> Scenario {
         classes: vec![],
         quotas: vec![],
         one_bound_of: vec![],
+        evicted_at_rest: vec![],
         budgets: vec![],
     }
 }
@@ -643,6 +678,7 @@ pub fn tenant_forgery() -> Scenario {
         classes: vec![],
         quotas: vec![],
         one_bound_of: vec![],
+        evicted_at_rest: vec![],
         budgets: vec![],
     }
 }
@@ -689,6 +725,7 @@ pub fn lost_and_re_pointed() -> Scenario {
         classes: vec![],
         quotas: vec![],
         one_bound_of: vec![],
+        evicted_at_rest: vec![],
         budgets: vec![],
     }
 }
