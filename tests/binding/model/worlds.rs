@@ -284,7 +284,7 @@ pub fn refused_pick() -> Scenario {
         claims: vec![claim("aaa").created(1), claim("bbb").created(2)],
         crashes: 1,
         faults: 1,
-        max_lag: MAX_LAG,
+        max_lag: 2,
         refuses: Some(|_, new| meta::name(new) == "aaa"),
         must_bind: vec!["bbb"],
         never_bind: vec!["aaa"],
