@@ -20,20 +20,14 @@ use crate::binding::world::budgets::{BudgetRecount, record_ends};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::metrics::ControllerKind;
-use super::options::{CONFLICT_RETRY, ERROR_RETRY};
+use super::rounds;
 use super::writes::{Part, patch};
 
 /// Recounts every budget when rung and once per `every`, until `stop`; a round that
 /// could not write a budget is tried again soon.
 pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
-    loop {
-        let next = every.min(recount_all(&ctx).await.unwrap_or(every));
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ctx.informer.budget_recount_wanted.notified() => {}
-            _ = tokio::time::sleep(next) => {}
-        }
-    }
+    let wanted = &ctx.informer.budget_recount_wanted;
+    rounds::run(every, stop, wanted, || recount_all(&ctx)).await;
 }
 
 /// Recounts every budget; how soon to try again if one could not be written.
@@ -43,14 +37,7 @@ async fn recount_all(ctx: &Context) -> Option<Duration> {
     for budget in seen {
         if let Err(error) = recount_one(ctx, budget).await {
             tracing::debug!(%error, "disruption budget not recounted; trying again");
-            let after = match error.metric_label() {
-                None => CONFLICT_RETRY,
-                Some(label) => {
-                    ctx.metrics.reconcile_error(ControllerKind::Budget, label);
-                    ERROR_RETRY
-                }
-            };
-            again = Some(again.map_or(after, |a| a.max(after)));
+            again = rounds::retry_after(ctx, ControllerKind::Budget, &error, again);
         }
     }
     again

@@ -18,6 +18,7 @@ pub mod options;
 pub mod own_writes;
 pub mod quota;
 mod resync;
+mod rounds;
 pub mod server;
 mod writes;
 

@@ -19,7 +19,7 @@ use crate::binding::world::quota::Recount;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::metrics::ControllerKind;
-use super::options::{CONFLICT_RETRY, ERROR_RETRY};
+use super::rounds;
 use super::writes::{Part, patch};
 
 /// Recounts every quota when a claim goes and once per `every`, until `stop`; a round
@@ -27,14 +27,8 @@ use super::writes::{Part, patch};
 /// made meanwhile) or after a while (a failed read or write), so a gone claim's place
 /// is not held for a whole interval.
 pub async fn run(ctx: Arc<Context>, every: Duration, stop: CancellationToken) {
-    loop {
-        let next = every.min(recount_all(&ctx).await.unwrap_or(every));
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ctx.informer.recount_wanted.notified() => {}
-            _ = tokio::time::sleep(next) => {}
-        }
-    }
+    let wanted = &ctx.informer.recount_wanted;
+    rounds::run(every, stop, wanted, || recount_all(&ctx)).await;
 }
 
 /// Recounts every quota; how soon to try again if one could not be written.
@@ -44,14 +38,7 @@ async fn recount_all(ctx: &Context) -> Option<Duration> {
     for quota in seen {
         if let Err(error) = recount_one(ctx, quota).await {
             tracing::debug!(%error, "quota not recounted; trying again");
-            let after = match error.metric_label() {
-                None => CONFLICT_RETRY,
-                Some(label) => {
-                    ctx.metrics.reconcile_error(ControllerKind::Quota, label);
-                    ERROR_RETRY
-                }
-            };
-            again = Some(again.map_or(after, |a| a.max(after)));
+            again = rounds::retry_after(ctx, ControllerKind::Quota, &error, again);
         }
     }
     again
