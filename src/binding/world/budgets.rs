@@ -229,31 +229,42 @@ pub fn is_recorded(budget: &ServerDisruptionBudget, claim: &CachedClaim) -> bool
     meta::uid(claim).is_some_and(|uid| disrupted(budget).iter().any(|d| d.uid == uid))
 }
 
-/// The budget with an eviction of `claim` recorded (`None`: recorded already, or the
-/// claim has no uid), to be written with the budget's resourceVersion as a precondition
-/// before the eviction: of two writers that read the same version (two workers, two
-/// processes during a leader hand-over), the second gets a conflict and decides again on
-/// the budget as the first left it.
+/// The budget with an eviction of `claim` recorded at the version the cache shows
+/// (`None`: recorded at that version already, or the claim has no uid), to be written
+/// with the budget's resourceVersion as a precondition before the eviction: of two
+/// writers that read the same version (two workers, two processes during a leader
+/// hand-over), the second gets a conflict and decides again on the budget as the first
+/// left it. A claim recorded at an older version (its eviction's write conflicted) is
+/// recorded again at this one, so the recount never drops the record of an eviction
+/// still on its way.
 pub fn record(
     budget: &ServerDisruptionBudget,
     claim: &CachedClaim,
     now: &Time,
 ) -> Option<ServerDisruptionBudget> {
     let uid = meta::uid(claim)?;
-    if is_recorded(budget, claim) {
-        return None;
-    }
+    let version = claim.meta().resource_version.clone().unwrap_or_default();
     let mut recorded = budget.clone();
     let status = recorded.status.get_or_insert_with(Default::default);
-    // As the Eviction API does a PodDisruptionBudget's: the counts say so at once.
-    status.disruptions_allowed = (status.disruptions_allowed - 1).max(0);
-    status.current_available = (status.current_available - 1).max(0);
-    status.disrupted_claims.push(DisruptedClaim {
-        claim: meta::name(claim).to_string(),
-        uid: uid.to_string(),
-        resource_version: claim.meta().resource_version.clone().unwrap_or_default(),
-        time: now.clone(),
-    });
+    let disrupted = &mut status.disrupted_claims;
+    match disrupted.iter_mut().find(|d| d.uid == uid) {
+        Some(d) if d.resource_version == version => return None,
+        Some(d) => {
+            d.resource_version = version;
+            d.time = now.clone();
+        }
+        None => {
+            disrupted.push(DisruptedClaim {
+                claim: meta::name(claim).to_string(),
+                uid: uid.to_string(),
+                resource_version: version,
+                time: now.clone(),
+            });
+            // As the Eviction API does a PodDisruptionBudget's: the counts say so at once.
+            status.disruptions_allowed = (status.disruptions_allowed - 1).max(0);
+            status.current_available = (status.current_available - 1).max(0);
+        }
+    }
     Some(recorded)
 }
 
@@ -460,6 +471,27 @@ mod tests {
         let evicting = |c: &CachedClaim| meta::name(c) == "c";
         let held = budget_hold(&three[0], std::iter::once(&two), &refs, &evicting);
         assert!(held.is_some_and(|h| h.to_string().contains("minAvailable 2")));
+    }
+
+    #[test]
+    fn a_record_follows_the_version_its_eviction_is_decided_on() {
+        let mut a = claim("a", true, ClaimPhase::Bound);
+        a.meta_mut().uid = Some("uid-a".into());
+        a.meta_mut().resource_version = Some("5".into());
+        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let one = budget(None, Some(IntOrString::Int(1)));
+        let recorded = record(&one, &a, &now).expect("a new record");
+        assert!(is_recorded(&recorded, &a));
+        // Recorded at this version already: nothing to write.
+        assert!(record(&recorded, &a, &now).is_none());
+        // The eviction's write conflicted and is decided again on version 6: recorded
+        // again there, still once.
+        a.meta_mut().resource_version = Some("6".into());
+        let again = record(&recorded, &a, &now).expect("recorded again");
+        let records = disrupted(&again);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].resource_version, "6");
+        assert!(!record_ends(&records[0], Some(&a)));
     }
 
     #[test]
