@@ -48,7 +48,8 @@ pub struct ServerQuotaSpec {
     pub hard: BTreeMap<String, i64>,
 }
 
-/// What the quota counts: the claims charged to it, and their number per class.
+/// What the quota counts: the servers held or on their way, per class, and the claims
+/// charged on their way to a bind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerQuotaStatus {
@@ -58,14 +59,16 @@ pub struct ServerQuotaStatus {
     /// does not already charge: the controller counts first, then admits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// For each class of `spec.hard`, how many claims are charged: the claims of the
-    /// class that hold a server or are on their way to one.
+    /// For each class of `spec.hard`, how many servers the namespace's claims hold or
+    /// are on their way to: the claims of the class that hold their bind (`Bound`), and
+    /// the claims charged.
     #[serde(default)]
     pub used: BTreeMap<String, i64>,
-    /// Every claim charged, by uid: the claim controller adds a claim (with this
-    /// object's resourceVersion as a precondition, so two writers cannot both take the
-    /// last server) before the claim can bind; a charge is dropped only once its claim
-    /// is gone (confirmed by a read of the claim).
+    /// The claims charged on their way to a bind, by uid: the claim controller adds a
+    /// claim (with this object's resourceVersion as a precondition, so two writers cannot
+    /// both take the last server) before the claim can bind. A charge leaves the list
+    /// once its claim holds its bind (it stays counted in `used`), or once its claim is
+    /// gone (confirmed by a live list of the namespace's claims).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub charged: Vec<QuotaCharge>,
     /// `used` of `hard` for each class, as `kubectl get serverquotas` prints it

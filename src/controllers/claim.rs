@@ -8,6 +8,7 @@ use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::instrument;
 
+use super::charges::{self, Next};
 use super::context::Context;
 use super::error::{Error, Result, api_message, requeue_after};
 use super::informer::Current;
@@ -113,20 +114,41 @@ fn decide(
 }
 
 /// Charges the claim to its quotas before any other write (docs/binding.md, "Server
-/// quotas"): each quota's status is written at the resourceVersion the decision read,
-/// so of two writers taking the last server of a class one gets a conflict.
+/// quotas"): each quota's status is written at the resourceVersion the charge was
+/// computed on, so of two writers taking the last server of a class one gets a
+/// conflict. This process's charges of one quota go one after another, each on the
+/// version the one before wrote ([`super::charges`]).
 async fn charge(work: &ClaimWork, ctx: &Context) -> Result<()> {
     for c in &work.charges {
-        let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), meta::namespace(&*c.read));
-        patch(
+        let slot = ctx.charges.slot(c);
+        let mut last = slot.lock().await;
+        let (base, charged) = match charges::next(c, last.as_ref()) {
+            Next::Write { base, charged } => (base, charged),
+            Next::Done => continue,
+            Next::Full => {
+                return Err(Error::Conflict {
+                    resource: "serverquotas",
+                    name: meta::name(&*c.read).to_string(),
+                });
+            }
+        };
+        let api = Api::<ServerQuota>::namespaced(ctx.client.clone(), meta::namespace(&*base));
+        let written = patch(
             ctx,
             ControllerKind::Quota,
             &api,
-            &*c.read,
-            &c.charged,
+            &*base,
+            &charged,
             Part::Status,
         )
-        .await?;
+        .await;
+        match written {
+            Ok(w) => *last = Some(Arc::new(w.applied_to(&charged))),
+            Err(error) => {
+                *last = None;
+                return Err(error);
+            }
+        }
     }
     Ok(())
 }

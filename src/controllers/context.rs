@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kube::Client;
 use kube::runtime::events::Reporter;
 
+use super::charges::ChargesInARow;
 use super::events::EventRecorder;
 
 use super::informer::SharedInformer;
@@ -19,6 +20,8 @@ pub struct Context {
     pub informer: Arc<SharedInformer>,
     pub recorder: EventRecorder,
     pub metrics: Metrics,
+    /// The quotas' charges this process writes one after another.
+    pub charges: ChargesInARow,
 }
 
 impl Context {
@@ -40,6 +43,7 @@ impl Context {
             informer,
             recorder,
             metrics,
+            charges: ChargesInARow::default(),
         }
     }
 }

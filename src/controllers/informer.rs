@@ -60,6 +60,9 @@ pub struct SharedInformer {
     /// Rung when the disruption budgets' status ([`super::budget_status`]) may change: a
     /// claim of a namespace with budgets changed, or a budget did.
     pub budget_recount_wanted: tokio::sync::Notify,
+    /// Objects each watch received (added, changed, deleted or listed), by [`Kind`]:
+    /// `server_binder_watch_events_total`.
+    received: [AtomicU64; 6],
     claim_triggers: TriggerSlot<CachedClaim>,
     server_triggers: TriggerSlot<CachedServer>,
     /// Writes of this process the watches have not delivered yet (locked alone).
@@ -102,6 +105,7 @@ impl SharedInformer {
             server_store,
             claim_store,
             synced: std::array::from_fn(|_| watch::channel(false).0),
+            received: Default::default(),
             recount_wanted: tokio::sync::Notify::new(),
             budget_recount_wanted: tokio::sync::Notify::new(),
             claim_triggers: Mutex::new(None),
@@ -222,6 +226,16 @@ impl SharedInformer {
     }
 
     /// Whether both kinds have been listed once (for `/readyz`).
+    /// Objects each watch received so far, by resource.
+    pub fn received(&self) -> [(&'static str, u64); 6] {
+        KINDS.map(|k| {
+            (
+                k.resource(),
+                self.received[k as usize].load(Ordering::Relaxed),
+            )
+        })
+    }
+
     pub fn has_synced(&self) -> bool {
         self.synced.iter().all(|s| *s.borrow())
     }
@@ -345,6 +359,28 @@ enum Kind {
     Budgets,
 }
 
+const KINDS: [Kind; 6] = [
+    Kind::Servers,
+    Kind::Claims,
+    Kind::Classes,
+    Kind::Namespaces,
+    Kind::Quotas,
+    Kind::Budgets,
+];
+
+impl Kind {
+    fn resource(self) -> &'static str {
+        match self {
+            Kind::Servers => "servers",
+            Kind::Claims => "serverclaims",
+            Kind::Classes => "serverclasses",
+            Kind::Namespaces => "namespaces",
+            Kind::Quotas => "serverquotas",
+            Kind::Budgets => "serverdisruptionbudgets",
+        }
+    }
+}
+
 /// Feeds one kind's watch into its store and the binder, then wakes the controllers.
 /// The objects are read lean ([`Trimmed`]: what no decision reads is skipped while
 /// parsing). The binder holds the store's copy of each object (one copy per object,
@@ -371,6 +407,12 @@ async fn watch<K>(
                 continue;
             }
         };
+        if matches!(
+            event,
+            Event::Apply(_) | Event::Delete(_) | Event::InitApply(_)
+        ) {
+            informer.received[kind as usize].fetch_add(1, Ordering::Relaxed);
+        }
         writer.apply_watcher_event(&event);
         informer.own_writes.lock().delivered_by(&event);
         let store = writer.as_reader();

@@ -107,6 +107,7 @@ pub struct Metrics {
     refused_writes: IntCounterVec,
     reconcile_duration: HistogramVec,
     reconcile_errors: IntCounterVec,
+    watch_events: IntCounterVec,
     leader: IntGauge,
     cleaning_duration: HistogramVec,
 }
@@ -279,6 +280,11 @@ impl Metrics {
                 "Reconciles that failed, by controller and error (api); write conflicts are counted in api_writes_total instead",
                 &["controller", "error"],
             ),
+            watch_events: r.counters(
+                "watch_events_total",
+                "Objects the controller's watches received (added, changed, deleted, or listed), by resource",
+                &["resource"],
+            ),
             leader: r.gauge(
                 "leader",
                 "1 while this process leads and runs the controllers' writes, 0 while it is a standby",
@@ -393,13 +399,20 @@ impl Metrics {
     }
 
     /// Recomputes the `quota` gauges from the cache.
+    /// Brings `watch_events_total` up to the watches' counts (`received`: by resource).
+    pub fn refresh_watch_events(&self, received: &[(&str, u64)]) {
+        for (resource, n) in received {
+            let counter = self.watch_events.with_label_values(&[*resource]);
+            counter.inc_by(n.saturating_sub(counter.get()));
+        }
+    }
+
     pub fn refresh_quotas(&self, quotas: &QuotaCatalog) {
         self.quotas.reset();
         for q in quotas.iter() {
             let (namespace, name) = (meta::namespace(&**q), meta::name(&**q));
             for (class, hard) in &q.spec.hard {
-                let used = quota::charges(q).iter().filter(|c| &c.class == class);
-                let used = used.count() as i64;
+                let used = quota::used_in(q, class);
                 for (kind, n) in [("hard", *hard), ("used", used)] {
                     let labels = [namespace, name, class.as_str(), kind];
                     self.quotas.with_label_values(&labels).set(n);

@@ -6,6 +6,7 @@
 //! own kind, each write with the resourceVersion it read as a precondition.
 
 mod budget_status;
+mod charges;
 pub mod claim;
 pub mod class_status;
 pub mod context;

@@ -80,7 +80,7 @@ impl OwnWrites {
     }
 }
 
-fn numeric(version: &str) -> Option<u64> {
+pub(crate) fn numeric(version: &str) -> Option<u64> {
     version.parse().ok()
 }
 

@@ -63,6 +63,7 @@ async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
     );
     e.metrics.refresh_quotas(binder.world().quotas());
     drop(binder);
+    e.metrics.refresh_watch_events(&e.informer.received());
     (
         [(
             header::CONTENT_TYPE,

@@ -43,6 +43,7 @@ fn with_quota_counted(
                 uid: uid.to_string(),
             })
             .collect(),
+        used: [("gpu".to_string(), charged.len() as i64)].into(),
         ..ServerQuotaStatus::default()
     });
     with_classes_and_quotas(binder, vec![gpu], vec![q])
@@ -211,11 +212,13 @@ fn before_the_charge() -> (Binder, ServerQuota) {
     let a = gpu(claim("a")).chose("s1");
     let binder = with_quota(listed(vec![server("s1")], vec![a]), 1, &[]);
     let mut charged = (**binder.world().quotas().quota(NS, "q").unwrap()).clone();
-    charged.status.as_mut().unwrap().charged.push(QuotaCharge {
+    let status = charged.status.as_mut().unwrap();
+    status.charged.push(QuotaCharge {
         class: "gpu".into(),
         claim: "a".into(),
         uid: "uid-a".into(),
     });
+    status.used.insert("gpu".into(), 1);
     (binder, charged)
 }
 

@@ -463,19 +463,33 @@ pub fn held_by_quota(snap: &Snapshot, claim: &CachedClaim) -> bool {
     let Some(class) = snap.class_of(claim) else {
         return false;
     };
+    let namespace = meta::namespace(claim);
+    let bound: BTreeSet<&str> = snap
+        .claims
+        .iter()
+        .filter(|c| meta::namespace(**c) == namespace && snap.class_of(c) == Some(class))
+        .filter(|c| quota::holds_bind(c))
+        .filter_map(|c| meta::uid(*c))
+        .collect();
     snap.quotas
         .iter()
-        .filter(|q| meta::namespace(**q) == meta::namespace(claim))
+        .filter(|q| meta::namespace(**q) == namespace)
         .any(|q| {
             let Some(hard) = quota::limit(q, class) else {
                 return false;
             };
             let charges = quota::charges(q);
             let charged = |c: &&QuotaCharge| c.class == class && charge_lives(snap, q, c);
+            let mut counted: BTreeSet<&str> = charges
+                .iter()
+                .filter(charged)
+                .map(|c| c.uid.as_str())
+                .collect();
+            counted.extend(bound.iter().copied());
             !charges
                 .iter()
                 .any(|c| Some(c.uid.as_str()) == meta::uid(claim))
-                && charges.iter().filter(charged).count() as i64 >= hard
+                && counted.len() as i64 >= hard
         })
 }
 

@@ -1109,6 +1109,7 @@ impl World {
         p.extend(quota_problems(
             quota,
             &quota_holders(quota, servers, claims),
+            &bound_uids(claims),
         ));
         p
     }
@@ -1132,7 +1133,7 @@ fn budget_problems(claims: &[ServerClaim]) -> Vec<String> {
 }
 
 /// The live claims of [`CLASS`] in [`NS`] that hold a place in the quota: a server's
-/// ref carries their uid, or the quota charges them.
+/// ref carries their uid, they hold their bind (`Bound`), or the quota charges them.
 fn quota_holders(
     quota: &ServerQuota,
     servers: &[Server],
@@ -1146,37 +1147,60 @@ fn quota_holders(
         .filter(|c| c.spec.server_class_name.as_deref() == Some(CLASS))
         .filter(|c| {
             let uid = c.uid().unwrap_or_default();
-            held.contains(&claim_key(c)) || charged.contains(uid.as_str())
+            held.contains(&claim_key(c)) || is_bound(c) || charged.contains(uid.as_str())
         })
         .map(|c| c.uid().unwrap_or_default())
         .collect()
+}
+
+/// The uids of the claims of [`CLASS`] in [`NS`] that hold their bind (`Bound`): the
+/// quota counts them in `used` without a charge.
+fn bound_uids(claims: &[ServerClaim]) -> BTreeSet<String> {
+    claims
+        .iter()
+        .filter(|c| c.namespace().as_deref() == Some(NS))
+        .filter(|c| c.spec.server_class_name.as_deref() == Some(CLASS))
+        .filter(|c| is_bound(c))
+        .map(|c| c.uid().unwrap_or_default())
+        .collect()
+}
+
+fn is_bound(claim: &ServerClaim) -> bool {
+    claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
 }
 
 fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
     quota.status.as_ref().map_or(&[], |s| &s.charged)
 }
 
-/// The quota counts what it holds: every claim holding a server of its class is
-/// charged, and `used` counts the charges (that it charges only live claims is
-/// [`invariants::charges_live`]).
-fn quota_problems(quota: &ServerQuota, holding: &BTreeSet<String>) -> Vec<String> {
+/// The quota counts what it holds: every claim holding a server of its class holds its
+/// bind or is charged, and `used` counts the claims holding their bind and the charges
+/// (that it charges only live claims is [`invariants::charges_live`]).
+fn quota_problems(
+    quota: &ServerQuota,
+    holding: &BTreeSet<String>,
+    bound: &BTreeSet<String>,
+) -> Vec<String> {
     let mut p = Vec::new();
     let charges = charges(quota);
+    let charged = |uid: &String| charges.iter().any(|c| &c.uid == uid);
     for uid in holding {
-        if !charges.iter().any(|c| &c.uid == uid) {
+        if !charged(uid) && !bound.contains(uid) {
             p.push(format!(
                 "quota {QUOTA} does not count uid {uid}, which holds a server of {CLASS}"
             ));
         }
     }
+    let counted = charges.len() + bound.iter().filter(|u| !charged(u)).count();
     let used = quota
         .status
         .as_ref()
         .and_then(|s| s.used.get(CLASS).copied());
-    if used.unwrap_or(0) != charges.len() as i64 {
+    if used.unwrap_or(0) != counted as i64 {
         p.push(format!(
-            "quota {QUOTA} used {used:?} for {} charges",
-            charges.len()
+            "quota {QUOTA} used {used:?} for {} charges and {} claims bound",
+            charges.len(),
+            bound.len()
         ));
     }
     p

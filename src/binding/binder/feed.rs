@@ -13,9 +13,9 @@ use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::wakeups::{Wake, on_relist};
 use crate::binding::world::budgets::{is_available, is_held_by_budget};
-use crate::binding::world::quota::QuotaCheck;
+use crate::binding::world::quota::{self, QuotaCheck, Touched};
 use crate::binding::world::view::{ClaimView, ServerView};
-use crate::binding::world::{Change, Listing};
+use crate::binding::world::{Change, Listing, World};
 
 use super::{Binder, Feed};
 
@@ -84,23 +84,21 @@ impl Feed<ServerClass> for Binder {
 impl Feed<ServerQuota> for Binder {
     fn apply(&mut self, obj: Arc<ServerQuota>) -> Wake {
         let namespace = meta::namespace(&*obj).to_string();
-        let before = self.world.quota_checks(Some(&namespace));
         let name = meta::name(&*obj).to_string();
-        self.world.put_quota(&namespace, &name, Some(obj));
-        self.apply_quota_standing(before, Some(&namespace))
+        let was = self.world.quotas().quota(&namespace, &name).cloned();
+        self.change_quota(&namespace, was.as_deref(), Some(obj))
     }
     fn delete(&mut self, last: Arc<ServerQuota>) -> Wake {
-        let namespace = meta::namespace(&*last);
-        let before = self.world.quota_checks(Some(namespace));
-        self.world.put_quota(namespace, meta::name(&*last), None);
-        self.apply_quota_standing(before, Some(namespace))
+        let namespace = meta::namespace(&*last).to_string();
+        self.change_quota(&namespace, Some(&last), None)
     }
     /// A relist brings every quota's latest charges at once, with no event per change.
     fn relist(&mut self, all: Vec<Arc<ServerQuota>>) -> Wake {
         let before = self.world.quota_checks(None);
         let resolved = self.world.replace_quotas(all);
         let mut wake = self.resolved(resolved);
-        wake.extend(self.apply_quota_standing(before, None));
+        let after = self.world.quota_checks(None);
+        wake.extend(self.apply_quota_standing(before, after));
         wake
     }
 }
@@ -203,17 +201,53 @@ impl Binder {
         held_claims(self.world.claims().in_namespace(namespace).map(|c| &**c))
     }
 
-    /// The claims whose standing with the quotas changed since `before` (of `namespace`,
-    /// or of every namespace), sent through the classes and quotas again: wakes them
-    /// and the servers they name (a charge lets the server side bind).
+    /// Whether the claim holds its bind ([`quota::holds_bind`]).
+    fn holds_bind(&self, key: &ClaimKey) -> bool {
+        let claim = self.world.claims().claim(&key.namespace, &key.name);
+        claim.is_some_and(quota::holds_bind)
+    }
+
+    /// A quota of `namespace` changed from `was` to `now` (`None`: absent): the claims
+    /// whose standing it may move ([`quota::standing_may_change`]) are sent through the
+    /// classes and quotas again.
+    fn change_quota(
+        &mut self,
+        namespace: &str,
+        was: Option<&ServerQuota>,
+        now: Option<Arc<ServerQuota>>,
+    ) -> Wake {
+        let counted = self.world.quotas().counted_rule();
+        let touched = quota::standing_may_change(was, now.as_deref(), counted);
+        let checks = |world: &World| match &touched {
+            Touched::Namespace => world.quota_checks(Some(namespace)),
+            Touched::Claims(names) => world.quota_checks_named(namespace, names),
+        };
+        let before = checks(&self.world);
+        match (now, was) {
+            (Some(q), _) => {
+                let name = meta::name(&*q).to_string();
+                self.world.put_quota(namespace, &name, Some(q));
+            }
+            (None, Some(last)) => self.world.put_quota(namespace, meta::name(last), None),
+            (None, None) => {}
+        }
+        let after = checks(&self.world);
+        self.apply_quota_standing(before, after)
+    }
+
+    /// The claims whose standing with the quotas changed from `before` to `after`, sent
+    /// through the classes and quotas again: wakes them and the servers they name (a
+    /// charge lets the server side bind). A claim that holds its bind is left as it is:
+    /// no quota holds it back, and the charge that leaves the list once it is bound
+    /// ([`quota::recharge`]) changes nothing for it or its server.
     fn apply_quota_standing(
         &mut self,
         before: BTreeMap<ClaimKey, QuotaCheck>,
-        namespace: Option<&str>,
+        after: BTreeMap<ClaimKey, QuotaCheck>,
     ) -> Wake {
         let mut wake = Wake::default();
-        for (key, now) in self.world.quota_checks(namespace) {
-            if before.get(&key) == Some(&now) {
+        for (key, now) in after {
+            if before.get(&key) == Some(&now) || self.holds_bind(&key) {
                 continue;
             }
             let Some((old, effective)) = self.world.resolve_claim_again(&key) else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::CachedClaim;
+use crate::api::{CachedClaim, QuotaCharge};
 use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta;
 use crate::binding::placement::PickInputs;
@@ -90,7 +90,9 @@ pub fn claim_step(
     let moves = decision.moves_toward_bind() || restoring(claim, world.servers()).is_some();
     let charges = match (&quota, class.class()) {
         (QuotaCheck::Room(quotas), Some(class)) if moves => {
-            world.quotas().charges_for(claim, class, quotas)
+            let namespace = meta::namespace(claim);
+            let bound = |c: &QuotaCharge| world.shows_bound(namespace, c);
+            world.quotas().charges_for(claim, class, quotas, &bound)
         }
         _ => Vec::new(),
     };

@@ -8,7 +8,7 @@
 //! them again when a class, a namespace or a quota changes, and because what the
 //! controllers write starts from the object as it is.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -276,19 +276,21 @@ impl World {
 
     /// What the quotas' recount reads of each quota now ([`Recount`]).
     pub fn recounts(&self) -> Vec<Recount> {
-        let recount = |quota: &Arc<ServerQuota>| {
-            let namespace = meta::namespace(&**quota);
-            let shown = |c: &QuotaCharge| self.shows_charged(namespace, c);
-            Recount {
-                unread: quota::unconfirmed(quota, &shown)
-                    .into_iter()
-                    .cloned()
-                    .collect(),
-                holders: self.quota_holders(namespace),
-                quota: (**quota).clone(),
-            }
+        let recount = |quota: &Arc<ServerQuota>| Recount {
+            holders: self.quota_holders(meta::namespace(&**quota)),
+            quota: (**quota).clone(),
         };
         self.quotas.iter().map(recount).collect()
+    }
+
+    /// Whether the claim catalog shows the claim a charge of a quota of `namespace`
+    /// names (its name and uid) holding its bind ([`quota::holds_bind`]): a charge
+    /// written now leaves it out of the list ([`quota::recharge`]).
+    pub fn shows_bound(&self, namespace: &str, charge: &QuotaCharge) -> bool {
+        let cached = self.claims.shared(namespace, &charge.claim);
+        cached.is_some_and(|claim| {
+            meta::uid(&**claim) == Some(charge.uid.as_str()) && quota::holds_bind(claim)
+        })
     }
 
     /// The claims of `namespace` that hold a server (a server's ref carries their uid),
@@ -453,6 +455,27 @@ impl World {
             Some(namespace) => Box::new(self.claims.in_namespace(namespace).map(|c| &**c)),
             None => Box::new(self.claims.iter()),
         };
+        self.checks_of(claims)
+    }
+
+    /// The claims of `namespace` of these names, as they are, with how they stand with
+    /// the quotas (a quota's change touched only them: [`quota::standing_may_change`]).
+    pub(crate) fn quota_checks_named(
+        &self,
+        namespace: &str,
+        names: &BTreeSet<String>,
+    ) -> BTreeMap<ClaimKey, QuotaCheck> {
+        let claims = names
+            .iter()
+            .filter_map(|name| self.claims.shared(namespace, name))
+            .map(|c| &**c);
+        self.checks_of(Box::new(claims))
+    }
+
+    fn checks_of<'a>(
+        &'a self,
+        claims: Box<dyn Iterator<Item = &'a CachedClaim> + 'a>,
+    ) -> BTreeMap<ClaimKey, QuotaCheck> {
         claims
             .map(|c| {
                 let key = claim_key(c);

@@ -14,13 +14,14 @@
 //!   count is rebuilt from the charges and the claims holding servers, never kept in one
 //!   process's memory ([`recount`]), as Kubernetes' quota controller recomputes `used`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::api::{CachedClaim, QuotaCharge, ServerQuota, ServerQuotaStatus};
+use crate::api::{CachedClaim, ClaimPhase, QuotaCharge, ServerQuota, ServerQuotaStatus};
 
 use crate::binding::meta;
+use crate::binding::state::status::claim_phase;
 
 /// The condition reason (and event reason) of a claim over quota.
 pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
@@ -60,17 +61,13 @@ struct Counted {
 
 impl Counted {
     fn of(quota: Arc<ServerQuota>, counted: CountedRule) -> Self {
-        let charges = charges(&quota);
-        let charged = charges.iter().map(|c| c.uid.clone()).collect();
-        let mut used = HashMap::new();
-        for c in charges {
-            *used.entry(c.class.clone()).or_insert(0) += 1;
-        }
+        let charged = charges(&quota).iter().map(|c| c.uid.clone()).collect();
+        let used = quota.status.as_ref().map(|s| s.used.clone());
         Self {
             counted: counted(&quota),
-            quota,
             charged,
-            used,
+            used: used.unwrap_or_default().into_iter().collect(),
+            quota,
         }
     }
 }
@@ -275,19 +272,99 @@ impl QuotaCatalog {
     }
 
     /// The quotas of `Room` with `claim` charged for `class`, each to be written with the
-    /// resourceVersion it was read at ([`charge`]).
-    pub fn charges_for(&self, claim: &CachedClaim, class: &str, quotas: &[String]) -> Vec<Charge> {
+    /// resourceVersion it was read at ([`recharge`]); `bound` says which charges' claims
+    /// the cache shows holding their bind (the charge leaves them out of the list).
+    pub fn charges_for(
+        &self,
+        claim: &CachedClaim,
+        class: &str,
+        quotas: &[String],
+        bound: &dyn Fn(&QuotaCharge) -> bool,
+    ) -> Vec<Charge> {
         let namespace = meta::namespace(claim);
+        let Some(uid) = meta::uid(claim) else {
+            return Vec::new();
+        };
+        let entry = QuotaCharge {
+            class: class.to_string(),
+            claim: meta::name(claim).to_string(),
+            uid: uid.to_string(),
+        };
         quotas
             .iter()
             .filter_map(|name| self.quota(namespace, name))
             .filter_map(|quota| {
-                let charged = charge(quota, claim, class)?;
-                let read = quota.clone();
-                Some(Charge { read, charged })
+                let absorbed: Vec<String> = charges(quota)
+                    .iter()
+                    .filter(|c| bound(c))
+                    .map(|c| c.uid.clone())
+                    .collect();
+                let Recharge::Write(charged) = recharge(quota, &entry, &absorbed) else {
+                    return None;
+                };
+                Some(Charge {
+                    read: quota.clone(),
+                    charged: *charged,
+                    entry: entry.clone(),
+                    absorbed,
+                })
             })
             .collect()
     }
+}
+
+/// Whose standing with a namespace's quotas a quota's change may move
+/// ([`standing_may_change`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Touched {
+    /// Only the claims (by name) whose charge it added or dropped: every other claim of
+    /// the namespace stands as it did.
+    Claims(BTreeSet<String>),
+    /// Any claim of the namespace: its spec, its count for the spec, or whether a class
+    /// has room changed.
+    Namespace,
+}
+
+/// Whose standing a quota's change from `old` to `new` (`None`: absent) may move. A
+/// claim's [`QuotaCheck`] reads of a quota only whether it limits the claim's class, was
+/// counted, charges the claim, and whether the class has room (with the count, when it
+/// has none): so unless one of those changed for a class, only the claims whose charge
+/// came or went can stand otherwise. A charge thus costs a wake-up of its own claim, not
+/// a pass over the namespace.
+pub fn standing_may_change(
+    old: Option<&ServerQuota>,
+    new: Option<&ServerQuota>,
+    counted: CountedRule,
+) -> Touched {
+    let (Some(old), Some(new)) = (old, new) else {
+        return Touched::Namespace;
+    };
+    if old.spec.hard != new.spec.hard || counted(old) != counted(new) {
+        return Touched::Namespace;
+    }
+    let (before, after) = (used_by_class(old), used_by_class(new));
+    for (class, &hard) in &new.spec.hard {
+        let (was, is) = (before.get(class.as_str()), after.get(class.as_str()));
+        let (was, is) = (was.copied().unwrap_or(0), is.copied().unwrap_or(0));
+        if has_room(was, hard) != has_room(is, hard) || (!has_room(is, hard) && was != is) {
+            return Touched::Namespace;
+        }
+    }
+    let uids = |q: &ServerQuota| -> HashSet<(String, String)> {
+        charges(q)
+            .iter()
+            .map(|c| (c.uid.clone(), c.claim.clone()))
+            .collect()
+    };
+    let (before, after) = (uids(old), uids(new));
+    let moved = before.symmetric_difference(&after);
+    Touched::Claims(moved.map(|(_, claim)| claim.clone()).collect())
+}
+
+/// A quota's `used` per class, as its check counts them.
+fn used_by_class(quota: &ServerQuota) -> HashMap<&str, i64> {
+    let used = quota.status.as_ref().map(|s| &s.used).into_iter().flatten();
+    used.map(|(class, n)| (class.as_str(), *n)).collect()
 }
 
 /// A charge to write: the quota as the decision read it (the write's precondition is its
@@ -297,6 +374,11 @@ impl QuotaCatalog {
 pub struct Charge {
     pub read: Arc<ServerQuota>,
     pub charged: ServerQuota,
+    /// The charge itself, to compute it again on a newer version ([`recharge`]).
+    pub entry: QuotaCharge,
+    /// The uids of the charges the write leaves out of the list: their claims hold their
+    /// bind ([`holds_bind`]), and `used` counts them as holders from then on.
+    pub absorbed: Vec<String>,
 }
 
 /// The most servers of `class` the quota allows (`None`: it does not limit the class).
@@ -309,9 +391,21 @@ pub fn charges(quota: &ServerQuota) -> &[QuotaCharge] {
     quota.status.as_ref().map_or(&[], |s| &s.charged)
 }
 
-/// How many servers of `class` these charges count: a quota's `used` for the class.
-pub fn used_of(charges: &[QuotaCharge], class: &str) -> i64 {
-    charges.iter().filter(|c| c.class == class).count() as i64
+/// How many servers of `class` the quota counts (`status.used`): its holders and its
+/// charges.
+pub fn used_in(quota: &ServerQuota, class: &str) -> i64 {
+    let used = quota.status.as_ref().and_then(|s| s.used.get(class));
+    used.copied().unwrap_or(0)
+}
+
+/// Whether a claim holds its bind as its status records it: `Bound`, which only the
+/// claim controller writes, once the server's ref carries the claim's uid. A quota
+/// counts such a claim as a holder in `used`, and lists no charge for it: the list
+/// holds the claims on their way to a bind only, so a charge's write does not grow with
+/// the quota. A tenant cannot write status, so no tenant write moves a claim between
+/// the two.
+pub fn holds_bind(claim: &CachedClaim) -> bool {
+    claim_phase(claim) == ClaimPhase::Bound
 }
 
 /// Whether a quota that counts `used` servers of a class whose `hard` limit this is can
@@ -326,21 +420,64 @@ pub fn has_room(used: i64, hard: i64) -> bool {
 /// room). Two writers that read the same version cannot both write: the second gets a
 /// conflict and decides again on the quota as the first left it.
 pub fn charge(quota: &ServerQuota, claim: &CachedClaim, class: &str) -> Option<ServerQuota> {
-    let uid = meta::uid(claim)?;
-    let hard = limit(quota, class)?;
-    let all = charges(quota);
-    if !has_room(used_of(all, class), hard) || all.iter().any(|c| c.uid == uid) {
-        return None;
-    }
-    let mut charged = all.to_vec();
-    charged.push(QuotaCharge {
+    let entry = QuotaCharge {
         class: class.to_string(),
         claim: meta::name(claim).to_string(),
-        uid: uid.to_string(),
-    });
+        uid: meta::uid(claim)?.to_string(),
+    };
+    match recharge(quota, &entry, &[]) {
+        Recharge::Write(written) => Some(*written),
+        Recharge::Already | Recharge::Full => None,
+    }
+}
+
+/// A charge computed on a version of the quota: the quota with it, or why there is none.
+#[derive(Clone, Debug)]
+pub enum Recharge {
+    /// The quota with the charge added, to be written at that version's resourceVersion.
+    Write(Box<ServerQuota>),
+    /// The quota charges the claim already.
+    Already,
+    /// The class has no room (or the quota does not limit it).
+    Full,
+}
+
+/// The charge `entry` on `quota` as this version of it shows it: the one rule of a
+/// charge, whichever version it is written on. The claim controller computes it on the
+/// version its decision read, or again on a newer one its own previous charge of the
+/// quota wrote (docs/binding.md, "Server quotas", "Charges in a row"): either way the
+/// write's content is computed on the version its precondition names. `used` for the
+/// class goes up by one; the charges of `absorbed` (uids of claims that hold their bind,
+/// [`holds_bind`]) leave the list, and `used` keeps counting them.
+pub fn recharge(quota: &ServerQuota, entry: &QuotaCharge, absorbed: &[String]) -> Recharge {
+    let Some(hard) = limit(quota, &entry.class) else {
+        return Recharge::Full;
+    };
+    let all = charges(quota);
+    if all.iter().any(|c| c.uid == entry.uid) {
+        return Recharge::Already;
+    }
+    if !has_room(used_in(quota, &entry.class), hard) {
+        return Recharge::Full;
+    }
+    let mut charged: Vec<QuotaCharge> = all
+        .iter()
+        .filter(|c| !absorbed.contains(&c.uid))
+        .cloned()
+        .collect();
+    charged.push(entry.clone());
+    let mut used = counts_of(quota);
+    *used.entry(entry.class.clone()).or_insert(0) += 1;
     let mut written = quota.clone();
-    written.status = Some(status_of(quota, charged, generation(quota)));
-    Some(written)
+    written.status = Some(status_of(quota, charged, used, generation(quota)));
+    Recharge::Write(Box::new(written))
+}
+
+/// The quota's `used`, with every class of `spec.hard` in it.
+fn counts_of(quota: &ServerQuota) -> BTreeMap<String, i64> {
+    let hard = quota.spec.hard.keys();
+    hard.map(|class| (class.clone(), used_in(quota, class)))
+        .collect()
 }
 
 /// A claim of the quota's namespace as its recount sees it.
@@ -367,45 +504,70 @@ pub enum Holds {
 
 /// Whether the recount has work on `quota`: it was not `counted` for its spec, or it
 /// charges a claim the cache does not show (`shown`: a claim of that name with that uid),
-/// which the recount reads to free its charge if it is gone. A charge written by a
-/// process whose claim cache lagged a delete is freed so, without waiting for a round.
+/// which the recount's live list may show gone. A charge written by a process whose
+/// claim cache lagged a delete is freed so, without waiting for a round.
 pub fn wants_recount(
     quota: &ServerQuota,
     counted: CountedRule,
     shown: &dyn Fn(&QuotaCharge) -> bool,
 ) -> bool {
-    !counted(quota) || !unconfirmed(quota, shown).is_empty()
+    !counted(quota) || charges(quota).iter().any(|c| !shown(c))
 }
 
-/// The charges whose claims the cache does not show (`live` says whether it shows a
-/// claim of that name with that uid): the recount reads each before it drops it.
-pub fn unconfirmed<'q>(
-    quota: &'q ServerQuota,
-    live: &dyn Fn(&QuotaCharge) -> bool,
-) -> Vec<&'q QuotaCharge> {
-    charges(quota).iter().filter(|c| !live(c)).collect()
+/// Whether a recount that writes `recounted` over `quota` changes what the quota
+/// counts: its `used`, its count's generation, or a charge beyond those of claims that
+/// hold their bind leaving the list. Such charges leaving is tidying a later round (or
+/// the next charge) does as well; no wake-up waits for it.
+pub fn changes_the_count(quota: &ServerQuota, recounted: &ServerQuota) -> bool {
+    let (Some(was), Some(now)) = (&quota.status, &recounted.status) else {
+        return quota.status != recounted.status;
+    };
+    let kept = now.charged.iter().all(|c| was.charged.contains(c));
+    was.used != now.used || was.observed_generation != now.observed_generation || !kept
 }
 
-/// The quota's status counted from scratch: its charges but those whose claims are
-/// `gone` (confirmed by a read: not found, or another uid under the name), plus every
-/// claim of a class it limits that holds a server (`holders`: a claim bound before the
-/// quota existed counts, even above `hard`), then the restored pairs while their class
-/// has room, by name. `None`: the status says that already.
+/// A claim of the quota's namespace as the recount's live list shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveClaim {
+    pub uid: String,
+    /// Its class, as its spec names it.
+    pub class: Option<String>,
+    /// Whether it holds its bind ([`holds_bind`]).
+    pub bound: bool,
+}
+
+/// A namespace's claims as a live list (a read of the API server, never a cache) shows
+/// them, by name: what the recount counts holders from.
+pub type LiveClaims = HashMap<String, LiveClaim>;
+
+/// The live list of `claims` (of one namespace) as the recount reads it.
+pub fn live_claims<'a>(claims: impl IntoIterator<Item = &'a CachedClaim>) -> LiveClaims {
+    let live = |c: &CachedClaim| {
+        let uid = meta::uid(c)?.to_string();
+        let claim = LiveClaim {
+            uid,
+            class: c.spec.server_class_name.clone(),
+            bound: holds_bind(c),
+        };
+        Some((meta::name(c).to_string(), claim))
+    };
+    claims.into_iter().filter_map(live).collect()
+}
+
 /// What the quotas' recount reads of one quota as a world shows it
-/// ([`crate::binding::World::recounts`]): the charges whose claims the catalog does not
-/// show, to read live, and the claims holding servers.
+/// ([`crate::binding::World::recounts`]): the quota, and the claims the cache shows
+/// holding servers.
 #[derive(Clone, Debug)]
 pub struct Recount {
     pub quota: ServerQuota,
-    pub unread: Vec<QuotaCharge>,
     pub holders: Vec<Holder>,
 }
 
 impl Recount {
-    /// The quota with its status counted anew ([`recount`]), given the uids of the
-    /// unread charges whose claims a live read found gone; `None` if nothing changes.
-    pub fn recounted(&self, gone: &HashSet<String>) -> Option<ServerQuota> {
-        let status = recount(&self.quota, gone, &self.holders)?;
+    /// The quota with its status counted anew ([`recount`]) from `live`, a live list of
+    /// its namespace's claims read after the quota; `None` if nothing changes.
+    pub fn recounted(&self, live: &LiveClaims) -> Option<ServerQuota> {
+        let status = recount(&self.quota, live, &self.holders)?;
         Some(ServerQuota {
             status: Some(status),
             ..self.quota.clone()
@@ -413,20 +575,44 @@ impl Recount {
     }
 }
 
+/// The quota's status counted from scratch:
+/// - `used` counts, for each class it limits, the claims of `live` (a live list read
+///   after the quota, so no bind the quota's version knows of is missing from it) that
+///   hold their bind ([`holds_bind`]), plus its charges;
+/// - its charges are those of the quota whose claims `live` shows (that name, that uid)
+///   not holding their bind yet, plus every claim the cache shows holding a server
+///   (`holders`: a claim bound before the quota existed counts, even above `hard`) that
+///   `live` shows and does not count yet, then the restored pairs while their class has
+///   room, by name.
+///
+/// A charge whose claim is gone (not in `live`, or another uid under its name) is
+/// dropped; one whose claim now holds its bind moves to the holders. `None`: the status
+/// says that already.
 pub fn recount(
     quota: &ServerQuota,
-    gone: &HashSet<String>,
+    live: &LiveClaims,
     holders: &[Holder],
 ) -> Option<ServerQuotaStatus> {
+    let shows = |name: &str, uid: &str| live.get(name).filter(|l| l.uid == uid);
     let mut charged: Vec<QuotaCharge> = charges(quota)
         .iter()
-        .filter(|c| !gone.contains(&c.uid))
+        .filter(|c| shows(&c.claim, &c.uid).is_some_and(|l| !l.bound))
         .cloned()
         .collect();
+    let mut used: BTreeMap<String, i64> = quota.spec.hard.keys().map(|c| (c.clone(), 0)).collect();
     let mut known: HashSet<String> = charged.iter().map(|c| c.uid.clone()).collect();
+    for l in live.values().filter(|l| l.bound) {
+        if let Some(n) = l.class.as_ref().and_then(|c| used.get_mut(c)) {
+            *n += 1;
+            known.insert(l.uid.clone());
+        }
+    }
     let mut restored: Vec<&Holder> = Vec::new();
     for h in holders {
         if limit(quota, &h.class).is_none() || known.contains(&h.uid) {
+            continue;
+        }
+        if shows(&h.claim, &h.uid).is_none() {
             continue;
         }
         match h.holds {
@@ -437,16 +623,20 @@ pub fn recount(
             Holds::Restored => restored.push(h),
         }
     }
+    for c in &charged {
+        *used.entry(c.class.clone()).or_insert(0) += 1;
+    }
     restored.sort_by(|a, b| a.claim.cmp(&b.claim));
     for h in restored {
-        let used = used_of(&charged, &h.class);
-        if limit(quota, &h.class).is_some_and(|hard| has_room(used, hard))
+        let count = used.get(&h.class).copied().unwrap_or(0);
+        if limit(quota, &h.class).is_some_and(|hard| has_room(count, hard))
             && known.insert(h.uid.clone())
         {
+            *used.entry(h.class.clone()).or_insert(0) += 1;
             charged.push(charge_of(h));
         }
     }
-    let status = status_of(quota, charged, generation(quota));
+    let status = status_of(quota, charged, used, generation(quota));
     (quota.status.as_ref() != Some(&status)).then_some(status)
 }
 
@@ -458,12 +648,12 @@ fn charge_of(h: &Holder) -> QuotaCharge {
     }
 }
 
-/// The status of a quota with these charges, counted for `spec.hard` at `observed`:
-/// `used` counted from them for each class the quota limits, and the summary `kubectl
-/// get` prints.
+/// The status of a quota with these charges and counts, counted for `spec.hard` at
+/// `observed`, with the summary `kubectl get` prints.
 fn status_of(
     quota: &ServerQuota,
     mut charged: Vec<QuotaCharge>,
+    used: BTreeMap<String, i64>,
     observed: i64,
 ) -> ServerQuotaStatus {
     charged.sort();
@@ -471,10 +661,7 @@ fn status_of(
         .spec
         .hard
         .keys()
-        .map(|class| {
-            let n = used_of(&charged, class);
-            (class.clone(), n)
-        })
+        .map(|class| (class.clone(), used.get(class).copied().unwrap_or(0)))
         .collect();
     let summary = quota
         .spec
@@ -511,9 +698,26 @@ mod tests {
                 claim: format!("c-{uid}"),
                 uid: uid.to_string(),
             })
-            .collect();
-        q.status = Some(status_of(&q, charged, 0));
+            .collect::<Vec<QuotaCharge>>();
+        let mut used = BTreeMap::new();
+        for c in &charged {
+            *used.entry(c.class.clone()).or_insert(0) += 1;
+        }
+        q.status = Some(status_of(&q, charged, used, 0));
         q
+    }
+
+    /// A live list of claims `c-<uid>` of class gpu, each bound or not.
+    fn live(claims: &[(&str, bool)]) -> LiveClaims {
+        let claim = |(uid, bound): &(&str, bool)| {
+            let live = LiveClaim {
+                uid: uid.to_string(),
+                class: Some("gpu".into()),
+                bound: *bound,
+            };
+            (format!("c-{uid}"), live)
+        };
+        claims.iter().map(claim).collect()
     }
 
     fn claim(uid: &str) -> CachedClaim {
@@ -562,29 +766,64 @@ mod tests {
     }
 
     #[test]
-    fn a_recount_drops_only_confirmed_gone_claims_and_counts_holders() {
-        let q = quota(&[("gpu", 1)], &[("gpu", "u1"), ("gpu", "u2")]);
-        let unread = unconfirmed(&q, &|c| c.uid == "u1");
-        assert_eq!(unread.len(), 1);
-        assert_eq!(unread[0].uid, "u2");
-        let gone = HashSet::from(["u2".to_string()]);
+    fn a_recount_drops_gone_claims_moves_bound_ones_to_used_and_counts_holders() {
+        let q = quota(
+            &[("gpu", 2)],
+            &[("gpu", "u1"), ("gpu", "u2"), ("gpu", "u3")],
+        );
+        assert!(wants_recount(&q, is_counted, &|c| c.uid != "u2"));
+        // u2 is gone, u3 holds its bind, u4 holds one it was never charged for (the
+        // quota came after it), and u1 is still on its way.
+        let seen = live(&[("u1", false), ("u3", true), ("u4", true)]);
         let holder = Holder {
             class: "gpu".into(),
-            claim: "old".into(),
+            claim: "c-u0".into(),
             uid: "u0".into(),
             holds: Holds::Bound,
         };
-        let status = recount(&q, &gone, std::slice::from_ref(&holder)).expect("changed");
-        let mut uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
-        uids.sort();
-        assert_eq!(uids, ["u0", "u1"]);
+        let status = recount(&q, &seen, std::slice::from_ref(&holder)).expect("changed");
+        let uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
         assert_eq!(
-            status.summary, "gpu: 2/1",
-            "a holder counts even above hard"
+            uids,
+            ["u1"],
+            "a holder the live list does not show is not charged"
         );
+        assert_eq!(status.summary, "gpu: 3/2", "holders count even above hard");
+        let seen = live(&[("u0", false), ("u1", false), ("u3", true), ("u4", true)]);
+        let status = recount(&q, &seen, std::slice::from_ref(&holder)).expect("changed");
+        let uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
+        assert_eq!(
+            uids,
+            ["u0", "u1"],
+            "the cache's holder is charged while it binds"
+        );
+        assert_eq!(status.summary, "gpu: 4/2");
         let mut again = q.clone();
         again.status = Some(status);
-        assert_eq!(recount(&again, &gone, &[holder]), None);
+        assert_eq!(recount(&again, &seen, &[holder]), None);
+    }
+
+    #[test]
+    fn a_charge_leaves_bound_claims_out_of_the_list_and_counts_them() {
+        let q = quota(&[("gpu", 3)], &[("gpu", "u1"), ("gpu", "u2")]);
+        let entry = QuotaCharge {
+            class: "gpu".into(),
+            claim: "c-u3".into(),
+            uid: "u3".into(),
+        };
+        let Recharge::Write(written) = recharge(&q, &entry, &["u1".into()]) else {
+            panic!("room for u3");
+        };
+        let status = written.status.as_ref().unwrap();
+        let uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
+        assert_eq!(uids, ["u2", "u3"]);
+        assert_eq!(status.summary, "gpu: 3/3", "u1 still counts, as a holder");
+        let full = catalog((*written).clone());
+        assert!(matches!(
+            full.check(&claim("u4"), Some("gpu")),
+            QuotaCheck::Exceeded(_)
+        ));
+        assert!(matches!(recharge(&written, &entry, &[]), Recharge::Already));
     }
 
     #[test]
@@ -592,7 +831,7 @@ mod tests {
         let q = quota(&[("gpu", 2)], &[("gpu", "u1")]);
         let holder = |claim: &str, uid: &str, holds| Holder {
             class: "gpu".into(),
-            claim: claim.into(),
+            claim: format!("c-{claim}"),
             uid: uid.into(),
             holds,
         };
@@ -601,9 +840,28 @@ mod tests {
             holder("b", "u2", Holds::Restored),
             holder("a", "u1", Holds::Restored),
         ];
-        let status = recount(&q, &HashSet::new(), &holders).expect("changed");
-        let mut uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
-        uids.sort();
+        let mut seen = live(&[("u1", false)]);
+        for (name, uid) in [("c-b", "u2"), ("c-c", "u3"), ("c-d", "u4"), ("c-e", "u5")] {
+            let l = LiveClaim {
+                uid: uid.into(),
+                class: Some("gpu".into()),
+                bound: false,
+            };
+            seen.insert(name.into(), l);
+        }
+        seen.remove("c-u1");
+        seen.insert(
+            "c-a".into(),
+            LiveClaim {
+                uid: "u1".into(),
+                class: Some("gpu".into()),
+                bound: false,
+            },
+        );
+        let mut q = q;
+        q.status.as_mut().unwrap().charged[0].claim = "c-a".into();
+        let status = recount(&q, &seen, &holders).expect("changed");
+        let uids: Vec<&str> = status.charged.iter().map(|c| c.uid.as_str()).collect();
         assert_eq!(uids, ["u1", "u2"], "by name, while the class has room");
         assert_eq!(status.summary, "gpu: 2/2");
         let mut full = q.clone();
@@ -612,7 +870,51 @@ mod tests {
             holder("d", "u4", Holds::Bound),
             holder("e", "u5", Holds::Restored),
         ];
-        let status = recount(&full, &HashSet::new(), &bound).expect("changed");
+        let status = recount(&full, &seen, &bound).expect("changed");
         assert_eq!(status.summary, "gpu: 3/2", "a bind counts even above hard");
+    }
+
+    #[test]
+    fn a_charge_touches_only_its_claim_unless_the_class_fills() {
+        let q = quota(&[("gpu", 3)], &[("gpu", "u1")]);
+        let one_more = charge(&q, &claim("u2"), "gpu").unwrap();
+        assert_eq!(
+            standing_may_change(Some(&q), Some(&one_more), |_| true),
+            Touched::Claims(BTreeSet::from(["c-u2".to_string()]))
+        );
+        let full = charge(&one_more, &claim("u3"), "gpu").unwrap();
+        assert_eq!(
+            standing_may_change(Some(&one_more), Some(&full), |_| true),
+            Touched::Namespace,
+            "the class has no room now: every claim of it waits"
+        );
+        assert_eq!(
+            standing_may_change(Some(&full), Some(&one_more), |_| true),
+            Touched::Namespace,
+            "a freed charge makes room for every waiting claim"
+        );
+        let mut edited = one_more.clone();
+        edited.spec.hard.insert("cpu".into(), 1);
+        assert_eq!(
+            standing_may_change(Some(&one_more), Some(&edited), |_| true),
+            Touched::Namespace
+        );
+        let uncounted = |q: &ServerQuota| q.spec.hard.len() == 1;
+        assert_eq!(
+            standing_may_change(Some(&one_more), Some(&edited), uncounted),
+            Touched::Namespace
+        );
+        assert_eq!(
+            standing_may_change(None, Some(&q), |_| true),
+            Touched::Namespace
+        );
+        assert_eq!(
+            standing_may_change(Some(&q), None, |_| true),
+            Touched::Namespace
+        );
+        assert_eq!(
+            standing_may_change(Some(&q), Some(&q), |_| true),
+            Touched::Claims(BTreeSet::new())
+        );
     }
 }

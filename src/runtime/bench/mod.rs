@@ -48,6 +48,12 @@ pub struct BindArgs {
     /// How servers are labelled and what claims ask for.
     #[arg(long, value_enum, default_value_t = bind::fleet::Mix::Any)]
     pub mix: bind::fleet::Mix,
+    /// With --mix classes-quotas, how large each quota is. `demand`: one per namespace
+    /// and class, letting 4 in 5 of its claims bind. `fleet`: one per namespace over
+    /// every class, letting every claim bind (with --namespaces 1, one quota charges the
+    /// whole fleet).
+    #[arg(long, value_enum, default_value_t = bind::fleet::QuotaScale::Demand)]
+    pub quota_scale: bind::fleet::QuotaScale,
     /// The operator's --concurrency (reconciles each controller runs at once).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
@@ -155,6 +161,7 @@ async fn run_bind(args: BindArgs) -> Result<(), BenchError> {
         servers: args.servers as usize,
         claims: args.claims as usize,
         mix: args.mix,
+        quota_scale: args.quota_scale,
         concurrency: args.concurrency,
         rate: args.rate,
         namespaces: args.namespaces as usize,

@@ -160,9 +160,10 @@ fn quotas_of(claim: &CachedClaim, binder: &Binder) -> Vec<String> {
         .filter_map(|q| {
             let hard = quota::limit(q, &class)?;
             let charges = quota::charges(q);
-            let used = quota::used_of(charges, &class);
+            let used = quota::used_in(q, &class);
             let charged = match charges.iter().any(|c| c.uid == uid) {
                 true => "this claim is charged",
+                false if quota::holds_bind(claim) => "this claim holds one of them",
                 false if !quota::has_room(used, hard) => "full: this claim is not charged",
                 false => "this claim is not charged yet",
             };

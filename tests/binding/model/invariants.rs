@@ -160,7 +160,12 @@ pub(super) fn check_nothing_left(state: &State) -> Result<(), String> {
                 "liveness: nothing woke an object that has work left: {label}"
             ));
         }
-        if let Some(quota) = recount_now(state, who).first() {
+        let quotas = state.ctl_ref(who).binder.world().quotas();
+        let counts_anew = |q: &&ServerQuota| {
+            let seen = quotas.quota(meta::namespace(*q), meta::name(*q));
+            seen.is_none_or(|seen| quota::changes_the_count(seen, q))
+        };
+        if let Some(quota) = recount_now(state, who).iter().find(counts_anew) {
             return Err(format!(
                 "liveness: nothing rang the {who:?} process's recount, which would write quota {}",
                 meta::name(quota)

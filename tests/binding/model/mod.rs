@@ -41,7 +41,7 @@
 //! them, each of which must be caught.
 
 use server_binder::binding::state::evidence;
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;

@@ -191,28 +191,25 @@ pub(super) fn recount_steps(state: &State, who: Who) -> Vec<(String, State)> {
 }
 
 /// What the recount of this process would write now: each quota its cache shows, with
-/// its status counted anew by `quota::recount` from the charges but those whose claims a
-/// live read (the truth) says are gone, and the claims the cache shows holding servers.
+/// its status counted anew by `quota::recount` from a live list of the claims (the
+/// truth) and the claims the cache shows holding servers.
 pub(super) fn recount_now(state: &State, who: Who) -> Vec<ServerQuota> {
     let binder = &state.ctl_ref(who).binder;
-    let reads_live = state.protocol.recount_reads_live;
     let mut out = Vec::new();
     for mut seen in binder.world().recounts() {
-        let gone: HashSet<String> = seen
-            .unread
-            .iter()
-            .filter(|c| {
-                let live = state.truth.claims.get(&c.claim);
-                !reads_live || live.is_none_or(|l| meta::uid(l) != Some(c.uid.as_str()))
-            })
-            .map(|c| c.uid.clone())
-            .collect();
+        let namespace = meta::namespace(&seen.quota);
+        let of_namespace = |c: &&CachedClaim| meta::namespace(*c) == namespace;
+        let live = match state.protocol.recount_reads_live {
+            true => quota::live_claims(state.truth.claims.values().filter(of_namespace)),
+            // The mutant: the recount trusts the cache for what lives.
+            false => quota::live_claims(binder.world().claims().iter().filter(of_namespace)),
+        };
         if !state.protocol.restored_within_hard {
             seen.holders
                 .iter_mut()
                 .for_each(|h| h.holds = quota::Holds::Bound);
         }
-        out.extend(seen.recounted(&gone));
+        out.extend(seen.recounted(&live));
     }
     out
 }

@@ -760,7 +760,18 @@ pub(super) fn gpu_quota(hard: i64, charged: &[(&str, &str)]) -> ServerQuota {
             holds: quota::Holds::Bound,
         })
         .collect();
-    q.status = quota::recount(&q, &HashSet::new(), &holders);
+    let live: quota::LiveClaims = charged
+        .iter()
+        .map(|(claim, uid)| {
+            let live = quota::LiveClaim {
+                uid: uid.to_string(),
+                class: Some(GPU.into()),
+                bound: false,
+            };
+            (claim.to_string(), live)
+        })
+        .collect();
+    q.status = quota::recount(&q, &live, &holders);
     q
 }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::churn;
-use super::fleet::Mix;
+use super::fleet::{Mix, QuotaScale};
 use super::tenants::{Schedule, Tenants};
 
 /// What to run.
@@ -14,6 +14,8 @@ pub struct BindConfig {
     pub servers: usize,
     pub claims: usize,
     pub mix: Mix,
+    /// How large the quotas of `classes-quotas` are.
+    pub quota_scale: QuotaScale,
     /// The operator's `--concurrency`.
     pub concurrency: u16,
     /// Claims per second, created while the operator runs; `None`: all claims first.

@@ -354,29 +354,53 @@ fn demand(schedule: &Schedule) -> BTreeMap<(usize, usize), usize> {
     demand
 }
 
-/// The ServerQuotas the mix needs (none but with `classes-quotas`): one per namespace
-/// and class, its `hard` [`quota_hard`] of the namespace's claims of the class.
-pub fn quotas(mix: Mix, schedule: &Schedule) -> Vec<ServerQuota> {
+/// How large the quotas of `classes-quotas` are (`--quota-scale`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuotaScale {
+    /// One quota per namespace and class, its `hard` [`quota_hard`] of the namespace's
+    /// claims of the class: about a fifth of the claims wait `QuotaExceeded`.
+    #[default]
+    Demand,
+    /// One quota per namespace over every class, each `hard` all the namespace's claims
+    /// of the class: every claim binds, and with `--namespaces 1` the one quota charges
+    /// the whole fleet.
+    Fleet,
+}
+
+/// The ServerQuotas the mix needs (none but with `classes-quotas`), as `scale` says.
+pub fn quotas(mix: Mix, schedule: &Schedule, scale: QuotaScale) -> Vec<ServerQuota> {
     if mix != Mix::ClassesQuotas {
         return Vec::new();
     }
     let demand = demand(schedule);
+    let wanted = |k: usize, c: usize| demand.get(&(k, c)).copied().unwrap_or(0);
+    let quota = |k: usize, name: String, hard: BTreeMap<String, i64>| {
+        let mut quota = ServerQuota::new(&name, ServerQuotaSpec { hard });
+        quota.metadata.namespace = Some(namespace_name(k));
+        quota
+    };
     let mut quotas = Vec::new();
     for k in 0..schedule.namespaces {
-        for c in 0..CLASSES.len() {
-            let wanted = demand.get(&(k, c)).copied().unwrap_or(0);
-            let hard = BTreeMap::from([(class_name(c), quota_hard(wanted) as i64)]);
-            let mut quota = ServerQuota::new(&quota_name(c), ServerQuotaSpec { hard });
-            quota.metadata.namespace = Some(namespace_name(k));
-            quotas.push(quota);
+        match scale {
+            QuotaScale::Demand => quotas.extend((0..CLASSES.len()).map(|c| {
+                let hard = BTreeMap::from([(class_name(c), quota_hard(wanted(k, c)) as i64)]);
+                quota(k, quota_name(c), hard)
+            })),
+            QuotaScale::Fleet => {
+                let hard = (0..CLASSES.len())
+                    .map(|c| (class_name(c), wanted(k, c) as i64))
+                    .collect();
+                quotas.push(quota(k, "quota-all".into(), hard));
+            }
         }
     }
     quotas
 }
 
 /// How many claims the quotas let bind (every claim without them).
-pub fn admitted(mix: Mix, schedule: &Schedule) -> usize {
-    if mix != Mix::ClassesQuotas {
+pub fn admitted(mix: Mix, schedule: &Schedule, scale: QuotaScale) -> usize {
+    if mix != Mix::ClassesQuotas || scale == QuotaScale::Fleet {
         return schedule.claims;
     }
     demand(schedule).values().map(|&d| quota_hard(d)).sum()
@@ -434,7 +458,7 @@ mod tests {
     fn classes_quotas_refuse_about_one_claim_in_five() {
         for namespaces in [3, 100] {
             let schedule = Schedule::new(Tenants::Even, 2000, namespaces);
-            let quotas = quotas(Mix::ClassesQuotas, &schedule);
+            let quotas = quotas(Mix::ClassesQuotas, &schedule, QuotaScale::Demand);
             assert_eq!(quotas.len(), namespaces * 3);
             let demand = demand(&schedule);
             if namespaces == 3 {
@@ -455,15 +479,18 @@ mod tests {
                 binding += usize::from((*hard as usize) < wanted);
             }
             assert!(binding * 2 > quotas.len(), "most quotas bind: {binding}");
-            let refused = 2000 - admitted(Mix::ClassesQuotas, &schedule);
+            let refused = 2000 - admitted(Mix::ClassesQuotas, &schedule, QuotaScale::Demand);
             assert!(
                 (300..=500).contains(&refused),
                 "{namespaces}: {refused} refused"
             );
         }
         let schedule = Schedule::new(Tenants::Even, 10, 2);
-        assert!(classes(Mix::Any).is_empty() && quotas(Mix::Any, &schedule).is_empty());
-        assert_eq!(admitted(Mix::Any, &schedule), 10);
+        assert!(
+            classes(Mix::Any).is_empty()
+                && quotas(Mix::Any, &schedule, QuotaScale::Demand).is_empty()
+        );
+        assert_eq!(admitted(Mix::Any, &schedule, QuotaScale::Demand), 10);
         assert_eq!([quota_hard(1), quota_hard(5), quota_hard(7)], [1, 4, 6]);
     }
 

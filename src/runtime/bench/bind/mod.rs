@@ -40,7 +40,7 @@ use crate::apiserver::{ApiServer, ApiServerHandle, Config};
 use observe::Observer;
 use operator::{Operator, WorkDir};
 use report::{BindReport, Measured};
-use scrape::WriteSample;
+use scrape::Counters;
 use tenants::Tenants;
 
 /// Runs the benchmark. Fails only if it cannot run (the API server, a create, the
@@ -78,9 +78,9 @@ struct Started {
     operator: Operator,
     ready: Instant,
     clock_start: Instant,
-    /// The operator's write counters when claims began to arrive (`--rate`), and how
-    /// long after readiness its startup writes took to stop.
-    baseline: Vec<WriteSample>,
+    /// The operator's metrics when claims began to arrive (`--rate`; empty: none), and
+    /// how long after readiness its startup writes took to stop.
+    baseline: String,
     settle: Option<Duration>,
     /// The paced claim creator, with `--rate`.
     creator: progress::Task,
@@ -97,7 +97,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     crate::runtime::crds::install_crds(&client).await?;
     setup::namespaces(&client, config.namespaces).await?;
     setup::servers(&client, config.servers, config.mix).await?;
-    setup::classes_and_quotas(&client, config.mix, config.schedule()).await?;
+    setup::classes_and_quotas(&client, config.mix, config.schedule(), config.quota_scale).await?;
     let dir = WorkDir::create()?;
     server.write_kubeconfig(&dir.kubeconfig())?;
     let (on_bound, mut holder) = holder(&client, config);
@@ -127,6 +127,7 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
     // The bind figures end here; the churn's writes are its own.
     let metrics = started.operator.metrics().await?;
     let cpu = cpu_since(cpu_before, started.operator.pid());
+    let quota_bytes = setup::quota_status_bytes(&client).await?;
     let churned = match config.churn {
         Some(c) => {
             let fleet = (config.servers, config.claims);
@@ -146,7 +147,9 @@ async fn run_on(server: &ApiServerHandle, config: &BindConfig) -> Result<BindRep
             operator_ready: started.ready,
             clock_start: started.clock_start,
             writes: scrape::api_writes(&metrics),
-            baseline: started.baseline,
+            baseline: scrape::api_writes(&started.baseline),
+            counters: Counters::of(&metrics).since(&Counters::of(&started.baseline)),
+            quota_bytes,
             settle: started.settle,
             peak_rss_kib: memory.hwm_kib.max(waited.peak_rss_kib),
             peak_anon_kib: memory.anon_kib.max(waited.peak_anon_kib),
@@ -195,7 +198,7 @@ async fn batch(
         clock_start: operator.started,
         operator,
         ready,
-        baseline: Vec::new(),
+        baseline: String::new(),
         settle: None,
         creator: None,
     })

@@ -161,10 +161,11 @@ impl Operator {
     /// server after it starts) and returns its write counters then, and when they last
     /// moved, so that `--rate` claims meet an idle operator and their writes can be told
     /// from the startup's.
-    pub async fn settle(&mut self) -> Result<(Vec<WriteSample>, Instant), Error> {
+    pub async fn settle(&mut self) -> Result<(String, Instant), Error> {
         let start = Instant::now();
         let total = |w: &[WriteSample]| w.iter().map(|s| s.value).sum::<f64>();
-        let mut last = scrape::api_writes(&self.metrics().await?);
+        let mut text = self.metrics().await?;
+        let mut last = scrape::api_writes(&text);
         let mut unchanged_since = Instant::now();
         while unchanged_since.elapsed() < SETTLED_AFTER {
             if start.elapsed() > SETTLE_TIMEOUT {
@@ -174,7 +175,8 @@ impl Operator {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = scrape::api_writes(&self.metrics().await?);
+            text = self.metrics().await?;
+            let now = scrape::api_writes(&text);
             if total(&now) != total(&last) {
                 unchanged_since = Instant::now();
             }
@@ -185,7 +187,7 @@ impl Operator {
             total(&last),
             (unchanged_since - start).as_secs_f64()
         );
-        Ok((last, unchanged_since))
+        Ok((text, unchanged_since))
     }
 
     /// The operator's `/metrics` text.

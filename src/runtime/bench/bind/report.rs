@@ -32,8 +32,9 @@ use serde::Serialize;
 
 use super::churn::ChurnReport;
 use super::config::BindConfig;
-use super::fleet::Mix;
+use super::fleet::{Mix, QuotaScale};
 use super::observe::Seen;
+use super::scrape::Counters;
 use super::scrape::WriteSample;
 use super::stats::percentile;
 use super::tenant_report::{self, TenantReport};
@@ -56,6 +57,7 @@ pub struct BindReport {
     pub servers: usize,
     pub claims: usize,
     pub mix: Mix,
+    pub quota_scale: QuotaScale,
     pub concurrency: u16,
     /// Claims per second, or none: all claims created before the operator started.
     pub rate: Option<f64>,
@@ -91,6 +93,12 @@ pub struct BindReport {
     pub writes_per_bind: f64,
     pub conflicts_per_bind: f64,
     pub write_errors: u64,
+    /// Reconciles per bind, by controller (claim, server).
+    pub reconciles_per_bind: BTreeMap<String, f64>,
+    /// Objects the operator's watches received per bind, by resource.
+    pub received_per_bind: BTreeMap<String, f64>,
+    /// The quotas' statuses at the end (`--mix classes-quotas`).
+    pub quota_status_bytes: Option<QuotaStatusBytes>,
     pub latency_ms: Latency,
     /// CPU seconds of the bind phase: the operator process's, and this process's (the
     /// embedded API server, with the bench's own claims watch and creates).
@@ -117,6 +125,14 @@ pub struct BindReport {
     pub by_tenant: Option<TenantReport>,
 }
 
+/// The size of the quotas' statuses as JSON, at the end of a run.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct QuotaStatusBytes {
+    pub quotas: usize,
+    pub largest: usize,
+    pub total: usize,
+}
+
 /// What a run measured, for [`build`].
 pub struct Measured {
     pub seen: Seen,
@@ -127,6 +143,9 @@ pub struct Measured {
     pub writes: Vec<WriteSample>,
     /// The write counters when the first claim was created (`--rate`), else none.
     pub baseline: Vec<WriteSample>,
+    /// Reconciles and objects received in the bind phase.
+    pub counters: Counters,
+    pub quota_bytes: Option<QuotaStatusBytes>,
     pub settle: Option<Duration>,
     pub peak_rss_kib: u64,
     pub peak_anon_kib: u64,
@@ -141,6 +160,16 @@ pub struct CpuSeconds {
     pub operator: f64,
     /// The bench's own process: the embedded API server, and the bench's clients.
     pub apiserver: f64,
+}
+
+/// Counts per bind (over at least one bind), the zero ones left out.
+fn per_bind_of(counts: &BTreeMap<String, f64>, bound: usize) -> BTreeMap<String, f64> {
+    let bound = bound.max(1) as f64;
+    counts
+        .iter()
+        .filter(|(_, n)| **n > 0.0)
+        .map(|(k, n)| (k.clone(), n / bound))
+        .collect()
 }
 
 /// Each claim's latency (see the module's definition), sorted, in ms.
@@ -222,6 +251,7 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         servers: config.servers,
         claims: config.claims,
         mix: config.mix,
+        quota_scale: config.quota_scale,
         concurrency: config.concurrency,
         rate: config.rate,
         namespaces: config.namespaces,
@@ -247,6 +277,9 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
         writes_per_bind: per_bind(total(&writes, "ok") + total(&writes, "conflict")),
         conflicts_per_bind: per_bind(total(&writes, "conflict")),
         write_errors: total(&writes, "error"),
+        reconciles_per_bind: per_bind_of(&m.counters.reconciles, bound),
+        received_per_bind: per_bind_of(&m.counters.received, bound),
+        quota_status_bytes: m.quota_bytes,
         writes,
         writes_per_bind_by_resource: per_resource,
         latency_ms: latency(&m.seen, m.operator_ready),
@@ -381,12 +414,16 @@ impl BindReport {
         let (mode, from) = self.mode();
         writeln!(
             f,
-            "bench bind: {} servers, {} claims in {} namespace{}, mix {}, concurrency {}, {mode}, watch coalescing {} ms; {} CPUs, {} build",
+            "bench bind: {} servers, {} claims in {} namespace{}, mix {}{}, concurrency {}, {mode}, watch coalescing {} ms; {} CPUs, {} build",
             self.servers,
             self.claims,
             self.namespaces,
             if self.namespaces == 1 { "" } else { "s" },
             self.mix.name(),
+            match (self.mix, self.quota_scale) {
+                (Mix::ClassesQuotas, QuotaScale::Fleet) => " (quota scale: fleet)",
+                _ => "",
+            },
             self.concurrency,
             self.watch_coalesce_ms,
             std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -473,6 +510,22 @@ impl BindReport {
                 count("ok"),
                 count("conflict"),
                 count("error"),
+            )?;
+        }
+        let line = |per: &BTreeMap<String, f64>| {
+            let sum: f64 = per.values().sum();
+            let each: Vec<String> = per.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+            format!("{sum:.2} ({})", each.join(", "))
+        };
+        writeln!(f, "reconciles/bind    {}", line(&self.reconciles_per_bind))?;
+        writeln!(f, "objects recv/bind  {}", line(&self.received_per_bind))?;
+        if let Some(q) = &self.quota_status_bytes {
+            writeln!(
+                f,
+                "quota status       largest {:.1} KB, all {:.1} KB over {} quotas, at the end",
+                q.largest as f64 / 1000.0,
+                q.total as f64 / 1000.0,
+                q.quotas
             )?;
         }
         Ok(())

@@ -1,7 +1,9 @@
 //! Reading the operator's HTTP endpoints: a bare HTTP/1.0 GET over a TCP stream (the
 //! bench needs a status code and a small body, not a client stack), and a parser for
-//! the one metric family the report needs, `server_binder_api_writes_total`.
+//! the metric families the report needs: `server_binder_api_writes_total`, and the
+//! reconcile and watch event counters ([`Counters`]).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -34,6 +36,65 @@ pub async fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)>
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {head:.80}")))?;
     Ok((code, body.to_owned()))
+}
+
+/// The counters the report divides per bind besides the writes: reconciles by
+/// controller (`server_binder_reconcile_duration_seconds_count`) and objects the watches
+/// received by resource (`server_binder_watch_events_total`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    pub reconciles: BTreeMap<String, f64>,
+    pub received: BTreeMap<String, f64>,
+}
+
+impl Counters {
+    pub fn of(exposition: &str) -> Self {
+        Self {
+            reconciles: by_label(
+                exposition,
+                "server_binder_reconcile_duration_seconds_count",
+                "controller",
+            ),
+            received: by_label(exposition, "server_binder_watch_events_total", "resource"),
+        }
+    }
+
+    /// These counters less `before`'s (a run's counts since its baseline).
+    pub fn since(&self, before: &Counters) -> Counters {
+        let less = |now: &BTreeMap<String, f64>, then: &BTreeMap<String, f64>| {
+            now.iter()
+                .map(|(k, v)| (k.clone(), v - then.get(k).copied().unwrap_or(0.0)))
+                .collect()
+        };
+        Counters {
+            reconciles: less(&self.reconciles, &before.reconciles),
+            received: less(&self.received, &before.received),
+        }
+    }
+}
+
+/// The samples of `family` summed by the value of `label` (samples without it are
+/// skipped). Label values here hold no quotes, commas or escapes.
+fn by_label(exposition: &str, family: &str, label: &str) -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix(family).and_then(|r| r.strip_prefix('{')) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.split_once('}') else {
+            continue;
+        };
+        let value: Option<f64> = value.split_whitespace().next().and_then(|v| v.parse().ok());
+        let found = labels.split(',').find_map(|pair| {
+            let (key, quoted) = pair.split_once('=')?;
+            let v = quoted.strip_prefix('"')?.strip_suffix('"')?;
+            (key.trim() == label).then(|| v.to_owned())
+        });
+        if let (Some(v), Some(value)) = (found, value) {
+            *sums.entry(v).or_insert(0.0) += value;
+        }
+    }
+    sums
 }
 
 /// One sample of `server_binder_api_writes_total`.

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::super::error::BenchError as Error;
-use super::fleet::{self, Mix};
+use super::fleet::{self, Mix, QuotaScale};
 use super::tenants::Schedule;
 use crate::api::{ServerClass, ServerQuota};
 
@@ -67,6 +67,7 @@ pub async fn classes_and_quotas(
     client: &kube::Client,
     mix: Mix,
     schedule: Schedule,
+    scale: QuotaScale,
 ) -> Result<(), Error> {
     let classes: Api<ServerClass> = Api::all(client.clone());
     for class in fleet::classes(mix) {
@@ -76,7 +77,7 @@ pub async fn classes_and_quotas(
             .await
             .map_err(|e| failed("server class", &name, e))?;
     }
-    let quotas = std::sync::Arc::new(fleet::quotas(mix, &schedule));
+    let quotas = std::sync::Arc::new(fleet::quotas(mix, &schedule, scale));
     let client = client.clone();
     let all = quotas.clone();
     let create: Create = Box::new(move |q| {
@@ -95,6 +96,30 @@ pub async fn classes_and_quotas(
         })
     });
     create_all("server quotas", 0..quotas.len(), &create).await
+}
+
+/// The size of the quotas' statuses at the end, as JSON: what a charge rewrites and
+/// what each quota watch event carries. `None` when the run has no quota.
+pub async fn quota_status_bytes(
+    client: &kube::Client,
+) -> Result<Option<super::report::QuotaStatusBytes>, Error> {
+    let quotas: Api<ServerQuota> = Api::all(client.clone());
+    let list = quotas
+        .list(&Default::default())
+        .await
+        .map_err(|e| failed("server quotas", "list", e))?;
+    let sizes: Vec<usize> = list
+        .items
+        .iter()
+        .map(|q| serde_json::to_vec(&q.status).map_or(0, |v| v.len()))
+        .collect();
+    Ok(
+        (!sizes.is_empty()).then(|| super::report::QuotaStatusBytes {
+            quotas: sizes.len(),
+            largest: sizes.iter().copied().max().unwrap_or(0),
+            total: sizes.iter().sum(),
+        }),
+    )
 }
 
 fn claim_creator(client: &kube::Client, mix: Mix, schedule: Schedule) -> Create {
