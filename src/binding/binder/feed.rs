@@ -14,10 +14,14 @@ use crate::binding::meta::{self, ClaimKey};
 use crate::binding::wakeups::{Wake, on_relist};
 use crate::binding::world::budgets::{is_available, is_held_by_budget};
 use crate::binding::world::quota::{self, QuotaCheck, Touched};
-use crate::binding::world::view::{ClaimView, ServerView};
+use crate::binding::world::view::{ClaimCatalog, ClaimView, ServerView};
 use crate::binding::world::{Change, Listing, World};
 
 use super::{Binder, Feed};
+
+/// A claim sent through the classes and quotas again: its key, and the claim before and
+/// after, as the catalog holds them.
+type Resolution = (ClaimKey, Option<Arc<CachedClaim>>, Arc<CachedClaim>);
 
 impl Feed<CachedServer> for Binder {
     fn apply(&mut self, obj: Arc<CachedServer>) -> Wake {
@@ -245,7 +249,7 @@ impl Binder {
         before: BTreeMap<ClaimKey, QuotaCheck>,
         after: BTreeMap<ClaimKey, QuotaCheck>,
     ) -> Wake {
-        let mut wake = Wake::default();
+        let mut resolved = Vec::new();
         for (key, now) in after {
             if before.get(&key) == Some(&now) || self.holds_bind(&key) {
                 continue;
@@ -253,13 +257,46 @@ impl Binder {
             let Some((old, effective)) = self.world.resolve_claim_again(&key) else {
                 continue;
             };
+            self.sync_in_flight(&[], &[&key]);
+            resolved.push((key, old, effective));
+        }
+        self.claims_resolved_again(resolved)
+    }
+
+    /// Whom claims sent through the quotas again at once wake: each, the servers they
+    /// name, and the union of what the claim rule says of each change, against the
+    /// catalogs after all of them. The rule's broad answer of claims (every pending
+    /// claim) is the same whichever change gives it, so once one change gave it the rest
+    /// are asked against a catalog of the claims that name a server only (all the
+    /// rule's broad answer of servers reads): a namespace's thousands of claims changing
+    /// standing at once (its quota counted, a class full) cost one pass over the pending
+    /// claims, not one each.
+    fn claims_resolved_again(&self, resolved: Vec<Resolution>) -> Wake {
+        let rule = self.rules.triggers.claim_changed;
+        let (servers, claims) = (self.world.servers(), self.world.claims());
+        let naming = match resolved.len() > 1 {
+            true => ClaimCatalog::from_claims(
+                claims
+                    .waiting()
+                    .named()
+                    .filter_map(|(_, k)| claims.shared(&k.namespace, &k.name).cloned()),
+            ),
+            false => ClaimCatalog::default(),
+        };
+        let mut pending_woken = false;
+        let mut wake = Wake::default();
+        for (key, old, effective) in resolved {
             if let Some(server) = &effective.spec.server_ref {
                 wake.servers.insert(server.name.clone());
             }
-            self.sync_in_flight(&[], &[&key]);
-            let (servers, claims) = (self.world.servers(), self.world.claims());
-            let changed = self.rules.triggers.claim_changed;
-            wake.extend(changed(old.as_deref(), Some(&*effective), servers, claims));
+            let (old, new) = (old.as_deref(), Some(&*effective));
+            let narrow = rule(old, new, servers, &naming);
+            if !pending_woken {
+                let full = rule(old, new, servers, claims);
+                pending_woken = full.claims.len() > narrow.claims.len();
+                wake.extend(full);
+            }
+            wake.extend(narrow);
             wake.claims.insert(key);
         }
         wake
