@@ -196,6 +196,14 @@ fn api_writes_counter(r: &Registrar<'_>) -> IntCounterVec {
     )
 }
 
+fn watch_events_counter(r: &Registrar<'_>) -> IntCounterVec {
+    r.counters(
+        "watch_events_total",
+        "Objects the controller's watches received (added, changed, deleted, or listed), by resource",
+        &["resource"],
+    )
+}
+
 fn quota_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     r.gauges(
         "quota",
@@ -280,11 +288,7 @@ impl Metrics {
                 "Reconciles that failed, by controller and error (api); write conflicts are counted in api_writes_total instead",
                 &["controller", "error"],
             ),
-            watch_events: r.counters(
-                "watch_events_total",
-                "Objects the controller's watches received (added, changed, deleted, or listed), by resource",
-                &["resource"],
-            ),
+            watch_events: watch_events_counter(&r),
             leader: r.gauge(
                 "leader",
                 "1 while this process leads and runs the controllers' writes, 0 while it is a standby",

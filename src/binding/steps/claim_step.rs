@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{CachedClaim, QuotaCharge};
+use crate::api::CachedClaim;
 use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta;
 use crate::binding::placement::PickInputs;
@@ -89,11 +89,7 @@ pub fn claim_step(
     // controller completes it once it is).
     let moves = decision.moves_toward_bind() || restoring(claim, world.servers()).is_some();
     let charges = match (&quota, class.class()) {
-        (QuotaCheck::Room(quotas), Some(class)) if moves => {
-            let namespace = meta::namespace(claim);
-            let bound = |c: &QuotaCharge| world.shows_bound(namespace, c);
-            world.quotas().charges_for(claim, class, quotas, &bound)
-        }
+        (QuotaCheck::Room(quotas), Some(class)) if moves => world.charges_for(claim, class, quotas),
         _ => Vec::new(),
     };
     // An eviction is recorded on the budgets covering the claim before it is written.

@@ -24,7 +24,7 @@ use crate::binding::state::evidence::pair_agrees;
 
 use super::budgets::{self, BudgetCatalog, BudgetHold, BudgetRecord, BudgetRecount};
 use super::classes::{ClassCatalog, ClassCheck, without_servers};
-use super::quota::{self, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck, Recount};
+use super::quota::{self, Charge, CountedRule, Holder, Holds, QuotaCatalog, QuotaCheck, Recount};
 use super::view::{ClaimCatalog, ServerCatalog, ServerView};
 
 /// The objects a binder starts from: a start's lists, or `explain`'s one look.
@@ -281,6 +281,15 @@ impl World {
             quota: (**quota).clone(),
         };
         self.quotas.iter().map(recount).collect()
+    }
+
+    /// The charges of `claim` of `class` to the quotas of `Room` that name it
+    /// ([`QuotaCatalog::charges_for`]), each leaving out of its list the charges whose
+    /// claims this world shows holding their bind.
+    pub fn charges_for(&self, claim: &CachedClaim, class: &str, quotas: &[String]) -> Vec<Charge> {
+        let namespace = meta::namespace(claim);
+        let bound = |c: &QuotaCharge| self.shows_bound(namespace, c);
+        self.quotas.charges_for(claim, class, quotas, &bound)
     }
 
     /// Whether the claim catalog shows the claim a charge of a quota of `namespace`

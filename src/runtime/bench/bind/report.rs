@@ -162,6 +162,14 @@ pub struct CpuSeconds {
     pub apiserver: f64,
 }
 
+/// Binds per second over `elapsed` (0 over no time).
+fn rate(bound: usize, elapsed: Duration) -> f64 {
+    match elapsed.is_zero() {
+        true => 0.0,
+        false => bound as f64 / elapsed.as_secs_f64(),
+    }
+}
+
 /// Counts per bind (over at least one bind), the zero ones left out.
 fn per_bind_of(counts: &BTreeMap<String, f64>, bound: usize) -> BTreeMap<String, f64> {
     let bound = bound.max(1) as f64;
@@ -230,11 +238,7 @@ pub fn build(config: &BindConfig, m: Measured) -> BindReport {
     let elapsed = last_bound.map_or(Duration::ZERO, |t| {
         t.saturating_duration_since(m.clock_start)
     });
-    let binds_per_sec = if elapsed.is_zero() {
-        0.0
-    } else {
-        bound as f64 / elapsed.as_secs_f64()
-    };
+    let binds_per_sec = rate(bound, elapsed);
     // Per bind: over at least one, so that a run that bound nothing still prints.
     let per_bind = |n: u64| n as f64 / bound.max(1) as f64;
     let writes = writes_since(&m.writes, &m.baseline);
