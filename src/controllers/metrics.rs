@@ -207,7 +207,7 @@ fn watch_events_counter(r: &Registrar<'_>) -> IntCounterVec {
 fn quota_gauge(r: &Registrar<'_>) -> IntGaugeVec {
     r.gauges(
         "quota",
-        "Each ServerQuota's limit (type=hard) and the claims charged to it (type=used), by namespace, quota and class",
+        "Each ServerQuota's limit (type=hard) and what it counts (type=used: its class's claims holding their bind, and those charged on their way to one), by namespace, quota and class",
         &["namespace", "quota", "class", "type"],
     )
 }

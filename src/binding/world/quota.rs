@@ -565,13 +565,16 @@ pub struct Recount {
 
 impl Recount {
     /// The quota with its status counted anew ([`recount`]) from `live`, a live list of
-    /// its namespace's claims read after the quota; `None` if nothing changes.
+    /// its namespace's claims read after the quota; `None` if what it counts does not
+    /// change ([`changes_the_count`]): a bound claim's charge left in the list is tidied
+    /// by the next charge, or by the next recount that writes anyway.
     pub fn recounted(&self, live: &LiveClaims) -> Option<ServerQuota> {
         let status = recount(&self.quota, live, &self.holders)?;
-        Some(ServerQuota {
+        let recounted = ServerQuota {
             status: Some(status),
             ..self.quota.clone()
-        })
+        };
+        changes_the_count(&self.quota, &recounted).then_some(recounted)
     }
 }
 
