@@ -66,26 +66,53 @@ fn crds_carry_the_protocol_names() {
             crd.spec.names.kind
         );
     }
-    let columns = |i: usize| -> Vec<String> {
-        crds[i].spec.versions[0]
+    for crd in &crds[..2] {
+        let kind = &crd.spec.names.kind;
+        let columns: Vec<(String, String, bool)> = crd.spec.versions[0]
             .additional_printer_columns
             .iter()
             .flatten()
-            .map(|c| c.name.clone())
-            .collect()
-    };
-    assert_eq!(
-        columns(0),
-        ["Phase", "Claim", "Reason", "Unclaimable", "Age"]
-    );
-    assert_eq!(
-        columns(1),
-        ["Phase", "Server", "Reason", "Disruption", "Age"]
-    );
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    c.json_path.clone(),
+                    c.priority.unwrap_or(0) > 0,
+                )
+            })
+            .collect();
+        assert_eq!(
+            columns,
+            documented_columns(kind),
+            "{kind}'s printer columns"
+        );
+    }
     let yaml = committed();
     assert!(yaml.contains(
         "!has(oldSelf.serverRef) || !has(self.serverRef) || self.serverRef.name == oldSelf.serverRef.name"
     ));
     assert!(yaml.contains("serverSelector is immutable once set"));
     assert!(yaml.contains("spec.serverRef cannot be removed from a Bound claim"));
+}
+
+/// docs/binding.md, "Printer columns": each row of `kind` as (column, JSONPath, shown
+/// only with `-o wide`). The JSONPath is the first code span of the row's last cell.
+fn documented_columns(kind: &str) -> Vec<(String, String, bool)> {
+    let doc = include_str!("../docs/binding.md");
+    let section = doc
+        .split("### Printer columns")
+        .nth(1)
+        .expect("the section");
+    let prefix = format!("| `{kind}` | ");
+    section
+        .lines()
+        .take_while(|l| !l.starts_with('#'))
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|row| {
+            let (column, path) = row.split_once(" | ").expect("three cells");
+            let wide = column.ends_with(" (only with `-o wide`)");
+            let name = column.trim_end_matches(" (only with `-o wide`)");
+            let path = path.split('`').nth(1).expect("a JSONPath in backticks");
+            (name.to_string(), path.to_string(), wide)
+        })
+        .collect()
 }

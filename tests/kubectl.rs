@@ -683,3 +683,45 @@ fn get_serverquotas_shows_what_is_used() {
         "{metal}"
     );
 }
+
+/// A printer column whose JSONPath escapes a dot (an annotation's name) reads as
+/// kubectl's own JSONPath reads it: `kubectl get serverclasses` prints the default
+/// class's DEFAULT as `custom-columns` with the same path prints it.
+#[test]
+fn a_printer_column_with_an_escaped_dot_reads_as_kubectls_jsonpath() {
+    let Some(c) = Cluster::bare() else {
+        return;
+    };
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crds/");
+    c.ok(&["apply", "-f", crds]);
+    c.ok(&[
+        "wait",
+        "--for",
+        "condition=Established",
+        "crd/serverclasses.metal.binder.dev",
+    ]);
+    let class = "apiVersion: metal.binder.dev/v1alpha1
+kind: ServerClass
+metadata:
+  name: general
+  annotations: {serverclass.metal.binder.dev/is-default-class: \"true\"}
+spec: {}
+";
+    c.ok(&["apply", "-f", &c.file("class.yaml", class)]);
+    let path = r".metadata.annotations.serverclass\.metal\.binder\.dev/is-default-class";
+    let custom = c.ok(&[
+        "get",
+        "serverclasses",
+        "-o",
+        &format!("custom-columns=NAME:.metadata.name,DEFAULT:{path}"),
+    ]);
+    let table = c.ok(&["get", "serverclasses"]);
+    let default_of = |table: &str| -> Option<String> {
+        let header: Vec<&str> = table.lines().next()?.split_whitespace().collect();
+        let column = header.iter().position(|h| *h == "DEFAULT")?;
+        let row = table.lines().find(|l| l.starts_with("general"))?;
+        row.split_whitespace().nth(column).map(String::from)
+    };
+    assert_eq!(default_of(&custom).as_deref(), Some("true"), "{custom}");
+    assert_eq!(default_of(&table), default_of(&custom), "{table}");
+}

@@ -37,10 +37,16 @@ use super::server::TaintEffect;
         description = "The server chosen for or bound to this claim"
     ),
     printcolumn(
+        name = "Class",
+        type_ = "string",
+        json_path = ".spec.serverClassName",
+        description = "The ServerClass the claim takes its server from"
+    ),
+    printcolumn(
         name = "Reason",
         type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Bound\")].reason",
-        description = "Why the claim is in its phase"
+        json_path = ".status.conditions[?(@.status==\"False\")].reason",
+        description = "Why the claim is not Bound: the Bound condition's reason while it is False"
     ),
     printcolumn(
         name = "Disruption",

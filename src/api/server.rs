@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     doc = "A bare-metal machine that a ServerClaim can bind to.",
     printcolumn(
-        name = "Phase",
+        name = "Status",
         type_ = "string",
-        json_path = ".status.phase",
-        description = "Available, Bound, Released or Cleaning"
+        json_path = ".status.summary",
+        description = "The phase (Available, Bound, Released or Cleaning), then Unclaimable while cordoned and Terminating while being deleted"
     ),
     printcolumn(
         name = "Claim",
@@ -33,17 +33,23 @@ use serde::{Deserialize, Serialize};
         description = "The claim holding this server, as namespace/name"
     ),
     printcolumn(
+        name = "Class",
+        type_ = "string",
+        json_path = ".status.classes[0]",
+        description = "The ServerClass that takes this server in (the first by name, where several do: status.classes lists them all)"
+    ),
+    printcolumn(
+        name = "Reclaim",
+        type_ = "string",
+        json_path = ".spec.reclaimPolicy",
+        description = "What happens when its claim is deleted: Recycle or Retain"
+    ),
+    printcolumn(
         name = "Reason",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Bound\")].reason",
-        description = "Why the server is in its phase: Reserved, AwaitingClaim, Cleaning, DeletionBlocked (a bound server being deleted), ..."
-    ),
-    printcolumn(
-        name = "Unclaimable",
-        type_ = "boolean",
-        json_path = ".spec.unclaimable",
         priority = "1",
-        description = "Cordoned: no new claim may bind"
+        description = "Why the server is in its phase: Reserved, AwaitingClaim, Cleaning, DeletionBlocked (a bound server being deleted), ..."
     ),
     printcolumn(
         name = "Age",
@@ -217,6 +223,17 @@ pub struct ServerStatus {
     /// The claim holding the server as `namespace/name`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
+    /// The phase and what else keeps the server from a new claim, as `kubectl get`
+    /// shows it: `Available`, `Available,Unclaimable` while cordoned (as a Node shows
+    /// `Ready,SchedulingDisabled`), `Bound,Terminating` while being deleted. For
+    /// reading only; nothing decides on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The ServerClasses whose `serverSelector` takes the server in, by name, for
+    /// `kubectl get`. For reading only; nothing decides on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub classes: Vec<String>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -41,11 +41,11 @@ fn parse_path(path: &str) -> Vec<Step> {
     let mut rest = p;
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            if end > 0 {
-                steps.push(Step::Key(r[..end].to_owned()));
+            let (key, after) = field_name(r);
+            if !key.is_empty() {
+                steps.push(Step::Key(key));
             }
-            rest = &r[end..];
+            rest = after;
         } else if let Some(r) = rest.strip_prefix('[') {
             let Some(end) = r.find(']') else { break };
             let inner = r[..end].trim();
@@ -62,13 +62,7 @@ fn parse_path(path: &str) -> Vec<Step> {
                         None => continue,
                     },
                 };
-                let keys = lhs
-                    .trim()
-                    .trim_start_matches('@')
-                    .split('.')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect();
+                let keys = field_names(lhs.trim().trim_start_matches('@'));
                 let want = rhs
                     .trim()
                     .trim_matches(|c| c == '"' || c == '\'')
@@ -80,12 +74,47 @@ fn parse_path(path: &str) -> Vec<Step> {
                 ));
             }
         } else {
-            let end = rest.find(['.', '[']).unwrap_or(rest.len());
-            steps.push(Step::Key(rest[..end].to_owned()));
-            rest = &rest[end..];
+            let (key, after) = field_name(rest);
+            steps.push(Step::Key(key));
+            rest = after;
         }
     }
     steps
+}
+
+/// The field name at the start of `path`, up to the first `.` or `[` not escaped with a
+/// backslash, unescaped, and what follows it. Kubernetes' JSONPath reads
+/// `.metadata.annotations.example\.com/x` as one key, `example.com/x`.
+fn field_name(path: &str) -> (String, &str) {
+    let mut key = String::new();
+    let mut chars = path.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some((_, escaped)) => key.push(escaped),
+                None => key.push(c),
+            },
+            '.' | '[' => return (key, &path[i..]),
+            _ => key.push(c),
+        }
+    }
+    (key, "")
+}
+
+/// The keys of a dotted path such as a filter's `@.a.b`, escaped dots kept in their key.
+fn field_names(mut path: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    while !path.is_empty() {
+        let (key, after) = field_name(path.strip_prefix('.').unwrap_or(path));
+        if !key.is_empty() {
+            keys.push(key);
+        }
+        if after.len() == path.len() {
+            break;
+        }
+        path = after;
+    }
+    keys
 }
 
 fn scalar_text(v: &Value) -> String {
@@ -316,5 +345,10 @@ mod tests {
             [&json!("True")]
         );
         assert!(eval(&o, ".nope.x").is_empty());
+        // An escaped dot is part of the key, as in an annotation's name.
+        assert_eq!(eval(&o, ".spec.m.x\\.y"), [&json!("z")]);
+        assert!(eval(&o, ".spec.m.x.y").is_empty());
+        let filtered = json!({"l": [{"a.b": "1", "v": "one"}, {"a.b": "2", "v": "two"}]});
+        assert_eq!(eval(&filtered, ".l[?(@.a\\.b==\"2\")].v"), [&json!("two")]);
     }
 }

@@ -270,7 +270,9 @@ fn a_free_server_has_no_reason_and_a_held_one_every_reason_in_eligibility_s_orde
     let reasons: Vec<String> = not_free(&bound).map(|r| r.to_string()).collect();
     assert_eq!(
         reasons,
-        [format!("the server is bound to {NS}/c (uid uid-c)")]
+        [format!(
+            "its serverClaimRef holds it for {NS}/c (uid uid-c)"
+        )]
     );
     assert_eq!(
         server_is_claimable(&bound),

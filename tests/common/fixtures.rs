@@ -270,6 +270,7 @@ impl ServerExt for Server {
                 &format!("{phase:?}"),
                 phase == ServerPhase::Bound,
             )],
+            ..ServerStatus::default()
         });
         self
     }

@@ -15,7 +15,6 @@ use server_binder::api::{
 };
 use server_binder::controllers::Options;
 
-use crate::common::tools::kubectl_present;
 use crate::controllers::stage::{ClaimExt, ServerExt, claim, server, wait_bound};
 use crate::controllers::support::*;
 
@@ -179,101 +178,6 @@ async fn the_default_class_is_written_into_claims_without_one() {
     assert!(cpu.spec.server_claim_ref.is_none(), "{cpu:?}");
 }
 
-/// The example of docs/operations.md, "Server classes", with kubectl: team-a's claim of
-/// the gpu class binds the GPU server without naming its taint, the same claim in team-c
-/// waits `ClassNotAllowed`, `kubectl get serverclasses` lists the class and
-/// `kubectl get serverquotas -A` each team's quota ("Quotas").
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_applies_the_gpu_class_example() {
-    if !kubectl_present() {
-        return;
-    }
-    let mut env = Env::new().await;
-    env.create_namespace("team-c").await;
-    // Classes are recounted once per status interval.
-    let options = Options {
-        status_interval: std::time::Duration::from_secs(1),
-        ..options(4)
-    };
-    env.start_with(options).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
-    let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
-    let servers = format!("{EXAMPLES}01-servers.yaml");
-    let classes = format!("{EXAMPLES}classes/");
-    kubectl(&["apply", "-f", &servers, "-f", &classes]);
-    let team_a: Api<ServerClaim> = Api::namespaced(env.client.clone(), "team-a");
-    eventually(
-        "team-a/training Bound to rack2-gpu-01",
-        DEADLINE,
-        || async {
-            let c = team_a.get("training").await.unwrap();
-            phase(&c) == Some(ClaimPhase::Bound)
-                && c.spec.server_ref.is_some_and(|r| r.name == "rack2-gpu-01")
-        },
-    )
-    .await;
-    let team_c = create_claim_in(&env, "team-c", of_class("training", "gpu")).await;
-    eventually(
-        "team-c/training waits: ClassNotAllowed",
-        DEADLINE,
-        || async {
-            let c = team_c.get("training").await.unwrap();
-            bound_reason(&c).as_deref() == Some("ClassNotAllowed")
-        },
-    )
-    .await;
-    // One GPU server in the example fleet, bound to team-a's claim.
-    eventually("kubectl get serverclasses counts the gpu class", DEADLINE, || {
-        let table = kubectl(&["get", "serverclasses"]);
-        let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-        let columns = [
-            "NAME",
-            "DEFAULT",
-            "SERVERS",
-            "AVAILABLE",
-            "BOUND",
-            "CLEANING",
-            "RELEASED",
-            "UNCLAIMABLE",
-            "AGE",
-        ];
-        assert_eq!(header, columns, "{table}");
-        let gpu: Vec<String> = table
-            .lines()
-            .find(|l| l.starts_with("gpu"))
-            .map(|l| l.split_whitespace().map(String::from).collect())
-            .unwrap_or_default();
-        async move { gpu.get(1..7) == Some(&["1", "0", "1", "0", "0", "0"].map(String::from)[..]) }
-    })
-    .await;
-    quotas_listed(&kubectl).await;
-}
-
-/// The example's quotas, as `kubectl get serverquotas -A` prints them once team-a's
-/// claim holds the GPU server (team-b's is recounted once per status interval).
-async fn quotas_listed(kubectl: &impl Fn(&[&str]) -> String) {
-    eventually(
-        "kubectl get serverquotas -A counts each team",
-        DEADLINE,
-        || {
-            let table = kubectl(&["get", "serverquotas", "-A"]);
-            let row = |team: &str| -> Vec<String> {
-                let line = table.lines().find(|l| l.starts_with(team)).unwrap_or("");
-                line.split_whitespace().map(String::from).collect()
-            };
-            let seen = (row("team-a"), row("team-b"));
-            let wanted =
-                |used: &str| -> Vec<String> { vec!["gpu".into(), "gpu:".into(), used.into()] };
-            let counted = seen.0.get(1..4) == Some(&wanted("1/2")[..])
-                && seen.1.get(1..4) == Some(&wanted("0/1")[..]);
-            async move { if counted { Ok(()) } else { Err(table) } }
-        },
-    )
-    .await;
-}
-
 /// A class's release gates: a server of the class that names none of its own, released
 /// under `Recycle` from a claim, waits in `Cleaning` for the class's gate, recorded at
 /// the release.
@@ -403,9 +307,44 @@ async fn a_class_narrowed_under_a_bound_claim_is_not_its_selector() {
     let conditions = &c.status.as_ref().expect("a status").conditions;
     let bound = conditions.iter().find(|k| k.type_ == "Bound");
     let message = bound.map(|b| b.message.clone()).unwrap_or_default();
-    assert!(!message.contains("does not match"), "{message}");
+    assert!(!message.contains("no longer match"), "{message}");
     assert_eq!(
         env.count_events("ServerClaim", "c", "SelectorMismatch")
+            .await,
+        0
+    );
+}
+
+/// A class created over a server already bound to a claim without a class, whose own
+/// selector matches: the server shows the class (`status.classes`, the CLASS column),
+/// the claim stays Bound, and nothing blames the claim's selector (a Warning
+/// `SelectorMismatch` once said a selector had been added to it).
+#[tokio::test]
+async fn a_class_created_over_a_bound_server_warns_nobody() {
+    let mut env = Env::new().await;
+    env.put_server(server("lab-01").labelled(&[("kind", "gpu")]))
+        .await;
+    env.start(4).await;
+    env.put_claim(claim("lab").selects(&[("kind", "gpu")]))
+        .await;
+    wait_bound(&env, "lab", "lab-01").await;
+    let mut gpu = gpu_class();
+    gpu.spec.tolerations.clear();
+    create_class(&env, gpu).await;
+    env.wait_server("lab-01", "its status names the class", |s| {
+        s.status.as_ref().is_some_and(|s| s.classes == ["gpu"])
+    })
+    .await;
+    // The claim is looked at again with the class known: a relist wakes everything.
+    env.put_claim(claim("probe").selects(&[("kind", "gpu")]))
+        .await;
+    env.wait_claim_phase("probe", ClaimPhase::Pending, "NoMatchingServer")
+        .await;
+    let c = env.claim("lab").await.expect("lab");
+    assert_eq!(bound_reason(&c).as_deref(), Some("Bound"));
+    assert_eq!(bound_message(&c), "bound to server lab-01");
+    assert_eq!(
+        env.count_events("ServerClaim", "lab", "SelectorMismatch")
             .await,
         0
     );

@@ -5,6 +5,7 @@ mod admission;
 mod chaos;
 mod classes;
 mod eviction;
+mod examples;
 use crate::common::claim_admission;
 mod claim_rows;
 mod cli;
@@ -393,63 +394,4 @@ fn assert_logs_say_each_bind(lines: &[String]) {
         "{} log lines for 30 binds",
         records.len()
     );
-}
-
-// kubectl runs as a blocking child process: the in-process API server needs worker
-// threads of its own meanwhile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_shows_the_examples_bound_with_columns_and_events() {
-    if !kubectl_present() {
-        return;
-    }
-    let mut env = Env::new().await;
-    env.start(4).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    env.apiserver.write_kubeconfig(&kubeconfig).unwrap();
-    let kubectl = |args: &[&str]| kubectl(&kubeconfig, args);
-    kubectl(&["apply", "-f", EXAMPLES]);
-    eventually(
-        "the four example claims Bound, and gpu-too waiting",
-        DEADLINE,
-        || async {
-            count_phase(&env, ClaimPhase::Bound).await == 4
-                && count_phase(&env, ClaimPhase::Pending).await == 1
-        },
-    )
-    .await;
-    // The first summary of gpu-too may have been written before the claim controller's
-    // cache held every server, and a newer one waits out --status-interval.
-    eventually("gpu-too says gpu holds the GPU server", DEADLINE, || {
-        let describe = kubectl(&["describe", "serverclaim", "gpu-too"]);
-        let says = describe.contains("NoMatchingServer")
-            && describe.contains("0/4 servers can serve this claim")
-            && describe.contains("1 is held by another claim");
-        async move { says }
-    })
-    .await;
-    let table = kubectl(&["get", "scl"]);
-    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(
-        header,
-        ["NAME", "PHASE", "SERVER", "REASON", "AGE"],
-        "{table}"
-    );
-    assert!(
-        table.lines().any(|l| l.starts_with("by-ref")
-            && l.contains("Bound")
-            && l.contains("rack1-small-01")),
-        "{table}"
-    );
-    let servers = kubectl(&["get", "srv"]);
-    assert!(servers.contains("default/by-ref"), "{servers}");
-    let describe = kubectl(&["describe", "serverclaim", "by-ref"]);
-    assert!(
-        describe.contains("claim is bound to server rack1-small-01"),
-        "{describe}"
-    );
-    let describe = kubectl(&["describe", "server", "rack1-small-01"]);
-    assert!(describe.contains("Claimed"), "{describe}");
-    let (servers, claims) = env.all().await;
-    assert_invariants(&servers, &claims);
 }

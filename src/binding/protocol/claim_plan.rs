@@ -355,7 +355,7 @@ impl BoundNotes {
         }
         self.selector_mismatch.then(|| {
             let note = format!(
-                "server {server} does not match the serverSelector added to this bound claim; the binding stays"
+                "server {server}'s labels no longer match this claim's serverSelector (the server was relabelled, or the selector added, after the bind); the binding stays"
             );
             BindingEvent::warning("SelectorMismatch", "Binding", note)
         })

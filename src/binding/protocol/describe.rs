@@ -214,7 +214,7 @@ fn bound_message(
 ) -> String {
     let mut message = format!("bound to server {server}");
     if selector_mismatch {
-        message.push_str("; the server does not match the claim's serverSelector (added after the bind), and the binding stays");
+        message.push_str("; the server's labels no longer match the claim's serverSelector (the server was relabelled, or the selector added, after the bind), and the binding stays");
     }
     if server_deleting {
         message.push_str("; the server is being deleted, and is kept until this claim is deleted");
@@ -266,7 +266,7 @@ impl ServerDecision {
         use ServerDecision::*;
         let held = || holder(server);
         match self {
-            Available => AVAILABLE.into(),
+            Available => available_message(server).into(),
             ClaimForWinner {
                 winner,
                 restoring: false,
@@ -344,6 +344,15 @@ impl ServerDecision {
 
 /// The message of a free server's condition.
 pub(super) const AVAILABLE: &str = "free for any claim that can use it";
+
+/// The `Available` condition's message: [`AVAILABLE`], unless a cordon keeps every new
+/// claim off the server, which the message then says instead.
+pub(super) fn available_message(server: &CachedServer) -> &'static str {
+    match server.spec.unclaimable {
+        true => "free, but cordoned (spec.unclaimable): no new claim binds until it is uncordoned",
+        false => AVAILABLE,
+    }
+}
 
 /// The ref `server` holds, or an empty one (a decision that names it implies one).
 fn held_ref(server: &CachedServer) -> ServerClaimRef {

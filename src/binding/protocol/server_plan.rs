@@ -10,7 +10,7 @@ use crate::api::{CachedServer, ReclaimPolicy, ServerClaimRef, ServerPhase, Serve
 
 use crate::binding::effects::{BindingEvent, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, ClaimKey};
-use crate::binding::protocol::describe::{AVAILABLE, waiting_for_gates};
+use crate::binding::protocol::describe::{available_message, waiting_for_gates};
 use crate::binding::protocol::server_decision::ServerDecision;
 use crate::binding::state::eligibility::describe_ref;
 use crate::binding::state::gates::{Pending, gates_annotation, release_generation};
@@ -335,7 +335,7 @@ fn available(server: &CachedServer, now: &Time) -> Option<ServerStatus> {
         BoundCondition {
             bound: false,
             reason: "Available",
-            message: AVAILABLE.into(),
+            message: available_message(server).into(),
         },
         now,
     )
@@ -373,6 +373,7 @@ fn server_status(
         claim,
         observed_generation: generation,
         conditions: conditions.unwrap_or(current.conditions),
+        ..current
     })
 }
 

@@ -162,8 +162,10 @@ impl fmt::Display for NotFree<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Ineligible(why) => why.fmt(f),
+            // Said of the ref, not of a bind: a server released under Retain keeps
+            // the ref of a claim that is gone.
             Self::Held(r) if ref_uid(r).is_some() => {
-                write!(f, "the server is bound to {}", describe_ref(r))
+                write!(f, "its serverClaimRef holds it for {}", describe_ref(r))
             }
             Self::Held(r) => write!(
                 f,

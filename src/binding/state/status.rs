@@ -10,6 +10,7 @@ use crate::api::{
 };
 
 use crate::binding::bounded::condition_message;
+use crate::binding::meta;
 
 /// The claim's phase; a claim without one has not been seen by the claim controller
 /// yet, and is not bound: `Pending`.
@@ -115,6 +116,55 @@ fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
     }
 }
 
+/// What `kubectl get servers` prints of a server beside its phase, as of its spec now
+/// and `classes`, the classes that take it in: [`ServerStatus::summary`] (the phase,
+/// then `Unclaimable` while cordoned) and [`ServerStatus::classes`]. `planned` with them
+/// set; where nothing is planned, the current status with them set if they changed
+/// (`None`: nothing to write). No decision reads either field.
+pub fn with_display(
+    server: &CachedServer,
+    classes: Vec<String>,
+    planned: Option<ServerStatus>,
+) -> Option<ServerStatus> {
+    // A server on its way out is shown as it is: a status write could follow the write
+    // that lets it go.
+    if planned.is_none() && meta::is_deleting(server) {
+        return None;
+    }
+    let base = planned.as_ref().or(server.status.as_ref())?;
+    let deleting = meta::is_deleting(server);
+    let summary = base
+        .phase
+        .map(|p| summary(p, server.spec.unclaimable, deleting));
+    if base.summary == summary && base.classes == classes {
+        return planned;
+    }
+    Some(ServerStatus {
+        summary,
+        classes,
+        ..base.clone()
+    })
+}
+
+/// A server's [`ServerStatus::summary`]: `Bound`, `Available,Unclaimable`,
+/// `Bound,Terminating` (being deleted, as kubectl shows a PersistentVolume), ...
+pub fn summary(phase: ServerPhase, unclaimable: bool, deleting: bool) -> String {
+    let phase = match phase {
+        ServerPhase::Available => "Available",
+        ServerPhase::Bound => "Bound",
+        ServerPhase::Released => "Released",
+        ServerPhase::Cleaning => "Cleaning",
+    };
+    let mut summary = phase.to_string();
+    if unclaimable {
+        summary.push_str(",Unclaimable");
+    }
+    if deleting {
+        summary.push_str(",Terminating");
+    }
+    summary
+}
+
 /// The status a server plan writes once its object write turned `read` into `written`.
 pub fn server_status_after(
     status: &ServerStatus,
@@ -140,4 +190,49 @@ pub fn claim_status_after(
     let (from, to) = (read.meta().generation, written.meta().generation);
     restamp(&mut status.conditions, from, to);
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServerSpec;
+
+    fn server(phase: ServerPhase, unclaimable: bool) -> CachedServer {
+        let spec = ServerSpec {
+            unclaimable,
+            ..ServerSpec::default()
+        };
+        let mut s = CachedServer::new("s", spec);
+        s.status = Some(ServerStatus {
+            phase: Some(phase),
+            summary: Some(summary(phase, false, false)),
+            ..ServerStatus::default()
+        });
+        s
+    }
+
+    #[test]
+    fn the_summary_says_cordoned_and_the_classes_follow_the_catalog() {
+        let cordoned = server(ServerPhase::Bound, true);
+        let shown = with_display(&cordoned, vec!["gpu".into()], None).expect("a write");
+        assert_eq!(shown.summary.as_deref(), Some("Bound,Unclaimable"));
+        assert_eq!(shown.classes, ["gpu"]);
+        let mut written = cordoned.clone();
+        written.status = Some(shown);
+        assert_eq!(with_display(&written, vec!["gpu".into()], None), None);
+        let left = with_display(&written, Vec::new(), None).expect("the class went");
+        assert!(left.classes.is_empty());
+    }
+
+    #[test]
+    fn a_planned_status_gets_the_summary_of_its_own_phase() {
+        let free = server(ServerPhase::Bound, false);
+        let planned = ServerStatus {
+            phase: Some(ServerPhase::Released),
+            ..ServerStatus::default()
+        };
+        let shown = with_display(&free, Vec::new(), Some(planned)).expect("planned");
+        assert_eq!(shown.summary.as_deref(), Some("Released"));
+        assert_eq!(with_display(&free, Vec::new(), None), None);
+    }
 }

@@ -1,5 +1,6 @@
 //! One step of a server: its decision as the world shows it (the fair turn read from
-//! the claim side), the plan that carries it out, and the class a bind records.
+//! the claim side), the plan that carries it out, the class a bind records, and what
+//! `kubectl get` shows of the server.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -11,6 +12,7 @@ use crate::binding::protocol::server_decision::ServerDecision;
 use crate::binding::protocol::server_plan::{ServerPlan, plan_server};
 use crate::binding::protocol::winner::{Admit, Turn, may_take_named};
 use crate::binding::state::gates::{self, BoundClass, cleaning_took};
+use crate::binding::state::status;
 use crate::binding::world::World;
 use crate::binding::world::view::{Liveness, WithLiveClaim};
 
@@ -59,6 +61,8 @@ pub fn server_step(
     // What is written starts from the server as it is, never the classes' view.
     let mut plan = plan_server(original, &decision, &Time(now));
     record_bound_class(world, &decision, &mut plan);
+    let classes = world.classes().classes_of(original).map(str::to_string);
+    plan.status = status::with_display(original, classes.collect(), plan.status.take());
     if let Some(claim) = plan.confirm_claim {
         return ServerStep::ReadClaim(claim);
     }

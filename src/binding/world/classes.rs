@@ -146,7 +146,10 @@ impl ClassCatalog {
     }
 
     /// The classes that take `server` in, by name.
-    fn classes_of<'a>(&'a self, server: &'a CachedServer) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn classes_of<'a>(
+        &'a self,
+        server: &'a CachedServer,
+    ) -> impl Iterator<Item = &'a str> + 'a {
         self.classes.iter().filter_map(|(name, c)| {
             let selector = c.spec.server_selector.as_ref();
             let member = selector.is_none_or(|s| selector_matches(s, meta::labels(server)));

@@ -6,13 +6,14 @@ use serde::Serialize;
 
 use super::error::ExplainError;
 use super::world::World;
-use crate::api::CachedClaim;
+use crate::api::{CachedClaim, ServerQuota};
 use crate::binding::claim_side::backoff::{WRITE_REFUSED, backs_off};
 use crate::binding::world::classes::ClassCheck;
 use crate::binding::world::quota;
 use crate::binding::{
     Binder, CLAIM_BEING_DELETED, Cause, ClaimDecision, ClaimStep, LiveServer, PickState,
     ServerView, Sight, Unavailability, claim_step_reading, find_bound, hindrance, meta,
+    selector_text,
 };
 
 #[derive(Debug, Serialize)]
@@ -140,10 +141,17 @@ fn class_of(claim: &CachedClaim, binder: &Binder) -> Option<String> {
             format!("{class} (the default class, to be written into the claim)")
         }
         ClassCheck::Missing(_) => format!("{class} (no such class)"),
-        ClassCheck::NotAllowed(_) => format!(
-            "{class} (does not let namespace {} in)",
-            meta::namespace(claim)
-        ),
+        ClassCheck::NotAllowed(_) => {
+            let classes = binder.world().classes();
+            let selector = classes
+                .class(class)
+                .and_then(|c| c.spec.namespace_selector.as_ref())
+                .map_or_else(String::new, selector_text);
+            format!(
+                "{class} (does not let namespace {} in: its namespaceSelector is {selector})",
+                meta::namespace(claim)
+            )
+        }
         ClassCheck::NoClass | ClassCheck::Of(_) => class.to_string(),
     })
 }
@@ -168,11 +176,44 @@ fn quotas_of(claim: &CachedClaim, binder: &Binder) -> Vec<String> {
                 false => "this claim is not charged yet",
             };
             let name = meta::name(&**q);
+            let held = match quota::has_room(used, hard) {
+                true => String::new(),
+                false => format!("; held by {}", holders(binder, claim, q, &class)),
+            };
             Some(format!(
-                "{name}: {used} of {hard} servers of class {class} ({charged})"
+                "ServerQuota {name}: {used} of {hard} servers of class {class} ({charged}){held}"
             ))
         })
         .collect()
+}
+
+/// The claims of `claim`'s namespace that hold servers of `class` under `quota`: those
+/// holding their bind, and those charged on their way to one; the first three by name,
+/// then a count.
+fn holders(binder: &Binder, claim: &CachedClaim, quota: &ServerQuota, class: &str) -> String {
+    let charges = quota::charges(quota);
+    let namespace = meta::namespace(claim);
+    let mut names: Vec<&str> = binder
+        .world()
+        .claims()
+        .in_namespace(namespace)
+        .filter(|c| c.spec.server_class_name.as_deref() == Some(class))
+        .filter(|c| {
+            let uid = meta::uid(&***c).unwrap_or_default();
+            quota::holds_bind(c) || charges.iter().any(|ch| ch.uid == uid)
+        })
+        .map(|c| meta::name(&**c))
+        .collect();
+    if names.is_empty() {
+        return "claims this namespace no longer shows (the quota is recounted)".into();
+    }
+    let more = names.len().saturating_sub(3);
+    names.truncate(3);
+    let mut text = names.join(", ");
+    if more > 0 {
+        text.push_str(&format!(" and {more} more"));
+    }
+    text
 }
 
 fn chosen_by(claim: &CachedClaim) -> &'static str {
@@ -237,7 +278,7 @@ fn verdicts(
 /// which explain cannot read): the row says so, then what its next try does.
 fn row(claim: &CachedClaim, decision: &ClaimDecision) -> String {
     let next = format!(
-        "{} (docs/binding.md, claim table: ClaimDecision::{})",
+        "{} (docs/binding.md, \"The claim controller's table\", row {})",
         decision.describe(),
         decision.name()
     );

@@ -9,6 +9,9 @@ mod render;
 mod server;
 mod world;
 
+#[cfg(test)]
+mod snapshots;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

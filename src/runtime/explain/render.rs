@@ -30,6 +30,27 @@ pub fn output<E: Serialize>(
     }
 }
 
+/// The phase, the `Bound` condition's reason where it says more than the phase, and
+/// its message.
+fn phase_lines(out: &mut String, phase: &str, reason: &str, message: &str) {
+    let _ = writeln!(out, "Phase:      {phase}");
+    if !reason.is_empty() && reason != phase {
+        let _ = writeln!(out, "Reason:     {reason}");
+    }
+    if !message.is_empty() {
+        let _ = writeln!(out, "Message:    {message}");
+    }
+}
+
+/// The decision's row, not repeating the message where the row says the same (the
+/// condition was written by this very decision).
+fn now_line(row: &str, message: &str) -> String {
+    match row.strip_prefix(message) {
+        Some(reference) if !message.is_empty() => format!("as the message says{reference}"),
+        _ => row.to_string(),
+    }
+}
+
 pub fn claim_text(e: &ClaimExplanation) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -37,10 +58,7 @@ pub fn claim_text(e: &ClaimExplanation) -> String {
         "ServerClaim {}/{} (uid {})",
         e.namespace, e.name, e.uid
     );
-    let _ = writeln!(out, "Phase:      {} / {}", e.phase, e.reason);
-    if !e.message.is_empty() {
-        let _ = writeln!(out, "Message:    {}", e.message);
-    }
+    phase_lines(&mut out, &e.phase, &e.reason, &e.message);
     let server = e.server_ref.as_deref().unwrap_or("(none)");
     let _ = writeln!(out, "ServerRef:  {server}, chosen by {}", e.chosen_by);
     if let Some(class) = &e.class {
@@ -52,9 +70,11 @@ pub fn claim_text(e: &ClaimExplanation) -> String {
     if let Some(t) = &e.bound_time {
         let _ = writeln!(out, "Bound since {t}");
     }
-    let _ = writeln!(out, "Now:        {}", e.row);
-    if let Some(summary) = &e.summary {
-        let _ = writeln!(out, "Why:        {summary}");
+    let _ = writeln!(out, "Now:        {}", now_line(&e.row, &e.message));
+    // The summary computed now, where the condition (written at most once per status
+    // interval) does not already say it.
+    if let Some(summary) = e.summary.as_ref().filter(|s| **s != e.message) {
+        let _ = writeln!(out, "Why now:    {summary}");
     }
     if e.partial {
         let _ = writeln!(
@@ -87,24 +107,34 @@ pub fn claim_text(e: &ClaimExplanation) -> String {
 pub fn server_text(e: &ServerExplanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Server {}", e.name);
-    let _ = writeln!(out, "Phase:      {} / {}", e.phase, e.reason);
-    if !e.message.is_empty() {
-        let _ = writeln!(out, "Message:    {}", e.message);
-    }
+    phase_lines(&mut out, &e.phase, &e.reason, &e.message);
     let _ = writeln!(
         out,
         "Holder:     {}",
         e.holder.as_deref().unwrap_or("(none)")
     );
+    if !e.classes.is_empty() {
+        let _ = writeln!(out, "Classes:    {}", e.classes.join(", "));
+    }
+    if let Some(class) = &e.bound_class {
+        let _ = writeln!(out, "Bound under class {class}");
+    }
     if let Some(t) = &e.since {
         let _ = writeln!(out, "Since:      {t}");
     }
     if let Some(t) = &e.claim_bound_time {
         let _ = writeln!(out, "Claim bound {t}");
     }
-    let _ = writeln!(out, "Now:        {}", e.row);
+    let _ = writeln!(out, "Now:        {}", now_line(&e.row, &e.message));
     if let Some(eviction) = &e.eviction {
         let _ = writeln!(out, "Eviction:   {eviction}");
+    }
+    if !e.taints.is_empty() {
+        let keys = e.taints.join(", ");
+        let _ = writeln!(
+            out,
+            "Taints:     {keys} (only claims that tolerate them, or whose class does)"
+        );
     }
     if e.not_available.is_empty() {
         let _ = writeln!(out, "Available:  yes, to any claim that can use it");

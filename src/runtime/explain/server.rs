@@ -8,6 +8,7 @@ use super::error::ExplainError;
 use super::world::World;
 use crate::api::{CachedClaim, CachedServer, ServerClaimRef};
 use crate::binding::state::eviction::{eviction, would_evict};
+use crate::binding::state::gates::bound_class;
 use crate::binding::{
     Binder, ClaimView, LiveClaim, ServerDecision, ServerStep, describe_ref, find_bound,
     is_controller_chosen, meta, not_free, ref_uid, server_step_reading,
@@ -21,8 +22,15 @@ pub struct ServerExplanation {
     pub phase: String,
     pub reason: String,
     pub message: String,
-    /// The claim the server's ref names, and whether it binds (a uid) or reserves.
+    /// The claim the server's ref names, and whether it binds (a uid), reserves, or
+    /// names a claim that is gone.
     pub holder: Option<String>,
+    /// The classes whose selector takes the server in, and the class its claim bound
+    /// under as the server records it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_class: Option<String>,
     /// When the server's `Bound` condition last changed, and its claim's bind time.
     pub since: Option<String>,
     pub claim_bound_time: Option<String>,
@@ -31,6 +39,10 @@ pub struct ServerExplanation {
     pub eviction: Option<String>,
     /// Why no new claim may take it, if any.
     pub not_available: Vec<String>,
+    /// Its taints' keys: a free server still takes only claims that tolerate them (or
+    /// whose class does).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<String>,
     /// Claims whose `serverRef` names it, and which of them the winner rule picks.
     pub named_by: Vec<Naming>,
     pub decision: String,
@@ -85,10 +97,14 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
             .map_or("(none yet)".into(), |p| format!("{p:?}")),
         reason: bound.map(|c| c.reason.clone()).unwrap_or_default(),
         message: bound.map(|c| c.message.clone()).unwrap_or_default(),
-        holder: r.map(|r| match ref_uid(r) {
-            Some(_) => format!("bound to {}", describe_ref(r)),
-            None => format!("reserved by name for {}/{}", r.namespace, r.name),
-        }),
+        holder: r.map(|r| holder_text(r, holder_claim)),
+        classes: binder
+            .world()
+            .classes()
+            .classes_of(server)
+            .map(str::to_string)
+            .collect(),
+        bound_class: bound_class(server).map(|record| record.class),
         since: bound.map(|c| c.last_transition_time.0.to_string()),
         claim_bound_time: holder_claim
             .and_then(|c| c.status.as_ref()?.bound_time.as_ref())
@@ -96,11 +112,24 @@ pub fn explain(world: &World, name: &str) -> Result<ServerExplanation, ExplainEr
         eviction: holder_claim
             .filter(|c| r.is_some_and(|r| ref_uid(r) == meta::uid(*c)))
             .and_then(|c| eviction_of(server, c)),
-        not_available: not_available(server),
+        not_available: not_free(server).map(|why| why.to_string()).collect(),
+        taints: server.spec.taints.iter().map(|t| t.key.clone()).collect(),
         named_by,
         row: row(&decision, server),
         decision: decision.name().to_string(),
     })
+}
+
+/// The claim a server's ref names, in words: bound to it, reserved for its name, or
+/// bound to a claim that no longer exists (a release under `Retain` keeps the ref).
+fn holder_text(r: &ServerClaimRef, claim: Option<&CachedClaim>) -> String {
+    let Some(uid) = ref_uid(r) else {
+        return format!("reserved by name for {}/{}", r.namespace, r.name);
+    };
+    match claim.is_some_and(|c| meta::uid(c) == Some(uid)) {
+        true => format!("bound to {}", describe_ref(r)),
+        false => format!("was bound to {}, which no longer exists", describe_ref(r)),
+    }
 }
 
 /// The server controller's decision on what was read, with the release gates `explain`
@@ -133,26 +162,11 @@ fn eviction_of(server: &CachedServer, holder: &CachedClaim) -> Option<String> {
     ))
 }
 
-/// Every reason no new claim may take the server, by the rule the free-server index
-/// applies ([`not_free`]); then its taints, which no rule counts against it but which
-/// narrow the claims it suits. The gates a cleaning waits for are the decision's row.
-fn not_available(server: &CachedServer) -> Vec<String> {
-    let mut out: Vec<String> = not_free(server).map(|why| why.to_string()).collect();
-    if !server.spec.taints.is_empty() {
-        let keys: Vec<&str> = server.spec.taints.iter().map(|t| t.key.as_str()).collect();
-        out.push(format!(
-            "tainted ({}): only claims that tolerate it",
-            keys.join(", ")
-        ));
-    }
-    out
-}
-
 /// The decision's row of docs/binding.md's server table, in the words the server
 /// controller's condition or event uses.
 fn row(decision: &ServerDecision, server: &CachedServer) -> String {
     format!(
-        "{} (docs/binding.md, server table: ServerDecision::{})",
+        "{} (docs/binding.md, \"The server controller's table\", row {})",
         decision.describe(server),
         decision.name()
     )

@@ -336,11 +336,14 @@ pub(super) fn in_flight_fp(in_flight: Option<&InFlight>, ranks: &Ranks, h: &mut 
             status
                 .as_ref()
                 .map(|status| {
+                    // What `kubectl get` shows (summary, classes) no decision reads.
                     let ServerStatus {
                         phase,
                         claim,
                         observed_generation,
                         conditions,
+                        summary: _,
+                        classes: _,
                     } = status;
                     (phase, claim, observed_generation, conditions_fp(conditions))
                 })
@@ -450,11 +453,14 @@ pub(super) fn server_fp(s: &CachedServer, ranks: &Ranks, h: &mut FxHasher) {
     labels.hash(h);
     let (phase, claim, bound) = match status {
         None => (None, None, (false, None)),
+        // What `kubectl get` shows (summary, classes) no decision reads.
         Some(ServerStatus {
             phase,
             claim,
             conditions,
             observed_generation,
+            summary: _,
+            classes: _,
         }) => (
             *phase,
             claim.as_deref(),
