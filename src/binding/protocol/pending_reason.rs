@@ -9,7 +9,7 @@ use crate::binding::protocol::claim_decision::NO_MATCHING_SERVER;
 use crate::binding::world::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 
 /// The reason of a `Pending` claim's `Bound` condition (docs/operations.md, "Pending
-/// claims: the `Bound` condition's reason").
+/// claims: the Bound condition's reason").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PendingReason {
     /// No free server fits (`NoMatchingServer`).
