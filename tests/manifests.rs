@@ -30,7 +30,9 @@ fn path(rel: &str) -> PathBuf {
     Path::new(ROOT).join(rel)
 }
 
+use crate::common::monitoring::{self, DASHBOARD, documented_families, families_read};
 use crate::common::tools;
+use server_binder::binding::PendingReason;
 use tools::{kubectl_present, tool_present};
 
 fn ok(cmd: &mut Command) -> String {
@@ -293,6 +295,7 @@ fn kustomize_builds_the_install_and_the_monitoring_component() {
         expected(&[
             ("ServiceMonitor", "server-binder"),
             ("PrometheusRule", "server-binder"),
+            ("ConfigMap", "server-binder-dashboard"),
             ("NetworkPolicy", "server-binder-metrics"),
         ]),
         "{WITH_MONITORING} builds these objects"
@@ -368,8 +371,8 @@ fn built_in_kinds_pass_kubernetes_validate_strict() {
     assert_eq!(skipped, ["PrometheusRule", "ServiceMonitor"]);
     assert_eq!(
         files.len(),
-        BASE_OBJECTS.len() + 1,
-        "the install and the NetworkPolicy"
+        BASE_OBJECTS.len() + 2,
+        "the install, the NetworkPolicy and the dashboard's ConfigMap"
     );
     let out = Command::new("kubernetes-validate")
         .args(["--strict", "--kubernetes-version", KUBERNETES_VERSION])
@@ -781,6 +784,8 @@ fn rbac_is_one_clusterrole_and_one_lease_role_bound_to_the_service_account() {
 /// use a histogram's or counter's series names.
 const METRICS: &[&str] = &[
     "claims",
+    "claims_pending",
+    "quota",
     "claims_evicted",
     "evictions_held_oldest_seconds",
     "servers",
@@ -847,8 +852,13 @@ fn prometheus_rules_pass_promtool() {
             }
         }
     }
+    check_pending_reasons(
+        groups,
+        &std::fs::read_to_string(path("docs/operations.md")).unwrap(),
+    );
     for a in [
         "ServerBinderClaimsPending",
+        "ServerBinderQuotaFull",
         "ServerBinderClaimsLost",
         "ServerBinderReconcileErrors",
         "ServerBinderNoLeader",
@@ -880,6 +890,105 @@ fn prometheus_rules_pass_promtool() {
         .arg("rules")
         .arg(&tests)
         .current_dir(dir.path()));
+}
+
+/// The reasons `ServerBinderClaimsPending` leaves out are the code's policy reasons
+/// ([`PendingReason::is_policy`]), `ServerBinderQuotaFull` waits on the code's
+/// `QuotaExceeded`, and the alert's description and its runbook name every other reason.
+fn check_pending_reasons(groups: &Value, docs: &str) {
+    let rules: Vec<&Value> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    let alert = |name: &str| -> &Value {
+        rules
+            .iter()
+            .find(|r| r["alert"] == name)
+            .unwrap_or_else(|| panic!("no alert {name}"))
+    };
+    let policy: BTreeSet<&str> = PendingReason::ALL
+        .into_iter()
+        .filter(|r| r.is_policy())
+        .map(PendingReason::as_str)
+        .collect();
+    let pending = alert("ServerBinderClaimsPending");
+    let expr = pending["expr"].as_str().unwrap();
+    let excluded: BTreeSet<&str> = expr
+        .split("{reason!~\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("{expr} leaves out no reason"))
+        .split('|')
+        .collect();
+    assert_eq!(excluded, policy, "{expr} leaves out the policy reasons");
+    let full = alert("ServerBinderQuotaFull")["expr"].as_str().unwrap();
+    let quota_exceeded = PendingReason::QuotaExceeded.as_str();
+    assert!(
+        full.contains(&format!("{{reason=\"{quota_exceeded}\"}}")),
+        "{full}"
+    );
+    let description = pending["annotations"]["description"].as_str().unwrap();
+    let runbook = docs
+        .split("\n### ServerBinderClaimsPending\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("a runbook section");
+    for reason in PendingReason::ALL.into_iter().map(PendingReason::as_str) {
+        let named = |text: &str| text.contains(reason);
+        assert!(
+            named(runbook),
+            "the runbook of ServerBinderClaimsPending names {reason}"
+        );
+        if !policy.contains(&reason) {
+            assert!(named(description), "the alert's description names {reason}");
+        }
+    }
+}
+
+/// The dashboard ships as the ConfigMap the Grafana sidecar loads: label
+/// `grafana_dashboard: "1"`, one JSON file, the file of the component as it is. Its
+/// panels read the data source from the `datasource` variable, and only families the
+/// operator exports (docs/operations.md's Metrics table, which tests/controllers/metrics.rs
+/// holds to the exposition).
+#[test]
+fn the_dashboard_configmap_is_for_the_grafana_sidecar() {
+    if !kubectl_present() {
+        return;
+    }
+    let objects = kustomize(WITH_MONITORING);
+    let cm = find(&objects, "ConfigMap", "server-binder-dashboard");
+    assert_eq!(cm["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let data = cm["data"].as_object().expect("data");
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["server-binder.json"]);
+    let text = data["server-binder.json"].as_str().unwrap();
+    assert_eq!(text, std::fs::read_to_string(path(DASHBOARD)).unwrap());
+    let dashboard: Value = serde_json::from_str(text).expect("the ConfigMap holds JSON");
+    assert_eq!(dashboard, monitoring::dashboard());
+    let variables = dashboard["templating"]["list"].as_array().unwrap();
+    let datasource = variables.iter().find(|v| v["name"] == "datasource");
+    let datasource = datasource.expect("a datasource variable");
+    assert_eq!(datasource["type"], "datasource");
+    assert_eq!(datasource["query"], "prometheus");
+    let panels = monitoring::panels(&dashboard);
+    assert!(panels.len() >= 10, "{} panels", panels.len());
+    for panel in &panels {
+        let title = panel["title"].as_str().unwrap();
+        assert_eq!(panel["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = panel["targets"].as_array().map_or(0, Vec::len);
+        assert!(targets > 0, "panel {title:?} has queries");
+    }
+    let families = documented_families();
+    for (title, expr) in monitoring::queries(&dashboard) {
+        for family in families_read(&expr, &families) {
+            assert!(
+                families.contains(&family),
+                "panel {title:?}: {family} is not a metric of docs/operations.md"
+            );
+        }
+    }
 }
 
 fn rules_count(groups: &Value) -> usize {

@@ -30,6 +30,7 @@ pub use protocol::claim_decision::{
 };
 pub use protocol::claim_plan::{ClaimPlan, plan_claim};
 pub use protocol::describe::CLAIM_BEING_DELETED;
+pub use protocol::pending_reason::PendingReason;
 pub use protocol::server_decision::{
     RecordProblem, RollBackCause, ServerDecision, decide_server, has_protection,
 };

@@ -22,8 +22,8 @@ use crate::binding::world::budgets::held_condition;
 use crate::binding::world::classes::{ClassCatalog, capacity};
 use crate::binding::world::quota::{self, QuotaCatalog};
 use crate::binding::{
-    ClaimCatalog, LostReason, Outcome, RepairCase, Repairer, ServerCatalog, claim_phase,
-    server_phase,
+    ClaimCatalog, LostReason, Outcome, PendingReason, RepairCase, Repairer, ServerCatalog,
+    claim_phase, find_bound, server_phase,
 };
 
 /// Which controller a metric sample is about.
@@ -88,6 +88,7 @@ pub struct Metrics {
     /// client exports them (a registry's prefix would rename them).
     process: Registry,
     claims: IntGaugeVec,
+    claims_pending: IntGaugeVec,
     claims_evicted: IntGaugeVec,
     evictions_held: IntGaugeVec,
     evictions_held_seconds: IntGaugeVec,
@@ -131,6 +132,14 @@ fn claims_gauge(r: &Registrar<'_>) -> IntGaugeVec {
         "claims",
         "ServerClaims in the controller's cache, by namespace and status.phase (Pending, Bound, Lost; a claim without status counts as Pending)",
         &["namespace", "phase"],
+    )
+}
+
+fn claims_pending_gauge(r: &Registrar<'_>) -> IntGaugeVec {
+    r.gauges(
+        "claims_pending",
+        "Pending ServerClaims by namespace, class (spec.serverClassName if that class exists, else \"\") and the reason of their Bound condition (Unknown: none yet)",
+        &["namespace", "class", "reason"],
     )
 }
 
@@ -229,6 +238,7 @@ impl Metrics {
         let (evictions_held, evictions_held_seconds) = evictions_held_gauges(&r);
         let metrics = Self {
             claims: claims_gauge(&r),
+            claims_pending: claims_pending_gauge(&r),
             claims_evicted: claims_evicted_gauge(&r),
             evictions_held,
             evictions_held_seconds,
@@ -462,6 +472,26 @@ impl Metrics {
         }
     }
 
+    /// Recomputes the `claims_pending` gauge from the caches: a series for each
+    /// namespace, class and reason some Pending claim has, none at 0.
+    pub fn refresh_pending(&self, classes: &ClassCatalog, claims: &ClaimCatalog) {
+        let mut by_reason: BTreeMap<(&str, &str, &'static str), i64> = BTreeMap::new();
+        for c in claims.iter() {
+            if claim_phase(c) != ClaimPhase::Pending {
+                continue;
+            }
+            let ns = c.meta().namespace.as_deref().unwrap_or_default();
+            let class = c.spec.server_class_name.as_deref().unwrap_or_default();
+            let key = (ns, class_label(classes, class), pending_reason_label(c));
+            *by_reason.entry(key).or_default() += 1;
+        }
+        self.claims_pending.reset();
+        for ((ns, class, reason), n) in by_reason {
+            let labels = [ns, class, reason];
+            self.claims_pending.with_label_values(&labels).set(n);
+        }
+    }
+
     /// Recomputes the `claims` and `servers` gauges from the caches.
     pub fn refresh_inventory(&self, claims: &ClaimCatalog, servers: &ServerCatalog) {
         let mut by_claim: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
@@ -601,6 +631,21 @@ fn class_label<'a>(classes: &ClassCatalog, class: &'a str) -> &'a str {
     }
 }
 
+/// The `reason` label of a Pending claim: its `Bound` condition's reason, one of
+/// [`PendingReason`], or [`UNKNOWN_REASON`] (no condition yet, or a word this version
+/// does not write): a fixed set of values, whatever a status says.
+fn pending_reason_label(claim: &CachedClaim) -> &'static str {
+    let conditions = claim.status.as_ref().map(|s| s.conditions.as_slice());
+    find_bound(conditions.unwrap_or_default())
+        .and_then(|c| PendingReason::parse(&c.reason))
+        .map_or(UNKNOWN_REASON, PendingReason::as_str)
+}
+
+/// The `reason` label of a Pending claim without a reason this version writes: one the
+/// claim controller has not decided on yet, or one it is binding right now (a claim
+/// gets a status only when it waits).
+pub const UNKNOWN_REASON: &str = "Unknown";
+
 /// The `class` label of the claims that name a class that does not exist.
 pub const MISSING_CLASS: &str = "";
 
@@ -683,4 +728,84 @@ impl Held {
 /// When a budget started holding the claim's eviction (its condition's transition).
 fn held_since(claim: &CachedClaim) -> Option<Timestamp> {
     held_condition(claim).map(|c| c.last_transition_time.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    use super::*;
+    use crate::api::{ServerClaimStatus, ServerClass, ServerClassSpec};
+
+    /// A claim of namespace `ns`, naming `class`, in `phase` with a `Bound` condition of
+    /// `reason` (`None`: no status at all, as a claim not decided on yet).
+    fn claim(
+        name: &str,
+        ns: &str,
+        class: Option<&str>,
+        status: Option<(ClaimPhase, &str)>,
+    ) -> CachedClaim {
+        let mut c = CachedClaim::new(name, Default::default());
+        c.meta_mut().namespace = Some(ns.into());
+        c.spec.server_class_name = class.map(str::to_string);
+        c.status = status.map(|(phase, reason)| ServerClaimStatus {
+            phase: Some(phase),
+            conditions: vec![Condition {
+                type_: "Bound".into(),
+                status: "False".into(),
+                reason: reason.into(),
+                message: String::new(),
+                observed_generation: None,
+                last_transition_time: Time(Timestamp::now()),
+            }],
+            ..ServerClaimStatus::default()
+        });
+        c
+    }
+
+    fn pending_series(text: &str) -> Vec<&str> {
+        text.lines()
+            .filter(|l| l.starts_with("server_binder_claims_pending{"))
+            .collect()
+    }
+
+    /// Each Pending claim counts under its namespace, its class (one that exists) and its
+    /// condition's reason; a reason this version does not write, and a claim without a
+    /// condition, count as Unknown; Bound claims are not counted.
+    #[test]
+    fn pending_claims_count_by_namespace_class_and_reason() {
+        let mut classes = ClassCatalog::default();
+        classes.upsert_class(Arc::new(ServerClass::new(
+            "gpu",
+            ServerClassSpec::default(),
+        )));
+        let pending = |reason| Some((ClaimPhase::Pending, reason));
+        let claims = ClaimCatalog::from_claims([
+            claim("a1", "team-a", Some("gpu"), pending("QuotaExceeded")),
+            claim("a2", "team-a", Some("gpu"), pending("QuotaExceeded")),
+            claim("a3", "team-a", None, pending("NoMatchingServer")),
+            claim("a4", "team-a", None, None),
+            claim("a5", "team-a", None, pending("SomeFutureReason")),
+            claim("a6", "team-a", None, Some((ClaimPhase::Bound, "Bound"))),
+            claim("b1", "team-b", Some("made-up"), pending("ClassNotFound")),
+        ]);
+        let metrics = Metrics::new();
+        metrics.refresh_pending(&classes, &claims);
+        let text = metrics.encode();
+        assert_eq!(
+            pending_series(&text),
+            [
+                r#"server_binder_claims_pending{class="",namespace="team-a",reason="NoMatchingServer"} 1"#,
+                r#"server_binder_claims_pending{class="",namespace="team-a",reason="Unknown"} 2"#,
+                r#"server_binder_claims_pending{class="",namespace="team-b",reason="ClassNotFound"} 1"#,
+                r#"server_binder_claims_pending{class="gpu",namespace="team-a",reason="QuotaExceeded"} 2"#,
+            ],
+            "{text}"
+        );
+        // The last Pending claim gone: its series goes too.
+        metrics.refresh_pending(&classes, &ClaimCatalog::new());
+        assert!(pending_series(&metrics.encode()).is_empty());
+    }
 }

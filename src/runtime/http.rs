@@ -62,6 +62,8 @@ async fn metrics_text(State(e): State<Endpoints>) -> impl IntoResponse {
         binder.world().servers(),
     );
     e.metrics.refresh_quotas(binder.world().quotas());
+    e.metrics
+        .refresh_pending(binder.world().classes(), binder.world().claims());
     drop(binder);
     e.metrics.refresh_watch_events(&e.informer.received());
     (

@@ -1,6 +1,7 @@
 //! The metrics endpoint as Prometheus sees it: after a real scenario the exposition
 //! passes `promtool check metrics` and its figures match the objects; and a real
-//! Prometheus server scrapes `server-binder dev` and answers a query for binds.
+//! Prometheus server scrapes `server-binder dev` and answers a query for binds and every
+//! query of the Grafana dashboard.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -11,27 +12,11 @@ use kube::ResourceExt;
 use server_binder::api::{
     ClaimPhase, ServerClass, ServerClassSpec, ServerPhase, ServerQuota, ServerQuotaSpec,
 };
+use server_binder::binding::PendingReason;
 
+use crate::common::monitoring::{dashboard, documented_families, instant_query_path, queries};
 use crate::controllers::stage::*;
 use crate::controllers::support::*;
-
-/// The metric families docs/operations.md's "Metrics" table names: the first column's
-/// code spans.
-fn documented_families() -> std::collections::BTreeSet<String> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
-        .expect("docs/operations.md");
-    let section = doc
-        .split("\n## Metrics\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("a Metrics section");
-    section
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `"))
-        .filter_map(|l| l.split('`').next())
-        .map(str::to_string)
-        .collect()
-}
 
 /// The families an exposition declares (`# TYPE name kind`).
 fn exported_families(text: &str) -> std::collections::BTreeSet<String> {
@@ -210,6 +195,8 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
             && sample("server_binder_servers", &[("phase", "Bound")]) == 5.0
             && sample("server_binder_servers", &[("phase", "Released")]) == 1.0
             && sample("server_binder_servers", &[("phase", "Available")]) == 0.0
+            && pending_by_reason(text, NS)
+                == [(PendingReason::NoMatchingServer.as_str().into(), 1.0)]
     };
     eventually(
         "the claims and servers gauges match the objects",
@@ -289,6 +276,17 @@ async fn the_exposition_passes_promtool_and_matches_the_objects() {
     }
 }
 
+/// The `claims_pending` series of namespace `ns` (claims without a class), as
+/// `(reason, value)`.
+fn pending_by_reason(text: &str, ns: &str) -> Vec<(String, f64)> {
+    let prefix = format!("server_binder_claims_pending{{class=\"\",namespace=\"{ns}\",reason=\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| l.split_once("\"} "))
+        .map(|(reason, value)| (reason.to_string(), value.parse().expect("a number")))
+        .collect()
+}
+
 /// Kills the child when the test ends, however it ends.
 struct Reaped(Child);
 
@@ -340,7 +338,8 @@ fn start_dev(dir: &std::path::Path) -> (Reaped, std::path::PathBuf, SocketAddr) 
 }
 
 /// A real Prometheus scrapes `server-binder dev` after the examples bind, and its query
-/// API returns `server_binder_binds_total`.
+/// API returns `server_binder_binds_total`, then a series for each of the dashboard's
+/// queries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_dev_and_answers_for_binds() {
     if !kubectl_present() || !tool_present("prometheus") {
@@ -400,6 +399,38 @@ async fn prometheus_scrapes_dev_and_answers_for_binds() {
     assert_eq!(answer, "4", "Prometheus saw the four binds");
     let up = prometheus_value(web, "/api/v1/query?query=up%7Bjob%3D%22server-binder%22%7D").await;
     assert_eq!(up.as_deref(), Some("1"), "the target is up");
+    every_panel_answers(web, &kubeconfig).await;
+}
+
+/// Every query of the Grafana dashboard (docs/operations.md, "Dashboard") returns a
+/// series from the Prometheus scraping `dev`, once the class and quota example is
+/// applied too (the class and quota panels have none without a class and a quota).
+async fn every_panel_answers(web: SocketAddr, kubeconfig: &std::path::Path) {
+    kubectl(kubeconfig, &["apply", "-f", &format!("{EXAMPLES}classes/")]);
+    for (title, expr) in queries(&dashboard()) {
+        let path = instant_query_path(&expr);
+        eventually(
+            &format!("a series for the panel {title:?}: {expr}"),
+            DEADLINE,
+            || async { prometheus_series(web, &path).await },
+        )
+        .await;
+    }
+}
+
+/// How many series an instant query returns, if at least one; else what Prometheus
+/// answered.
+async fn prometheus_series(web: SocketAddr, query: &str) -> Result<usize, String> {
+    let (status, body) = try_http_get(web, query)
+        .await
+        .ok_or("no answer from Prometheus")?;
+    let json: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+    let series = json["data"]["result"].as_array().map_or(0, Vec::len);
+    match (status, &json["data"]["resultType"]) {
+        (200, t) if t == "vector" && series > 0 => Ok(series),
+        _ => Err(format!("{status} {body}")),
+    }
 }
 
 /// The value of the first sample of an instant query, if Prometheus answers with one.

@@ -3,7 +3,6 @@
 //! status), each with the resourceVersion it read as a precondition.
 
 use crate::binding::world::budgets::BudgetHold;
-use crate::binding::world::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{
@@ -17,8 +16,8 @@ use crate::binding::claim_side::backoff::{
 };
 use crate::binding::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, is_controller_chosen};
-use crate::binding::placement::WAITING_FOR_TURN;
-use crate::binding::protocol::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
+use crate::binding::protocol::claim_decision::ClaimDecision;
+use crate::binding::protocol::pending_reason::PendingReason;
 use crate::binding::protocol::why::Unavailability;
 use crate::binding::state::eviction::{Eviction, was_evicted};
 use crate::binding::state::status::{BoundCondition, with_bound, with_condition};
@@ -111,13 +110,15 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
     use ClaimDecision::*;
     // Pending with a Warning, the decision's words in both.
     let warn = |reasons| pending_with_warning(claim, reasons, decision.describe(), now);
+    // Pending with a Warning of the same reason, and no controller-chosen server.
+    let class_wait = |reason| class_problem(claim, reason, decision.describe(), now);
     match decision {
         GiveBackServer {
             server,
             server_uid,
             refusal,
         } => give_back(claim, &bound_to(server, server_uid), refusal, now),
-        WriteRefused { .. } => warn((WRITE_REFUSED, WRITE_REFUSED)),
+        WriteRefused { .. } => warn(same(PendingReason::WriteRefused)),
         AssignDefaultClass { class } => {
             let mut object = claim.clone();
             object.spec.server_class_name = Some(class.clone());
@@ -126,14 +127,14 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
                 ..ClaimPlan::default()
             }
         }
-        ClassNotFound { .. } => class_problem(claim, "ClassNotFound", decision.describe(), now),
-        ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
-        QuotaExceeded { .. } => class_problem(claim, QUOTA_EXCEEDED, decision.describe(), now),
+        ClassNotFound { .. } => class_wait(PendingReason::ClassNotFound),
+        ClassNotAllowed { .. } => class_wait(PendingReason::ClassNotAllowed),
+        QuotaExceeded { .. } => class_wait(PendingReason::QuotaExceeded),
         // The server stays reserved for the claim: nothing is withdrawn.
-        RestoreAwaitingQuota { .. } => warn((QUOTA_EXCEEDED, QUOTA_EXCEEDED)),
+        RestoreAwaitingQuota { .. } => warn(same(PendingReason::QuotaExceeded)),
         // Transient (the count follows at once): the claim keeps any ref it has, and the
         // server side binds nothing of it until the quota charges it.
-        QuotaNotCounted { .. } => warn((QUOTA_NOT_COUNTED, QUOTA_NOT_COUNTED)),
+        QuotaNotCounted { .. } => warn(same(PendingReason::QuotaNotCounted)),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)
@@ -153,19 +154,19 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
             }
             plan
         }
-        ServerRefusesWrites { .. } => warn((SERVER_WRITE_REFUSED, SERVER_WRITE_REFUSED)),
-        ServerNotFound { .. } => warn(("ServerNotFound", "FailedBinding")),
+        ServerRefusesWrites { .. } => warn(same(PendingReason::ServerWriteRefused)),
+        ServerNotFound { .. } => warn((PendingReason::ServerNotFound, "FailedBinding")),
         WaitForServer { .. } | WaitForUid { .. } | ResumePick { .. } => {
             waiting_for_server(claim, decision.describe(), now)
         }
-        ServerMismatch { .. } => warn(("ServerMismatch", "ServerMismatch")),
+        ServerMismatch { .. } => warn(same(PendingReason::ServerMismatch)),
         CompleteBind { server, server_uid } => complete_bind(
             claim,
             &bound_to(server, server_uid),
             decision.describe(),
             now,
         ),
-        ServerAlreadyClaimed { .. } => warn(("ServerAlreadyClaimed", "FailedBinding")),
+        ServerAlreadyClaimed { .. } => warn((PendingReason::ServerAlreadyClaimed, "FailedBinding")),
         bound => unreachable!("{} is on the bound path: plan_row plans it", bound.name()),
     }
 }
@@ -219,7 +220,7 @@ fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> Claim
         return ClaimPlan::default();
     }
     ClaimPlan {
-        status: pending(claim, "WaitingForServer", message, now),
+        status: pending(claim, PendingReason::WaitingForServer, message, now),
         ..ClaimPlan::default()
     }
 }
@@ -228,11 +229,11 @@ fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> Claim
 /// goes in the same step (the class leaves the claim no server to take).
 fn class_problem(
     claim: &CachedClaim,
-    reason: &'static str,
+    reason: PendingReason,
     message: String,
     now: &Time,
 ) -> ClaimPlan {
-    let mut plan = pending_with_warning(claim, (reason, reason), message, now);
+    let mut plan = pending_with_warning(claim, same(reason), message, now);
     if claim.spec.server_ref.is_some() && is_controller_chosen(claim) {
         let mut object = claim.clone();
         object.spec.server_ref = None;
@@ -247,8 +248,8 @@ fn class_problem(
 fn wait_for_turn(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
-        pending(claim, WAITING_FOR_TURN, message.clone(), now),
-        BindingEvent::normal(WAITING_FOR_TURN, "Binding", message),
+        pending(claim, PendingReason::WaitingForTurn, message.clone(), now),
+        BindingEvent::normal(PendingReason::WaitingForTurn.as_str(), "Binding", message),
     );
     without_stale_pre_bound(claim, plan)
 }
@@ -267,7 +268,7 @@ fn without_stale_pre_bound(claim: &CachedClaim, mut plan: ClaimPlan) -> ClaimPla
 fn no_matching_server(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
-        pending(claim, NO_MATCHING_SERVER, message.clone(), now),
+        pending(claim, PendingReason::NoMatchingServer, message.clone(), now),
         BindingEvent::normal("FailedBinding", "Binding", message),
     );
     without_stale_pre_bound(claim, plan)
@@ -302,11 +303,16 @@ fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> Cl
     }
 }
 
+/// A condition reason, and the same word as the event's reason.
+fn same(reason: PendingReason) -> (PendingReason, &'static str) {
+    (reason, reason.as_str())
+}
+
 /// Pending with the condition reason `reasons.0` and a Warning `reasons.1` with the same
 /// message.
 fn pending_with_warning(
     claim: &CachedClaim,
-    (condition_reason, event_reason): (&'static str, &'static str),
+    (condition_reason, event_reason): (PendingReason, &'static str),
     message: String,
     now: &Time,
 ) -> ClaimPlan {
@@ -319,13 +325,13 @@ fn pending_with_warning(
 /// Phase Pending with a false `Bound` condition, or `None` if unchanged.
 fn pending(
     claim: &CachedClaim,
-    reason: &'static str,
+    reason: PendingReason,
     message: String,
     now: &Time,
 ) -> Option<ServerClaimStatus> {
     let condition = BoundCondition {
         bound: false,
-        reason,
+        reason: reason.as_str(),
         message,
     };
     claim_status(claim, ClaimPhase::Pending, condition, now)
@@ -626,7 +632,7 @@ fn choose(claim: &CachedClaim, server: &str, now: &Time) -> ClaimPlan {
     let status = backs_off(claim)
         .then(|| {
             let message = format!("waiting for server {server} to record this claim");
-            pending(claim, "WaitingForServer", message, now)
+            pending(claim, PendingReason::WaitingForServer, message, now)
         })
         .flatten();
     ClaimPlan {
@@ -645,7 +651,7 @@ fn withdraw(claim: &CachedClaim, note: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
         let condition = BoundCondition {
             bound: false,
-            reason: "WaitingForServer",
+            reason: PendingReason::WaitingForServer.as_str(),
             message: note,
         };
         return ClaimPlan {
@@ -679,7 +685,7 @@ fn give_back(
     meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
     // Already withdrawn (a give-back whose status write failed): the status only.
     let object = (object != *claim).then_some(object);
-    let mut status = pending(claim, WRITE_REFUSED, refusal.describe(), now)
+    let mut status = pending(claim, PendingReason::WriteRefused, refusal.describe(), now)
         .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
     status.given_back_server_ref = Some(server.clone());
     let note = format!(
