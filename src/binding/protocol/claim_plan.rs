@@ -3,7 +3,6 @@
 //! status), each with the resourceVersion it read as a precondition.
 
 use crate::binding::world::budgets::BudgetHold;
-use crate::binding::world::quota::{QUOTA_EXCEEDED, QUOTA_NOT_COUNTED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::names::{
@@ -12,14 +11,12 @@ use crate::api::names::{
 };
 use crate::api::{BoundServerRef, CachedClaim, ClaimPhase, ServerClaimStatus, ServerRef};
 
-use crate::binding::claim_side::backoff::{
-    Refusal, SERVER_WRITE_REFUSED, WRITE_REFUSED, backs_off,
-};
+use crate::binding::claim_side::backoff::{Refusal, backs_off};
 use crate::binding::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, is_controller_chosen};
-use crate::binding::placement::WAITING_FOR_TURN;
-use crate::binding::protocol::claim_decision::{ClaimDecision, NO_MATCHING_SERVER};
+use crate::binding::protocol::claim_decision::ClaimDecision;
 use crate::binding::protocol::why::Unavailability;
+use crate::binding::reasons::{ClaimEventReason as Event, PendingReason as Pending};
 use crate::binding::state::eviction::{Eviction, was_evicted};
 use crate::binding::state::status::{BoundCondition, with_bound, with_condition};
 
@@ -111,13 +108,15 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
     use ClaimDecision::*;
     // Pending with a Warning, the decision's words in both.
     let warn = |reasons| pending_with_warning(claim, reasons, decision.describe(), now);
+    // The same, and a controller-chosen serverRef withdrawn.
+    let class = |reasons| class_problem(claim, reasons, decision.describe(), now);
     match decision {
         GiveBackServer {
             server,
             server_uid,
             refusal,
         } => give_back(claim, &bound_to(server, server_uid), refusal, now),
-        WriteRefused { .. } => warn((WRITE_REFUSED, WRITE_REFUSED)),
+        WriteRefused { .. } => warn((Pending::WriteRefused, Event::WriteRefused)),
         AssignDefaultClass { class } => {
             let mut object = claim.clone();
             object.spec.server_class_name = Some(class.clone());
@@ -126,14 +125,14 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
                 ..ClaimPlan::default()
             }
         }
-        ClassNotFound { .. } => class_problem(claim, "ClassNotFound", decision.describe(), now),
-        ClassNotAllowed { .. } => class_problem(claim, "ClassNotAllowed", decision.describe(), now),
-        QuotaExceeded { .. } => class_problem(claim, QUOTA_EXCEEDED, decision.describe(), now),
+        ClassNotFound { .. } => class((Pending::ClassNotFound, Event::ClassNotFound)),
+        ClassNotAllowed { .. } => class((Pending::ClassNotAllowed, Event::ClassNotAllowed)),
+        QuotaExceeded { .. } => class((Pending::QuotaExceeded, Event::QuotaExceeded)),
         // The server stays reserved for the claim: nothing is withdrawn.
-        RestoreAwaitingQuota { .. } => warn((QUOTA_EXCEEDED, QUOTA_EXCEEDED)),
+        RestoreAwaitingQuota { .. } => warn((Pending::QuotaExceeded, Event::QuotaExceeded)),
         // Transient (the count follows at once): the claim keeps any ref it has, and the
         // server side binds nothing of it until the quota charges it.
-        QuotaNotCounted { .. } => warn((QUOTA_NOT_COUNTED, QUOTA_NOT_COUNTED)),
+        QuotaNotCounted { .. } => warn((Pending::QuotaNotCounted, Event::QuotaNotCounted)),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)
@@ -149,23 +148,29 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
             let note = decision.describe();
             let mut plan = withdraw(claim, note.clone(), now);
             if plan.event.is_some() {
-                plan.event = Some(BindingEvent::warning(SERVER_WRITE_REFUSED, "Binding", note));
+                plan.event = Some(BindingEvent::warning(
+                    Event::ServerWriteRefused,
+                    "Binding",
+                    note,
+                ));
             }
             plan
         }
-        ServerRefusesWrites { .. } => warn((SERVER_WRITE_REFUSED, SERVER_WRITE_REFUSED)),
-        ServerNotFound { .. } => warn(("ServerNotFound", "FailedBinding")),
+        ServerRefusesWrites { .. } => {
+            warn((Pending::ServerWriteRefused, Event::ServerWriteRefused))
+        }
+        ServerNotFound { .. } => warn((Pending::ServerNotFound, Event::FailedBinding)),
         WaitForServer { .. } | WaitForUid { .. } | ResumePick { .. } => {
             waiting_for_server(claim, decision.describe(), now)
         }
-        ServerMismatch { .. } => warn(("ServerMismatch", "ServerMismatch")),
+        ServerMismatch { .. } => warn((Pending::ServerMismatch, Event::ServerMismatch)),
         CompleteBind { server, server_uid } => complete_bind(
             claim,
             &bound_to(server, server_uid),
             decision.describe(),
             now,
         ),
-        ServerAlreadyClaimed { .. } => warn(("ServerAlreadyClaimed", "FailedBinding")),
+        ServerAlreadyClaimed { .. } => warn((Pending::ServerAlreadyClaimed, Event::FailedBinding)),
         bound => unreachable!("{} is on the bound path: plan_row plans it", bound.name()),
     }
 }
@@ -175,7 +180,7 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
 fn drop_bind_completed(claim: &CachedClaim, note: String) -> ClaimPlan {
     ClaimPlan {
         event: Some(BindingEvent::warning(
-            "BindCompletedDropped",
+            Event::BindCompletedDropped,
             "Binding",
             note,
         )),
@@ -203,7 +208,11 @@ fn restore_server_ref(claim: &CachedClaim, server: &str, note: String) -> ClaimP
     });
     ClaimPlan {
         object: Some(object),
-        event: Some(BindingEvent::warning("ServerRefRestored", "Binding", note)),
+        event: Some(BindingEvent::warning(
+            Event::ServerRefRestored,
+            "Binding",
+            note,
+        )),
         outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
         ..ClaimPlan::default()
     }
@@ -219,7 +228,7 @@ fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> Claim
         return ClaimPlan::default();
     }
     ClaimPlan {
-        status: pending(claim, "WaitingForServer", message, now),
+        status: pending(claim, Pending::WaitingForServer, message, now),
         ..ClaimPlan::default()
     }
 }
@@ -228,11 +237,11 @@ fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> Claim
 /// goes in the same step (the class leaves the claim no server to take).
 fn class_problem(
     claim: &CachedClaim,
-    reason: &'static str,
+    reasons: (Pending, Event),
     message: String,
     now: &Time,
 ) -> ClaimPlan {
-    let mut plan = pending_with_warning(claim, (reason, reason), message, now);
+    let mut plan = pending_with_warning(claim, reasons, message, now);
     if claim.spec.server_ref.is_some() && is_controller_chosen(claim) {
         let mut object = claim.clone();
         object.spec.server_ref = None;
@@ -247,8 +256,8 @@ fn class_problem(
 fn wait_for_turn(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
-        pending(claim, WAITING_FOR_TURN, message.clone(), now),
-        BindingEvent::normal(WAITING_FOR_TURN, "Binding", message),
+        pending(claim, Pending::WaitingForTurn, message.clone(), now),
+        BindingEvent::normal(Event::WaitingForTurn, "Binding", message),
     );
     without_stale_pre_bound(claim, plan)
 }
@@ -267,24 +276,23 @@ fn without_stale_pre_bound(claim: &CachedClaim, mut plan: ClaimPlan) -> ClaimPla
 fn no_matching_server(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
-        pending(claim, NO_MATCHING_SERVER, message.clone(), now),
-        BindingEvent::normal("FailedBinding", "Binding", message),
+        pending(claim, Pending::NoMatchingServer, message.clone(), now),
+        BindingEvent::normal(Event::FailedBinding, "Binding", message),
     );
     without_stale_pre_bound(claim, plan)
 }
 
 /// Phase Lost with a condition and a Warning event saying `what` happened.
 fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> ClaimPlan {
-    let (condition_reason, event_reason) = match reason {
-        LostReason::ServerRefCleared => ("ServerRefCleared", "ClaimLost"),
-        LostReason::ServerMissing => ("ServerMissing", "ClaimLost"),
-        LostReason::ServerMisbound => ("ServerMisbound", "ClaimMisbound"),
-        LostReason::Evicted => ("Evicted", "ClaimEvicted"),
+    let event_reason = match reason {
+        LostReason::ServerRefCleared | LostReason::ServerMissing => Event::ClaimLost,
+        LostReason::ServerMisbound => Event::ClaimMisbound,
+        LostReason::Evicted => Event::ClaimEvicted,
     };
     let event = BindingEvent::warning(event_reason, "Binding", format!("claim is lost: {what}"));
     let condition = BoundCondition {
         bound: false,
-        reason: condition_reason,
+        reason: reason.as_str(),
         message: what,
     };
     let mut status = claim_status(claim, ClaimPhase::Lost, condition, now);
@@ -306,7 +314,7 @@ fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> Cl
 /// message.
 fn pending_with_warning(
     claim: &CachedClaim,
-    (condition_reason, event_reason): (&'static str, &'static str),
+    (condition_reason, event_reason): (Pending, Event),
     message: String,
     now: &Time,
 ) -> ClaimPlan {
@@ -316,16 +324,17 @@ fn pending_with_warning(
     )
 }
 
-/// Phase Pending with a false `Bound` condition, or `None` if unchanged.
+/// Phase Pending with a false `Bound` condition of `reason`, or `None` if unchanged.
+/// Every Pending status of a claim is written here, so its reason is a [`Pending`].
 fn pending(
     claim: &CachedClaim,
-    reason: &'static str,
+    reason: Pending,
     message: String,
     now: &Time,
 ) -> Option<ServerClaimStatus> {
     let condition = BoundCondition {
         bound: false,
-        reason,
+        reason: reason.as_str(),
         message,
     };
     claim_status(claim, ClaimPhase::Pending, condition, now)
@@ -351,13 +360,17 @@ impl BoundNotes {
             let note = format!(
                 "server {server} is being deleted; it stays bound to this claim until the claim is deleted"
             );
-            return Some(BindingEvent::warning("ServerDeleting", "Binding", note));
+            return Some(BindingEvent::warning(
+                Event::ServerDeleting,
+                "Binding",
+                note,
+            ));
         }
         self.selector_mismatch.then(|| {
             let note = format!(
                 "server {server} does not match the serverSelector added to this bound claim; the binding stays"
             );
-            BindingEvent::warning("SelectorMismatch", "Binding", note)
+            BindingEvent::warning(Event::SelectorMismatch, "Binding", note)
         })
     }
 }
@@ -403,11 +416,9 @@ fn with_disruption(
                     let note = format!(
                         "{eviction}, unless the taint goes or the claim tolerates it for ever"
                     );
-                    BindingEvent::warning("EvictionScheduled", "Evicting", note)
+                    BindingEvent::warning(Event::EvictionScheduled, "Evicting", note)
                 }
-                Some(_) => {
-                    BindingEvent::warning(REASON_EVICTION_HELD_BY_BUDGET, "Evicting", message)
-                }
+                Some(_) => BindingEvent::warning(Event::EvictionHeldByBudget, "Evicting", message),
             };
             // A hold's counts change as claims come and go: told when it starts only.
             let news = held.is_none() || running.is_none_or(|c| c.reason != reason);
@@ -422,7 +433,11 @@ fn with_disruption(
             let note = "the eviction is cancelled: the server's taint is gone or tolerated now; the bind stays".to_string();
             (
                 Some(kept),
-                Some(BindingEvent::normal("EvictionCancelled", "Evicting", note)),
+                Some(BindingEvent::normal(
+                    Event::EvictionCancelled,
+                    "Evicting",
+                    note,
+                )),
             )
         }
         None => (None, None),
@@ -485,7 +500,7 @@ fn bound_confirmed(
     let (event, outcome) = if finishing_bind {
         let note = format!("claim is bound to server {server}");
         (
-            Some(BindingEvent::normal("Bound", "Binding", note)),
+            Some(BindingEvent::normal(Event::Bound, "Binding", note)),
             Some(Outcome::Bound),
         )
     } else if let Some(warning) = notes.warning(server) {
@@ -494,7 +509,7 @@ fn bound_confirmed(
         (Some(warning), repair)
     } else {
         let note = format!("claim is bound to server {server} again");
-        let event = (!was_bound).then(|| BindingEvent::normal("Bound", "Binding", note));
+        let event = (!was_bound).then(|| BindingEvent::normal(Event::Bound, "Binding", note));
         (event, Some(Outcome::Repair(RepairCase::ClaimStatus)))
     };
     ClaimPlan {
@@ -543,7 +558,7 @@ fn complete_bind(
     ClaimPlan {
         object: Some(object),
         status: Some(new_status),
-        event: Some(BindingEvent::normal("Bound", "Binding", note)),
+        event: Some(BindingEvent::normal(Event::Bound, "Binding", note)),
         outcome: Some(outcome),
         confirm_server: None,
     }
@@ -626,7 +641,7 @@ fn choose(claim: &CachedClaim, server: &str, now: &Time) -> ClaimPlan {
     let status = backs_off(claim)
         .then(|| {
             let message = format!("waiting for server {server} to record this claim");
-            pending(claim, "WaitingForServer", message, now)
+            pending(claim, Pending::WaitingForServer, message, now)
         })
         .flatten();
     ClaimPlan {
@@ -643,13 +658,8 @@ fn choose(claim: &CachedClaim, server: &str, now: &Time) -> ClaimPlan {
 /// or in that status.
 fn withdraw(claim: &CachedClaim, note: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
-        let condition = BoundCondition {
-            bound: false,
-            reason: "WaitingForServer",
-            message: note,
-        };
         return ClaimPlan {
-            status: claim_status(claim, ClaimPhase::Pending, condition, now),
+            status: pending(claim, Pending::WaitingForServer, note, now),
             ..ClaimPlan::default()
         };
     }
@@ -658,7 +668,7 @@ fn withdraw(claim: &CachedClaim, note: String, now: &Time) -> ClaimPlan {
     meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
     ClaimPlan {
         object: Some(object),
-        event: Some(BindingEvent::normal("Rebinding", "Binding", note)),
+        event: Some(BindingEvent::normal(Event::Rebinding, "Binding", note)),
         outcome: Some(Outcome::Rebind),
         ..ClaimPlan::default()
     }
@@ -679,7 +689,7 @@ fn give_back(
     meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
     // Already withdrawn (a give-back whose status write failed): the status only.
     let object = (object != *claim).then_some(object);
-    let mut status = pending(claim, WRITE_REFUSED, refusal.describe(), now)
+    let mut status = pending(claim, Pending::WriteRefused, refusal.describe(), now)
         .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
     status.given_back_server_ref = Some(server.clone());
     let note = format!(
@@ -690,7 +700,7 @@ fn give_back(
     ClaimPlan {
         object,
         status: Some(status),
-        event: Some(BindingEvent::warning(WRITE_REFUSED, "Binding", note)),
+        event: Some(BindingEvent::warning(Event::WriteRefused, "Binding", note)),
         outcome: Some(Outcome::Rebind),
         confirm_server: None,
     }
