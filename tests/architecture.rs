@@ -949,6 +949,7 @@ const BINDING_ROOMS: &[&[&str]] = &[
         "bounded.rs",
         "selector.rs",
         "effects.rs",
+        "reasons.rs",
         "few.rs",
     ],
     &["state"],

@@ -336,6 +336,126 @@ fn kustomize_builds_the_install_and_the_monitoring_component() {
     assert_eq!(monitor["endpoints"][0]["path"], "/metrics");
 }
 
+/// docs/operations.md's section under `## {title}`, up to the next `## `.
+fn operations_section(title: &str) -> String {
+    let doc = std::fs::read_to_string(path("docs/operations.md")).unwrap();
+    let heading = format!("## {title}");
+    let mut lines = doc.lines().skip_while(|l| l.trim() != heading);
+    assert!(
+        lines.next().is_some(),
+        "docs/operations.md has no `{heading}`"
+    );
+    let body: Vec<&str> = lines.take_while(|l| !l.starts_with("## ")).collect();
+    body.join("\n")
+}
+
+/// The rows of the table in "What gets installed": each row's kinds (`ClusterRole +
+/// ClusterRoleBinding` is two) and the names its second column writes in code marks.
+fn installed_rows() -> Vec<(Vec<String>, BTreeSet<String>)> {
+    let section = operations_section("What gets installed");
+    let mut rows = Vec::new();
+    for line in section.lines().filter(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let [kinds, names, ..] = cells[..] else {
+            continue;
+        };
+        let kinds = kinds.split('+').map(|k| k.trim().to_owned()).collect();
+        let names = names.split('`').skip(1).step_by(2).map(str::to_owned);
+        rows.push((kinds, names.collect()));
+    }
+    rows
+}
+
+/// The CRDs the Upgrade section's `kubectl wait --for condition=Established` commands
+/// wait for: those named (`crd/NAME`), and every CRD in a file given with `-f`.
+fn crds_the_upgrade_waits_for() -> BTreeSet<String> {
+    let section = operations_section("Upgrade").replace("--for=", "--for ");
+    let mut waited = BTreeSet::new();
+    let commands = section
+        .lines()
+        .filter(|l| l.contains("kubectl wait") && l.contains("--for condition=Established"));
+    for command in commands {
+        let words: Vec<String> = command
+            .split_whitespace()
+            .map(|w| w.replace('`', ""))
+            .collect();
+        for (i, word) in words.iter().enumerate() {
+            let named = [
+                "crd/",
+                "customresourcedefinition/",
+                "customresourcedefinitions/",
+            ]
+            .iter()
+            .find_map(|kind| word.strip_prefix(kind));
+            if let Some(name) = named {
+                waited.insert(name.to_owned());
+            }
+            if ["-f", "--filename"].contains(&word.as_str()) {
+                let file = &words[i + 1];
+                let text = std::fs::read_to_string(path(file))
+                    .unwrap_or_else(|e| panic!("the Upgrade section waits on {file}: {e}"));
+                let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+                let crds = docs.iter().map(kind_name);
+                let crds = crds.filter(|(kind, _)| kind == "CustomResourceDefinition");
+                waited.extend(crds.map(|(_, name)| name));
+            }
+        }
+    }
+    waited
+}
+
+/// Every CustomResourceDefinition and ClusterRole the install builds is where an admin
+/// looks for it in docs/operations.md: a row of its kind in "What gets installed" names
+/// it, the Upgrade section's `kubectl wait --for condition=Established` covers every CRD
+/// (by name, or by `-f` of a file that holds it), and "Uninstall" names every CRD (it
+/// says what deleting each deletes). A kind or a role added to manifests/ fails here
+/// until the guide says so.
+#[test]
+fn the_operations_guide_names_every_crd_and_cluster_role() {
+    if !kubectl_present() {
+        return;
+    }
+    let built: Vec<(String, String)> = kustomize("manifests")
+        .iter()
+        .map(kind_name)
+        .filter(|(kind, _)| kind == "CustomResourceDefinition" || kind == "ClusterRole")
+        .collect();
+    let rows = installed_rows();
+    let waited = crds_the_upgrade_waits_for();
+    let uninstall = operations_section("Uninstall");
+    let mut missing = Vec::new();
+    for (kind, name) in &built {
+        let listed = rows
+            .iter()
+            .any(|(kinds, names)| kinds.contains(kind) && names.contains(name));
+        if !listed {
+            missing.push(format!("{kind} {name}: no row of \"What gets installed\""));
+        }
+        if kind != "CustomResourceDefinition" {
+            continue;
+        }
+        if !waited.contains(name) {
+            missing.push(format!(
+                "{name}: not waited for in \"Upgrade\" ({waited:?})"
+            ));
+        }
+        if !uninstall.contains(&format!("`{name}`")) {
+            missing.push(format!("{name}: not named in \"Uninstall\""));
+        }
+    }
+    assert!(
+        built
+            .iter()
+            .any(|(kind, _)| kind == "CustomResourceDefinition"),
+        "the install has CRDs: {built:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/operations.md leaves out what the install builds:\n{}",
+        missing.join("\n")
+    );
+}
+
 /// Built-in API groups, which kubernetes-validate has schemas for. Anything else
 /// (monitoring.coreos.com's ServiceMonitor and PrometheusRule, and custom resources
 /// such as metal.binder.dev's) is typed by a CRD the tool cannot know: for those it
@@ -909,7 +1029,8 @@ fn check_pending_reasons(groups: &Value, docs: &str) {
             .unwrap_or_else(|| panic!("no alert {name}"))
     };
     let policy: BTreeSet<&str> = PendingReason::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|r| r.is_policy())
         .map(PendingReason::as_str)
         .collect();
@@ -935,7 +1056,7 @@ fn check_pending_reasons(groups: &Value, docs: &str) {
         .nth(1)
         .and_then(|rest| rest.split("\n### ").next())
         .expect("a runbook section");
-    for reason in PendingReason::ALL.into_iter().map(PendingReason::as_str) {
+    for reason in PendingReason::ALL.iter().map(|r| r.as_str()) {
         let named = |text: &str| text.contains(reason);
         assert!(
             named(runbook),

@@ -2,9 +2,9 @@
 //! outcome a metric counts. Kept as plain data so the pure core can say it and the
 //! controllers can emit it.
 
-use std::fmt;
-
 use crate::api::{ReclaimPolicy, ServerClaimRef};
+
+use crate::binding::reasons::{EventReason, reasons};
 
 /// `Normal` or `Warning`, as in core/v1 Events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,7 +17,9 @@ pub enum EventKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingEvent {
     pub kind: EventKind,
-    /// The event's reason (`Bound`, `FailedBinding`, ...).
+    /// The event's reason (`Bound`, `FailedBinding`, ...): a variant's text of
+    /// [`crate::binding::reasons::ClaimEventReason`] or
+    /// [`crate::binding::reasons::ServerEventReason`].
     pub reason: &'static str,
     /// What the controller did (`Binding`, `Releasing`, ...), for events.k8s.io `action`.
     pub action: &'static str,
@@ -39,20 +41,24 @@ pub enum Related {
 }
 
 impl BindingEvent {
-    pub fn normal(reason: &'static str, action: &'static str, note: impl Into<String>) -> Self {
+    pub fn normal(reason: impl EventReason, action: &'static str, note: impl Into<String>) -> Self {
         Self {
             kind: EventKind::Normal,
-            reason,
+            reason: reason.text(),
             action,
             note: note.into(),
             related: None,
         }
     }
 
-    pub fn warning(reason: &'static str, action: &'static str, note: impl Into<String>) -> Self {
+    pub fn warning(
+        reason: impl EventReason,
+        action: &'static str,
+        note: impl Into<String>,
+    ) -> Self {
         Self {
             kind: EventKind::Warning,
-            reason,
+            reason: reason.text(),
             action,
             note: note.into(),
             related: None,
@@ -119,30 +125,15 @@ impl RepairCase {
     }
 }
 
-/// Why a claim was lost, for `lost_claims_total{reason}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LostReason {
-    ServerRefCleared,
-    ServerMissing,
-    ServerMisbound,
-    /// An `Evict` taint ended the bind.
-    Evicted,
-}
-
-impl LostReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ServerRefCleared => "ServerRefCleared",
-            Self::ServerMissing => "ServerMissing",
-            Self::ServerMisbound => "ServerMisbound",
-            Self::Evicted => "Evicted",
-        }
-    }
-}
-
-impl fmt::Display for LostReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+reasons! {
+    /// Why a claim was lost: its `Bound` condition's reason, and
+    /// `lost_claims_total{reason}`.
+    pub enum LostReason {
+        ServerRefCleared => "ServerRefCleared",
+        ServerMissing => "ServerMissing",
+        ServerMisbound => "ServerMisbound",
+        /// An `Evict` taint ended the bind.
+        Evicted => "Evicted",
     }
 }
 

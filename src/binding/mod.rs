@@ -12,6 +12,7 @@ mod few;
 pub mod meta;
 pub mod placement;
 pub mod protocol;
+pub mod reasons;
 mod selector;
 pub mod state;
 pub mod steps;
@@ -30,13 +31,13 @@ pub use protocol::claim_decision::{
 };
 pub use protocol::claim_plan::{ClaimPlan, plan_claim};
 pub use protocol::describe::CLAIM_BEING_DELETED;
-pub use protocol::pending_reason::PendingReason;
 pub use protocol::server_decision::{
     RecordProblem, RollBackCause, ServerDecision, decide_server, has_protection,
 };
 pub use protocol::server_plan::{ServerPlan, claim_of, is_user_made_ref, plan_server};
 pub use protocol::why::{Cause, Hindrance, PickState, Unavailability, hindrance, selector_text};
 pub use protocol::winner::{Admit, Turn, outranked_on, turn_on};
+pub use reasons::{ClaimEventReason, EventReason, PendingReason, ServerEventReason};
 pub use selector::{first_untolerated, selector_matches, tolerates};
 pub use state::eligibility::{
     Ineligible, NotFree, RefMatch, describe_ref, eligibility, not_free, ref_match, ref_uid,

@@ -18,6 +18,7 @@ mod pick_cost;
 mod placement_props;
 mod pv_scenarios;
 mod quota_rows;
+mod reason_rows;
 mod server_table;
 mod support;
 mod wake_rules;

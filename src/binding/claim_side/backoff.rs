@@ -28,15 +28,16 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use crate::api::{CachedClaim, CachedServer};
 
 use crate::binding::meta::{self, ClaimKey};
+use crate::binding::reasons::PendingReason;
 use crate::binding::state::status::find_bound;
 
 /// The `Bound` condition reason, and the Warning event's, of a claim whose write was
 /// refused and that backs off.
-pub const WRITE_REFUSED: &str = "WriteRefused";
+pub const WRITE_REFUSED: &str = PendingReason::WriteRefused.as_str();
 
 /// The `Bound` condition reason, and the Warning event's, of a claim naming a server
 /// whose last write the API server refused ([`RefusingServers`]).
-pub const SERVER_WRITE_REFUSED: &str = "ServerWriteRefused";
+pub const SERVER_WRITE_REFUSED: &str = PendingReason::ServerWriteRefused.as_str();
 
 /// The first back-off after a refusal.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);

@@ -2,9 +2,10 @@
 //! waits its turn.
 
 use crate::binding::meta::ClaimKey;
+use crate::binding::reasons::PendingReason;
 
 /// The condition reason of a claim that waits its turn (`WaitForTurn`).
-pub const WAITING_FOR_TURN: &str = "WaitingForTurn";
+pub const WAITING_FOR_TURN: &str = PendingReason::WaitingForTurn.as_str();
 
 /// The claims ahead of a claim that waits its turn, in the fair order: the first few,
 /// and how many there are.

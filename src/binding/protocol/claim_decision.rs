@@ -12,6 +12,7 @@ use crate::binding::meta::{self, is_controller_chosen};
 use crate::binding::placement::{Ahead, PickInputs, Placement, WAITING_FOR_TURN};
 use crate::binding::protocol::why::{PickState, Unavailability};
 use crate::binding::protocol::winner::{is_picked, outranked_on, turn_on};
+use crate::binding::reasons::PendingReason;
 use crate::binding::selector::selector_matches;
 use crate::binding::state::class_labels::own_part;
 use crate::binding::state::eligibility::{Ineligible, RefMatch, eligibility, ref_match};
@@ -177,7 +178,7 @@ pub enum ClaimDecision {
 }
 
 /// The condition reason of a claim no free server can serve now (`NoMatchingServer`).
-pub const NO_MATCHING_SERVER: &str = "NoMatchingServer";
+pub const NO_MATCHING_SERVER: &str = PendingReason::NoMatchingServer.as_str();
 
 /// The reasons of a waiting claim's condition, whose message is a summary of the
 /// servers ([`ClaimDecision::summary_reason`]).

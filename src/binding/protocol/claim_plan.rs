@@ -11,14 +11,12 @@ use crate::api::names::{
 };
 use crate::api::{BoundServerRef, CachedClaim, ClaimPhase, ServerClaimStatus, ServerRef};
 
-use crate::binding::claim_side::backoff::{
-    Refusal, SERVER_WRITE_REFUSED, WRITE_REFUSED, backs_off,
-};
+use crate::binding::claim_side::backoff::{Refusal, backs_off};
 use crate::binding::effects::{BindingEvent, LostReason, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, is_controller_chosen};
 use crate::binding::protocol::claim_decision::ClaimDecision;
-use crate::binding::protocol::pending_reason::PendingReason;
 use crate::binding::protocol::why::Unavailability;
+use crate::binding::reasons::{ClaimEventReason as Event, PendingReason as Pending};
 use crate::binding::state::eviction::{Eviction, was_evicted};
 use crate::binding::state::status::{BoundCondition, with_bound, with_condition};
 
@@ -110,15 +108,15 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
     use ClaimDecision::*;
     // Pending with a Warning, the decision's words in both.
     let warn = |reasons| pending_with_warning(claim, reasons, decision.describe(), now);
-    // Pending with a Warning of the same reason, and no controller-chosen server.
-    let class_wait = |reason| class_problem(claim, reason, decision.describe(), now);
+    // The same, and a controller-chosen serverRef withdrawn.
+    let class = |reasons| class_problem(claim, reasons, decision.describe(), now);
     match decision {
         GiveBackServer {
             server,
             server_uid,
             refusal,
         } => give_back(claim, &bound_to(server, server_uid), refusal, now),
-        WriteRefused { .. } => warn(same(PendingReason::WriteRefused)),
+        WriteRefused { .. } => warn((Pending::WriteRefused, Event::WriteRefused)),
         AssignDefaultClass { class } => {
             let mut object = claim.clone();
             object.spec.server_class_name = Some(class.clone());
@@ -127,14 +125,14 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
                 ..ClaimPlan::default()
             }
         }
-        ClassNotFound { .. } => class_wait(PendingReason::ClassNotFound),
-        ClassNotAllowed { .. } => class_wait(PendingReason::ClassNotAllowed),
-        QuotaExceeded { .. } => class_wait(PendingReason::QuotaExceeded),
+        ClassNotFound { .. } => class((Pending::ClassNotFound, Event::ClassNotFound)),
+        ClassNotAllowed { .. } => class((Pending::ClassNotAllowed, Event::ClassNotAllowed)),
+        QuotaExceeded { .. } => class((Pending::QuotaExceeded, Event::QuotaExceeded)),
         // The server stays reserved for the claim: nothing is withdrawn.
-        RestoreAwaitingQuota { .. } => warn(same(PendingReason::QuotaExceeded)),
+        RestoreAwaitingQuota { .. } => warn((Pending::QuotaExceeded, Event::QuotaExceeded)),
         // Transient (the count follows at once): the claim keeps any ref it has, and the
         // server side binds nothing of it until the quota charges it.
-        QuotaNotCounted { .. } => warn(same(PendingReason::QuotaNotCounted)),
+        QuotaNotCounted { .. } => warn((Pending::QuotaNotCounted, Event::QuotaNotCounted)),
         AdoptReservedServer { server } => ClaimPlan {
             outcome: Some(Outcome::Repair(RepairCase::Adopted)),
             ..choose(claim, server, now)
@@ -150,23 +148,29 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
             let note = decision.describe();
             let mut plan = withdraw(claim, note.clone(), now);
             if plan.event.is_some() {
-                plan.event = Some(BindingEvent::warning(SERVER_WRITE_REFUSED, "Binding", note));
+                plan.event = Some(BindingEvent::warning(
+                    Event::ServerWriteRefused,
+                    "Binding",
+                    note,
+                ));
             }
             plan
         }
-        ServerRefusesWrites { .. } => warn(same(PendingReason::ServerWriteRefused)),
-        ServerNotFound { .. } => warn((PendingReason::ServerNotFound, "FailedBinding")),
+        ServerRefusesWrites { .. } => {
+            warn((Pending::ServerWriteRefused, Event::ServerWriteRefused))
+        }
+        ServerNotFound { .. } => warn((Pending::ServerNotFound, Event::FailedBinding)),
         WaitForServer { .. } | WaitForUid { .. } | ResumePick { .. } => {
             waiting_for_server(claim, decision.describe(), now)
         }
-        ServerMismatch { .. } => warn(same(PendingReason::ServerMismatch)),
+        ServerMismatch { .. } => warn((Pending::ServerMismatch, Event::ServerMismatch)),
         CompleteBind { server, server_uid } => complete_bind(
             claim,
             &bound_to(server, server_uid),
             decision.describe(),
             now,
         ),
-        ServerAlreadyClaimed { .. } => warn((PendingReason::ServerAlreadyClaimed, "FailedBinding")),
+        ServerAlreadyClaimed { .. } => warn((Pending::ServerAlreadyClaimed, Event::FailedBinding)),
         bound => unreachable!("{} is on the bound path: plan_row plans it", bound.name()),
     }
 }
@@ -176,7 +180,7 @@ fn plan_unbound_row(claim: &CachedClaim, decision: &ClaimDecision, now: &Time) -
 fn drop_bind_completed(claim: &CachedClaim, note: String) -> ClaimPlan {
     ClaimPlan {
         event: Some(BindingEvent::warning(
-            "BindCompletedDropped",
+            Event::BindCompletedDropped,
             "Binding",
             note,
         )),
@@ -204,7 +208,11 @@ fn restore_server_ref(claim: &CachedClaim, server: &str, note: String) -> ClaimP
     });
     ClaimPlan {
         object: Some(object),
-        event: Some(BindingEvent::warning("ServerRefRestored", "Binding", note)),
+        event: Some(BindingEvent::warning(
+            Event::ServerRefRestored,
+            "Binding",
+            note,
+        )),
         outcome: Some(Outcome::Repair(RepairCase::ClaimRefRestored)),
         ..ClaimPlan::default()
     }
@@ -220,7 +228,7 @@ fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> Claim
         return ClaimPlan::default();
     }
     ClaimPlan {
-        status: pending(claim, PendingReason::WaitingForServer, message, now),
+        status: pending(claim, Pending::WaitingForServer, message, now),
         ..ClaimPlan::default()
     }
 }
@@ -229,11 +237,11 @@ fn waiting_for_server(claim: &CachedClaim, message: String, now: &Time) -> Claim
 /// goes in the same step (the class leaves the claim no server to take).
 fn class_problem(
     claim: &CachedClaim,
-    reason: PendingReason,
+    reasons: (Pending, Event),
     message: String,
     now: &Time,
 ) -> ClaimPlan {
-    let mut plan = pending_with_warning(claim, same(reason), message, now);
+    let mut plan = pending_with_warning(claim, reasons, message, now);
     if claim.spec.server_ref.is_some() && is_controller_chosen(claim) {
         let mut object = claim.clone();
         object.spec.server_ref = None;
@@ -248,8 +256,8 @@ fn class_problem(
 fn wait_for_turn(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
-        pending(claim, PendingReason::WaitingForTurn, message.clone(), now),
-        BindingEvent::normal(PendingReason::WaitingForTurn.as_str(), "Binding", message),
+        pending(claim, Pending::WaitingForTurn, message.clone(), now),
+        BindingEvent::normal(Event::WaitingForTurn, "Binding", message),
     );
     without_stale_pre_bound(claim, plan)
 }
@@ -268,24 +276,23 @@ fn without_stale_pre_bound(claim: &CachedClaim, mut plan: ClaimPlan) -> ClaimPla
 fn no_matching_server(claim: &CachedClaim, why: &Unavailability, now: &Time) -> ClaimPlan {
     let message = why.to_string();
     let plan = with_event(
-        pending(claim, PendingReason::NoMatchingServer, message.clone(), now),
-        BindingEvent::normal("FailedBinding", "Binding", message),
+        pending(claim, Pending::NoMatchingServer, message.clone(), now),
+        BindingEvent::normal(Event::FailedBinding, "Binding", message),
     );
     without_stale_pre_bound(claim, plan)
 }
 
 /// Phase Lost with a condition and a Warning event saying `what` happened.
 fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> ClaimPlan {
-    let (condition_reason, event_reason) = match reason {
-        LostReason::ServerRefCleared => ("ServerRefCleared", "ClaimLost"),
-        LostReason::ServerMissing => ("ServerMissing", "ClaimLost"),
-        LostReason::ServerMisbound => ("ServerMisbound", "ClaimMisbound"),
-        LostReason::Evicted => ("Evicted", "ClaimEvicted"),
+    let event_reason = match reason {
+        LostReason::ServerRefCleared | LostReason::ServerMissing => Event::ClaimLost,
+        LostReason::ServerMisbound => Event::ClaimMisbound,
+        LostReason::Evicted => Event::ClaimEvicted,
     };
     let event = BindingEvent::warning(event_reason, "Binding", format!("claim is lost: {what}"));
     let condition = BoundCondition {
         bound: false,
-        reason: condition_reason,
+        reason: reason.as_str(),
         message: what,
     };
     let mut status = claim_status(claim, ClaimPhase::Lost, condition, now);
@@ -303,16 +310,11 @@ fn lost(claim: &CachedClaim, reason: LostReason, what: String, now: &Time) -> Cl
     }
 }
 
-/// A condition reason, and the same word as the event's reason.
-fn same(reason: PendingReason) -> (PendingReason, &'static str) {
-    (reason, reason.as_str())
-}
-
 /// Pending with the condition reason `reasons.0` and a Warning `reasons.1` with the same
 /// message.
 fn pending_with_warning(
     claim: &CachedClaim,
-    (condition_reason, event_reason): (PendingReason, &'static str),
+    (condition_reason, event_reason): (Pending, Event),
     message: String,
     now: &Time,
 ) -> ClaimPlan {
@@ -322,10 +324,11 @@ fn pending_with_warning(
     )
 }
 
-/// Phase Pending with a false `Bound` condition, or `None` if unchanged.
+/// Phase Pending with a false `Bound` condition of `reason`, or `None` if unchanged.
+/// Every Pending status of a claim is written here, so its reason is a [`Pending`].
 fn pending(
     claim: &CachedClaim,
-    reason: PendingReason,
+    reason: Pending,
     message: String,
     now: &Time,
 ) -> Option<ServerClaimStatus> {
@@ -357,13 +360,17 @@ impl BoundNotes {
             let note = format!(
                 "server {server} is being deleted; it stays bound to this claim until the claim is deleted"
             );
-            return Some(BindingEvent::warning("ServerDeleting", "Binding", note));
+            return Some(BindingEvent::warning(
+                Event::ServerDeleting,
+                "Binding",
+                note,
+            ));
         }
         self.selector_mismatch.then(|| {
             let note = format!(
                 "server {server}'s labels no longer match this claim's serverSelector (the server was relabelled, or the selector added, after the bind); the binding stays"
             );
-            BindingEvent::warning("SelectorMismatch", "Binding", note)
+            BindingEvent::warning(Event::SelectorMismatch, "Binding", note)
         })
     }
 }
@@ -409,11 +416,9 @@ fn with_disruption(
                     let note = format!(
                         "{eviction}, unless the taint goes or the claim tolerates it for ever"
                     );
-                    BindingEvent::warning("EvictionScheduled", "Evicting", note)
+                    BindingEvent::warning(Event::EvictionScheduled, "Evicting", note)
                 }
-                Some(_) => {
-                    BindingEvent::warning(REASON_EVICTION_HELD_BY_BUDGET, "Evicting", message)
-                }
+                Some(_) => BindingEvent::warning(Event::EvictionHeldByBudget, "Evicting", message),
             };
             // A hold's counts change as claims come and go: told when it starts only.
             let news = held.is_none() || running.is_none_or(|c| c.reason != reason);
@@ -428,7 +433,11 @@ fn with_disruption(
             let note = "the eviction is cancelled: the server's taint is gone or tolerated now; the bind stays".to_string();
             (
                 Some(kept),
-                Some(BindingEvent::normal("EvictionCancelled", "Evicting", note)),
+                Some(BindingEvent::normal(
+                    Event::EvictionCancelled,
+                    "Evicting",
+                    note,
+                )),
             )
         }
         None => (None, None),
@@ -491,7 +500,7 @@ fn bound_confirmed(
     let (event, outcome) = if finishing_bind {
         let note = format!("claim is bound to server {server}");
         (
-            Some(BindingEvent::normal("Bound", "Binding", note)),
+            Some(BindingEvent::normal(Event::Bound, "Binding", note)),
             Some(Outcome::Bound),
         )
     } else if let Some(warning) = notes.warning(server) {
@@ -500,7 +509,7 @@ fn bound_confirmed(
         (Some(warning), repair)
     } else {
         let note = format!("claim is bound to server {server} again");
-        let event = (!was_bound).then(|| BindingEvent::normal("Bound", "Binding", note));
+        let event = (!was_bound).then(|| BindingEvent::normal(Event::Bound, "Binding", note));
         (event, Some(Outcome::Repair(RepairCase::ClaimStatus)))
     };
     ClaimPlan {
@@ -549,7 +558,7 @@ fn complete_bind(
     ClaimPlan {
         object: Some(object),
         status: Some(new_status),
-        event: Some(BindingEvent::normal("Bound", "Binding", note)),
+        event: Some(BindingEvent::normal(Event::Bound, "Binding", note)),
         outcome: Some(outcome),
         confirm_server: None,
     }
@@ -632,7 +641,7 @@ fn choose(claim: &CachedClaim, server: &str, now: &Time) -> ClaimPlan {
     let status = backs_off(claim)
         .then(|| {
             let message = format!("waiting for server {server} to record this claim");
-            pending(claim, PendingReason::WaitingForServer, message, now)
+            pending(claim, Pending::WaitingForServer, message, now)
         })
         .flatten();
     ClaimPlan {
@@ -649,13 +658,8 @@ fn choose(claim: &CachedClaim, server: &str, now: &Time) -> ClaimPlan {
 /// or in that status.
 fn withdraw(claim: &CachedClaim, note: String, now: &Time) -> ClaimPlan {
     if claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
-        let condition = BoundCondition {
-            bound: false,
-            reason: PendingReason::WaitingForServer.as_str(),
-            message: note,
-        };
         return ClaimPlan {
-            status: claim_status(claim, ClaimPhase::Pending, condition, now),
+            status: pending(claim, Pending::WaitingForServer, note, now),
             ..ClaimPlan::default()
         };
     }
@@ -664,7 +668,7 @@ fn withdraw(claim: &CachedClaim, note: String, now: &Time) -> ClaimPlan {
     meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
     ClaimPlan {
         object: Some(object),
-        event: Some(BindingEvent::normal("Rebinding", "Binding", note)),
+        event: Some(BindingEvent::normal(Event::Rebinding, "Binding", note)),
         outcome: Some(Outcome::Rebind),
         ..ClaimPlan::default()
     }
@@ -685,7 +689,7 @@ fn give_back(
     meta::remove_annotation(&mut object, ANNOTATION_PRE_BOUND);
     // Already withdrawn (a give-back whose status write failed): the status only.
     let object = (object != *claim).then_some(object);
-    let mut status = pending(claim, PendingReason::WriteRefused, refusal.describe(), now)
+    let mut status = pending(claim, Pending::WriteRefused, refusal.describe(), now)
         .unwrap_or_else(|| claim.status.clone().unwrap_or_default());
     status.given_back_server_ref = Some(server.clone());
     let note = format!(
@@ -696,7 +700,7 @@ fn give_back(
     ClaimPlan {
         object,
         status: Some(status),
-        event: Some(BindingEvent::warning(WRITE_REFUSED, "Binding", note)),
+        event: Some(BindingEvent::warning(Event::WriteRefused, "Binding", note)),
         outcome: Some(Outcome::Rebind),
         confirm_server: None,
     }

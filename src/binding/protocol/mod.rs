@@ -6,7 +6,6 @@ pub(super) mod claim_decision;
 pub(super) mod claim_plan;
 pub mod coalesce;
 pub(super) mod describe;
-pub(super) mod pending_reason;
 pub(super) mod server_decision;
 pub(super) mod server_plan;
 pub mod why;

@@ -12,6 +12,7 @@ use crate::binding::effects::{BindingEvent, Outcome, Related, RepairCase};
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::protocol::describe::{available_message, waiting_for_gates};
 use crate::binding::protocol::server_decision::ServerDecision;
+use crate::binding::reasons::ServerEventReason as Event;
 use crate::binding::state::eligibility::describe_ref;
 use crate::binding::state::gates::{Pending, gates_annotation, release_generation};
 use crate::binding::state::status::{BoundCondition, with_bound, with_condition};
@@ -124,7 +125,7 @@ fn plan_row(server: &CachedServer, decision: &ServerDecision, now: &Time) -> Ser
                 false => release_to_cleaning(server, gates, note(), now),
             };
             ServerPlan {
-                event: Some(BindingEvent::normal("Evicted", "Evicting", note())),
+                event: Some(BindingEvent::normal(Event::Evicted, "Evicting", note())),
                 ..plan
             }
         }
@@ -172,7 +173,7 @@ fn roll_back(server: &CachedServer, note: String, now: &Time) -> ServerPlan {
     ServerPlan {
         status: after_unbind(&object, now),
         object: Some(object),
-        event: Some(BindingEvent::normal("RolledBack", "Binding", note)),
+        event: Some(BindingEvent::normal(Event::RolledBack, "Binding", note)),
         outcome: Some(Outcome::Repair(RepairCase::RolledBack)),
         confirm_claim: None,
     }
@@ -191,7 +192,7 @@ fn deletion_blocked(server: &CachedServer, message: String, now: &Time) -> Serve
     ServerPlan {
         event: status
             .is_some()
-            .then(|| BindingEvent::warning("DeletionBlocked", "Deleting", message)),
+            .then(|| BindingEvent::warning(Event::DeletionBlocked, "Deleting", message)),
         status,
         ..ServerPlan::default()
     }
@@ -227,7 +228,7 @@ fn claim_for(
     ServerPlan {
         object: Some(object),
         status,
-        event: Some(BindingEvent::normal("Claimed", "Binding", note)),
+        event: Some(BindingEvent::normal(Event::Claimed, "Binding", note)),
         ..ServerPlan::default()
     }
 }
@@ -272,7 +273,7 @@ fn release(
     ServerPlan {
         object,
         status,
-        event: wrote.then(|| BindingEvent::normal("Released", "Releasing", note)),
+        event: wrote.then(|| BindingEvent::normal(Event::Released, "Releasing", note)),
         outcome: wrote.then_some(Outcome::Released(policy)),
         confirm_claim: None,
     }
@@ -393,7 +394,7 @@ fn release_to_cleaning(
     ServerPlan {
         status: cleaning_status(&object, release, &pending, now),
         object: Some(object),
-        event: Some(BindingEvent::normal("Cleaning", "Releasing", note)),
+        event: Some(BindingEvent::normal(Event::Cleaning, "Releasing", note)),
         outcome: Some(Outcome::Released(ReclaimPolicy::Recycle)),
         confirm_claim: None,
     }
@@ -424,7 +425,7 @@ fn repair_cleaning_record(
         status: cleaning_status(&object, release, &pending, now),
         object: Some(object),
         event: Some(BindingEvent::warning(
-            "CleaningRecordRepaired",
+            Event::CleaningRecordRepaired,
             "Releasing",
             note,
         )),
@@ -473,7 +474,7 @@ fn cleaned(server: &CachedServer, note: String, now: &Time) -> ServerPlan {
     ServerPlan {
         object: Some(object),
         status,
-        event: Some(BindingEvent::normal("Cleaned", "Releasing", note)),
+        event: Some(BindingEvent::normal(Event::Cleaned, "Releasing", note)),
         ..ServerPlan::default()
     }
 }

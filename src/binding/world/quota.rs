@@ -21,13 +21,14 @@ use std::sync::Arc;
 use crate::api::{CachedClaim, ClaimPhase, QuotaCharge, ServerQuota, ServerQuotaStatus};
 
 use crate::binding::meta;
+use crate::binding::reasons::PendingReason;
 use crate::binding::state::status::claim_phase;
 
 /// The condition reason (and event reason) of a claim over quota.
-pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
+pub const QUOTA_EXCEEDED: &str = PendingReason::QuotaExceeded.as_str();
 
 /// The condition reason (and event reason) of a claim waiting for a quota's count.
-pub const QUOTA_NOT_COUNTED: &str = "QuotaNotCounted";
+pub const QUOTA_NOT_COUNTED: &str = PendingReason::QuotaNotCounted.as_str();
 
 /// The quotas, by namespace, as the watch shows them, each with its charges indexed.
 #[derive(Clone, Debug)]
