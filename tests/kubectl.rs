@@ -198,13 +198,10 @@ fn apply_get_columns_yaml_and_discovery() {
         let header: Vec<&str> = servers.lines().next().unwrap().split_whitespace().collect();
         assert_eq!(
             header,
-            ["NAME", "PHASE", "CLAIM", "REASON", "AGE"],
+            ["NAME", "STATUS", "CLAIM", "CLASS", "RECLAIM", "AGE"],
             "{servers}"
         );
-        assert!(
-            c.ok(&["get", "servers", "-o", "wide"])
-                .contains("UNCLAIMABLE")
-        );
+        assert!(c.ok(&["get", "servers", "-o", "wide"]).contains("REASON"));
         let claims = c.run(&["get", "scl"]);
         assert!(
             claims.status.success(),

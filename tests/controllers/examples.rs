@@ -216,7 +216,7 @@ async fn classes_example(kubectl: &impl Fn(&[&str]) -> String) {
         || {
             let describe = kubectl(&["describe", "serverclaim", "gpu-too"]);
             let says = describe.contains("0/7 servers can serve this claim")
-                && describe.contains("3 are set aside for a server class (the claim names none)");
+                && describe.contains("3 are set aside for server classes (the claim names none)");
             async move { if says { Ok(()) } else { Err(describe) } }
         },
     )

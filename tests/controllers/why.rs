@@ -294,7 +294,7 @@ async fn kubectl_lists_the_metal_category_and_a_deleting_bound_server() {
     let (metal, servers) = tokio::task::spawn_blocking(move || {
         (
             kubectl(&kubeconfig, &["get", "metal", "-A"]),
-            kubectl(&kubeconfig, &["get", "srv"]),
+            kubectl(&kubeconfig, &["get", "srv", "-o", "wide"]),
         )
     })
     .await
@@ -304,12 +304,15 @@ async fn kubectl_lists_the_metal_category_and_a_deleting_bound_server() {
     let header: Vec<&str> = servers.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "PHASE", "CLAIM", "REASON", "AGE"],
+        [
+            "NAME", "STATUS", "CLAIM", "CLASS", "RECLAIM", "REASON", "AGE"
+        ],
         "{servers}"
     );
     let row = servers
         .lines()
         .find(|l| l.starts_with("s1"))
         .expect("s1's row");
+    assert!(row.contains("Bound,Terminating"), "{servers}");
     assert!(row.contains("DeletionBlocked"), "{servers}");
 }

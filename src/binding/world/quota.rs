@@ -416,22 +416,6 @@ pub fn has_room(used: i64, hard: i64) -> bool {
     used < hard
 }
 
-/// The quota with `claim` charged for `class`, to be written with the quota's
-/// resourceVersion as a precondition (`None`: it charges the claim already, or has no
-/// room). Two writers that read the same version cannot both write: the second gets a
-/// conflict and decides again on the quota as the first left it.
-pub fn charge(quota: &ServerQuota, claim: &CachedClaim, class: &str) -> Option<ServerQuota> {
-    let entry = QuotaCharge {
-        class: class.to_string(),
-        claim: meta::name(claim).to_string(),
-        uid: meta::uid(claim)?.to_string(),
-    };
-    match recharge(quota, &entry, &[]) {
-        Recharge::Write(written) => Some(*written),
-        Recharge::Already | Recharge::Full => None,
-    }
-}
-
 /// A charge computed on a version of the quota: the quota with it, or why there is none.
 #[derive(Clone, Debug)]
 pub enum Recharge {
@@ -685,6 +669,21 @@ fn status_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`recharge`] of `claim` for `class` with no bound claim absorbed: the quota with
+    /// the charge (`None`: it charges the claim already, or has no room).
+    fn charge(quota: &ServerQuota, claim: &CachedClaim, class: &str) -> Option<ServerQuota> {
+        let entry = QuotaCharge {
+            class: class.to_string(),
+            claim: meta::name(claim).to_string(),
+            uid: meta::uid(claim)?.to_string(),
+        };
+        match recharge(quota, &entry, &[]) {
+            Recharge::Write(written) => Some(*written),
+            Recharge::Already | Recharge::Full => None,
+        }
+    }
+
     use crate::api::ServerQuotaSpec;
 
     fn quota(hard: &[(&str, i64)], charged: &[(&str, &str)]) -> ServerQuota {
