@@ -114,8 +114,9 @@ pub enum ClaimDecision {
     RestoreAwaitingQuota { server: String, full: QuotaFull },
     /// A quota of the claim's namespace limits its class, does not charge the claim, and
     /// has not counted the namespace's holders since it was created, edited, or its
-    /// status was lost: Pending `QuotaNotCounted`, Warning of that reason; a
-    /// controller-chosen `serverRef` is withdrawn. The count comes first, then admission.
+    /// status was lost: Pending `QuotaNotCounted`, Warning of that reason. Transient: the
+    /// claim keeps any `serverRef` it has, and the server side binds nothing of it until
+    /// the quota charges it. The count comes first, then admission.
     QuotaNotCounted { quota: QuotaUncounted },
     /// No `serverRef`, and a server is reserved for this claim and eligible: adopt it.
     AdoptReservedServer { server: String },
