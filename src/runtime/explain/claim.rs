@@ -205,7 +205,8 @@ fn holders(binder: &Binder, claim: &CachedClaim, quota: &ServerQuota, class: &st
         .map(|c| meta::name(&**c))
         .collect();
     if names.is_empty() {
-        return "claims this namespace no longer shows (the quota is recounted)".into();
+        return "no claim listed now: it counts claims since deleted, which its next recount drops"
+            .into();
     }
     let more = names.len().saturating_sub(3);
     names.truncate(3);
