@@ -35,10 +35,6 @@ use crate::binding::state::status::find_bound;
 /// refused and that backs off.
 pub const WRITE_REFUSED: &str = PendingReason::WriteRefused.as_str();
 
-/// The `Bound` condition reason, and the Warning event's, of a claim naming a server
-/// whose last write the API server refused ([`RefusingServers`]).
-pub const SERVER_WRITE_REFUSED: &str = PendingReason::ServerWriteRefused.as_str();
-
 /// The first back-off after a refusal.
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest back-off: a claim fixed by its tenant is retried within this long.

@@ -27,9 +27,6 @@ use crate::binding::state::status::claim_phase;
 /// The condition reason (and event reason) of a claim over quota.
 pub const QUOTA_EXCEEDED: &str = PendingReason::QuotaExceeded.as_str();
 
-/// The condition reason (and event reason) of a claim waiting for a quota's count.
-pub const QUOTA_NOT_COUNTED: &str = PendingReason::QuotaNotCounted.as_str();
-
 /// The quotas, by namespace, as the watch shows them, each with its charges indexed.
 #[derive(Clone, Debug)]
 pub struct QuotaCatalog {
