@@ -795,6 +795,21 @@ pub struct Report {
 
 const STATE_LIMIT: usize = 3_000_000;
 
+/// Lowers this test thread's priority to the least (nice 19): the model check is most
+/// of the suite's CPU and needs none of it at any moment, while the tests beside it
+/// (lease terms, chaos deadlines, watches) need theirs when they wake. So the suite runs
+/// more tests at once than there are cores (`.cargo/config.toml`) and the waiting tests
+/// overlap the model check instead of following it (docs/development.md, "Test time").
+/// libtest runs each test on a thread of its own, which this leaves behind with the test.
+fn yield_the_cpu_to_other_tests() {
+    #[cfg(target_os = "linux")]
+    {
+        let this_thread = Some(rustix::thread::gettid());
+        // Best effort: a sandbox that refuses it only costs time.
+        let _ = rustix::process::setpriority_process(this_thread, 19);
+    }
+}
+
 /// How many watch events a cache may lag behind, at most. Without a bound, a controller that is
 /// never scheduled lets the other one's writes pile up forever and the state space is
 /// infinite; with it, the check is exhaustive for every schedule whose caches lag by at
@@ -803,6 +818,7 @@ pub const MAX_LAG: usize = 3;
 
 /// Explores every interleaving of `scenario` under `protocol`.
 pub fn explore(scenario: &Scenario, protocol: Protocol) -> Report {
+    yield_the_cpu_to_other_tests();
     let mut truth = Truth::new(scenario.servers.clone(), scenario.claims.clone());
     truth.classes = scenario.classes.clone();
     for budget in &scenario.budgets {
