@@ -38,6 +38,7 @@ use super::names::{
 use super::server::{Server, ServerSpec, ServerStatus};
 use super::server_class::{ServerClass, ServerClassSpec, ServerClassStatus};
 use super::server_quota::{ServerQuota, ServerQuotaSpec, ServerQuotaStatus};
+use super::shared::Shared;
 
 /// Labels or annotations as a [`CachedObject`] holds them: sorted by key, in one vector.
 pub type Labels = LiteMap<String, String>;
@@ -145,9 +146,14 @@ impl Projected for ServerClaim {
 /// those [`Projected`] names. The metadata is private so that no decision reads the
 /// empty maps there: the methods of this type, which shadow `ResourceExt`'s, are the
 /// only way to them.
+///
+/// The metadata is shared between clones until one of them changes it
+/// ([`CachedObject::meta_mut`]): the classes' view of an object
+/// (`ClassCatalog::resolve_server`, `ClassCatalog::resolve`) is a clone that changes
+/// its labels or its spec, and shares the rest with the object as it is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedObject<K: Parts> {
-    metadata: ObjectMeta,
+    metadata: Shared<ObjectMeta>,
     labels: Labels,
     annotations: Labels,
     pub spec: K::Spec,
@@ -167,7 +173,7 @@ impl<K: Parts> CachedObject<K> {
             ..ObjectMeta::default()
         };
         Self {
-            metadata,
+            metadata: Shared::new(metadata),
             labels: Labels::new(),
             annotations: Labels::new(),
             spec,
@@ -183,6 +189,11 @@ impl<K: Parts> CachedObject<K> {
 
     pub fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+
+    /// Whether `other` holds this object's metadata itself, not a copy of it.
+    pub fn shares_metadata_with(&self, other: &Self) -> bool {
+        Shared::ptr_eq(&self.metadata, &other.metadata)
     }
 
     /// The labels: none for a kind whose labels no decision reads ([`Projected::LABELS`]).
@@ -214,12 +225,12 @@ impl<K: Parts> CachedObject<K> {
             spec,
             status,
         } = self;
-        (metadata, labels, annotations, spec, status.as_ref())
+        (&**metadata, labels, annotations, spec, status.as_ref())
     }
 
     /// The object as its kind's type, labels and annotations back in its metadata.
     pub fn to_full(&self) -> K {
-        let mut metadata = self.metadata.clone();
+        let mut metadata = (*self.metadata).clone();
         metadata.labels = to_map(&self.labels);
         metadata.annotations = to_map(&self.annotations);
         K::from_parts(metadata, self.spec.clone(), self.status.clone())
@@ -262,7 +273,7 @@ impl<K: Projected> Parts for CachedObject<K> {
         let annotations = metadata.annotations.take().into_iter().flatten().collect();
         let (metadata, labels, annotations) = projected::<K>(metadata, labels, annotations);
         Self {
-            metadata,
+            metadata: Shared::new(metadata),
             labels,
             annotations,
             spec,
@@ -313,7 +324,7 @@ impl<'de, K: Projected> Deserialize<'de> for CachedObject<K> {
         let (labels, annotations) = (labels.unwrap_or_default(), annotations.unwrap_or_default());
         let (metadata, labels, annotations) = projected::<K>(metadata, labels, annotations);
         Ok(Self {
-            metadata,
+            metadata: Shared::new(metadata),
             labels,
             annotations,
             spec: wire.spec,

@@ -10,6 +10,7 @@ mod selector;
 mod server;
 mod server_class;
 mod server_quota;
+mod shared;
 
 pub use cached::{CachedClaim, CachedObject, CachedServer, Labels, Parts, Projected, Trimmed};
 pub use claim::{
@@ -27,6 +28,7 @@ pub use server::{
 };
 pub use server_class::{ServerClass, ServerClassSpec, ServerClassStatus};
 pub use server_quota::{QuotaCharge, ServerQuota, ServerQuotaSpec, ServerQuotaStatus};
+pub use shared::Shared;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

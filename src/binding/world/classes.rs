@@ -450,6 +450,24 @@ mod tests {
         assert_eq!(effective.spec.tolerations.len(), 1);
     }
 
+    /// The classes' views are the objects as they are but for what the class changes:
+    /// they hold the objects' metadata itself, not a second copy of it.
+    #[test]
+    fn a_view_shares_the_metadata_of_the_object_as_it_is() {
+        let catalog = catalog(vec![class("gpu", &[("kind", "gpu")], false, 0)]);
+        let mut server = CachedServer::new("s", Default::default());
+        *server.labels_mut() = labels(&[("kind", "gpu")]).into_iter().collect();
+        let view = catalog
+            .resolve_server(&server)
+            .expect("the class takes it in");
+        assert_ne!(view.labels(), server.labels());
+        assert!(view.shares_metadata_with(&server));
+        let c = claim("a", Some("gpu"));
+        let (effective, _) = catalog.resolve(&c);
+        assert_ne!(effective.spec, c.spec);
+        assert!(effective.shares_metadata_with(&c));
+    }
+
     #[test]
     fn a_missing_or_forbidding_class_leaves_no_server() {
         let mut gpu = class("gpu", &[], false, 0);

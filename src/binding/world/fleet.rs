@@ -6,7 +6,8 @@
 //! does not charge as taking no server ([`without_servers`]): the decisions read these
 //! views. The objects as they are, where they differ, are kept beside them, to resolve
 //! them again when a class, a namespace or a quota changes, and because what the
-//! controllers write starts from the object as it is.
+//! controllers write starts from the object as it is. A view shares the object's
+//! metadata ([`crate::api::Shared`]): only what the class changes is its own.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
