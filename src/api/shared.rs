@@ -4,13 +4,13 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 /// A value behind an [`Arc`] that reads as the value itself and is copied on the first
 /// write through it (`Arc::make_mut`): the classes' view of a cached object is a clone
-/// that changes one part, and shares the others with the object as it is. Compares,
-/// prints and serialises as the value.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+/// that changes its labels or its spec, and shares its metadata with the object as it
+/// is. Compares, prints and serialises as the value.
+#[derive(Clone, PartialEq)]
 pub struct Shared<T>(Arc<T>);
 
 impl<T> Shared<T> {
@@ -21,12 +21,6 @@ impl<T> Shared<T> {
     /// Whether both are the same allocation (not only equal values).
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
-    }
-}
-
-impl<T> From<T> for Shared<T> {
-    fn from(value: T) -> Self {
-        Self::new(value)
     }
 }
 
@@ -52,12 +46,6 @@ impl<T: fmt::Debug> fmt::Debug for Shared<T> {
 impl<T: Serialize> Serialize for Shared<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(serializer)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shared<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        T::deserialize(deserializer).map(Self::new)
     }
 }
 

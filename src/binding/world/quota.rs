@@ -53,18 +53,14 @@ struct Counted {
     counted: bool,
     /// The uids charged.
     charged: HashSet<String>,
-    /// Charges per class.
-    used: HashMap<String, i64>,
 }
 
 impl Counted {
     fn of(quota: Arc<ServerQuota>, counted: CountedRule) -> Self {
         let charged = charges(&quota).iter().map(|c| c.uid.clone()).collect();
-        let used = quota.status.as_ref().map(|s| s.used.clone());
         Self {
             counted: counted(&quota),
             charged,
-            used: used.unwrap_or_default().into_iter().collect(),
             quota,
         }
     }
@@ -250,7 +246,7 @@ impl QuotaCatalog {
                     class: class.to_string(),
                 });
             }
-            let used = counted.used.get(class).copied().unwrap_or(0);
+            let used = used_in(&counted.quota, class);
             if !has_room(used, hard) {
                 return QuotaCheck::Exceeded(QuotaFull {
                     namespace: meta::namespace(claim).to_string(),
@@ -340,10 +336,8 @@ pub fn standing_may_change(
     if old.spec.hard != new.spec.hard || counted(old) != counted(new) {
         return Touched::Namespace;
     }
-    let (before, after) = (used_by_class(old), used_by_class(new));
     for (class, &hard) in &new.spec.hard {
-        let (was, is) = (before.get(class.as_str()), after.get(class.as_str()));
-        let (was, is) = (was.copied().unwrap_or(0), is.copied().unwrap_or(0));
+        let (was, is) = (used_in(old, class), used_in(new, class));
         if has_room(was, hard) != has_room(is, hard) || (!has_room(is, hard) && was != is) {
             return Touched::Namespace;
         }
@@ -357,12 +351,6 @@ pub fn standing_may_change(
     let (before, after) = (uids(old), uids(new));
     let moved = before.symmetric_difference(&after);
     Touched::Claims(moved.map(|(_, claim)| claim.clone()).collect())
-}
-
-/// A quota's `used` per class, as its check counts them.
-fn used_by_class(quota: &ServerQuota) -> HashMap<&str, i64> {
-    let used = quota.status.as_ref().map(|s| &s.used).into_iter().flatten();
-    used.map(|(class, n)| (class.as_str(), *n)).collect()
 }
 
 /// A charge to write: the quota as the decision read it (the write's precondition is its
