@@ -119,9 +119,9 @@ fn restamp(conditions: &mut [Condition], from: Option<i64>, to: Option<i64>) {
 /// What `kubectl get servers` prints of a server beside its phase, as of its spec now
 /// and `classes`, the classes that take it in: [`ServerStatus::summary`] (the phase,
 /// then `Unclaimable` while cordoned and `Terminating` while being deleted) and
-/// [`ServerStatus::classes`]. `planned` with them
-/// set; where nothing is planned, the current status with them set if they changed
-/// (`None`: nothing to write). No decision reads either field.
+/// [`ServerStatus::classes`]. `planned` with them set; where nothing is planned, the
+/// current status with them set if they changed (`None`: nothing to write). No decision
+/// reads either field.
 pub fn with_display(
     server: &CachedServer,
     classes: Vec<String>,

@@ -654,6 +654,7 @@ fn status_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ServerQuotaSpec;
 
     /// [`recharge`] of `claim` for `class` with no bound claim absorbed: the quota with
     /// the charge (`None`: it charges the claim already, or has no room).
@@ -668,8 +669,6 @@ mod tests {
             Recharge::Already | Recharge::Full => None,
         }
     }
-
-    use crate::api::ServerQuotaSpec;
 
     fn quota(hard: &[(&str, i64)], charged: &[(&str, &str)]) -> ServerQuota {
         let mut q = ServerQuota::new(

@@ -800,7 +800,9 @@ const STATE_LIMIT: usize = 3_000_000;
 /// (lease terms, chaos deadlines, watches) need theirs when they wake. So the suite runs
 /// more tests at once than there are cores (`.cargo/config.toml`) and the waiting tests
 /// overlap the model check instead of following it (docs/development.md, "Test time").
-/// libtest runs each test on a thread of its own, which this leaves behind with the test.
+/// With more than one test thread libtest runs each test on a thread of its own, which
+/// takes the priority with it when the test ends; with one, the rest of the run keeps
+/// it, which costs nothing, as no test runs beside another.
 fn yield_the_cpu_to_other_tests() {
     #[cfg(target_os = "linux")]
     {
