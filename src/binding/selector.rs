@@ -37,6 +37,16 @@ pub fn selector_matches(selector: &ServerSelector, labels: &impl LabelSet) -> bo
             .all(|requirement| requirement_matches(requirement, labels))
 }
 
+/// Whether no label set satisfies `selector`: it has a requirement `In` no value (the
+/// classes' [`crate::binding::state::class_labels::NO_SERVER_KEY`] requirement for a
+/// claim its class or a quota shuts out is one).
+pub fn matches_nothing(selector: &ServerSelector) -> bool {
+    selector
+        .match_expressions
+        .iter()
+        .any(|r| r.operator == SelectorOperator::In && r.values.is_empty())
+}
+
 pub(super) fn requirement_matches(
     requirement: &SelectorRequirement,
     labels: &impl LabelSet,
@@ -87,4 +97,38 @@ pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) ->
         .iter()
         .filter(|taint| taint.effect != TaintEffect::None)
         .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requirement(operator: SelectorOperator, values: &[&str]) -> ServerSelector {
+        ServerSelector {
+            match_expressions: vec![SelectorRequirement {
+                key: "rack".into(),
+                operator,
+                values: values.iter().map(|v| v.to_string()).collect(),
+            }],
+            ..ServerSelector::default()
+        }
+    }
+
+    #[test]
+    fn only_a_requirement_in_no_value_matches_nothing() {
+        let none = requirement(SelectorOperator::In, &[]);
+        assert!(matches_nothing(&none));
+        assert!(!selector_matches(
+            &none,
+            &[("rack".to_string(), String::new())]
+                .into_iter()
+                .collect::<Labels>()
+        ));
+        assert!(!matches_nothing(&requirement(
+            SelectorOperator::In,
+            &["r1"]
+        )));
+        assert!(!matches_nothing(&requirement(SelectorOperator::NotIn, &[])));
+        assert!(!matches_nothing(&ServerSelector::default()));
+    }
 }

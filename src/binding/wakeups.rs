@@ -15,6 +15,9 @@
 //! | a resync tick ([`on_resync_tick`]) | the next share of each kind in key order: everything once per pass |
 //! | a step of the controllers' start ([`on_start_step`]) | the next share of each kind in key order, until everything was woken |
 //!
+//! "Every pending claim" leaves out a claim its class or a quota shuts out: it waits on
+//! those, whose changes wake it ([`Wake::pending_claims`]).
+//!
 //! The controllers call these on every watch event; the model check calls them to decide
 //! which reconciles may run, so a missing rule shows up there as a claim or server that
 //! never converges.
@@ -28,6 +31,7 @@ use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::placement::index::is_free;
 use crate::binding::placement::{ClaimShape, first_waiting_for, in_fair_order, is_waiting};
+use crate::binding::selector::matches_nothing;
 use crate::binding::state::evidence::can_take_back;
 use crate::binding::world::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
@@ -59,8 +63,17 @@ impl Wake {
         in_fair_order(&self.claims, claims.waiting())
     }
 
+    /// Every pending claim some server could serve: a claim whose class or quota shuts
+    /// it out ([`matches_nothing`]) waits on those alone, and their changes wake it.
     fn pending_claims(&mut self, claims: &ClaimCatalog) {
-        self.claims.extend(claims.pending().map(claim_key));
+        let may_take_a_server = |c: &&CachedClaim| {
+            c.spec
+                .server_selector
+                .as_ref()
+                .is_none_or(|s| !matches_nothing(s))
+        };
+        let pending = claims.pending().filter(may_take_a_server);
+        self.claims.extend(pending.map(claim_key));
     }
 
     /// The free servers users' claims name: a claim naming a server takes it in its

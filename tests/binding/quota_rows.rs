@@ -278,3 +278,28 @@ fn a_claim_of_the_default_class_is_not_bound_before_it_is_charged() {
         ServerDecision::Available
     );
 }
+
+/// A claim its quota shuts out waits on the quota alone, whose changes wake it: a
+/// waiting claim that leaves without a server wakes the pending claims some server could
+/// serve, not it (docs/binding.md, "Wake-up rules").
+#[test]
+fn a_waiting_claim_that_leaves_wakes_no_claim_a_full_quota_holds() {
+    let elsewhere = |mut c: CachedClaim| {
+        c.meta_mut().namespace = Some("other".into());
+        c
+    };
+    let a = gpu(claim("a")).bound("s1");
+    let b = gpu(claim("b")).created(2);
+    let c = elsewhere(gpu(claim("c")).created(3));
+    let d = elsewhere(gpu(claim("d")).created(4));
+    let servers = vec![server("s1").bound_to(&a), server("s2")];
+    let claims = vec![a, b, c.clone(), d];
+    let mut binder = with_quota(listed(servers, claims), 1, &["uid-a"]);
+    let wake = binder.delete(Arc::new(c));
+    let woken: Vec<&str> = wake.claims.iter().map(|k| k.name.as_str()).collect();
+    assert!(
+        woken.contains(&"d"),
+        "the claim a server could serve: {woken:?}"
+    );
+    assert!(!woken.contains(&"b"), "the claim over quota: {woken:?}");
+}
