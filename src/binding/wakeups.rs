@@ -8,15 +8,15 @@
 //! | change | wakes |
 //! |---|---|
 //! | a server changes | the server; the claims naming it; the claims its old and new ref name; if it is free now and was not, or changed while free: per claim shape that fits it, the first (free servers + picks in flight + 1) waiting claims in the fair order ([`first_waiting_for`]), and the free servers users' claims name (their turn may have come) |
-//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every pending claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): pending claims may have passed that server over; every pending claim, and the free servers users' claims name, if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape: the matching may now give the others what it kept for it |
-//! | an assumed choice ends | if its server is free: every pending claim (they passed it over), the server and the claims naming it (a claim whose ref is not a pick in flight waits for its turn on it, or for the pick that held it) |
+//! | a claim changes | the claim; the servers its old and new `serverRef` name; the servers whose ref names it; every waiting claim if it stopped contending for a free server it named (withdrawn, deleted, no longer eligible): waiting claims may have passed that server over; every waiting claim, and the free servers users' claims name, if it stopped waiting without taking a free server (deleted, or naming a server that is not free) or changed shape, unless its class or a quota had shut it out (the matching kept nothing for it): the matching may now give the others what it kept for it |
+//! | an assumed choice ends | if its server is free: every waiting claim (they passed it over), the server and the claims naming it (a claim whose ref is not a pick in flight waits for its turn on it, or for the pick that held it) |
 //! | the claim controller takes a pick up (`ResumePick`, [`crate::binding::Binder::claim_step`]) | its server: no watch event will |
 //! | a relist | everything |
 //! | a resync tick ([`on_resync_tick`]) | the next share of each kind in key order: everything once per pass |
 //! | a step of the controllers' start ([`on_start_step`]) | the next share of each kind in key order, until everything was woken |
 //!
-//! "Every pending claim" leaves out a claim its class or a quota shuts out: it waits on
-//! those, whose changes wake it ([`Wake::pending_claims`]).
+//! "Every waiting claim" ([`is_waiting`]) leaves out a claim its class or a quota shuts
+//! out: it waits on those, whose changes wake it ([`Wake::waiting_claims`]).
 //!
 //! The controllers call these on every watch event; the model check calls them to decide
 //! which reconciles may run, so a missing rule shows up there as a claim or server that
@@ -31,7 +31,6 @@ use crate::binding::claim_side::assumed::claim_key;
 use crate::binding::meta::{self, ClaimKey};
 use crate::binding::placement::index::is_free;
 use crate::binding::placement::{ClaimShape, first_waiting_for, in_fair_order, is_waiting};
-use crate::binding::selector::matches_nothing;
 use crate::binding::state::evidence::can_take_back;
 use crate::binding::world::view::{ClaimCatalog, ClaimView, ServerCatalog, ServerView};
 
@@ -63,17 +62,11 @@ impl Wake {
         in_fair_order(&self.claims, claims.waiting())
     }
 
-    /// Every pending claim some server could serve: a claim whose class or quota shuts
-    /// it out ([`matches_nothing`]) waits on those alone, and their changes wake it.
-    fn pending_claims(&mut self, claims: &ClaimCatalog) {
-        let may_take_a_server = |c: &&CachedClaim| {
-            c.spec
-                .server_selector
-                .as_ref()
-                .is_none_or(|s| !matches_nothing(s))
-        };
-        let pending = claims.pending().filter(may_take_a_server);
-        self.claims.extend(pending.map(claim_key));
+    /// Every waiting claim some server could serve: a claim its class or a quota shuts
+    /// out waits on those alone, whose changes wake it; a claim backing off after a
+    /// refused write is woken by its own timer.
+    fn waiting_claims(&mut self, claims: &ClaimCatalog) {
+        self.claims.extend(claims.waiting().servable().cloned());
     }
 
     /// The free servers users' claims name: a claim naming a server takes it in its
@@ -181,10 +174,10 @@ pub fn on_claim_change(
         (is_free(s) && contends(o) && !new.is_some_and(contends)).then_some(())
     });
     if stopped_contending.is_some() {
-        wake.pending_claims(claims);
+        wake.waiting_claims(claims);
     }
     if left_without_a_server(old, new, servers) {
-        wake.pending_claims(claims);
+        wake.waiting_claims(claims);
         wake.named_free_servers(servers, claims);
     }
     wake
@@ -203,6 +196,10 @@ fn left_without_a_server(
     let Some(shape) = old.and_then(waiting_shape) else {
         return false;
     };
+    if shape.fits_no_server() {
+        // Shut out by its class or a quota: the matching kept nothing for it.
+        return false;
+    }
     let Some(new) = new else {
         return true;
     };
@@ -229,12 +226,12 @@ fn left_without_a_server(
     !took.is_some_and(|s| is_free(s) || records_it(s)) || meta::is_deleting(new)
 }
 
-/// An assumed choice of `server` ended: pending claims passed it over, and a claim
+/// An assumed choice of `server` ended: waiting claims passed it over, and a claim
 /// naming it may have waited for it.
 pub fn on_assumption_end(server: &str, servers: &ServerCatalog, claims: &ClaimCatalog) -> Wake {
     let mut wake = Wake::default();
     if servers.server(server).is_some_and(is_free) {
-        wake.pending_claims(claims);
+        wake.waiting_claims(claims);
         // A claim naming it may have waited for the pick that held it, and its turn
         // may have come: the server decides that, the claim whether to go on waiting.
         wake.servers.insert(server.to_string());

@@ -1,5 +1,5 @@
 //! The wake-up rules that placement adds (docs/binding.md, "Wake-up rules"): a waiting
-//! claim that leaves without a free server wakes the other pending claims; one that took
+//! claim that leaves without a free server wakes the other waiting claims; one that took
 //! its server wakes nobody else, whichever of the two sides the cache shows first (a wake
 //! of every pending claim per pick is a storm at fleet scale).
 
@@ -208,4 +208,27 @@ fn the_start_wakes_every_object_once_a_share_at_a_time() {
         (0..7).map(|i| format!("s{i}")).collect::<Vec<_>>()
     );
     assert_eq!(woken_claims, ["c0", "c1", "c2"]);
+}
+
+/// A claim its class or a quota shuts out fits no server, so the matching kept nothing
+/// for it: let in again or shut out anew, it wakes no other claim; one that was let in
+/// and is shut out leaves the matching, and wakes the others (docs/binding.md,
+/// "Wake-up rules").
+#[test]
+fn a_claim_shut_out_by_its_quota_frees_nothing_for_the_others() {
+    use server_binder::binding::world::classes::without_servers;
+    let a = claim("a").created(1);
+    let b = claim("b").created(2);
+    let shut = without_servers(&a);
+    let world = servers(vec![server("s1")]);
+    let all = |a: &server_binder::api::CachedClaim| claims(vec![a.clone(), b.clone()]);
+    let wake = on_claim_change(Some(&shut), Some(&a), &world, &all(&a));
+    assert!(!others_woken(&wake, "a"), "let in: {wake:?}");
+    let wake = on_claim_change(Some(&shut), None, &world, &claims(vec![b.clone()]));
+    assert!(
+        !others_woken(&wake, "a"),
+        "deleted while shut out: {wake:?}"
+    );
+    let wake = on_claim_change(Some(&a), Some(&shut), &world, &all(&shut));
+    assert!(others_woken(&wake, "a"), "shut out: {wake:?}");
 }

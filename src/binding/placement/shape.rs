@@ -8,7 +8,7 @@ use crate::api::{CachedClaim, CachedServer, ServerSelector, Toleration};
 
 use crate::binding::meta;
 use crate::binding::placement::index::Class;
-use crate::binding::selector::{first_untolerated, selector_matches};
+use crate::binding::selector::{first_untolerated, matches_nothing, selector_matches};
 use crate::binding::state::eligibility::server_is_claimable;
 
 /// What a claim asks of a server: its selector and tolerations. Claims of one shape are
@@ -30,6 +30,12 @@ impl ClaimShape {
     /// Whether `claim` asks for this shape: [`Self::of`] without the copy.
     pub fn is_of(&self, claim: &CachedClaim) -> bool {
         self.selector == claim.spec.server_selector && self.tolerations == claim.spec.tolerations
+    }
+
+    /// Whether no server has the labels this shape selects ([`matches_nothing`]): a
+    /// claim its class or a quota shuts out asks for such a shape.
+    pub fn fits_no_server(&self) -> bool {
+        self.selector.as_ref().is_some_and(matches_nothing)
     }
 
     /// Whether this server, claimable, can serve claims of this shape (its full labels).

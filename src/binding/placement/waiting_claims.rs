@@ -325,6 +325,13 @@ impl WaitingClaims {
             .map(|(key, (server, ..))| (server.as_str(), key))
     }
 
+    /// The claims waiting in a shape some server could take ([`ClaimShape::fits_no_server`]
+    /// leaves out the claims a class or quota shuts out).
+    pub fn servable(&self) -> impl Iterator<Item = &ClaimKey> {
+        let servable = self.by_shape.values().filter(|(s, _)| !s.fits_no_server());
+        servable.flat_map(|(_, members)| members.iter().map(|w| &w.key))
+    }
+
     /// How many claims wait.
     pub fn len(&self) -> usize {
         self.shape_of.len()

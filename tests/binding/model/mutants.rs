@@ -172,12 +172,12 @@ pub(super) fn caught(what: &str, scenario: Scenario, mutant: Protocol) -> String
     violation
 }
 
-/// The wake-up rules without "an assumed choice that ends wakes the pending claims".
+/// The wake-up rules without "an assumed choice that ends wakes the waiting claims".
 pub(super) fn without_assumption_end_wakeup(_: &str, _: &ServerCatalog, _: &ClaimCatalog) -> Wake {
     Wake::default()
 }
 
-/// The wake-up rules without "a claim that starts backing off wakes the pending claims"
+/// The wake-up rules without "a claim that starts backing off wakes the waiting claims"
 /// (it stops being ahead of them). With [`decides_with_no_one_held_back`], a refused
 /// claim keeps its place.
 pub(super) fn refusal_wakes_nobody(
