@@ -303,3 +303,24 @@ fn a_waiting_claim_that_leaves_wakes_no_claim_a_full_quota_holds() {
     );
     assert!(!woken.contains(&"b"), "the claim over quota: {woken:?}");
 }
+
+/// A claim step reads the view the catalog holds of the claim the watch gave it (here
+/// shut out by a full quota), without resolving it again; a copy the catalog did not
+/// resolve is resolved anew, to the same view.
+#[test]
+fn a_step_reads_the_view_the_catalog_holds_of_the_watched_claim() {
+    use server_binder::binding::steps::as_its_class_makes_it;
+    let a = gpu(claim("a")).bound("s1");
+    let b = gpu(claim("b")).created(2);
+    let servers = vec![server("s1").bound_to(&a), server("s2")];
+    let binder = with_quota(listed(servers, vec![a, b]), 1, &["uid-a"]);
+    let world = binder.world();
+    let watched = world.claim_as_is(NS, "b").expect("b is cached");
+    let held = world.claims().claim(NS, "b").expect("b is cached");
+    let (view, ..) = as_its_class_makes_it(world, watched);
+    assert!(std::ptr::eq(&*view, held), "the catalog's view: {view:?}");
+    let copy = watched.clone();
+    let (fresh, ..) = as_its_class_makes_it(world, &copy);
+    assert!(matches!(fresh, std::borrow::Cow::Owned(_)), "resolved anew");
+    assert_eq!(*fresh, *view);
+}

@@ -205,10 +205,12 @@ impl Binder {
         held_claims(self.world.claims().in_namespace(namespace).map(|c| &**c))
     }
 
-    /// Whether the claim holds its bind ([`quota::holds_bind`]).
+    /// Whether the claim holds its bind ([`quota::holds_bind`]) and no quota reads on its
+    /// view: a bind-completed claim keeps its server whatever a quota says
+    /// ([`World::over_quota`]), so the catalog's view of it stays the claim resolved now.
     fn holds_bind(&self, key: &ClaimKey) -> bool {
         let claim = self.world.claims().claim(&key.namespace, &key.name);
-        claim.is_some_and(quota::holds_bind)
+        claim.is_some_and(|c| quota::holds_bind(c) && meta::is_bind_completed(c))
     }
 
     /// A quota of `namespace` changed from `was` to `now` (`None`: absent): the claims

@@ -22,7 +22,7 @@ use crate::binding::wakeups::Wake;
 use crate::binding::world::World;
 use crate::binding::world::classes::{ClassCheck, rebase, without_servers};
 use crate::binding::world::quota::QuotaCheck;
-use crate::binding::world::view::{ClaimCatalog, Liveness, WithLiveServer};
+use crate::binding::world::view::{ClaimCatalog, ClaimView, Liveness, WithLiveServer};
 
 use super::inputs::StepInputs;
 use super::rules::Sight;
@@ -47,7 +47,8 @@ pub fn claim_step(
     let (effective, class, quota) = as_its_class_makes_it(world, claim);
     let decision = decide(inputs, &effective, (&class, &quota), live, sight, now);
     let mut plan = plan_claim(&effective, &decision, &Time(now));
-    if let (Cow::Owned(_), Some(object)) = (&effective, plan.object.as_mut()) {
+    // The plan starts from the view; the write, from the claim as it is.
+    if let (false, Some(object)) = (std::ptr::eq(&*effective, claim), plan.object.as_mut()) {
         *object = rebase(object, claim);
     }
     if let Some(server) = plan.confirm_server {
@@ -113,16 +114,43 @@ pub fn claim_step(
 /// `claim` as its class makes it (and without servers while a full quota holds it),
 /// with how it stands with its class and its quotas: what its decision reads. What the
 /// decision writes goes onto the claim as it is ([`rebase`]).
-pub fn as_its_class_makes_it<'c>(
-    world: &World,
-    claim: &'c CachedClaim,
-) -> (Cow<'c, CachedClaim>, ClassCheck, QuotaCheck) {
-    let (mut effective, class) = world.classes().resolve_ref(claim);
+pub fn as_its_class_makes_it<'a>(
+    world: &'a World,
+    claim: &'a CachedClaim,
+) -> (Cow<'a, CachedClaim>, ClassCheck, QuotaCheck) {
+    let class = world.classes().check(claim);
     let quota = world.quota_check_of(claim, &class);
-    if world.over_quota(claim, &class) {
+    if let Some(view) = view_held_for(world, claim) {
+        debug_assert_eq!(
+            view,
+            &*resolved(world, claim, &class),
+            "the view the catalog holds, and the claim resolved again"
+        );
+        return (Cow::Borrowed(view), class, quota);
+    }
+    let effective = resolved(world, claim, &class);
+    (effective, class, quota)
+}
+
+/// The catalog's view of `claim` if `claim` is the very object the catalog resolved
+/// (the watch's copy, which the controllers' store shares): the catalog resolves its
+/// claims again whenever a class, a namespace or a quota changes, so its view is the
+/// claim resolved now, without a copy.
+fn view_held_for<'w>(world: &'w World, claim: &CachedClaim) -> Option<&'w CachedClaim> {
+    let (namespace, name) = (meta::namespace(claim), meta::name(claim));
+    let as_is = world.claim_as_is(namespace, name)?;
+    std::ptr::eq(as_is, claim)
+        .then(|| world.claims().claim(namespace, name))
+        .flatten()
+}
+
+/// `claim` resolved by its class and quotas: a copy where they change it.
+fn resolved<'c>(world: &World, claim: &'c CachedClaim, class: &ClassCheck) -> Cow<'c, CachedClaim> {
+    let (mut effective, _) = world.classes().resolve_ref(claim);
+    if world.over_quota(claim, class) {
         effective = Cow::Owned(without_servers(&effective));
     }
-    (effective, class, quota)
+    effective
 }
 
 /// The decision for `claim` as its class makes it, by the claim's decider with what the
