@@ -280,7 +280,7 @@ fn a_claim_of_the_default_class_is_not_bound_before_it_is_charged() {
 }
 
 /// A claim its quota shuts out waits on the quota alone, whose changes wake it: a
-/// waiting claim that leaves without a server wakes the pending claims some server could
+/// waiting claim that leaves without a server wakes the waiting claims some server could
 /// serve, not it (docs/binding.md, "Wake-up rules").
 #[test]
 fn a_waiting_claim_that_leaves_wakes_no_claim_a_full_quota_holds() {

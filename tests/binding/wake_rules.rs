@@ -1,7 +1,7 @@
 //! The wake-up rules that placement adds (docs/binding.md, "Wake-up rules"): a waiting
 //! claim that leaves without a free server wakes the other waiting claims; one that took
 //! its server wakes nobody else, whichever of the two sides the cache shows first (a wake
-//! of every pending claim per pick is a storm at fleet scale).
+//! of every waiting claim per pick is a storm at fleet scale).
 
 use server_binder::api::ClaimPhase;
 use server_binder::binding::wakeups::{on_claim_change, on_start_step};

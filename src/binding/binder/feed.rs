@@ -267,11 +267,11 @@ impl Binder {
 
     /// Whom claims sent through the quotas again at once wake: each, the servers they
     /// name, and the union of what the claim rule says of each change, against the
-    /// catalogs after all of them. The rule's broad answer of claims (every pending
+    /// catalogs after all of them. The rule's broad answer of claims (every waiting
     /// claim) is the same whichever change gives it, so once one change gave it the rest
     /// are asked against a catalog of the claims that name a server only (all the
     /// rule's broad answer of servers reads): a namespace's thousands of claims changing
-    /// standing at once (its quota counted, a class full) cost one pass over the pending
+    /// standing at once (its quota counted, a class full) cost one pass over the waiting
     /// claims, not one each.
     fn claims_resolved_again(&self, resolved: Vec<Resolution>) -> Wake {
         let rule = self.rules.triggers.claim_changed;

@@ -148,7 +148,7 @@ impl AssumedChoices {
     }
 
     /// A claim write picking `server` failed. Returns the server if its assumption
-    /// ended, so pending claims can be given a chance at it: it ends unless an earlier
+    /// ended, so waiting claims can be given a chance at it: it ends unless an earlier
     /// write of the pick succeeded, for then the claim carries it whatever became of
     /// this one.
     pub fn write_failed(&mut self, server: &str, claim: &ClaimKey) -> Option<String> {

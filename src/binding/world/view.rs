@@ -362,14 +362,6 @@ impl ClaimCatalog {
             .map(|(_, c)| c)
     }
 
-    /// Claims that wait for a server to pick: no `serverRef`, not on the bound path.
-    pub fn pending(&self) -> impl Iterator<Item = &CachedClaim> {
-        self.claims
-            .values()
-            .map(Arc::as_ref)
-            .filter(|c| c.spec.server_ref.is_none() && !meta::is_bind_completed(*c))
-    }
-
     /// The waiting claims by shape, as the matching and the fair order read them.
     pub fn waiting(&self) -> &WaitingClaims {
         &self.waiting
