@@ -208,7 +208,7 @@ impl Binder {
     /// Whether the claim holds its bind ([`quota::holds_bind`]) and no quota reads on its
     /// view: a bind-completed claim keeps its server whatever a quota says
     /// ([`World::over_quota`]), so the catalog's view of it stays the claim resolved now.
-    fn holds_bind(&self, key: &ClaimKey) -> bool {
+    fn holds_a_completed_bind(&self, key: &ClaimKey) -> bool {
         let claim = self.world.claims().claim(&key.namespace, &key.name);
         claim.is_some_and(|c| quota::holds_bind(c) && meta::is_bind_completed(c))
     }
@@ -243,7 +243,7 @@ impl Binder {
 
     /// The claims whose standing with the quotas changed from `before` to `after`, sent
     /// through the classes and quotas again: wakes them and the servers they name (a
-    /// charge lets the server side bind). A claim that holds its bind is left as it is:
+    /// charge lets the server side bind). A claim that holds a completed bind is left as it is:
     /// no quota holds it back, and the charge that leaves the list once it is bound
     /// ([`quota::recharge`]) changes nothing for it or its server.
     fn apply_quota_standing(
@@ -253,7 +253,7 @@ impl Binder {
     ) -> Wake {
         let mut resolved = Vec::new();
         for (key, now) in after {
-            if before.get(&key) == Some(&now) || self.holds_bind(&key) {
+            if before.get(&key) == Some(&now) || self.holds_a_completed_bind(&key) {
                 continue;
             }
             let Some((old, effective)) = self.world.resolve_claim_again(&key) else {

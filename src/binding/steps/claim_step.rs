@@ -146,7 +146,10 @@ fn view_held_for<'w>(world: &'w World, claim: &CachedClaim) -> Option<&'w Cached
 
 /// `claim` resolved by its class and quotas: a copy where they change it.
 fn resolved<'c>(world: &World, claim: &'c CachedClaim, class: &ClassCheck) -> Cow<'c, CachedClaim> {
-    let (mut effective, _) = world.classes().resolve_ref(claim);
+    let mut effective = match world.classes().narrowed(claim, class) {
+        Some(view) => Cow::Owned(view),
+        None => Cow::Borrowed(claim),
+    };
     if world.over_quota(claim, class) {
         effective = Cow::Owned(without_servers(&effective));
     }

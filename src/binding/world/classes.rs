@@ -228,8 +228,9 @@ impl ClassCatalog {
         }
     }
 
-    /// The claim as its class makes it (`None`: no class applies and none exists).
-    fn narrowed(&self, claim: &CachedClaim, check: &ClassCheck) -> Option<CachedClaim> {
+    /// The claim as its class makes it, by the class check already made for it (`None`:
+    /// no class applies and none exists).
+    pub fn narrowed(&self, claim: &CachedClaim, check: &ClassCheck) -> Option<CachedClaim> {
         let class = match check {
             ClassCheck::NoClass if self.classes.is_empty() => return None,
             // No class of its own: only servers no class takes in.
