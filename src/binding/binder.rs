@@ -9,6 +9,7 @@
 //! "Carrying out a decision", "Wake-up rules", "The assumed-choice cache"):
 //!
 //! - [`Feed`]: one kind's watched change, deletion or relist → who to wake;
+//! - [`Settles`]: of those, whom the delivery of a controller's own write need not wake;
 //! - [`Binder::claim_step`] and [`Binder::start`], [`Binder::server_step`]: one object →
 //!   a live read to make first, or the writes to do and when to look again;
 //! - [`Binder::claim_object_written`], [`Binder::claim_status_written`],
@@ -36,6 +37,7 @@ use crate::binding::placement::index::is_free;
 use crate::binding::wakeups::{Wake, on_relist};
 
 mod feed;
+mod settle;
 
 /// How the watches feed one kind to a binder, as kubert feeds an index: an object
 /// applied, deleted (its last state), or the kind listed anew → who to wake.
@@ -43,6 +45,26 @@ pub trait Feed<K> {
     fn apply(&mut self, obj: Arc<K>) -> Wake;
     fn delete(&mut self, last: Arc<K>) -> Wake;
     fn relist(&mut self, all: Vec<Arc<K>>) -> Wake;
+}
+
+/// Which of the objects a watch event wakes need no reconcile because the event delivers
+/// the controllers' own write, at the version written, and the object's step there
+/// changes nothing ([`ClaimStep::changes_nothing`]). Taking that step at once is what a
+/// reconcile queued at once would do (the model check reconciles such an object at once
+/// too), and a later change that alters the step wakes the object by the rules
+/// (docs/binding.md, "Wake-up rules").
+pub trait Settles<K> {
+    /// Leaves out of `wake` the objects that `written`, this process's own write as the
+    /// watch delivered it, woke for nothing at `now`. By default none: a quota's or a
+    /// budget's status wakes as the rules say.
+    fn settle_own_write(&self, _written: &K, _wake: &mut Wake, _now: Timestamp) {}
+
+    /// Leaves the object itself out of `wake` when the watch delivered a version of it
+    /// that a later write of this process supersedes (written, or in flight): that
+    /// write's delivery will wake it or settle it as above, or its failure sends its
+    /// reconcile again. (A reconcile now would only wait for it.) The others it woke
+    /// are settled as above.
+    fn await_own_write(&self, _behind: &K, _wake: &mut Wake, _now: Timestamp) {}
 }
 
 /// The binder. See the module docs.

@@ -19,7 +19,7 @@ pub mod steps;
 pub mod wakeups;
 pub mod world;
 
-pub use binder::{Binder, Feed};
+pub use binder::{Binder, Feed, Settles};
 pub use claim_side::ClaimSide;
 pub use claim_side::assumed::{AssumedChoices, claim_key};
 pub use effects::{BindingEvent, EventKind, LostReason, Outcome, Related, RepairCase, Repairer};

@@ -20,7 +20,8 @@
 //!
 //! The controllers call these on every watch event; the model check calls them to decide
 //! which reconciles may run, so a missing rule shows up there as a claim or server that
-//! never converges.
+//! never converges. Of whom an event that delivers the controllers' own write wakes, the
+//! controllers leave out those whose step changes nothing ([`crate::binding::Settles`]).
 
 use std::collections::BTreeSet;
 

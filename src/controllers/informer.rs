@@ -24,7 +24,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use super::own_writes::OwnWrites;
+use super::own_writes::{Delivered, OwnWrites};
 
 use crate::api::{
     CachedClaim, CachedObject, CachedServer, Projected, ServerClass, ServerDisruptionBudget,
@@ -33,7 +33,7 @@ use crate::api::{
 use crate::binding::wakeups::{on_resync_tick, on_start_step};
 use crate::binding::{
     Binder, BinderConfig, ClaimKey, ClaimStep, ClaimWork, Feed, ObjectWrite, ResyncCursor, Rules,
-    Sight, Wake,
+    Settles, Sight, Wake,
 };
 use k8s_openapi::api::core::v1::Namespace;
 
@@ -69,6 +69,55 @@ pub struct SharedInformer {
     own_writes: Mutex<OwnWrites>,
     /// Reconciles begun ([`SharedInformer::reconciles_begun`]).
     reconciles_begun: AtomicU64,
+}
+
+/// A write of this process in flight ([`SharedInformer::begin_write`]).
+pub struct WriteInFlight<'a> {
+    informer: &'a SharedInformer,
+    key: String,
+    /// Whom to wake if the watch delivered the write before its answer came.
+    target: Target,
+    ended: bool,
+}
+
+/// The object a write is of, as the controllers are woken for it.
+enum Target {
+    Claim(ClaimKey),
+    Server(String),
+    Other,
+}
+
+impl WriteInFlight<'_> {
+    /// The write ended: at the `version` the API server answered, so that reconciles of
+    /// older versions wait for the watch to deliver it, or failed (`None`).
+    pub fn ended(mut self, version: Option<&str>) {
+        self.end(version);
+    }
+
+    fn end(&mut self, version: Option<&str>) {
+        self.ended = true;
+        let version = version.map(str::to_string);
+        let mut own = self.informer.own_writes.lock();
+        let look_again = own.ended(&self.key, version, Instant::now());
+        drop(own);
+        if look_again {
+            // Its reconcile is running still: kube-runtime takes this up once it ends.
+            match std::mem::replace(&mut self.target, Target::Other) {
+                Target::Claim(key) => self.informer.send(vec![key], BTreeSet::new()),
+                Target::Server(name) => self.informer.send(Vec::new(), BTreeSet::from([name])),
+                Target::Other => {}
+            }
+        }
+    }
+}
+
+impl Drop for WriteInFlight<'_> {
+    /// A write dropped unanswered (its reconcile cancelled) ends as a failed one.
+    fn drop(&mut self) {
+        if !self.ended {
+            self.end(None);
+        }
+    }
 }
 
 /// What a reconcile decides on ([`SharedInformer::current`]).
@@ -184,14 +233,23 @@ impl SharedInformer {
             .claim_status_written(work, Timestamp::now());
     }
 
-    /// Records a write this process made of `obj`, at the `version` the API server
-    /// answered, so that reconciles of older versions wait for the watch to deliver it.
-    pub fn wrote<K: kube::Resource<DynamicType = ()>>(&self, obj: &K, version: Option<&str>) {
-        if let Some(version) = version {
-            let key = own_write_key(obj);
-            self.own_writes
-                .lock()
-                .wrote(key, version.to_string(), Instant::now());
+    /// Starts a write of `obj` by this process: until the returned guard says how it
+    /// ended (or is dropped), deliveries of `obj` are superseded by it ([`OwnWrites`]).
+    pub fn begin_write<K: kube::Resource<DynamicType = ()>>(&self, obj: &K) -> WriteInFlight<'_> {
+        let key = own_write_key(obj);
+        self.own_writes.lock().began(&key);
+        let meta = obj.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        let target = match (&*K::kind(&()), &meta.namespace) {
+            ("ServerClaim", Some(namespace)) => Target::Claim(ClaimKey::of(namespace, &name)),
+            ("Server", _) => Target::Server(name),
+            _ => Target::Other,
+        };
+        WriteInFlight {
+            informer: self,
+            key,
+            target,
+            ended: false,
         }
     }
 
@@ -319,8 +377,17 @@ impl SharedInformer {
         self.send(claims, wake.servers);
     }
 
-    /// Called with no binder lock held: a trigger slot is never taken under it.
-    fn send(&self, claims: Vec<ClaimKey>, servers: BTreeSet<String>) {
+    /// Called with no binder lock held: a trigger slot is never taken under it. An
+    /// object that awaits this process's own write of it is left to that write
+    /// ([`OwnWrites::awaits`]).
+    fn send(&self, mut claims: Vec<ClaimKey>, mut servers: BTreeSet<String>) {
+        let own = self.own_writes.lock();
+        if !own.is_empty() {
+            let now = Instant::now();
+            claims.retain(|key| !own.awaits(&claim_write_key(key), now));
+            servers.retain(|name| !own.awaits(&server_write_key(name), now));
+        }
+        drop(own);
         if let Some(tx) = self.claim_triggers.lock().as_ref() {
             for key in claims {
                 let _ = tx.unbounded_send(ObjectRef::new(&key.name).within(&key.namespace));
@@ -339,14 +406,31 @@ fn own_write_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
     let meta = obj.meta();
     let namespace = meta.namespace.as_deref().unwrap_or_default();
     let name = meta.name.as_deref().unwrap_or_default();
-    let kind = K::kind(&());
+    write_key(&K::kind(&()), namespace, name)
+}
+
+fn write_key(kind: &str, namespace: &str, name: &str) -> String {
     // Built by hand: every watch event, write and reconcile makes one, and `format!`
     // cost about a thousand instructions each (1.2% of the operator's).
     let mut key = String::with_capacity(kind.len() + namespace.len() + name.len() + 2);
-    for part in [&*kind, "/", namespace, "/", name] {
+    for part in [kind, "/", namespace, "/", name] {
         key.push_str(part);
     }
     key
+}
+
+/// [`own_write_key`] of the claim `key` names.
+fn claim_write_key(key: &ClaimKey) -> String {
+    write_key(
+        &<CachedClaim as kube::Resource>::kind(&()),
+        &key.namespace,
+        &key.name,
+    )
+}
+
+/// [`own_write_key`] of the server `name`.
+fn server_write_key(name: &str) -> String {
+    write_key(&<CachedServer as kube::Resource>::kind(&()), "", name)
 }
 
 #[derive(Clone, Copy)]
@@ -392,7 +476,7 @@ async fn watch<K>(
     kind: Kind,
 ) where
     K: kube::Resource<DynamicType = ()> + Read + Clone + Debug + Send + Sync + 'static,
-    Binder: Feed<K> + Recounts<K>,
+    Binder: Feed<K> + Recounts<K> + Settles<K>,
 {
     let api = Api::<K::Wire>::all(client);
     let mut events = watcher(api, watcher::Config::default())
@@ -414,7 +498,7 @@ async fn watch<K>(
             informer.received[kind as usize].fetch_add(1, Ordering::Relaxed);
         }
         writer.apply_watcher_event(&event);
-        informer.own_writes.lock().delivered_by(&event);
+        let delivered = informer.own_writes.lock().delivered_by(&event);
         let store = writer.as_reader();
         let mut binder = informer.binder.write();
         if wants_recount::<K>(kind, &event, &binder) {
@@ -423,22 +507,40 @@ async fn watch<K>(
         if wants_budget_recount::<K>(&event, &binder) {
             informer.budget_recount_wanted.notify_one();
         }
-        let wake = match event {
+        let (mut wake, applied) = match event {
             Event::Apply(obj) => {
                 let Some(new) = store.get(&ObjectRef::from_obj(&obj)) else {
                     continue;
                 };
-                binder.apply(new)
+                (binder.apply(new.clone()), Some(new))
             }
-            Event::Delete(obj) => binder.delete(Arc::new(obj)),
+            Event::Delete(obj) => (binder.delete(Arc::new(obj)), None),
             Event::Init | Event::InitApply(_) => continue,
             Event::InitDone => {
                 let wake = binder.relist(store.state());
                 informer.synced[kind as usize].send_replace(true);
-                wake
+                (wake, None)
             }
         };
+        // Settling reads the binder only: the server reconciles go on meanwhile.
+        let binder = RwLockWriteGuard::downgrade(binder);
+        if let Some(new) = applied {
+            settle(&binder, &new, delivered, &mut wake);
+        }
         informer.wake(binder, wake);
+    }
+}
+
+/// Leaves out of `wake` whom the delivery of `new`, this process's own write or a
+/// version one supersedes, woke for nothing ([`Settles`]).
+fn settle<K>(binder: &Binder, new: &K, delivered: Delivered, wake: &mut Wake)
+where
+    Binder: Settles<K>,
+{
+    match delivered {
+        Delivered::Written => binder.settle_own_write(new, wake, Timestamp::now()),
+        Delivered::Before => binder.await_own_write(new, wake, Timestamp::now()),
+        Delivered::Other => {}
     }
 }
 
@@ -548,16 +650,23 @@ impl Recounts<ServerQuota> for Binder {
 }
 
 impl OwnWrites {
-    /// Feeds one watch event: an object delivered at a version, or a relist.
-    fn delivered_by<K: kube::Resource<DynamicType = ()>>(&mut self, event: &Event<K>) {
+    /// Feeds one watch event: an object delivered at a version, or a relist. Says what
+    /// an applied object is against this process's last write of it.
+    fn delivered_by<K: kube::Resource<DynamicType = ()>>(&mut self, event: &Event<K>) -> Delivered {
         match event {
             Event::Apply(obj) => {
                 let version = obj.meta().resource_version.as_deref().unwrap_or_default();
-                self.delivered(&own_write_key(obj), Some(version));
+                self.delivered(&own_write_key(obj), Some(version))
             }
-            Event::Delete(obj) => self.delivered(&own_write_key(obj), None),
-            Event::InitDone => self.clear(),
-            Event::Init | Event::InitApply(_) => {}
+            Event::Delete(obj) => {
+                self.delivered(&own_write_key(obj), None);
+                Delivered::Other
+            }
+            Event::InitDone => {
+                self.clear();
+                Delivered::Other
+            }
+            Event::Init | Event::InitApply(_) => Delivered::Other,
         }
     }
 }

@@ -11,6 +11,13 @@
 //! This only skips work that would fail: the decision, made once the watch catches up,
 //! is the same. A record the watch never clears (the watch relisted, or an event was
 //! lost) stops counting after [`OWN_WRITE_WAIT`], and a relist clears them all.
+//!
+//! The watch asks too what each delivery is against these writes ([`Delivered`]): the
+//! delivery of an own write need not wake the object when its step there changes
+//! nothing, and a version a later own write (done or in flight) supersedes need not wake
+//! it at all ([`crate::binding::Settles`]). So writes in flight are counted as well,
+//! from the request to its answer: of a plan's two writes, the first comes back while
+//! the second is on its way.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,10 +26,34 @@ use std::time::{Duration, Instant};
 /// deciding on what the cache shows anyway.
 pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
 
+/// What a watch event delivered, as against this process's last write of the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivered {
+    /// The version this process wrote: its own write, come back.
+    Written,
+    /// A version a later write of this process supersedes: one it wrote since, or
+    /// one it is writing (whose answer or failure is yet to come).
+    Before,
+    /// Anything else: no write of this process waits for it, or a later version or a
+    /// deletion ends the wait.
+    Other,
+}
+
 /// One kind's own writes in flight through the watch, by object key.
 #[derive(Debug, Default)]
 pub struct OwnWrites {
     pending: HashMap<String, (String, Instant)>,
+    /// Writes sent and not answered yet, by object key ([`OwnWrites::began`]).
+    writing: HashMap<String, Flight>,
+}
+
+/// An object's writes in flight.
+#[derive(Debug, Default)]
+struct Flight {
+    count: u32,
+    /// The last version the watch delivered meanwhile: perhaps a write's own, come back
+    /// before its answer.
+    delivered: Option<String>,
 }
 
 impl OwnWrites {
@@ -31,19 +62,98 @@ impl OwnWrites {
         self.pending.insert(key, (version, at));
     }
 
-    /// The watch delivered `key` at `version` (`None`: deleted). Delivering the version
-    /// written, or a deletion, ends the wait.
-    pub fn delivered(&mut self, key: &str, version: Option<&str>) {
-        let caught_up = match (self.pending.get(key), version) {
-            (None, _) => return,
-            (Some(_), None) => true,
-            (Some((written, _)), Some(v)) => {
-                written == v || numeric(v).zip(numeric(written)).is_some_and(|(v, w)| v > w)
+    /// This process sends a write of `key`; [`OwnWrites::ended`] follows, whatever
+    /// becomes of it.
+    pub fn began(&mut self, key: &str) {
+        self.writing.entry(key.to_string()).or_default().count += 1;
+    }
+
+    /// A write of `key` begun earlier was answered with `version`, or failed or was
+    /// dropped (`None`). True if the watch delivered that version (or a later one)
+    /// before the answer came: that delivery counted as [`Delivered::Before`] and woke
+    /// nobody for the object, so the writer must look at it again.
+    pub fn ended(&mut self, key: &str, version: Option<String>, at: Instant) -> bool {
+        let mut seen = None;
+        if let Some(flight) = self.writing.get_mut(key) {
+            flight.count -= 1;
+            seen = flight.delivered.clone();
+            if flight.count == 0 {
+                self.writing.remove(key);
             }
+        }
+        let Some(version) = version else {
+            return false;
         };
+        let came_back = seen.is_some_and(|seen| {
+            seen == version
+                || numeric(&seen)
+                    .zip(numeric(&version))
+                    .is_some_and(|(s, v)| s > v)
+        });
+        if !came_back {
+            self.wrote(key.to_string(), version, at);
+        }
+        came_back
+    }
+
+    /// The watch delivered `key` at `version` (`None`: deleted). Delivering the version
+    /// written, a later one, or a deletion, ends the wait.
+    ///
+    /// While a write of `key` is in flight, whatever is delivered is
+    /// [`Delivered::Before`]: the write lands after it, and the watch delivers it, or
+    /// its answer finds it delivered ([`OwnWrites::ended`]), or it fails, and its
+    /// reconcile goes again.
+    pub fn delivered(&mut self, key: &str, version: Option<&str>) -> Delivered {
+        let Some(version) = version else {
+            self.pending.remove(key);
+            return Delivered::Other;
+        };
+        if let Some(flight) = self.writing.get_mut(key) {
+            flight.delivered = Some(version.to_string());
+            self.catch_up(key, version);
+            return Delivered::Before;
+        }
+        let Some((written, _)) = self.pending.get(key) else {
+            return Delivered::Other;
+        };
+        if written == version {
+            self.pending.remove(key);
+            return Delivered::Written;
+        }
+        match numeric(version).zip(numeric(written)) {
+            Some((v, w)) if v < w => Delivered::Before,
+            Some(_) => {
+                self.pending.remove(key);
+                Delivered::Other
+            }
+            // Opaque versions cannot be ordered: the wait goes on, as in `behind`.
+            None => Delivered::Other,
+        }
+    }
+
+    /// Ends the wait for `key` if `version` is the one written or a later one.
+    fn catch_up(&mut self, key: &str, version: &str) {
+        let caught_up = self.pending.get(key).is_some_and(|(written, _)| {
+            written == version
+                || numeric(version)
+                    .zip(numeric(written))
+                    .is_some_and(|(v, w)| v > w)
+        });
         if caught_up {
             self.pending.remove(key);
         }
+    }
+
+    /// Whether a look at `key` now can wait for this process's own write of it: one in
+    /// flight, or answered less than [`OWN_WRITE_WAIT`] ago and not delivered yet. Its
+    /// delivery (or its failure, or [`OwnWrites::ended`]) looks at the object again, on
+    /// everything the watch delivered up to then.
+    pub fn awaits(&self, key: &str, now: Instant) -> bool {
+        self.writing.contains_key(key)
+            || self
+                .pending
+                .get(key)
+                .is_some_and(|(_, at)| now.duration_since(*at) < OWN_WRITE_WAIT)
     }
 
     /// A relist: the watch shows the latest of everything.
@@ -75,8 +185,9 @@ impl OwnWrites {
         self.pending.len()
     }
 
+    /// Whether no write of this process is in flight or awaited.
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.pending.is_empty() && self.writing.is_empty()
     }
 }
 
@@ -105,6 +216,60 @@ mod tests {
         own.delivered("c", Some("4"));
         assert!(!own.behind("c", Some("4"), t0));
         assert!(own.is_empty());
+    }
+
+    #[test]
+    fn a_delivery_says_what_it_is_against_the_own_writes() {
+        let mut own = OwnWrites::default();
+        let t0 = Instant::now();
+        assert_eq!(
+            own.delivered("c", Some("1")),
+            Delivered::Other,
+            "none written"
+        );
+        own.began("c");
+        assert!(!own.ended("c", Some("4".into()), t0), "answered first");
+        assert_eq!(own.delivered("c", Some("3")), Delivered::Before);
+        assert_eq!(own.delivered("c", Some("4")), Delivered::Written);
+        assert!(own.is_empty());
+
+        // The object write answered, the status write in flight: the first is superseded.
+        own.began("c");
+        own.ended("c", Some("6".into()), t0);
+        own.began("c");
+        assert_eq!(own.delivered("c", Some("6")), Delivered::Before);
+        // The status write delivered before its answer: the answer must look again.
+        assert_eq!(own.delivered("c", Some("7")), Delivered::Before);
+        assert!(
+            own.ended("c", Some("7".into()), t0),
+            "delivered before its answer"
+        );
+        assert!(own.is_empty());
+    }
+
+    #[test]
+    fn an_object_awaits_its_write_in_flight_and_answered_until_delivered() {
+        let mut own = OwnWrites::default();
+        let t0 = Instant::now();
+        own.began("c");
+        assert!(own.awaits("c", t0) && !own.awaits("d", t0));
+        own.ended("c", Some("2".into()), t0);
+        assert!(own.awaits("c", t0), "answered, not delivered");
+        assert!(!own.awaits("c", t0 + OWN_WRITE_WAIT), "nor after the wait");
+        assert_eq!(own.delivered("c", Some("2")), Delivered::Written);
+        assert!(!own.awaits("c", t0));
+
+        own.began("c");
+        assert!(
+            !own.ended("c", None, t0),
+            "failed: its reconcile goes again"
+        );
+        assert!(!own.awaits("c", t0));
+        assert_eq!(
+            own.delivered("c", Some("3")),
+            Delivered::Other,
+            "someone else's"
+        );
     }
 
     #[test]

@@ -58,20 +58,19 @@ where
         Part::Object => (controller.resource().to_string(), "patch"),
         Part::Status => (format!("{}/status", controller.resource()), "patch status"),
     };
+    let in_flight = ctx.informer.begin_write(read);
     let result = match patch_body(read, wanted, part) {
         Ok(body) => send(ctx, api, &name, &pp, &Patch::Merge(&body), part).await,
         Err(error) => Err(kube::Error::SerdeError(error)),
     };
+    let version = result.as_ref().ok();
+    in_flight.ended(version.and_then(|w| w.metadata.resource_version.as_deref()));
     let outcome = match &result {
         Ok(_) => WriteResult::Ok,
         Err(e) if is_conflict(e) => WriteResult::Conflict,
         Err(_) => WriteResult::Error,
     };
     ctx.metrics.write(controller, &resource, outcome);
-    if let Ok(written) = &result {
-        ctx.informer
-            .wrote(read, written.metadata.resource_version.as_deref());
-    }
     result.map_err(|e| Error::from_write(verb, controller.resource(), &name, e))
 }
 

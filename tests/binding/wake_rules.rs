@@ -3,7 +3,9 @@
 //! its server wakes nobody else, whichever of the two sides the cache shows first (a wake
 //! of every waiting claim per pick is a storm at fleet scale).
 
-use server_binder::api::ClaimPhase;
+use std::sync::Arc;
+
+use server_binder::api::{CachedClaim, ClaimPhase};
 use server_binder::binding::wakeups::{on_claim_change, on_start_step};
 use server_binder::binding::*;
 
@@ -231,4 +233,80 @@ fn a_claim_shut_out_by_its_quota_frees_nothing_for_the_others() {
     );
     let wake = on_claim_change(Some(&a), Some(&shut), &world, &all(&shut));
     assert!(others_woken(&wake, "a"), "shut out: {wake:?}");
+}
+
+/// The delivery of a controller's own write ([`Settles`], docs/binding.md, "Wake-up
+/// rules"): what it woke, with the written object and the other side it names.
+fn echo_wake(truth: &crate::binding::world::Truth) -> Wake {
+    Wake {
+        claims: truth.claims.values().map(claim_key).collect(),
+        servers: truth.servers.keys().cloned().collect(),
+    }
+}
+
+#[test]
+fn the_delivery_of_an_own_write_wakes_nobody_a_step_would_leave_as_is() {
+    use crate::binding::world::{Truth, fresh_binder, settle};
+    let mut truth = Truth::new(vec![server("s1")], vec![claim("a")]);
+    settle(&mut truth);
+    let binder = fresh_binder(&truth, Rules::real());
+    let (a, s1) = (truth.claim("a"), truth.server("s1"));
+    assert!(is_bound_to(a, "s1"), "{a:?}");
+    let mut wake = echo_wake(&truth);
+    binder.settle_own_write(a, &mut wake, now().0);
+    assert!(wake.is_empty(), "the claim's write: {wake:?}");
+    let mut wake = echo_wake(&truth);
+    binder.settle_own_write(s1, &mut wake, now().0);
+    assert!(wake.is_empty(), "the server's write: {wake:?}");
+}
+
+#[test]
+fn the_delivery_of_an_own_write_wakes_whom_it_gives_work() {
+    use crate::binding::world::{Truth, apply_claim_plan, fresh_binder};
+    let mut truth = Truth::new(vec![server("s1")], vec![claim("a")]);
+    // The claim controller picks, as the binary does: its binder assumes the pick, and
+    // the watch delivers the claim written.
+    let mut binder = fresh_binder(&truth, Rules::real());
+    let read = truth.claim("a").clone();
+    let step = binder.claim_step(&read, None, Sight::All, now().0);
+    binder.start(&read, &step);
+    let ClaimStep::Act(work) = &step else {
+        panic!("a pick: {step:?}");
+    };
+    apply_claim_plan(&mut truth, &work.plan, &read).expect("no conflict");
+    let a = truth.claim("a").clone();
+    binder.claim_object_written(work, &read, ObjectWrite::Written(&a), now().0);
+    assert_eq!(a.spec.server_ref.as_ref().map(|r| &*r.name), Some("s1"));
+    let mut wake = binder.apply(Arc::new(a.clone()));
+    wake.extend(echo_wake(&truth));
+    binder.settle_own_write(&a, &mut wake, now().0);
+    assert_eq!(
+        (wake.claims.len(), wake.servers.len()),
+        (0, 1),
+        "the pick waits for its server, whose controller has a bind to write: {wake:?}"
+    );
+
+    // Its server went to another claim before the pick came back: the claim must look
+    // again.
+    let b = claim("b").created(1).bound("s1");
+    truth.put_claim(b.clone());
+    truth.put_server(server("s1").bound_to(&b));
+    let binder = fresh_binder(&truth, Rules::real());
+    let mut wake = echo_wake(&truth);
+    binder.settle_own_write(&a, &mut wake, now().0);
+    assert!(
+        wake.claims.contains(&claim_key(&a)),
+        "a pick of a server taken since: {wake:?}"
+    );
+
+    // A version a later own write supersedes wakes nobody for the object itself, even
+    // where its step has work; its server is settled as above.
+    let mut wake = echo_wake(&truth);
+    binder.await_own_write(&a, &mut wake, now().0);
+    assert!(!wake.claims.contains(&claim_key(&a)), "{wake:?}");
+}
+
+fn is_bound_to(claim: &CachedClaim, server: &str) -> bool {
+    let named = claim.spec.server_ref.as_ref().map(|r| r.name.as_str());
+    named == Some(server) && claim.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
 }

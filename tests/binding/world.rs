@@ -297,7 +297,7 @@ pub fn fresh_binder(truth: &Truth, rules: Rules) -> Binder {
     Binder::listed(rules, config, listing, now().0)
 }
 
-fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
+pub fn reconcile_claim(truth: &mut Truth, name: &str, events: &mut Vec<Recorded>) -> bool {
     let Some(claim) = truth.claims.get(name).cloned() else {
         return false;
     };

@@ -38,6 +38,19 @@ pub enum ClaimStep {
     Act(Box<ClaimWork>),
 }
 
+impl ClaimStep {
+    /// Whether carrying the step out changes nothing: no read, write, event, count,
+    /// timer, assumption or wake-up. A reconcile that takes it only ends, so the
+    /// controllers need not queue one to take it (docs/binding.md, "Wake-up rules").
+    pub fn changes_nothing(&self) -> bool {
+        match self {
+            ClaimStep::Idle => true,
+            ClaimStep::ReadServer(_) | ClaimStep::Wait { .. } => false,
+            ClaimStep::Act(work) => work.changes_nothing(),
+        }
+    }
+}
+
 /// Writes to do for a claim, and what follows them.
 #[derive(Clone, Debug)]
 pub struct ClaimWork {
@@ -66,6 +79,19 @@ pub struct ClaimWork {
 }
 
 impl ClaimWork {
+    fn changes_nothing(&self) -> bool {
+        let plan = &self.plan;
+        plan.is_noop()
+            && plan.event.is_none()
+            && plan.outcome.is_none()
+            && self.picked.is_none()
+            && self.then.is_none()
+            && self.wakes.is_empty()
+            && self.charges.is_empty()
+            && self.records.is_empty()
+            && !self.decision.ends_a_bind_by_eviction()
+    }
+
     /// Whether the binder needs to hear how the object write ended: a pick's, which
     /// starts or ends its assumption, and a refusal that makes the claim back off.
     pub fn reports_object_write(&self, written: &ObjectWrite<'_>) -> bool {
@@ -87,6 +113,23 @@ pub enum ServerStep {
     /// controller's rule): read this claim live, then reconcile again with it.
     ReadClaim(ServerClaimRef),
     Act(Box<ServerWork>),
+}
+
+impl ServerStep {
+    /// Whether carrying the step out changes nothing: no read, write, event or count
+    /// ([`ClaimStep::changes_nothing`]).
+    pub fn changes_nothing(&self) -> bool {
+        match self {
+            ServerStep::ReadClaim(_) => false,
+            ServerStep::Act(work) => {
+                let plan = &work.plan;
+                plan.is_noop()
+                    && plan.event.is_none()
+                    && plan.outcome.is_none()
+                    && work.cleaning_took.is_none()
+            }
+        }
+    }
 }
 
 /// Writes to do for a server.
