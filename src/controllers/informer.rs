@@ -658,6 +658,13 @@ impl OwnWrites {
                 let version = obj.meta().resource_version.as_deref().unwrap_or_default();
                 self.delivered(&own_write_key(obj), Some(version))
             }
+            // A relist delivers what it lists: a write answered after it finds its version
+            // listed (`OwnWrites::ended`), and the relist wakes everything anyway.
+            Event::InitApply(obj) => {
+                let version = obj.meta().resource_version.as_deref().unwrap_or_default();
+                self.delivered(&own_write_key(obj), Some(version));
+                Delivered::Other
+            }
             Event::Delete(obj) => {
                 self.delivered(&own_write_key(obj), None);
                 Delivered::Other
@@ -666,7 +673,7 @@ impl OwnWrites {
                 self.clear();
                 Delivered::Other
             }
-            Event::Init | Event::InitApply(_) => Delivered::Other,
+            Event::Init => Delivered::Other,
         }
     }
 }
