@@ -1,11 +1,11 @@
 //! Whom the delivery of the controllers' own write need not wake ([`Settles`]): the
 //! written object, and the other side it names (a claim's server, a server's claim),
-//! when their step changes nothing.
-//! Most deliveries of an own write are such echoes: a claim that picked waits for its
-//! server, a bind completed on both sides is confirmed, a server's first status is
-//! written once. Only these objects are stepped here, under the watch's lock: a step
-//! that has work is taken again by the reconcile, so stepping every object an event
-//! wakes would cost a step twice wherever there is work.
+//! when their step changes nothing. Most deliveries of an own write are such echoes: a
+//! claim that picked waits for its server, a bind completed on both sides is
+//! confirmed, a server's first status is written once. Only these objects are stepped
+//! here, as the watch feeds the binder: a step that has work is taken again by the
+//! reconcile, so stepping every object an event wakes would cost a step twice wherever
+//! there is work.
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
