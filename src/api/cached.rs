@@ -149,7 +149,7 @@ impl Projected for ServerClaim {
 ///
 /// The metadata is shared between clones until one of them changes it
 /// ([`CachedObject::meta_mut`]): the classes' view of an object
-/// (`ClassCatalog::resolve_server`, `ClassCatalog::resolve`) is a clone that changes
+/// (`ClassCatalog::resolve_server`, `ClassCatalog::resolve_ref`) is a clone that changes
 /// its labels or its spec, and shares its metadata with the object as it is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CachedObject<K: Parts> {

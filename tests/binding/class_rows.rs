@@ -60,12 +60,14 @@ fn the_summary_says_outside_the_class_and_set_aside() {
         refuses: &|_| false,
         waits_turn: false,
     };
-    let (of_gpu, _) = catalog.resolve(&claim(Some("gpu"), Some(("rack", "r2"))));
+    let of_gpu = claim(Some("gpu"), Some(("rack", "r2")));
+    let (of_gpu, _) = catalog.resolve_ref(&of_gpu);
     assert_eq!(
         Unavailability::of(&of_gpu, &servers, pick).to_string(),
         "0/3 servers can serve this claim: 2 are not of its class (gpu), 1 does not match the selector (rack=r2)."
     );
-    let (classless, _) = catalog.resolve(&claim(None, None));
+    let classless = claim(None, None);
+    let (classless, _) = catalog.resolve_ref(&classless);
     assert_eq!(
         Unavailability::of(&classless, &servers, pick).to_string(),
         "2/3 servers can serve this claim: 1 is set aside for a server class (the claim names none)."

@@ -20,7 +20,7 @@ use crate::binding::protocol::coalesce::is_summary_refresh;
 use crate::binding::protocol::winner::may_take_named;
 use crate::binding::wakeups::Wake;
 use crate::binding::world::World;
-use crate::binding::world::classes::{ClassCheck, rebase, without_servers};
+use crate::binding::world::classes::{ClassCheck, rebase};
 use crate::binding::world::quota::QuotaCheck;
 use crate::binding::world::view::{ClaimCatalog, ClaimView, Liveness, WithLiveServer};
 
@@ -123,13 +123,12 @@ pub fn as_its_class_makes_it<'a>(
     if let Some(view) = view_held_for(world, claim) {
         debug_assert_eq!(
             view,
-            &*resolved(world, claim, &class),
+            &*world.view_of(claim, &class),
             "the view the catalog holds, and the claim resolved again"
         );
         return (Cow::Borrowed(view), class, quota);
     }
-    let effective = resolved(world, claim, &class);
-    (effective, class, quota)
+    (world.view_of(claim, &class), class, quota)
 }
 
 /// The catalog's view of `claim` if `claim` is the very object the catalog resolved
@@ -142,18 +141,6 @@ fn view_held_for<'w>(world: &'w World, claim: &CachedClaim) -> Option<&'w Cached
     std::ptr::eq(as_is, claim)
         .then(|| world.claims().claim(namespace, name))
         .flatten()
-}
-
-/// `claim` resolved by its class and quotas: a copy where they change it.
-fn resolved<'c>(world: &World, claim: &'c CachedClaim, class: &ClassCheck) -> Cow<'c, CachedClaim> {
-    let mut effective = match world.classes().narrowed(claim, class) {
-        Some(view) => Cow::Owned(view),
-        None => Cow::Borrowed(claim),
-    };
-    if world.over_quota(claim, class) {
-        effective = Cow::Owned(without_servers(&effective));
-    }
-    effective
 }
 
 /// The decision for `claim` as its class makes it, by the claim's decider with what the

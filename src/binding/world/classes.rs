@@ -1,7 +1,7 @@
 //! Server classes (docs/binding.md, "Server classes"): which class a claim takes a
 //! server of, whether its namespace may use that class, and what the claim gets from it.
 //! Pure data fed by the watches, and one function that folds a claim's class into the
-//! claim the decisions read ([`ClassCatalog::resolve`]): its selector narrowed to the
+//! claim the decisions read ([`ClassCatalog::resolve_ref`]): its selector narrowed to the
 //! class's servers, its tolerations widened by the class's. Every decision, both
 //! controllers' and the matching's, then reads the class through the claim, and no rule
 //! needs to know classes exist.
@@ -211,15 +211,6 @@ impl ClassCatalog {
     /// applies; otherwise with its selector narrowed to the class's servers (none at all
     /// when the class is missing or does not let its namespace in) and the class's
     /// tolerations added to its own.
-    pub fn resolve(&self, claim: &Arc<CachedClaim>) -> (Arc<CachedClaim>, ClassCheck) {
-        let check = self.check(claim);
-        match self.narrowed(claim, &check) {
-            Some(effective) => (Arc::new(effective), check),
-            None => (claim.clone(), check),
-        }
-    }
-
-    /// [`ClassCatalog::resolve`] for a claim that is not shared.
     pub fn resolve_ref<'c>(&self, claim: &'c CachedClaim) -> (Cow<'c, CachedClaim>, ClassCheck) {
         let check = self.check(claim);
         match self.narrowed(claim, &check) {
@@ -414,9 +405,9 @@ mod tests {
     #[test]
     fn without_classes_a_claim_is_itself() {
         let c = claim("a", None);
-        let (effective, check) = ClassCatalog::default().resolve(&c);
+        let (effective, check) = ClassCatalog::default().resolve_ref(&c);
         assert_eq!(check, ClassCheck::NoClass);
-        assert!(Arc::ptr_eq(&effective, &c));
+        assert!(matches!(effective, Cow::Borrowed(_)));
     }
 
     #[test]
@@ -429,7 +420,7 @@ mod tests {
         let mut c = (*claim("a", Some("gpu"))).clone();
         c.spec.server_selector = Some(selector(&[("rack", "r1")]));
         let catalog = catalog(vec![gpu]);
-        let (effective, check) = catalog.resolve(&Arc::new(c));
+        let (effective, check) = catalog.resolve_ref(&c);
         assert_eq!(check, ClassCheck::Of("gpu".into()));
         let s = effective.spec.server_selector.as_ref().unwrap();
         // Matched against servers as the classes make them (their view-only labels).
@@ -464,7 +455,7 @@ mod tests {
         assert_ne!(view.labels(), server.labels());
         assert!(view.shares_metadata_with(&server));
         let c = claim("a", Some("gpu"));
-        let (effective, _) = catalog.resolve(&c);
+        let (effective, _) = catalog.resolve_ref(&c);
         assert_ne!(effective.spec, c.spec);
         assert!(effective.shares_metadata_with(&c));
     }
@@ -485,14 +476,14 @@ mod tests {
                 ClassCheck::Missing("cpu".into()),
             ),
         ] {
-            let (effective, got) = catalog.resolve(&c);
+            let (effective, got) = catalog.resolve_ref(&c);
             assert_eq!(got, check);
             assert!(!selector_matches(
                 effective.spec.server_selector.as_ref().unwrap(),
                 &any
             ));
         }
-        let (_, ok) = catalog.resolve(&claim("team-a", Some("gpu")));
+        let (_, ok) = catalog.resolve_ref(&claim("team-a", Some("gpu")));
         assert_eq!(ok, ClassCheck::Of("gpu".into()));
     }
 
@@ -504,7 +495,7 @@ mod tests {
             class("other", &[], false, 20),
         ]);
         assert_eq!(catalog.default_class(), Some("new"));
-        let (_, check) = catalog.resolve(&claim("a", None));
+        let (_, check) = catalog.resolve_ref(&claim("a", None));
         assert_eq!(check, ClassCheck::Default("new".into()));
     }
 
@@ -587,7 +578,8 @@ mod tests {
             *s.labels_mut() = labels(&[("kind", kind)]).into_iter().collect();
             catalog.resolve_server(&s).unwrap_or(s)
         };
-        let (plain, check) = catalog.resolve(&claim("a", None));
+        let plain = claim("a", None);
+        let (plain, check) = catalog.resolve_ref(&plain);
         assert_eq!(check, ClassCheck::NoClass);
         let selector = plain.spec.server_selector.as_ref().expect("narrowed");
         assert!(!selector_matches(selector, meta::labels(&server("gpu"))));

@@ -2,13 +2,14 @@
 //! the watches feed them, and the views classes and quotas make of them.
 //!
 //! The server and claim catalogs hold each object as its class makes it
-//! ([`ClassCatalog::resolve`], [`ClassCatalog::resolve_server`]), and a claim a full quota
+//! ([`ClassCatalog::resolve_ref`], [`ClassCatalog::resolve_server`]), and a claim a full quota
 //! does not charge as taking no server ([`without_servers`]): the decisions read these
 //! views. The objects as they are, where they differ, are kept beside them, to resolve
 //! them again when a class, a namespace or a quota changes, and because what the
 //! controllers write starts from the object as it is. A view shares the object's
 //! metadata ([`crate::api::Shared`]): only what the class changes is its own.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -257,6 +258,20 @@ impl World {
     /// the matching, until a charge frees (a bound claim keeps its server and counts).
     pub fn over_quota(&self, claim: &CachedClaim, class: &ClassCheck) -> bool {
         !meta::is_bind_completed(claim) && self.quota_check_of(claim, class).holds_back()
+    }
+
+    /// `claim` as its class and quotas make it, by the class check made for it: what a
+    /// decision reads, a copy where they change it (narrowed by its class, and without
+    /// servers while a full quota holds it back).
+    pub fn view_of<'c>(&self, claim: &'c CachedClaim, class: &ClassCheck) -> Cow<'c, CachedClaim> {
+        let mut view = match self.classes.narrowed(claim, class) {
+            Some(narrowed) => Cow::Owned(narrowed),
+            None => Cow::Borrowed(claim),
+        };
+        if self.over_quota(claim, class) {
+            view = Cow::Owned(without_servers(&view));
+        }
+        view
     }
 
     /// Whether the recount has work on `quota` as this world shows it
@@ -582,10 +597,10 @@ impl World {
     /// The claim as its class and quotas make it, remembering the claim as it is if that
     /// differs.
     fn resolved(&mut self, key: &ClaimKey, claim: Arc<CachedClaim>) -> Arc<CachedClaim> {
-        let (effective, class) = self.classes.resolve(&claim);
-        let effective = match self.over_quota(&claim, &class) {
-            true => Arc::new(without_servers(&effective)),
-            false => effective,
+        let class = self.classes.check(&claim);
+        let effective = match self.view_of(&claim, &class) {
+            Cow::Borrowed(_) => claim.clone(),
+            Cow::Owned(view) => Arc::new(view),
         };
         match Arc::ptr_eq(&effective, &claim) {
             true => self.claims_as_they_are.remove(key),
